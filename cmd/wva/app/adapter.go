@@ -1,0 +1,34 @@
+package app
+
+import (
+	"github.com/spf13/cobra"
+	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
+
+	"github.com/wva-project/wva/pkg/adapter"
+)
+
+func newAdapterCommand() *cobra.Command {
+	opts := adapter.NewOptions()
+	base := &basecmd.AdapterBase{Name: "wva-adapter"}
+	cmd := &cobra.Command{
+		Use:   "adapter --prometheus-url URL [flags]",
+		Short: "Serve wva_desired_replicas on external.metrics.k8s.io and run the decision engine",
+		Long: `The adapter is an aggregated API server for external.metrics.k8s.io/v1beta1. The elected
+leader collects vLLM metrics from Prometheus, decides every variant group and writes the
+decision of record into each VariantAutoscaling's status; every replica serves those
+decisions as the external metric wva_desired_replicas, selected with
+labelSelector variant_name=<VA name>.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := adapter.New(base, opts)
+			if err != nil {
+				return err
+			}
+			return a.Run(cmd.Context())
+		},
+	}
+	base.FlagSet = cmd.Flags()
+	base.InstallFlags()
+	opts.AddFlags(cmd.Flags())
+	return cmd
+}

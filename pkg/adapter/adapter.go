@@ -1,0 +1,346 @@
+package adapter
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/transport"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	cmmetrics "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/metrics"
+	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/collector"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/engine"
+	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
+	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
+	"github.com/wva-project/wva/pkg/inventory"
+	"github.com/wva-project/wva/pkg/pipeline"
+	"github.com/wva-project/wva/pkg/provider"
+)
+
+var lwsGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
+
+// Adapter is a configured, not yet running, `wva adapter`.
+type Adapter struct {
+	Base     *basecmd.AdapterBase
+	Options  *Options
+	Registry *prometheus.Registry
+	Engine   *engine.Engine
+	Provider *provider.Provider
+	Config   *config.Store
+
+	kube       kubernetes.Interface
+	informers  informers.SharedInformerFactory
+	cmInformer informers.SharedInformerFactory
+	wva        wvainformers.SharedInformerFactory
+	dyn        dynamicinformer.DynamicSharedInformerFactory
+	recorder   record.EventRecorder
+	broadcast  record.EventBroadcaster
+	leading    atomic.Bool
+}
+
+// New builds the adapter. base must have had InstallFlags called and its
+// flags parsed.
+func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
+	opts.Complete()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	restCfg, err := base.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	a := &Adapter{Base: base, Options: opts, Registry: prometheus.NewRegistry(), Config: config.NewStore()}
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := cmmetrics.RegisterMetrics(legacyregistry.Register); err != nil {
+		return nil, err
+	}
+
+	if a.kube, err = kubernetes.NewForConfig(restCfg); err != nil {
+		return nil, err
+	}
+	wvaClient, err := versioned.NewForConfig(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	nsOpt := informers.WithNamespace(opts.WatchNamespace)
+	a.informers = informers.NewSharedInformerFactoryWithOptions(a.kube, 0, nsOpt)
+	a.cmInformer = informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(opts.ConfigNamespace))
+	a.wva = wvainformers.NewSharedInformerFactoryWithOptions(wvaClient, 0, wvainformers.WithNamespace(opts.WatchNamespace))
+
+	a.broadcast = record.NewBroadcaster()
+	a.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.kube.CoreV1().Events("")})
+	evScheme := scheme.Scheme
+	_ = llmdv1alpha1.AddToScheme(evScheme)
+	a.recorder = a.broadcast.NewRecorder(evScheme, corev1.EventSource{Component: "wva-adapter"})
+
+	inv := &inventory.Inventory{
+		VAs:          a.wva.Llmd().V1alpha1().VariantAutoscalings().Lister(),
+		Deployments:  a.informers.Apps().V1().Deployments().Lister(),
+		StatefulSets: a.informers.Apps().V1().StatefulSets().Lister(),
+		Pods:         a.informers.Core().V1().Pods().Lister(),
+	}
+	if lwsInstalled(a.kube) {
+		dynClient, err := dynamic.NewForConfig(restCfg)
+		if err != nil {
+			return nil, err
+		}
+		a.dyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, opts.WatchNamespace, nil)
+		inv.LeaderWorkerSets = a.dyn.ForResource(lwsGVR).Lister()
+	}
+
+	prom, err := newPrometheusClient(opts)
+	if err != nil {
+		return nil, err
+	}
+	a.Engine = &engine.Engine{
+		Views:           inv,
+		Metrics:         collector.Collector{API: prom, Labels: collector.Labels{Namespace: opts.PrometheusNamespaceLabel, Pod: opts.PrometheusPodLabel}},
+		Status:          engine.ClientStatusWriter{Client: wvaClient},
+		Config:          a.Config,
+		Pipeline:        pipeline.Default(),
+		Recorder:        a.recorder,
+		Observe:         engine.NewMetrics(a.Registry),
+		Clock:           clock.RealClock{},
+		Interval:        opts.EngineInterval,
+		CycleTimeout:    opts.CycleTimeout,
+		StatusHeartbeat: opts.StatusHeartbeat,
+	}
+	a.Provider = provider.New(inv.VAs, clock.RealClock{}, opts.StaleAfter, a.Registry)
+	base.WithExternalMetrics(a.Provider)
+	a.watch()
+	return a, nil
+}
+
+// watch wires change triggers: VA spec changes and wva ConfigMaps.
+func (a *Adapter) watch() {
+	trigger := func(any) { a.Engine.Trigger() }
+	_, _ = a.wva.Llmd().V1alpha1().VariantAutoscalings().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: trigger,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, n := oldObj.(*llmdv1alpha1.VariantAutoscaling), newObj.(*llmdv1alpha1.VariantAutoscaling)
+			if o.Generation != n.Generation { // spec changes only: our own status writes must not loop
+				a.Engine.Trigger()
+			}
+		},
+		DeleteFunc: trigger,
+	})
+	apply := func(obj any) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || !config.IsConfigMapName(cm.Name) {
+			return
+		}
+		if err := a.Config.Apply(cm.Name, cm.Data); err != nil {
+			klog.ErrorS(err, "rejected ConfigMap entries; last valid entries stay in force", "configmap", klog.KObj(cm))
+			a.recorder.Eventf(cm, corev1.EventTypeWarning, "InvalidConfig", "%v", err)
+		} else {
+			klog.InfoS("applied ConfigMap", "configmap", klog.KObj(cm))
+		}
+		a.Engine.Trigger()
+	}
+	_, _ = a.cmInformer.Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    apply,
+		UpdateFunc: func(_, obj any) { apply(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if cm, ok := obj.(*corev1.ConfigMap); ok && config.IsConfigMapName(cm.Name) {
+				a.Config.Remove(cm.Name)
+				klog.InfoS("ConfigMap deleted; built-in defaults apply", "configmap", klog.KObj(cm))
+				a.Engine.Trigger()
+			}
+		},
+	})
+}
+
+// Run starts informers, the metrics endpoint, the engine (under leader
+// election) and the external-metrics API server; it returns when ctx ends or
+// the API server fails.
+func (a *Adapter) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer a.broadcast.Shutdown()
+	// Touch the informers the inventory needs so the factories start them.
+	a.informers.Apps().V1().Deployments().Informer()
+	a.informers.Apps().V1().StatefulSets().Informer()
+	a.informers.Core().V1().Pods().Informer()
+	a.informers.Start(ctx.Done())
+	a.cmInformer.Start(ctx.Done())
+	a.wva.Start(ctx.Done())
+	if a.dyn != nil {
+		a.dyn.Start(ctx.Done())
+	}
+	if a.Options.MetricsBindAddress != "0" && a.Options.MetricsBindAddress != "" {
+		if err := a.serveMetrics(ctx); err != nil {
+			return err
+		}
+	}
+	for name, synced := range map[string]map[string]bool{
+		"kube": typeNames(a.informers.WaitForCacheSync(ctx.Done())), "configmaps": typeNames(a.cmInformer.WaitForCacheSync(ctx.Done())),
+		"wva": typeNames(a.wva.WaitForCacheSync(ctx.Done())),
+	} {
+		for typ, ok := range synced {
+			if !ok {
+				return fmt.Errorf("%s informer for %s did not sync", name, typ)
+			}
+		}
+	}
+	if a.dyn != nil {
+		a.dyn.WaitForCacheSync(ctx.Done())
+	}
+	klog.InfoS("informers synced; starting engine", "interval", a.Options.EngineInterval, "leaderElect", a.Options.LeaderElect)
+
+	go a.runEngine(ctx)
+	return a.Base.Run(ctx)
+}
+
+func typeNames[T comparable](m map[T]bool) map[string]bool {
+	out := map[string]bool{}
+	for k, v := range m {
+		out[fmt.Sprint(k)] = v
+	}
+	return out
+}
+
+func (a *Adapter) runEngine(ctx context.Context) {
+	loop := func(ctx context.Context) {
+		a.leading.Store(true)
+		defer a.leading.Store(false)
+		a.Engine.Run(ctx)
+	}
+	if !a.Options.LeaderElect {
+		loop(ctx)
+		return
+	}
+	id, _ := os.Hostname()
+	id = fmt.Sprintf("%s_%d", id, time.Now().UnixNano())
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, a.Options.LeaseNamespace, a.Options.LeaseName,
+		a.kube.CoreV1(), a.kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id, EventRecorder: a.recorder})
+	if err != nil {
+		klog.ErrorS(err, "leader election lock")
+		return
+	}
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, LeaseDuration: a.Options.LeaseDuration, RenewDeadline: a.Options.RenewDeadline,
+			RetryPeriod: a.Options.RetryPeriod, ReleaseOnCancel: true, Name: a.Options.LeaseName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: loop,
+				OnStoppedLeading: func() { klog.InfoS("stopped leading; engine paused, still serving metrics", "identity", id) },
+				OnNewLeader:      func(l string) { klog.InfoS("leader", "identity", l) },
+			},
+		})
+	}
+}
+
+func (a *Adapter) serveMetrics(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{a.Registry, legacyregistry.DefaultGatherer}, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.wva.Llmd().V1alpha1().VariantAutoscalings().Informer().HasSynced() {
+			http.Error(w, "VariantAutoscaling informer not synced", http.StatusServiceUnavailable)
+			return
+		}
+		// A follower is ready as soon as it can serve from its cache; the
+		// leader also needs a recent successful cycle.
+		if a.leading.Load() {
+			if age := time.Since(a.Engine.LastSuccess()); age > a.Options.ReadinessMaxCycleAge {
+				http.Error(w, fmt.Sprintf("leader: last successful engine cycle %s ago", age.Round(time.Second)), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	ln, err := net.Listen("tcp", a.Options.MetricsBindAddress)
+	if err != nil {
+		return fmt.Errorf("--metrics-bind-address=%s: %w", a.Options.MetricsBindAddress, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	klog.InfoS("serving /metrics, /healthz, /readyz", "address", ln.Addr().String())
+	return nil
+}
+
+func newPrometheusClient(o *Options) (promv1.API, error) {
+	tlsCfg := &tls.Config{InsecureSkipVerify: o.PrometheusInsecureSkipVerify} //nolint:gosec // opt-in flag for testing
+	if o.PrometheusCAFile != "" {
+		pem, err := os.ReadFile(o.PrometheusCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--prometheus-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--prometheus-ca-file=%s: no PEM certificate found", o.PrometheusCAFile)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	var rt http.RoundTripper = &http.Transport{
+		Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsCfg,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 5 * time.Second, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second,
+	}
+	if o.PrometheusBearerTokenFile != "" {
+		if _, err := os.Stat(o.PrometheusBearerTokenFile); err != nil {
+			return nil, fmt.Errorf("--prometheus-bearer-token-file: %w", err)
+		}
+		var err error
+		// Re-reads the file periodically, so a rotated token is picked up.
+		if rt, err = transport.NewBearerAuthWithRefreshRoundTripper("", o.PrometheusBearerTokenFile, rt); err != nil {
+			return nil, fmt.Errorf("--prometheus-bearer-token-file: %w", err)
+		}
+	}
+	client, err := promapi.NewClient(promapi.Config{Address: o.PrometheusURL, Client: &http.Client{Transport: rt, Timeout: o.PrometheusTimeout}})
+	if err != nil {
+		return nil, fmt.Errorf("--prometheus-url: %w", err)
+	}
+	return promv1.NewAPI(client), nil
+}
+
+func lwsInstalled(kube kubernetes.Interface) bool {
+	res, err := kube.Discovery().ServerResourcesForGroupVersion(lwsGVR.GroupVersion().String())
+	if err != nil {
+		return false
+	}
+	for _, r := range res.APIResources {
+		if r.Name == lwsGVR.Resource {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,131 @@
+// Package adapter wires `wva adapter`: informers, the config store, the
+// engine (leader only), the external-metrics provider (every replica) and
+// the adapter's own /metrics and health endpoints.
+package adapter
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wva-project/wva/pkg/collector"
+)
+
+// Options are the adapter's own flags (the generic API server's secure
+// serving and delegated authn/authz flags come from custom-metrics-apiserver).
+type Options struct {
+	PrometheusURL                string
+	PrometheusCAFile             string
+	PrometheusInsecureSkipVerify bool
+	PrometheusBearerTokenFile    string
+	PrometheusTimeout            time.Duration
+	PrometheusNamespaceLabel     string
+	PrometheusPodLabel           string
+
+	EngineInterval  time.Duration
+	CycleTimeout    time.Duration
+	StatusHeartbeat time.Duration
+	StaleAfter      time.Duration
+
+	ConfigNamespace string
+	WatchNamespace  string
+
+	LeaderElect          bool
+	LeaseName            string
+	LeaseNamespace       string
+	LeaseDuration        time.Duration
+	RenewDeadline        time.Duration
+	RetryPeriod          time.Duration
+	MetricsBindAddress   string
+	ReadinessMaxCycleAge time.Duration
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "wva-system"
+	}
+	return &Options{
+		PrometheusTimeout:        10 * time.Second,
+		PrometheusNamespaceLabel: collector.DefaultLabels().Namespace,
+		PrometheusPodLabel:       collector.DefaultLabels().Pod,
+		EngineInterval:           30 * time.Second,
+		StatusHeartbeat:          2 * time.Minute,
+		ConfigNamespace:          ns,
+		LeaderElect:              true,
+		LeaseName:                "wva-adapter",
+		LeaseDuration:            15 * time.Second,
+		RenewDeadline:            10 * time.Second,
+		RetryPeriod:              2 * time.Second,
+		MetricsBindAddress:       ":8080",
+	}
+}
+
+// AddFlags registers the flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Base URL of the Prometheus HTTP API (required), e.g. https://prometheus.monitoring:9090")
+	fs.StringVar(&o.PrometheusCAFile, "prometheus-ca-file", o.PrometheusCAFile, "CA bundle to verify Prometheus' TLS certificate")
+	fs.BoolVar(&o.PrometheusInsecureSkipVerify, "prometheus-insecure-skip-verify", o.PrometheusInsecureSkipVerify, "Skip TLS verification of Prometheus (testing only)")
+	fs.StringVar(&o.PrometheusBearerTokenFile, "prometheus-bearer-token-file", o.PrometheusBearerTokenFile, "File with a bearer token for Prometheus; re-read on every request so rotated tokens work")
+	fs.DurationVar(&o.PrometheusTimeout, "prometheus-timeout", o.PrometheusTimeout, "Timeout of one Prometheus query")
+	fs.StringVar(&o.PrometheusNamespaceLabel, "prometheus-namespace-label", o.PrometheusNamespaceLabel, "Prometheus label holding a vLLM series' pod namespace")
+	fs.StringVar(&o.PrometheusPodLabel, "prometheus-pod-label", o.PrometheusPodLabel, "Prometheus label holding a vLLM series' pod name")
+	fs.DurationVar(&o.EngineInterval, "engine-interval", o.EngineInterval, "Time between decision cycles (cycles also run on VA and ConfigMap changes)")
+	fs.DurationVar(&o.CycleTimeout, "cycle-timeout", o.CycleTimeout, "Bound on one cycle (default: the engine interval)")
+	fs.DurationVar(&o.StatusHeartbeat, "status-heartbeat", o.StatusHeartbeat, "Rewrite an unchanged VA status this often to refresh lastRunTime")
+	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "Age past which a served decision counts as stale in metrics (default: heartbeat + 2 intervals)")
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "Namespace of the wva ConfigMaps (default: $POD_NAMESPACE or wva-system)")
+	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Only manage VAs in this namespace (default: all)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect one replica to run the engine (all replicas serve metrics)")
+	fs.StringVar(&o.LeaseName, "leader-election-lease-name", o.LeaseName, "Name of the coordination.k8s.io Lease")
+	fs.StringVar(&o.LeaseNamespace, "leader-election-namespace", o.LeaseNamespace, "Namespace of the Lease (default: the config namespace)")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "Lease duration")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "Lease renew deadline")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "Lease retry period")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the plain-HTTP /metrics, /healthz and /readyz endpoints (\"0\" disables)")
+}
+
+// Complete fills in derived defaults.
+func (o *Options) Complete() {
+	if o.CycleTimeout == 0 {
+		o.CycleTimeout = o.EngineInterval
+	}
+	if o.StaleAfter == 0 {
+		o.StaleAfter = o.StatusHeartbeat + 2*o.EngineInterval
+	}
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = o.ConfigNamespace
+	}
+	if o.ReadinessMaxCycleAge == 0 {
+		o.ReadinessMaxCycleAge = 3 * o.EngineInterval
+	}
+}
+
+// Validate names the flag and value of every problem.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.PrometheusURL == "" {
+		errs = append(errs, errors.New("--prometheus-url is required"))
+	} else if u, err := url.Parse(o.PrometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("--prometheus-url=%q: want an http(s) URL with a host", o.PrometheusURL))
+	}
+	if err := (collector.Labels{Namespace: o.PrometheusNamespaceLabel, Pod: o.PrometheusPodLabel}).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for name, d := range map[string]time.Duration{"--engine-interval": o.EngineInterval, "--prometheus-timeout": o.PrometheusTimeout,
+		"--status-heartbeat": o.StatusHeartbeat} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%s: must be positive", name, d))
+		}
+	}
+	if o.LeaderElect && !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
+		errs = append(errs, fmt.Errorf("leader election: want lease-duration (%s) > renew-deadline (%s) > retry-period (%s) > 0",
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+	}
+	return errors.Join(errs...)
+}

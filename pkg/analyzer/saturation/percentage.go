@@ -1,0 +1,176 @@
+// Package saturation implements the percentage-based saturation analyzer of
+// the design notes (seeds/saturation-analyzer.md, newer version): it reads KV
+// cache usage and queue length per replica and says whether the variant group
+// needs one more replica, can safely lose one, or must hold because a
+// previous decision is still being applied.
+package saturation
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision"
+)
+
+// Name is the analyzer's name in configuration and decision reasons.
+const Name = config.AnalyzerSaturationPercentage
+
+// minNonSaturatedForScaleDown is the pre-condition of the N/(N-1) simulation:
+// with a single non-saturated replica there is nothing to redistribute onto.
+const minNonSaturatedForScaleDown = 2
+
+// epsilon absorbs float rounding so a value exactly at a trigger compares as
+// at the trigger (0.8-0.45 is not exactly 0.35 in binary).
+const epsilon = 1e-9
+
+// Analysis is the model-level saturation analysis.
+type Analysis struct {
+	TotalReplicas int     `json:"totalReplicas"`
+	NonSaturated  int     `json:"nonSaturated"`
+	AvgSpareKv    float64 `json:"avgSpareKv"`
+	AvgSpareQueue float64 `json:"avgSpareQueue"`
+	ShouldScaleUp bool    `json:"shouldScaleUp"`
+	ScaleDownSafe bool    `json:"scaleDownSafe"`
+	InTransition  bool    `json:"inTransition"`
+	// Why explains the verdict in one sentence.
+	Why string `json:"why"`
+}
+
+// IsSaturated says whether one replica is at or above either threshold.
+func IsSaturated(r decision.ReplicaMetrics, cfg config.Saturation) bool {
+	return r.KvCacheUsage >= cfg.KvCacheThreshold || r.QueueLength >= cfg.QueueLengthThreshold
+}
+
+// AnalyzeReplicas computes spare capacity over the non-saturated replicas and
+// the scale-up and scale-down verdicts. It ignores transition state.
+func AnalyzeReplicas(replicas []decision.ReplicaMetrics, cfg config.Saturation) Analysis {
+	a := Analysis{TotalReplicas: len(replicas)}
+	var sumSpareKv, sumSpareQueue float64
+	for _, r := range replicas {
+		if IsSaturated(r, cfg) {
+			continue
+		}
+		a.NonSaturated++
+		sumSpareKv += cfg.KvCacheThreshold - r.KvCacheUsage
+		sumSpareQueue += cfg.QueueLengthThreshold - r.QueueLength
+	}
+	if a.NonSaturated == 0 {
+		// No headroom anywhere (or no replica at all): more capacity is needed.
+		a.ShouldScaleUp = true
+		a.Why = fmt.Sprintf("all %d replicas saturated", a.TotalReplicas)
+		if a.TotalReplicas == 0 {
+			a.Why = "no replica reporting metrics"
+		}
+		return a
+	}
+	n := float64(a.NonSaturated)
+	a.AvgSpareKv = sumSpareKv / n
+	a.AvgSpareQueue = sumSpareQueue / n
+	switch {
+	case a.AvgSpareKv < cfg.KvSpareTrigger-epsilon:
+		a.ShouldScaleUp = true
+		a.Why = fmt.Sprintf("avg spare KV %.3f < trigger %.3f", a.AvgSpareKv, cfg.KvSpareTrigger)
+	case a.AvgSpareQueue < cfg.QueueSpareTrigger-epsilon:
+		a.ShouldScaleUp = true
+		a.Why = fmt.Sprintf("avg spare queue %.2f < trigger %.2f", a.AvgSpareQueue, cfg.QueueSpareTrigger)
+	}
+	if a.ShouldScaleUp {
+		return a
+	}
+	safe, why := scaleDownSafe(a, cfg)
+	a.ScaleDownSafe = safe
+	a.Why = why
+	return a
+}
+
+// scaleDownSafe simulates removing one replica: the average load of the
+// non-saturated replicas grows by N/(N-1) and must still leave spare capacity
+// at or above both triggers.
+func scaleDownSafe(a Analysis, cfg config.Saturation) (bool, string) {
+	if a.NonSaturated < minNonSaturatedForScaleDown {
+		return false, fmt.Sprintf("headroom ok (avg spare KV %.3f, queue %.2f); scale-down needs >= %d non-saturated replicas, have %d",
+			a.AvgSpareKv, a.AvgSpareQueue, minNonSaturatedForScaleDown, a.NonSaturated)
+	}
+	n := float64(a.NonSaturated)
+	factor := n / (n - 1)
+	remainingKv := cfg.KvCacheThreshold - (cfg.KvCacheThreshold-a.AvgSpareKv)*factor
+	remainingQueue := cfg.QueueLengthThreshold - (cfg.QueueLengthThreshold-a.AvgSpareQueue)*factor
+	if remainingKv >= cfg.KvSpareTrigger-epsilon && remainingQueue >= cfg.QueueSpareTrigger-epsilon {
+		return true, fmt.Sprintf("spare after removing one of %d: KV %.3f >= %.3f, queue %.2f >= %.2f",
+			a.NonSaturated, remainingKv, cfg.KvSpareTrigger, remainingQueue, cfg.QueueSpareTrigger)
+	}
+	return false, fmt.Sprintf("headroom ok; scale-down unsafe: spare after removing one of %d would be KV %.3f (trigger %.3f), queue %.2f (trigger %.2f)",
+		a.NonSaturated, remainingKv, cfg.KvSpareTrigger, remainingQueue, cfg.QueueSpareTrigger)
+}
+
+// Transition reports whether any variant of the group is still applying a
+// decision (desired != 0 and != current) or has pods not yet reporting
+// (metrics count != current). It returns the held target of every variant:
+// desired for a desired/current mismatch, current otherwise.
+func Transition(g decision.Group) (bool, map[string]int32, string) {
+	held := make(map[string]int32, len(g.Variants))
+	inTransition := false
+	var why string
+	note := func(s string) {
+		if why == "" {
+			why = s
+		}
+	}
+	for _, v := range sortedVariants(g.Variants) {
+		held[v.Name] = v.CurrentReplicas
+		if v.DesiredReplicas != 0 && v.DesiredReplicas != v.CurrentReplicas {
+			inTransition = true
+			held[v.Name] = v.DesiredReplicas
+			note(fmt.Sprintf("%s desired %d != current %d", v.Name, v.DesiredReplicas, v.CurrentReplicas))
+		}
+		if m := g.MetricsCount(v.Name); m != v.CurrentReplicas {
+			inTransition = true
+			note(fmt.Sprintf("%s has %d of %d replicas reporting metrics", v.Name, m, v.CurrentReplicas))
+		}
+	}
+	return inTransition, held, why
+}
+
+// Analyzer is the percentage-based saturation analyzer.
+type Analyzer struct{}
+
+// Name implements the pipeline's analyzer seam.
+func (Analyzer) Name() string { return Name }
+
+// Analyze implements analyzer.Analyzer: the signal is in units of one
+// replica and Details is an Analysis.
+func (a Analyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+	analysis, sig := a.analyze(g, cfg)
+	return analyzer.Result{Signal: sig, Details: analysis}, nil
+}
+
+func (Analyzer) analyze(g decision.Group, cfg config.Resolved) (Analysis, decision.Signal) {
+	a := AnalyzeReplicas(g.Replicas, cfg.Saturation)
+	sig := decision.Signal{Analyzer: Name, Priority: cfg.Saturation.Priority}
+	if inTransition, held, why := Transition(g); inTransition {
+		a.InTransition = true
+		sig.Hold = true
+		sig.HeldTargets = held
+		sig.Reason = "model in transition (" + why + "), no new decision"
+		return a, sig
+	}
+	switch {
+	case a.ShouldScaleUp:
+		sig.RequiredCapacity = 1
+		sig.Reason = "saturation: " + a.Why
+	case a.ScaleDownSafe:
+		sig.SpareCapacity = 1
+		sig.Reason = "spare capacity: " + a.Why
+	default:
+		sig.Reason = "steady: " + a.Why
+	}
+	return a, sig
+}
+
+func sortedVariants(vs []decision.Variant) []decision.Variant {
+	out := append([]decision.Variant(nil), vs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,331 @@
+/*
+Copyright The WVA Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Defaults applied by the API server (see the +kubebuilder:default markers
+// below). The helper methods fall back to the same values for objects that
+// were built in Go and never went through API-server defaulting.
+const (
+	// DefaultMinReplicas is the default of spec.minReplicas.
+	DefaultMinReplicas int32 = 1
+	// DefaultMaxReplicas is the default of spec.maxReplicas.
+	DefaultMaxReplicas int32 = 2
+	// DefaultVariantCost is the default of spec.variantCost.
+	DefaultVariantCost = "10.0"
+)
+
+// Kinds accepted in spec.scaleTargetRef.kind.
+const (
+	ScaleTargetKindDeployment      = "Deployment"
+	ScaleTargetKindStatefulSet     = "StatefulSet"
+	ScaleTargetKindLeaderWorkerSet = "LeaderWorkerSet"
+)
+
+// Default API versions of the supported scale target kinds, used when
+// spec.scaleTargetRef.apiVersion is empty.
+const (
+	AppsAPIVersion            = "apps/v1"
+	LeaderWorkerSetAPIVersion = "leaderworkerset.x-k8s.io/v1"
+)
+
+// Condition types set in status.conditions.
+const (
+	// ConditionTypeTargetResolved reports whether spec.scaleTargetRef points
+	// at an existing workload of a supported kind.
+	ConditionTypeTargetResolved = "TargetResolved"
+	// ConditionTypeMetricsAvailable reports whether the metrics needed to
+	// size the variant could be collected.
+	ConditionTypeMetricsAvailable = "MetricsAvailable"
+	// ConditionTypeOptimizationReady reports whether the last optimization
+	// run produced a desired allocation.
+	ConditionTypeOptimizationReady = "OptimizationReady"
+)
+
+// Condition reasons set in status.conditions.
+const (
+	// TargetResolved reasons.
+	ReasonTargetFound           = "TargetFound"
+	ReasonTargetNotFound        = "TargetNotFound"
+	ReasonUnsupportedTargetKind = "UnsupportedTargetKind"
+
+	// MetricsAvailable reasons.
+	ReasonMetricsFound       = "MetricsFound"
+	ReasonMetricsMissing     = "MetricsMissing"
+	ReasonMetricsStale       = "MetricsStale"
+	ReasonMetricsUnavailable = "MetricsUnavailable"
+	ReasonPrometheusError    = "PrometheusError"
+
+	// OptimizationReady reasons.
+	ReasonOptimizationSucceeded = "OptimizationSucceeded"
+	ReasonOptimizationFailed    = "OptimizationFailed"
+	ReasonInvalidSpec           = "InvalidSpec"
+)
+
+// CrossVersionObjectReference identifies the workload a VariantAutoscaling
+// scales. It has the same wire shape as autoscaling/v2
+// CrossVersionObjectReference, restricted to the supported kinds.
+type CrossVersionObjectReference struct {
+	// apiVersion is the API version of the referent, e.g. "apps/v1" or
+	// "leaderworkerset.x-k8s.io/v1". When empty, the default API version of
+	// the kind is assumed.
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+
+	// kind is the kind of the referent.
+	// +kubebuilder:validation:Enum=Deployment;StatefulSet;LeaderWorkerSet
+	// +required
+	Kind string `json:"kind"`
+
+	// name is the name of the referent, in the namespace of the
+	// VariantAutoscaling.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+}
+
+// VariantAutoscalingSpec is the desired state of a VariantAutoscaling: one
+// model-serving variant (a workload running one model on one accelerator
+// arrangement) and the bounds within which it may be scaled.
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must be less than or equal to maxReplicas"
+type VariantAutoscalingSpec struct {
+	// scaleTargetRef references the workload (Deployment, StatefulSet or
+	// LeaderWorkerSet) whose replicas are managed.
+	// +required
+	ScaleTargetRef CrossVersionObjectReference `json:"scaleTargetRef"`
+
+	// modelID is the identifier of the model served by the variant, as
+	// reported in the inference server metrics (e.g. "meta/llama-3.1-8b").
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	ModelID string `json:"modelID"`
+
+	// minReplicas is the lower bound on the replica count. 0 allows scaling
+	// the variant to zero.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+
+	// maxReplicas is the upper bound on the replica count.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxReplicas int32 `json:"maxReplicas,omitempty"`
+
+	// variantCost is the cost of one replica of this variant, a
+	// non-negative decimal number written as a string (e.g. "10.0").
+	// +kubebuilder:default="10.0"
+	// +kubebuilder:validation:Pattern=`^\d+(\.\d+)?$`
+	// +optional
+	VariantCost string `json:"variantCost,omitempty"`
+
+	// acceleratorName is the name of the accelerator type used by the
+	// variant (e.g. "H100").
+	// +optional
+	AcceleratorName string `json:"acceleratorName,omitempty"`
+
+	// gpusPerReplica is the number of GPUs used by one replica.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	GPUsPerReplica *int32 `json:"gpusPerReplica,omitempty"`
+
+	// gpuMemoryPerReplica is the GPU memory used by one replica.
+	// +optional
+	GPUMemoryPerReplica *resource.Quantity `json:"gpuMemoryPerReplica,omitempty"`
+}
+
+// OptimizedAlloc is the allocation computed by the autoscaler for the variant.
+type OptimizedAlloc struct {
+	// numReplicas is the desired number of replicas.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	NumReplicas int32 `json:"numReplicas"`
+
+	// reason explains why numReplicas has its current value.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// accelerator is the accelerator chosen for the variant.
+	//
+	// Deprecated: kept for compatibility with older clients; the accelerator
+	// is given by spec.acceleratorName.
+	// +optional
+	Accelerator string `json:"accelerator,omitempty"`
+
+	// lastRunTime is when the optimizer last produced this allocation.
+	// +optional
+	LastRunTime metav1.Time `json:"lastRunTime,omitempty"`
+
+	// lastUpdate is when numReplicas or reason last changed.
+	// +optional
+	LastUpdate metav1.Time `json:"lastUpdate,omitempty"`
+}
+
+// ActuationStatus reports whether the desired allocation has been applied.
+type ActuationStatus struct {
+	// applied is true when the desired allocation was successfully applied
+	// (or published for an external actuator such as the HPA).
+	// +optional
+	Applied bool `json:"applied"`
+}
+
+// VariantAutoscalingStatus is the observed state of a VariantAutoscaling.
+type VariantAutoscalingStatus struct {
+	// desiredOptimizedAlloc is the latest allocation computed for the variant.
+	// +optional
+	DesiredOptimizedAlloc OptimizedAlloc `json:"desiredOptimizedAlloc,omitempty"`
+
+	// currentReplicas is the replica count last observed on the scale target.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CurrentReplicas int32 `json:"currentReplicas"`
+
+	// actuation reports whether desiredOptimizedAlloc has been applied.
+	// +optional
+	Actuation ActuationStatus `json:"actuation,omitempty"`
+
+	// conditions are the latest observations of the VariantAutoscaling's
+	// state (types TargetResolved, MetricsAvailable, OptimizationReady).
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// VariantAutoscaling asks the autoscaler to size one model-serving variant
+// between minReplicas and maxReplicas.
+//
+// +genclient
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=variantautoscalings,singular=variantautoscaling,scope=Namespaced,shortName=va
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.modelID`
+// +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minReplicas`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxReplicas`
+// +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.currentReplicas`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredOptimizedAlloc.numReplicas`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.desiredOptimizedAlloc.reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VariantAutoscaling struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the VariantAutoscaling.
+	// +required
+	Spec VariantAutoscalingSpec `json:"spec"`
+
+	// status is the observed state of the VariantAutoscaling.
+	// +optional
+	Status VariantAutoscalingStatus `json:"status,omitempty"`
+}
+
+// VariantAutoscalingList is a list of VariantAutoscaling objects.
+//
+// +kubebuilder:object:root=true
+type VariantAutoscalingList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []VariantAutoscaling `json:"items"`
+}
+
+// MinReplicasOrDefault returns spec.minReplicas, or DefaultMinReplicas when
+// it is unset.
+func (va *VariantAutoscaling) MinReplicasOrDefault() int32 {
+	if va.Spec.MinReplicas == nil {
+		return DefaultMinReplicas
+	}
+	return *va.Spec.MinReplicas
+}
+
+// MaxReplicasOrDefault returns spec.maxReplicas, or DefaultMaxReplicas when
+// it is unset (zero).
+func (va *VariantAutoscaling) MaxReplicasOrDefault() int32 {
+	if va.Spec.MaxReplicas == 0 {
+		return DefaultMaxReplicas
+	}
+	return va.Spec.MaxReplicas
+}
+
+// variantCostPattern mirrors the CRD validation pattern of spec.variantCost.
+var variantCostPattern = regexp.MustCompile(`^\d+(\.\d+)?$`)
+
+// CostValue parses spec.variantCost. An empty value yields the default
+// cost (DefaultVariantCost). Values that the CRD schema would reject
+// (negative, signed, exponent notation, NaN/Inf, surrounding spaces) and
+// values that overflow a float64 return an error.
+func (va *VariantAutoscaling) CostValue() (float64, error) {
+	return ParseVariantCost(va.Spec.VariantCost)
+}
+
+// ParseVariantCost parses a variantCost string; see CostValue.
+func ParseVariantCost(s string) (float64, error) {
+	if s == "" {
+		s = DefaultVariantCost
+	}
+	if !variantCostPattern.MatchString(s) {
+		return 0, fmt.Errorf("invalid variantCost %q: must be a non-negative decimal number such as \"10.0\"", s)
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid variantCost %q: %w", s, err)
+	}
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("invalid variantCost %q: not a finite number", s)
+	}
+	return v, nil
+}
+
+// GroupVersionKind returns the group/version/kind of the referenced
+// workload. An empty apiVersion defaults to apps/v1 for Deployment and
+// StatefulSet and to leaderworkerset.x-k8s.io/v1 for LeaderWorkerSet.
+func (r CrossVersionObjectReference) GroupVersionKind() (schema.GroupVersionKind, error) {
+	var defaultAPIVersion string
+	switch r.Kind {
+	case ScaleTargetKindDeployment, ScaleTargetKindStatefulSet:
+		defaultAPIVersion = AppsAPIVersion
+	case ScaleTargetKindLeaderWorkerSet:
+		defaultAPIVersion = LeaderWorkerSetAPIVersion
+	default:
+		return schema.GroupVersionKind{}, fmt.Errorf("unsupported scaleTargetRef kind %q: must be one of %s, %s, %s",
+			r.Kind, ScaleTargetKindDeployment, ScaleTargetKindStatefulSet, ScaleTargetKindLeaderWorkerSet)
+	}
+	apiVersion := r.APIVersion
+	if apiVersion == "" {
+		apiVersion = defaultAPIVersion
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("invalid scaleTargetRef apiVersion %q: %w", apiVersion, err)
+	}
+	return gv.WithKind(r.Kind), nil
+}

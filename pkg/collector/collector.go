@@ -1,0 +1,192 @@
+// Package collector reads the vLLM metrics the analyzers need from
+// Prometheus: a fixed set of queries per engine cycle, results keyed by pod
+// (or by model for request counts). It is the pipeline's only Prometheus I/O.
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// PodKey identifies a serving pod.
+type PodKey struct {
+	Namespace string
+	Pod       string
+}
+
+// ModelKey identifies a model's series in one namespace.
+type ModelKey struct {
+	Namespace string
+	Model     string
+}
+
+// PodMetrics is what one pod reported over the collection windows. The Has*
+// fields say whether a value was present.
+type PodMetrics struct {
+	KvCacheUsage    float64
+	HasKvCacheUsage bool
+	QueueLength     float64
+	HasQueueLength  bool
+	// KV capacity from vllm:cache_config_info.
+	NumGPUBlocks int64
+	BlockSize    int64
+	// Averages over 5m; zero when the pod served no request.
+	AvgInputTokens  float64
+	AvgOutputTokens float64
+}
+
+// Reporting says whether the pod exports the saturation inputs.
+func (p PodMetrics) Reporting() bool { return p.HasKvCacheUsage && p.HasQueueLength }
+
+// Result is one collection cycle.
+type Result struct {
+	Pods map[PodKey]PodMetrics
+	// Requests holds successful requests per model over each window.
+	Requests map[time.Duration]map[ModelKey]float64
+	// Queries is how many PromQL queries the cycle ran.
+	Queries int
+	// Dropped counts samples rejected as NaN, infinite, negative or out of
+	// range, by query name.
+	Dropped map[string]int
+	// Warnings are Prometheus' own warnings.
+	Warnings []string
+}
+
+// RequestsOver returns a model's successful requests over window, and
+// whether the window was queried.
+func (r Result) RequestsOver(window time.Duration, key ModelKey) (float64, bool) {
+	byModel, ok := r.Requests[window]
+	if !ok {
+		return 0, false
+	}
+	// No series for the model means no request succeeded in the window.
+	return byModel[key], true
+}
+
+// Querier is the part of the Prometheus API client the collector uses.
+type Querier interface {
+	Query(ctx context.Context, query string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error)
+}
+
+// Collector runs the cycle's queries against Prometheus.
+type Collector struct {
+	API    Querier
+	Labels Labels
+}
+
+// Request says what one cycle needs.
+type Request struct {
+	// Namespaces that hold VAs; empty means every namespace.
+	Namespaces []string
+	// RetentionWindows are the distinct scale-to-zero retention periods in
+	// force.
+	RetentionWindows []time.Duration
+	// Time is the evaluation time of every query.
+	Time time.Time
+}
+
+// Collect runs every query. Any failed query fails the cycle: decisions on a
+// partial view (say, KV without queue) would be wrong in ways the fallback
+// path handles better.
+func (c Collector) Collect(ctx context.Context, req Request) (Result, error) {
+	res := Result{
+		Pods:     map[PodKey]PodMetrics{},
+		Requests: map[time.Duration]map[ModelKey]float64{},
+		Dropped:  map[string]int{},
+	}
+	for _, q := range Queries(c.Labels, req.Namespaces, req.RetentionWindows) {
+		res.Queries++
+		value, warnings, _, err := c.API.Query(ctx, q.Expr, req.Time)
+		res.Warnings = append(res.Warnings, warnings...)
+		if err != nil {
+			return res, &QueryError{Query: q.Name, Err: err}
+		}
+		vec, ok := value.(model.Vector)
+		if !ok {
+			return res, &QueryError{Query: q.Name, Err: fmt.Errorf("want an instant vector, got %s", value.Type())}
+		}
+		c.absorb(&res, q, vec)
+	}
+	return res, nil
+}
+
+func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
+	if q.Name == "request_count" {
+		byModel := map[ModelKey]float64{}
+		for _, s := range vec {
+			v := float64(s.Value)
+			if !finite(v) || v < 0 {
+				res.Dropped[q.Name]++
+				continue
+			}
+			key := ModelKey{Namespace: string(s.Metric[model.LabelName(c.Labels.Namespace)]), Model: string(s.Metric[LabelModelName])}
+			byModel[key] += v
+		}
+		res.Requests[q.Window] = byModel
+		return
+	}
+	for _, s := range vec {
+		key := PodKey{Namespace: string(s.Metric[model.LabelName(c.Labels.Namespace)]), Pod: string(s.Metric[model.LabelName(c.Labels.Pod)])}
+		v := float64(s.Value)
+		if math.IsNaN(v) && (q.Name == "avg_input_tokens" || q.Name == "avg_output_tokens") {
+			continue // 0/0: the pod served no request in the window
+		}
+		if key.Pod == "" || !valid(q.Name, v) {
+			res.Dropped[q.Name]++
+			continue
+		}
+		pm := res.Pods[key]
+		switch q.Name {
+		case "kv_cache_usage":
+			pm.KvCacheUsage, pm.HasKvCacheUsage = v, true
+		case "queue_length":
+			pm.QueueLength, pm.HasQueueLength = v, true
+		case "cache_config_info":
+			blocks, err1 := strconv.ParseInt(string(s.Metric["num_gpu_blocks"]), 10, 64)
+			size, err2 := strconv.ParseInt(string(s.Metric["block_size"]), 10, 64)
+			if err1 != nil || err2 != nil || blocks <= 0 || size <= 0 {
+				res.Dropped[q.Name]++
+				continue
+			}
+			pm.NumGPUBlocks, pm.BlockSize = blocks, size
+		case "avg_input_tokens":
+			pm.AvgInputTokens = v
+		case "avg_output_tokens":
+			pm.AvgOutputTokens = v
+		}
+		res.Pods[key] = pm
+	}
+}
+
+// valid rejects NaN, infinities, negatives, and KV usage above 1.
+func valid(query string, v float64) bool {
+	if !finite(v) || v < 0 {
+		return false
+	}
+	return query != "kv_cache_usage" || v <= 1
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// QueryError says which query failed.
+type QueryError struct {
+	Query string
+	Err   error
+}
+
+func (e *QueryError) Error() string { return fmt.Sprintf("prometheus query %s: %v", e.Query, e.Err) }
+
+func (e *QueryError) Unwrap() error { return e.Err }
+
+// IsQueryError reports whether err came from a Prometheus query.
+func IsQueryError(err error) bool {
+	var qe *QueryError
+	return errors.As(err, &qe)
+}

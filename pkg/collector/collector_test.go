@@ -1,0 +1,119 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeQuerier answers by query-name substring; unit tests only (the real
+// Prometheus is exercised in test/integration).
+type fakeQuerier struct {
+	answers map[string]model.Vector
+	fail    string
+	seen    []string
+}
+
+func (f *fakeQuerier) Query(_ context.Context, q string, _ time.Time, _ ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+	f.seen = append(f.seen, q)
+	if f.fail != "" && strings.Contains(q, f.fail) {
+		return nil, nil, nil, errors.New("connection refused")
+	}
+	for metric, vec := range f.answers {
+		if strings.Contains(q, metric) {
+			return vec, nil, nil, nil
+		}
+	}
+	return model.Vector{}, nil, nil, nil
+}
+
+func sample(v float64, labels ...string) *model.Sample {
+	m := model.Metric{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		m[model.LabelName(labels[i])] = model.LabelValue(labels[i+1])
+	}
+	return &model.Sample{Metric: m, Value: model.SampleValue(v)}
+}
+
+func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
+	few := Queries(DefaultLabels(), []string{"prod"}, []time.Duration{10 * time.Minute})
+	many := Queries(DefaultLabels(), []string{"a", "b", "c", "d"}, []time.Duration{10 * time.Minute, 10 * time.Minute})
+	assert.Len(t, few, 6)
+	assert.Len(t, many, 6, "same number of queries whatever the number of namespaces or models")
+	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 7, "one more per distinct window")
+
+	evil := `prod"}) or vector(1) #`
+	q := Queries(DefaultLabels(), []string{evil, "x.y"}, nil)[1].Expr
+	assert.Contains(t, q, `{namespace=~"prod\"\\}\\) or vector\\(1\\) #|x\\.y"}`)
+	assert.NotContains(t, q, `"}) or vector(1)`)
+
+	kv := few[0].Expr
+	assert.Contains(t, kv, "vllm:kv_cache_usage_perc")
+	assert.Contains(t, kv, "or max by (namespace, pod) (max_over_time(vllm:gpu_cache_usage_perc")
+	assert.Contains(t, few[5].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
+}
+
+func TestLabelsValidate(t *testing.T) {
+	require.NoError(t, DefaultLabels().Validate())
+	assert.ErrorContains(t, Labels{Namespace: "kubernetes_namespace", Pod: "pod-name"}.Validate(), `pod label "pod-name"`)
+}
+
+func TestCollect(t *testing.T) {
+	fq := &fakeQuerier{answers: map[string]model.Vector{
+		"kv_cache_usage_perc": {
+			sample(0.5, "namespace", "prod", "pod", "a"),
+			sample(1.5, "namespace", "prod", "pod", "bad-kv"),
+			sample(math.NaN(), "namespace", "prod", "pod", "nan-kv"),
+			sample(0.2, "namespace", "prod"), // no pod label
+		},
+		"num_requests_waiting": {sample(3, "namespace", "prod", "pod", "a"), sample(-1, "namespace", "prod", "pod", "neg")},
+		"cache_config_info": {
+			sample(1, "namespace", "prod", "pod", "a", "num_gpu_blocks", "1000", "block_size", "16"),
+			sample(1, "namespace", "prod", "pod", "b", "num_gpu_blocks", "lots", "block_size", "16"),
+		},
+		"request_prompt_tokens":     {sample(512, "namespace", "prod", "pod", "a"), sample(math.NaN(), "namespace", "prod", "pod", "idle")},
+		"request_generation_tokens": {sample(128, "namespace", "prod", "pod", "a")},
+		"request_success_total":     {sample(42, "namespace", "prod", "model_name", "meta/llama"), sample(math.Inf(1), "namespace", "prod", "model_name", "x")},
+	}}
+	c := Collector{API: fq, Labels: DefaultLabels()}
+	res, err := c.Collect(context.Background(), Request{Namespaces: []string{"prod"}, RetentionWindows: []time.Duration{10 * time.Minute}, Time: time.Now()})
+	require.NoError(t, err)
+	assert.Equal(t, 6, res.Queries)
+	assert.Len(t, fq.seen, 6)
+	a := res.Pods[PodKey{"prod", "a"}]
+	assert.True(t, a.Reporting())
+	assert.Equal(t, 0.5, a.KvCacheUsage)
+	assert.Equal(t, 3.0, a.QueueLength)
+	assert.Equal(t, int64(1000), a.NumGPUBlocks)
+	assert.Equal(t, int64(16), a.BlockSize)
+	assert.Equal(t, 512.0, a.AvgInputTokens)
+	assert.Equal(t, 128.0, a.AvgOutputTokens)
+	assert.NotContains(t, res.Pods, PodKey{"prod", "bad-kv"})
+	assert.NotContains(t, res.Pods, PodKey{"prod", "idle"}, "0/0 token average is no data, not a pod")
+	assert.Equal(t, map[string]int{"kv_cache_usage": 3, "queue_length": 1, "cache_config_info": 1, "request_count": 1}, res.Dropped)
+
+	n, ok := res.RequestsOver(10*time.Minute, ModelKey{"prod", "meta/llama"})
+	assert.True(t, ok)
+	assert.Equal(t, 42.0, n)
+	n, ok = res.RequestsOver(10*time.Minute, ModelKey{"prod", "silent/model"})
+	assert.True(t, ok, "no series in a queried window means zero requests")
+	assert.Zero(t, n)
+	_, ok = res.RequestsOver(5*time.Minute, ModelKey{"prod", "meta/llama"})
+	assert.False(t, ok, "window not queried")
+}
+
+func TestCollectFailsOnAnyQueryError(t *testing.T) {
+	fq := &fakeQuerier{fail: "num_requests_waiting"}
+	_, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(), Request{Time: time.Now()})
+	require.Error(t, err)
+	assert.True(t, IsQueryError(err))
+	assert.Contains(t, err.Error(), "prometheus query queue_length: connection refused")
+}

@@ -1,0 +1,124 @@
+package collector
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// vLLM metric names (V1 engine). The KV gauge was renamed in vLLM 0.10; the
+// old name is queried as a fallback for pods that do not export the new one.
+const (
+	MetricKvCacheUsage       = "vllm:kv_cache_usage_perc"
+	MetricKvCacheUsageLegacy = "vllm:gpu_cache_usage_perc"
+	MetricRequestsWaiting    = "vllm:num_requests_waiting"
+	MetricCacheConfigInfo    = "vllm:cache_config_info"
+	MetricRequestSuccess     = "vllm:request_success_total"
+	MetricPromptTokens       = "vllm:request_prompt_tokens"
+	MetricGenerationTokens   = "vllm:request_generation_tokens"
+	// LabelModelName is vLLM's served model name, matched to a VA's modelID.
+	LabelModelName = "model_name"
+)
+
+// Labels names the Prometheus labels that carry a series' Kubernetes pod and
+// namespace; they depend on the scrape configuration (PodMonitor relabeling
+// gives "namespace" and "pod").
+type Labels struct {
+	Namespace string
+	Pod       string
+}
+
+// DefaultLabels matches the Prometheus Operator's PodMonitor/ServiceMonitor.
+func DefaultLabels() Labels { return Labels{Namespace: "namespace", Pod: "pod"} }
+
+var labelNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// Validate rejects label names PromQL would not parse.
+func (l Labels) Validate() error {
+	for field, v := range map[string]string{"namespace label": l.Namespace, "pod label": l.Pod} {
+		if !labelNameRE.MatchString(v) {
+			return fmt.Errorf("%s %q is not a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)", field, v)
+		}
+	}
+	return nil
+}
+
+// Query is one named PromQL expression of a collection cycle.
+type Query struct {
+	Name string
+	Expr string
+	// Window is set on request-count queries: the increase() range.
+	Window time.Duration
+}
+
+// Queries builds the cycle's queries. Their number depends only on how many
+// distinct retention windows are configured, never on how many models or
+// pods there are: results are grouped by namespace and pod (or model) and
+// split per variant group in Go.
+func Queries(labels Labels, namespaces []string, windows []time.Duration) []Query {
+	sel := selector(labels, namespaces)
+	byPod := labels.Namespace + ", " + labels.Pod
+	qs := []Query{
+		{Name: "kv_cache_usage", Expr: fmt.Sprintf(
+			"max by (%[1]s) (max_over_time(%[2]s%[4]s[1m])) or max by (%[1]s) (max_over_time(%[3]s%[4]s[1m]))",
+			byPod, MetricKvCacheUsage, MetricKvCacheUsageLegacy, sel)},
+		{Name: "queue_length", Expr: fmt.Sprintf("max by (%s) (max_over_time(%s%s[1m]))", byPod, MetricRequestsWaiting, sel)},
+		{Name: "cache_config_info", Expr: fmt.Sprintf("max by (%s, num_gpu_blocks, block_size) (%s%s)", byPod, MetricCacheConfigInfo, sel)},
+		{Name: "avg_input_tokens", Expr: avgTokens(byPod, MetricPromptTokens, sel)},
+		{Name: "avg_output_tokens", Expr: avgTokens(byPod, MetricGenerationTokens, sel)},
+	}
+	for _, w := range dedupe(windows) {
+		qs = append(qs, Query{Name: "request_count", Window: w, Expr: fmt.Sprintf(
+			"sum by (%s, %s) (increase(%s%s[%s]))", labels.Namespace, LabelModelName, MetricRequestSuccess, sel, promDuration(w))})
+	}
+	return qs
+}
+
+func avgTokens(byPod, histogram, sel string) string {
+	return fmt.Sprintf("sum by (%[1]s) (rate(%[2]s_sum%[3]s[5m])) / sum by (%[1]s) (rate(%[2]s_count%[3]s[5m]))", byPod, histogram, sel)
+}
+
+// selector restricts series to the namespaces that hold VAs. Namespace names
+// are regexp-quoted and then string-quoted, so no value can change the query.
+func selector(labels Labels, namespaces []string) string {
+	if len(namespaces) == 0 {
+		return ""
+	}
+	ns := append([]string(nil), namespaces...)
+	sort.Strings(ns)
+	parts := make([]string, 0, len(ns))
+	for _, n := range ns {
+		parts = append(parts, regexp.QuoteMeta(n))
+	}
+	return fmt.Sprintf("{%s=~%s}", labels.Namespace, QuoteLabelValue(strings.Join(parts, "|")))
+}
+
+// QuoteLabelValue quotes a label value for PromQL, which uses Go's string
+// escaping rules.
+func QuoteLabelValue(v string) string { return strconv.Quote(v) }
+
+// promDuration renders a duration in whole seconds, which PromQL accepts for
+// any value ("600s").
+func promDuration(d time.Duration) string {
+	s := int64(d / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return fmt.Sprintf("%ds", s)
+}
+
+func dedupe(ds []time.Duration) []time.Duration {
+	seen := map[time.Duration]bool{}
+	var out []time.Duration
+	for _, d := range ds {
+		if d > 0 && !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

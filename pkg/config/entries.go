@@ -1,0 +1,185 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// FieldError names the field, the value and what would be accepted.
+type FieldError struct {
+	Field  string
+	Value  any
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s=%v: %s", e.Field, e.Value, e.Reason)
+}
+
+// scope is the model/namespace an entry declares with the upstream
+// model_id/namespace fields.
+type scope struct {
+	ModelID   string
+	Namespace string
+}
+
+// saturationEntry is one entry as written; nil fields inherit.
+type saturationEntry struct {
+	ModelID              *string  `json:"model_id,omitempty"`
+	Namespace            *string  `json:"namespace,omitempty"`
+	AnalyzerName         *string  `json:"analyzerName,omitempty"`
+	KvCacheThreshold     *float64 `json:"kvCacheThreshold,omitempty"`
+	QueueLengthThreshold *float64 `json:"queueLengthThreshold,omitempty"`
+	KvSpareTrigger       *float64 `json:"kvSpareTrigger,omitempty"`
+	QueueSpareTrigger    *float64 `json:"queueSpareTrigger,omitempty"`
+	ScaleUpThreshold     *float64 `json:"scaleUpThreshold,omitempty"`
+	ScaleDownBoundary    *float64 `json:"scaleDownBoundary,omitempty"`
+	EnableLimiter        *bool    `json:"enableLimiter,omitempty"`
+	Priority             *float64 `json:"priority,omitempty"`
+}
+
+func (e saturationEntry) scope() scope { return scopeOf(e.ModelID, e.Namespace) }
+
+func (e saturationEntry) over(base Saturation) Saturation {
+	set(&base.AnalyzerName, e.AnalyzerName)
+	set(&base.KvCacheThreshold, e.KvCacheThreshold)
+	set(&base.QueueLengthThreshold, e.QueueLengthThreshold)
+	set(&base.KvSpareTrigger, e.KvSpareTrigger)
+	set(&base.QueueSpareTrigger, e.QueueSpareTrigger)
+	set(&base.ScaleUpThreshold, e.ScaleUpThreshold)
+	set(&base.ScaleDownBoundary, e.ScaleDownBoundary)
+	set(&base.EnableLimiter, e.EnableLimiter)
+	set(&base.Priority, e.Priority)
+	base.AnalyzerName = NormalizeAnalyzerName(base.AnalyzerName)
+	return base
+}
+
+// NormalizeAnalyzerName maps upstream spellings to wva's names: "" is the
+// percentage analyzer and upstream's "saturation" is the token-based one.
+func NormalizeAnalyzerName(name string) string {
+	switch strings.TrimSpace(name) {
+	case "", "saturation-percentage", "saturation-percentage-based":
+		return AnalyzerSaturationPercentage
+	case "saturation", "saturation-token", "saturation-token-based":
+		return AnalyzerSaturationToken
+	case "queueing-model", "slo":
+		return AnalyzerQueueingModel
+	default:
+		return name
+	}
+}
+
+// Validate checks ranges and the relations between thresholds and triggers.
+func (s Saturation) Validate() error {
+	checks := []struct {
+		field string
+		value float64
+		ok    bool
+		want  string
+	}{
+		{"kvCacheThreshold", s.KvCacheThreshold, s.KvCacheThreshold > 0 && s.KvCacheThreshold <= 1, "must be in (0, 1]"},
+		{"queueLengthThreshold", s.QueueLengthThreshold, s.QueueLengthThreshold > 0, "must be > 0"},
+		{"kvSpareTrigger", s.KvSpareTrigger, s.KvSpareTrigger >= 0 && s.KvSpareTrigger < s.KvCacheThreshold,
+			fmt.Sprintf("must be in [0, kvCacheThreshold=%g)", s.KvCacheThreshold)},
+		{"queueSpareTrigger", s.QueueSpareTrigger, s.QueueSpareTrigger >= 0 && s.QueueSpareTrigger < s.QueueLengthThreshold,
+			fmt.Sprintf("must be in [0, queueLengthThreshold=%g)", s.QueueLengthThreshold)},
+		{"scaleUpThreshold", s.ScaleUpThreshold, s.ScaleUpThreshold > 0 && s.ScaleUpThreshold <= 1, "must be in (0, 1]"},
+		{"scaleDownBoundary", s.ScaleDownBoundary, s.ScaleDownBoundary > 0 && s.ScaleDownBoundary < s.ScaleUpThreshold,
+			fmt.Sprintf("must be in (0, scaleUpThreshold=%g)", s.ScaleUpThreshold)},
+		{"priority", s.Priority, s.Priority > 0, "must be > 0"},
+	}
+	for _, c := range checks {
+		if math.IsNaN(c.value) || math.IsInf(c.value, 0) {
+			return &FieldError{Field: c.field, Value: c.value, Reason: "must be a finite number"}
+		}
+		if !c.ok {
+			return &FieldError{Field: c.field, Value: c.value, Reason: c.want}
+		}
+	}
+	switch s.AnalyzerName {
+	case AnalyzerSaturationPercentage, AnalyzerSaturationToken, AnalyzerQueueingModel:
+	default:
+		return &FieldError{Field: "analyzerName", Value: s.AnalyzerName, Reason: fmt.Sprintf(
+			"must be one of %q (or \"\"), %q (or \"saturation\"), %q",
+			AnalyzerSaturationPercentage, AnalyzerSaturationToken, AnalyzerQueueingModel)}
+	}
+	return nil
+}
+
+type scaleToZeroEntry struct {
+	ModelID         *string   `json:"model_id,omitempty"`
+	Namespace       *string   `json:"namespace,omitempty"`
+	Enabled         *bool     `json:"enable_scale_to_zero,omitempty"`
+	RetentionPeriod *Duration `json:"retention_period,omitempty"`
+}
+
+func (e scaleToZeroEntry) scope() scope { return scopeOf(e.ModelID, e.Namespace) }
+
+func (e scaleToZeroEntry) over(base ScaleToZero) ScaleToZero {
+	set(&base.Enabled, e.Enabled)
+	set(&base.RetentionPeriod, e.RetentionPeriod)
+	return base
+}
+
+// Validate requires a positive retention period: zero would scale an idle
+// model to zero the moment one scrape shows no requests.
+func (s ScaleToZero) Validate() error {
+	if s.RetentionPeriod <= 0 {
+		return &FieldError{Field: "retention_period", Value: s.RetentionPeriod.String(), Reason: "must be a positive duration such as \"10m\""}
+	}
+	return nil
+}
+
+type queueingModelEntry struct {
+	ModelID       *string  `json:"model_id,omitempty"`
+	Namespace     *string  `json:"namespace,omitempty"`
+	SLOMultiplier *float64 `json:"sloMultiplier,omitempty"`
+	TuningEnabled *bool    `json:"tuningEnabled,omitempty"`
+	TargetTTFTms  *float64 `json:"targetTTFT,omitempty"`
+	TargetITLms   *float64 `json:"targetITL,omitempty"`
+}
+
+func (e queueingModelEntry) scope() scope { return scopeOf(e.ModelID, e.Namespace) }
+
+func (e queueingModelEntry) over(base QueueingModel) QueueingModel {
+	set(&base.SLOMultiplier, e.SLOMultiplier)
+	set(&base.TuningEnabled, e.TuningEnabled)
+	set(&base.TargetTTFTms, e.TargetTTFTms)
+	set(&base.TargetITLms, e.TargetITLms)
+	return base
+}
+
+// Validate requires k > 1 (target utilisation 1-1/k must be positive) and
+// non-negative targets (0 = infer).
+func (q QueueingModel) Validate() error {
+	if math.IsNaN(q.SLOMultiplier) || q.SLOMultiplier <= 1 || math.IsInf(q.SLOMultiplier, 0) {
+		return &FieldError{Field: "sloMultiplier", Value: q.SLOMultiplier, Reason: "must be a finite number > 1"}
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"targetTTFT", q.TargetTTFTms}, {"targetITL", q.TargetITLms}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return &FieldError{Field: f.name, Value: f.v, Reason: "must be a finite number of milliseconds >= 0 (0 = infer)"}
+		}
+	}
+	return nil
+}
+
+func set[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+func scopeOf(modelID, namespace *string) scope {
+	var s scope
+	if modelID != nil {
+		s.ModelID = *modelID
+	}
+	if namespace != nil {
+		s.Namespace = *namespace
+	}
+	return s
+}

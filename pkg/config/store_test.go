@@ -1,0 +1,225 @@
+package config
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBuiltInDefaultsWithoutConfigMaps(t *testing.T) {
+	r := NewStore().Resolve("meta/llama-70b", "prod")
+	assert.Equal(t, DefaultSaturation(), r.Saturation)
+	assert.Equal(t, "built-in defaults", r.SaturationSource)
+	assert.Equal(t, 0.80, r.Saturation.KvCacheThreshold)
+	assert.Equal(t, 5.0, r.Saturation.QueueLengthThreshold)
+	assert.Equal(t, 0.10, r.Saturation.KvSpareTrigger)
+	assert.Equal(t, 3.0, r.Saturation.QueueSpareTrigger)
+	assert.Equal(t, 0.85, r.Saturation.ScaleUpThreshold)
+	assert.Equal(t, 0.70, r.Saturation.ScaleDownBoundary)
+	assert.Equal(t, 10*time.Minute, r.ScaleToZero.RetentionPeriod.D())
+	assert.False(t, r.ScaleToZero.Enabled)
+	assert.Nil(t, r.QueueingModel)
+	assert.Equal(t, AnalyzerSaturationPercentage, r.Analyzer())
+}
+
+func TestResolveLookupOrder(t *testing.T) {
+	data := map[string]string{
+		"default":                   "kvCacheThreshold: 0.85\nkvSpareTrigger: 0.12",
+		"meta/llama-70b#prod":       "kvCacheThreshold: 0.90",
+		"llama-prod":                "model_id: meta/llama-70b\nnamespace: prod\nkvCacheThreshold: 0.70",
+		"llama-staging":             "model_id: meta/llama-70b\nnamespace: staging\nkvCacheThreshold: 0.75",
+		"llama-any-namespace":       "model_id: meta/llama-70b\nqueueLengthThreshold: 8",
+		"granite-any-namespace":     "model_id: ibm/granite\nqueueLengthThreshold: 9",
+		"granite-any-namespace-too": "model_id: ibm/granite\nqueueLengthThreshold: 7",
+	}
+	s := NewStore()
+	require.NoError(t, s.Apply(SaturationConfigMapName, data))
+	cases := []struct {
+		model, ns string
+		source    string
+		kv, queue float64
+		kvTrigger float64
+	}{
+		{"meta/llama-70b", "prod", "meta/llama-70b#prod", 0.90, 5, 0.12},
+		{"meta/llama-70b", "staging", "llama-staging", 0.75, 5, 0.12},
+		{"meta/llama-70b", "dev", "llama-any-namespace", 0.85, 8, 0.12},
+		{"ibm/granite", "dev", "granite-any-namespace", 0.85, 9, 0.12},
+		{"other/model", "prod", "default", 0.85, 5, 0.12},
+	}
+	for _, tc := range cases {
+		t.Run(tc.model+"/"+tc.ns, func(t *testing.T) {
+			r := s.Resolve(tc.model, tc.ns)
+			assert.Equal(t, tc.source, r.SaturationSource)
+			assert.Equal(t, tc.kv, r.Saturation.KvCacheThreshold)
+			assert.Equal(t, tc.queue, r.Saturation.QueueLengthThreshold)
+			// Fields an override does not set come from the default entry.
+			assert.Equal(t, tc.kvTrigger, r.Saturation.KvSpareTrigger)
+		})
+	}
+}
+
+func TestApplyValidation(t *testing.T) {
+	cases := []struct {
+		name      string
+		configMap string
+		entry     string
+		wantErr   string
+	}{
+		{"valid full entry", SaturationConfigMapName, "kvCacheThreshold: 0.8\nqueueLengthThreshold: 5\nkvSpareTrigger: 0.1\nqueueSpareTrigger: 3", ""},
+		{"upstream token analyzer name", SaturationConfigMapName, "analyzerName: saturation\nscaleUpThreshold: 0.9\nscaleDownBoundary: 0.6", ""},
+		{"kv threshold above 1", SaturationConfigMapName, "kvCacheThreshold: 1.5", "kvCacheThreshold=1.5: must be in (0, 1]"},
+		{"kv threshold zero", SaturationConfigMapName, "kvCacheThreshold: 0", "kvCacheThreshold=0: must be in (0, 1]"},
+		{"trigger not below threshold", SaturationConfigMapName, "kvSpareTrigger: 0.8", "kvSpareTrigger=0.8: must be in [0, kvCacheThreshold=0.8)"},
+		{"negative queue trigger", SaturationConfigMapName, "queueSpareTrigger: -1", "queueSpareTrigger=-1"},
+		{"queue trigger above threshold", SaturationConfigMapName, "queueLengthThreshold: 2\nqueueSpareTrigger: 3", "must be in [0, queueLengthThreshold=2)"},
+		{"boundary above up threshold", SaturationConfigMapName, "scaleUpThreshold: 0.6\nscaleDownBoundary: 0.7", "scaleDownBoundary=0.7: must be in (0, scaleUpThreshold=0.6)"},
+		{"priority zero", SaturationConfigMapName, "priority: 0", "priority=0: must be > 0"},
+		{"unknown analyzer", SaturationConfigMapName, "analyzerName: magic", "analyzerName=magic"},
+		{"typo in field name", SaturationConfigMapName, "kvCacheThreshhold: 0.7", "unknown field"},
+		{"not YAML", SaturationConfigMapName, "kvCacheThreshold: [", "cannot parse"},
+		{"wrong type", SaturationConfigMapName, "kvCacheThreshold: high", "cannot parse"},
+		{"valid scale to zero", ScaleToZeroConfigMapName, "enable_scale_to_zero: true\nretention_period: 5m", ""},
+		{"bad duration", ScaleToZeroConfigMapName, "retention_period: soon", `want a duration string such as "10m", got "soon"`},
+		{"zero retention", ScaleToZeroConfigMapName, "retention_period: 0s", "retention_period=0s: must be a positive duration"},
+		{"numeric retention", ScaleToZeroConfigMapName, "retention_period: 600", "want a duration string"},
+		{"valid queueing model", QueueingModelConfigMapName, "sloMultiplier: 2.5\ntargetTTFT: 500\ntargetITL: 50", ""},
+		{"slo multiplier 1", QueueingModelConfigMapName, "sloMultiplier: 1", "sloMultiplier=1: must be a finite number > 1"},
+		{"negative ttft", QueueingModelConfigMapName, "targetTTFT: -5", "targetTTFT=-5"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := NewStore().Apply(tc.configMap, map[string]string{DefaultKey: tc.entry})
+			if tc.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.wantErr)
+			assert.Contains(t, err.Error(), tc.configMap+`: entry "default"`)
+			var entryErr *EntryError
+			assert.True(t, errors.As(err, &entryErr))
+		})
+	}
+}
+
+func TestInvalidEntryKeepsLastValid(t *testing.T) {
+	s := NewStore()
+	require.NoError(t, s.Apply(SaturationConfigMapName, map[string]string{
+		DefaultKey:  "kvCacheThreshold: 0.9",
+		"llama":     "model_id: meta/llama\nqueueLengthThreshold: 8",
+		"to-remove": "model_id: gone\nqueueLengthThreshold: 9",
+	}))
+	err := s.Apply(SaturationConfigMapName, map[string]string{
+		DefaultKey: "kvCacheThreshold: 7",                // invalid: previous kept
+		"llama":    "model_id: meta/llama\npriority: -1", // invalid: previous kept
+		"new-bad":  "model_id: new\nkvSpareTrigger: 2",   // invalid, nothing to keep
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `entry "default": kvCacheThreshold=7: must be in (0, 1] (previous valid entry kept)`)
+	assert.Contains(t, err.Error(), `entry "new-bad"`)
+	assert.Contains(t, err.Error(), "(entry ignored)")
+
+	assert.Equal(t, 0.9, s.Resolve("x", "y").Saturation.KvCacheThreshold)
+	llama := s.Resolve("meta/llama", "y")
+	assert.Equal(t, "llama", llama.SaturationSource)
+	assert.Equal(t, 8.0, llama.Saturation.QueueLengthThreshold)
+	assert.Equal(t, "default", s.Resolve("gone", "y").SaturationSource, "a key removed from the ConfigMap is forgotten")
+	assert.Equal(t, "default", s.Resolve("new", "y").SaturationSource)
+
+	s.Remove(SaturationConfigMapName)
+	assert.Equal(t, DefaultSaturation(), s.Resolve("meta/llama", "y").Saturation)
+}
+
+func TestOverrideValidatedAgainstDefault(t *testing.T) {
+	s := NewStore()
+	// The override alone is fine against built-ins (0.7 < 0.8) but the
+	// default lowers the threshold to 0.5, so kvSpareTrigger 0.6 is invalid.
+	err := s.Apply(SaturationConfigMapName, map[string]string{
+		DefaultKey: "kvCacheThreshold: 0.5",
+		"llama":    "model_id: meta/llama\nkvSpareTrigger: 0.6",
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `entry "llama": kvSpareTrigger=0.6: must be in [0, kvCacheThreshold=0.5)`)
+}
+
+func TestOverrideInconsistentWithNewDefaultIsIgnored(t *testing.T) {
+	s := NewStore()
+	require.NoError(t, s.Apply(SaturationConfigMapName, map[string]string{"llama": "model_id: meta/llama\nkvSpareTrigger: 0.6"}))
+	// The new default lowers the threshold: the override is rejected, its
+	// previous version is kept, and at resolve time it no longer fits.
+	err := s.Apply(SaturationConfigMapName, map[string]string{
+		DefaultKey: "kvCacheThreshold: 0.5",
+		"llama":    "model_id: meta/llama\nkvSpareTrigger: 0.6",
+	})
+	require.Error(t, err)
+	r := s.Resolve("meta/llama", "ns")
+	assert.Equal(t, 0.5, r.Saturation.KvCacheThreshold)
+	assert.Equal(t, 0.10, r.Saturation.KvSpareTrigger)
+	assert.Contains(t, r.SaturationSource, `override "llama" inconsistent with default, ignored`)
+	require.NoError(t, r.Saturation.Validate())
+}
+
+func TestScaleToZeroAndQueueingResolution(t *testing.T) {
+	s := NewStore()
+	require.NoError(t, s.Apply(ScaleToZeroConfigMapName, map[string]string{
+		DefaultKey:       "enable_scale_to_zero: true\nretention_period: 10m",
+		"llama-override": "model_id: meta/llama-3.1-8b\nenable_scale_to_zero: false",
+	}))
+	r := s.Resolve("meta/llama-3.1-8b", "any")
+	assert.False(t, r.ScaleToZero.Enabled)
+	assert.Equal(t, 10*time.Minute, r.ScaleToZero.RetentionPeriod.D(), "retention inherited from default")
+	assert.True(t, s.Resolve("other", "any").ScaleToZero.Enabled)
+
+	assert.Nil(t, s.Resolve("other", "any").QueueingModel)
+	require.NoError(t, s.Apply(QueueingModelConfigMapName, map[string]string{
+		"llama-slo": "model_id: meta/llama-3.1-8b\nnamespace: llm-inference\ntargetTTFT: 500\ntargetITL: 100",
+	}))
+	assert.Nil(t, s.Resolve("other", "any").QueueingModel, "no default entry: only the named model uses the SLO analyzer")
+	qm := s.Resolve("meta/llama-3.1-8b", "llm-inference")
+	require.NotNil(t, qm.QueueingModel)
+	assert.Equal(t, 500.0, qm.QueueingModel.TargetTTFTms)
+	assert.Equal(t, 3.0, qm.QueueingModel.SLOMultiplier)
+	assert.Equal(t, AnalyzerQueueingModel, qm.Analyzer())
+}
+
+func TestApplyUnknownConfigMap(t *testing.T) {
+	err := NewStore().Apply("something-else", map[string]string{DefaultKey: ""})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown ConfigMap "something-else"`)
+}
+
+func TestNormalizeAnalyzerName(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                      AnalyzerSaturationPercentage,
+		"saturation-percentage": AnalyzerSaturationPercentage,
+		"saturation":            AnalyzerSaturationToken,
+		"saturation-token":      AnalyzerSaturationToken,
+		"queueing-model":        AnalyzerQueueingModel,
+		"other":                 "other",
+	} {
+		assert.Equal(t, want, NormalizeAnalyzerName(in), in)
+	}
+}
+
+// FuzzApply: no entry text may panic the parser, and whatever is accepted
+// resolves to a configuration that passes validation.
+func FuzzApply(f *testing.F) {
+	f.Add("kvCacheThreshold: 0.8\nqueueLengthThreshold: 5", "model_id: m\nkvSpareTrigger: 0.2", "retention_period: 5m")
+	f.Add("{}", "model_id: [", "enable_scale_to_zero: yes")
+	f.Add("analyzerName: saturation\nscaleUpThreshold: .nan", "priority: 1e309", "retention_period: -1h")
+	f.Fuzz(func(t *testing.T, def, override, stz string) {
+		s := NewStore()
+		_ = s.Apply(SaturationConfigMapName, map[string]string{DefaultKey: def, "o": override})
+		_ = s.Apply(ScaleToZeroConfigMapName, map[string]string{DefaultKey: stz})
+		_ = s.Apply(QueueingModelConfigMapName, map[string]string{"o": override})
+		r := s.Resolve("m", "ns")
+		require.NoError(t, r.Saturation.Validate())
+		require.NoError(t, r.ScaleToZero.Validate())
+		if r.QueueingModel != nil {
+			require.NoError(t, r.QueueingModel.Validate())
+		}
+	})
+}

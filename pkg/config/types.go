@@ -1,0 +1,107 @@
+// Package config parses wva's ConfigMaps (the same names and entry formats as
+// upstream WVA), validates them, and resolves the configuration in force for
+// one variant group.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// ConfigMap names, shared with upstream WVA so existing installs keep working.
+const (
+	SaturationConfigMapName    = "wva-saturation-scaling-config"
+	QueueingModelConfigMapName = "wva-queueing-model-config"
+	ScaleToZeroConfigMapName   = "wva-model-scale-to-zero-config"
+
+	// DefaultKey is the entry that applies to every model without an override.
+	DefaultKey = "default"
+)
+
+// Analyzer names accepted in analyzerName.
+const (
+	AnalyzerSaturationPercentage = "saturation-percentage"
+	AnalyzerSaturationToken      = "saturation-token"
+	AnalyzerQueueingModel        = "queueing-model"
+)
+
+// Saturation is the resolved saturation-scaling configuration of one group.
+type Saturation struct {
+	AnalyzerName         string  `json:"analyzerName"`
+	KvCacheThreshold     float64 `json:"kvCacheThreshold"`
+	QueueLengthThreshold float64 `json:"queueLengthThreshold"`
+	KvSpareTrigger       float64 `json:"kvSpareTrigger"`
+	QueueSpareTrigger    float64 `json:"queueSpareTrigger"`
+	ScaleUpThreshold     float64 `json:"scaleUpThreshold"`
+	ScaleDownBoundary    float64 `json:"scaleDownBoundary"`
+	EnableLimiter        bool    `json:"enableLimiter"`
+	Priority             float64 `json:"priority"`
+}
+
+// ScaleToZero is the resolved scale-to-zero configuration of one group.
+type ScaleToZero struct {
+	Enabled         bool     `json:"enableScaleToZero"`
+	RetentionPeriod Duration `json:"retentionPeriod"`
+}
+
+// QueueingModel is the resolved SLO-analyzer configuration of one group.
+// Targets of 0 mean "infer from the learned model".
+type QueueingModel struct {
+	SLOMultiplier float64 `json:"sloMultiplier"`
+	TuningEnabled bool    `json:"tuningEnabled"`
+	TargetTTFTms  float64 `json:"targetTTFT"`
+	TargetITLms   float64 `json:"targetITL"`
+}
+
+// Built-in defaults, used for every field no ConfigMap entry sets. They are
+// the design notes' recommended values, so a missing ConfigMap never makes
+// every replica look saturated (upstream's zero-value pitfall).
+func DefaultSaturation() Saturation {
+	return Saturation{
+		AnalyzerName:         AnalyzerSaturationPercentage,
+		KvCacheThreshold:     0.80,
+		QueueLengthThreshold: 5,
+		KvSpareTrigger:       0.10,
+		QueueSpareTrigger:    3,
+		ScaleUpThreshold:     0.85,
+		ScaleDownBoundary:    0.70,
+		Priority:             1.0,
+	}
+}
+
+// DefaultScaleToZero is off, with the design notes' 10 minute retention.
+func DefaultScaleToZero() ScaleToZero {
+	return ScaleToZero{RetentionPeriod: Duration(10 * time.Minute)}
+}
+
+// DefaultQueueingModel infers targets with k = 3 (target utilisation ~0.67).
+func DefaultQueueingModel() QueueingModel {
+	return QueueingModel{SLOMultiplier: 3.0, TuningEnabled: true}
+}
+
+// Duration is a time.Duration written as a Go duration string ("10m") in
+// YAML/JSON.
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes the duration as a string such as "10m0s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON accepts a duration string ("90s", "10m").
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"10m\", got %s", string(b))
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration string such as \"10m\", got %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}

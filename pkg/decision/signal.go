@@ -1,0 +1,31 @@
+package decision
+
+// Signal is an analyzer's verdict on one variant group, in the analyzer's own
+// capacity unit (replicas for the percentage analyzer, tokens for the
+// token-based one). The optimizer turns it into per-variant targets.
+type Signal struct {
+	Analyzer string
+	// Hold means no new decision may be made for the group (it is in
+	// transition); HeldTargets says what each variant keeps.
+	Hold        bool
+	HeldTargets map[string]int32
+	// RequiredCapacity > 0 asks the optimizer to add at least this much.
+	RequiredCapacity float64
+	// SpareCapacity > 0 allows the optimizer to remove up to this much.
+	SpareCapacity float64
+	// CapacityPerReplica is what one replica of each variant contributes, in
+	// the same unit; a variant absent from the map counts as 1.
+	CapacityPerReplica map[string]float64
+	// Priority orders groups when the GPU limiter has to cut (default 1).
+	Priority float64
+	// Reason is a sentence a person can read.
+	Reason string
+}
+
+// CapacityOf returns the capacity of one replica of the variant.
+func (s Signal) CapacityOf(variant string) float64 {
+	if c, ok := s.CapacityPerReplica[variant]; ok && c > 0 {
+		return c
+	}
+	return 1
+}

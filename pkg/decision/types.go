@@ -1,0 +1,134 @@
+// Package decision holds the plain data types that flow through the decision
+// pipeline (analyze -> optimize -> enforce). It has no Kubernetes or Prometheus
+// dependencies so every stage stays a pure function over these values.
+package decision
+
+import "time"
+
+// Variant is one VariantAutoscaling of a variant group as the pipeline sees it.
+type Variant struct {
+	Name        string
+	Accelerator string
+	// Cost is the cost of one replica per unit of time (spec.variantCost).
+	Cost        float64
+	MinReplicas int32
+	MaxReplicas int32
+	// CurrentReplicas is the scale target's replica count (spec.replicas of the
+	// Deployment / StatefulSet / LeaderWorkerSet).
+	CurrentReplicas int32
+	// PendingReplicas counts pods that exist but are not ready yet.
+	PendingReplicas int32
+	// DesiredReplicas is the previous decision of record; 0 means none.
+	DesiredReplicas int32
+	// LastUpdate is when the previous decision last changed its replica count;
+	// zero on the first run.
+	LastUpdate time.Time
+	// GPUsPerReplica is used by the GPU limiter; 0 means unknown.
+	GPUsPerReplica int32
+}
+
+// ReplicaMetrics is what one serving pod reports, already reduced over the
+// collector's window (max_over_time for saturation inputs).
+type ReplicaMetrics struct {
+	Pod     string
+	Variant string
+	// KvCacheUsage is the fraction of KV cache in use, 0..1.
+	KvCacheUsage float64
+	// QueueLength is the number of requests waiting in the server.
+	QueueLength float64
+}
+
+// Group is one variant group: all VAs with the same modelID in one namespace.
+type Group struct {
+	ModelID   string
+	Namespace string
+	Variants  []Variant
+	Replicas  []ReplicaMetrics
+}
+
+// MetricsCount is how many replicas of the named variant report metrics.
+func (g Group) MetricsCount(variant string) int32 {
+	var n int32
+	for _, r := range g.Replicas {
+		if r.Variant == variant {
+			n++
+		}
+	}
+	return n
+}
+
+// Variant returns the variant with the given name.
+func (g Group) Variant(name string) (Variant, bool) {
+	for _, v := range g.Variants {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return Variant{}, false
+}
+
+// Action says how a decision relates to the current replica count.
+type Action string
+
+const (
+	ActionScaleUp   Action = "scale-up"
+	ActionScaleDown Action = "scale-down"
+	ActionNone      Action = "none"
+	// ActionBlocked marks a decision that was held because the group is in
+	// transition (a previous decision is still being applied).
+	ActionBlocked Action = "blocked"
+)
+
+// Target is the replica count the pipeline wants for one variant and why.
+type Target struct {
+	Variant  string
+	Replicas int32
+	Action   Action
+	// Rule names the policy that decided (bounded set, for metrics labels);
+	// Reason is the sentence for people.
+	Rule   Rule
+	Reason string
+}
+
+// Rule is the policy that produced a target.
+type Rule string
+
+// Rules of the optimizer and the enforcer.
+const (
+	RuleScaleUp           Rule = "scale-up"
+	RuleScaleDown         Rule = "scale-down"
+	RuleSteady            Rule = "steady"
+	RuleNoEligibleVariant Rule = "no-eligible-variant"
+	RuleClamped           Rule = "clamped"
+	RuleTransitionHold    Rule = "transition-hold"
+	RuleScaleToZero       Rule = "scale-to-zero"
+	RuleFirstRunGrace     Rule = "first-run-grace"
+	RuleKeepCheapest      Rule = "keep-cheapest"
+	RuleUnreachableHold   Rule = "metrics-unreachable-hold"
+	RuleLastResort        Rule = "last-resort"
+	RuleRetention         Rule = "retention-expired"
+)
+
+// ActionFor derives the action from current and target replicas.
+func ActionFor(current, target int32) Action {
+	switch {
+	case target > current:
+		return ActionScaleUp
+	case target < current:
+		return ActionScaleDown
+	default:
+		return ActionNone
+	}
+}
+
+// Clamp bounds n to [lo, hi]. When lo > hi (invalid bounds that validation
+// should have caught), hi wins so a decision never exceeds the maximum.
+func Clamp(n, lo, hi int32) int32 {
+	if n < lo {
+		n = lo
+	}
+	if n > hi {
+		n = hi
+	}
+	return n
+}

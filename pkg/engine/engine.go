@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/wva-project/wva/pkg/analyzer/saturation"
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/collector"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/pipeline"
+)
+
+// ViewSource lists VAs with their resolved targets (from informer caches).
+type ViewSource interface {
+	Views() ([]View, error)
+}
+
+// MetricsSource collects the cycle's metrics (Prometheus).
+type MetricsSource interface {
+	Collect(ctx context.Context, req collector.Request) (collector.Result, error)
+}
+
+// StatusWriter persists a VA's status; it retries conflicts by re-reading
+// the VA and re-applying the status it was given.
+type StatusWriter interface {
+	WriteStatus(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, status llmdv1alpha1.VariantAutoscalingStatus) error
+}
+
+// Engine is the decision loop. Only the leader runs it; every adapter
+// replica serves what it publishes in VA status.
+type Engine struct {
+	Views    ViewSource
+	Metrics  MetricsSource
+	Status   StatusWriter
+	Config   *config.Store
+	Pipeline pipeline.Pipeline
+	Recorder record.EventRecorder
+	Observe  *Metrics
+	Clock    clock.PassiveClock
+	// Interval between cycles.
+	Interval time.Duration
+	// CycleTimeout bounds one cycle.
+	CycleTimeout time.Duration
+	// StatusHeartbeat rewrites an unchanged status this often so
+	// lastRunTime shows the decision is still being made.
+	StatusHeartbeat time.Duration
+	trigger         chan struct{}
+	lastSuccess     atomic.Int64 // unix nanos
+}
+
+// Cycle reports one engine cycle.
+type Cycle struct {
+	Groups        int
+	Variants      int
+	Queries       int
+	StatusWrites  int
+	MetricsErr    error
+	Duration      time.Duration
+	Results       []pipeline.GroupResult
+	WriteFailures int
+}
+
+// Trigger asks for a cycle as soon as possible (VA or ConfigMap change). It
+// never blocks; triggers during a cycle coalesce into one.
+func (e *Engine) Trigger() {
+	select {
+	case e.triggerChan() <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) triggerChan() chan struct{} {
+	if e.trigger == nil {
+		e.trigger = make(chan struct{}, 1)
+	}
+	return e.trigger
+}
+
+// Run runs cycles every Interval and on triggers until ctx is done.
+func (e *Engine) Run(ctx context.Context) {
+	ticker := time.NewTicker(e.Interval)
+	defer ticker.Stop()
+	for {
+		if _, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			klog.ErrorS(err, "engine cycle failed")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		case <-e.triggerChan():
+			// Let a burst of changes (kubectl apply of several VAs) settle.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// LastSuccess is when the last cycle collected metrics and published every
+// decision (zero before the first).
+func (e *Engine) LastSuccess() time.Time {
+	n := e.lastSuccess.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// RunOnce runs one cycle: collect, decide every group, publish.
+func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
+	start := e.Clock.Now()
+	var c Cycle
+	if e.CycleTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.CycleTimeout)
+		defer cancel()
+	}
+	views, err := e.Views.Views()
+	if err != nil {
+		return c, err
+	}
+	resolve := func(modelID, ns string) config.Resolved { return e.Config.Resolve(modelID, ns) }
+
+	req := collector.Request{Namespaces: namespacesOf(views), RetentionWindows: Windows(views, resolve), Time: start}
+	var result collector.Result
+	if len(views) > 0 {
+		result, c.MetricsErr = e.Metrics.Collect(ctx, req)
+		c.Queries = result.Queries
+		e.observeCollection(result, c.MetricsErr)
+	}
+	if c.MetricsErr != nil {
+		klog.ErrorS(c.MetricsErr, "collecting metrics failed; previous decisions are held")
+	}
+
+	plans := BuildPlans(views, result, c.MetricsErr, resolve)
+	inputs := make([]pipeline.GroupInput, len(plans))
+	for i, p := range plans {
+		inputs[i] = p.Input
+	}
+	now := e.Clock.Now()
+	c.Results = e.Pipeline.Run(now, inputs)
+	c.Groups = len(plans)
+
+	targets := map[string]Target{}
+	for _, v := range views {
+		targets[v.VA.Namespace+"/"+v.VA.Name] = v.Target
+	}
+	var samples []VariantSample
+	var groups []GroupSample
+	for i, p := range plans {
+		res := c.Results[i]
+		groups = append(groups, groupSample(p, res))
+		for j, va := range p.VAs {
+			t := res.Targets[j]
+			tgt := targets[va.Namespace+"/"+va.Name]
+			c.Variants++
+			logDecision(p, va, t, res)
+			samples = append(samples, VariantSample{
+				Labels:  [4]string{va.Name, va.Namespace, p.Key.ModelID, va.Spec.AcceleratorName},
+				Desired: t.Replicas, Current: tgt.SpecReplicas, Target: t,
+			})
+			status := NextStatus(va, p, res, t, tgt, c.MetricsErr, now)
+			prev := va.Status.DesiredOptimizedAlloc
+			wrote, err := e.publish(ctx, va, status, now)
+			if err != nil {
+				c.WriteFailures++
+				klog.ErrorS(err, "writing VariantAutoscaling status", "va", klog.KObj(va))
+				continue
+			}
+			if wrote {
+				c.StatusWrites++
+			}
+			e.recordChange(va, prev, t)
+		}
+	}
+	for _, v := range views {
+		if v.Target.Resolved {
+			continue
+		}
+		wasUnresolved := conditionFalse(v.VA, llmdv1alpha1.ConditionTypeTargetResolved)
+		status := UnresolvedStatus(v.VA, v.Target, now)
+		if _, err := e.publish(ctx, v.VA, status, now); err != nil {
+			c.WriteFailures++
+			klog.ErrorS(err, "writing VariantAutoscaling status", "va", klog.KObj(v.VA))
+		}
+		if e.Recorder != nil && !wasUnresolved {
+			e.Recorder.Event(v.VA, corev1.EventTypeWarning, v.Target.Reason, v.Target.Message)
+		}
+	}
+	if e.Observe != nil {
+		e.Observe.Publish(samples, groups)
+		e.Observe.CycleDuration.Observe(e.Clock.Since(start).Seconds())
+		e.Observe.StatusWriteErrs.Add(float64(c.WriteFailures))
+	}
+	if c.MetricsErr == nil && c.WriteFailures == 0 {
+		e.lastSuccess.Store(e.Clock.Now().UnixNano())
+		if e.Observe != nil {
+			e.Observe.LastSuccess.Set(float64(e.Clock.Now().Unix()))
+		}
+	}
+	c.Duration = e.Clock.Since(start)
+	klog.V(2).InfoS("engine cycle", "groups", c.Groups, "variants", c.Variants, "queries", c.Queries,
+		"statusWrites", c.StatusWrites, "duration", c.Duration, "metricsError", c.MetricsErr)
+	if c.WriteFailures > 0 {
+		return c, fmt.Errorf("%d status writes failed", c.WriteFailures)
+	}
+	return c, nil
+}
+
+// publish writes the status unless, within the heartbeat, only lastRunTime
+// and the reason's live figures moved: reasons quote KV averages that change
+// every cycle, and rewriting 1,000 VAs every 30 s would be an update storm.
+// Replica counts, rules (in the OptimizationReady message) and condition
+// changes are written at once.
+func (e *Engine) publish(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, status llmdv1alpha1.VariantAutoscalingStatus, now time.Time) (bool, error) {
+	old := va.Status.DesiredOptimizedAlloc
+	cmp := *status.DeepCopy()
+	if !old.LastRunTime.IsZero() && now.Sub(old.LastRunTime.Time) < e.StatusHeartbeat {
+		cmp.DesiredOptimizedAlloc.LastRunTime = old.LastRunTime
+		cmp.DesiredOptimizedAlloc.Reason = old.Reason
+	}
+	if equality.Semantic.DeepEqual(cmp, va.Status) {
+		return false, nil
+	}
+	return true, e.Status.WriteStatus(ctx, va, status)
+}
+
+func (e *Engine) recordChange(va *llmdv1alpha1.VariantAutoscaling, prev llmdv1alpha1.OptimizedAlloc, t decision.Target) {
+	if e.Recorder == nil || (prev.NumReplicas == t.Replicas && !prev.LastUpdate.IsZero()) {
+		return
+	}
+	e.Recorder.Eventf(va, corev1.EventTypeNormal, "DesiredReplicasChanged", "desired replicas %d -> %d (%s): %s",
+		prev.NumReplicas, t.Replicas, t.Rule, t.Reason)
+}
+
+func (e *Engine) observeCollection(res collector.Result, err error) {
+	if e.Observe == nil {
+		return
+	}
+	e.Observe.QueriesPerCycle.Set(float64(res.Queries))
+	for q, n := range res.Dropped {
+		e.Observe.DroppedSamples.WithLabelValues(q).Add(float64(n))
+	}
+	var qe *collector.QueryError
+	if errors.As(err, &qe) {
+		e.Observe.QueryErrors.WithLabelValues(qe.Query).Inc()
+	}
+}
+
+func logDecision(p Plan, va *llmdv1alpha1.VariantAutoscaling, t decision.Target, res pipeline.GroupResult) {
+	prev := va.Status.DesiredOptimizedAlloc.NumReplicas
+	level := klog.Level(2)
+	if prev != t.Replicas {
+		level = 0
+	}
+	klog.V(level).InfoS("decision", "va", klog.KObj(va), "model", p.Key.ModelID, "analyzer", res.Analyzer,
+		"metrics", p.Input.Metrics, "previous", prev, "desired", t.Replicas, "action", t.Action, "rule", t.Rule, "reason", t.Reason)
+}
+
+func groupSample(p Plan, res pipeline.GroupResult) GroupSample {
+	g := GroupSample{Labels: [2]string{p.Key.Namespace, p.Key.ModelID}}
+	if a, ok := res.Analysis.(saturation.Analysis); ok {
+		g.HasAnalysis, g.AvgSpareKv, g.AvgSpareQueue = true, a.AvgSpareKv, a.AvgSpareQueue
+	}
+	return g
+}
+
+func conditionFalse(va *llmdv1alpha1.VariantAutoscaling, condType string) bool {
+	for _, c := range va.Status.Conditions {
+		if c.Type == condType {
+			return c.Status == "False"
+		}
+	}
+	return false
+}
+
+func namespacesOf(views []View) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range views {
+		if !seen[v.VA.Namespace] {
+			seen[v.VA.Namespace] = true
+			out = append(out, v.VA.Namespace)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

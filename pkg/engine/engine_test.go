@@ -1,0 +1,229 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/collector"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/enforcer"
+	"github.com/wva-project/wva/pkg/pipeline"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func va(ns, name, model string, cost string, min, max int32) *llmdv1alpha1.VariantAutoscaling {
+	return &llmdv1alpha1.VariantAutoscaling{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1},
+		Spec: llmdv1alpha1.VariantAutoscalingSpec{
+			ScaleTargetRef: llmdv1alpha1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
+			ModelID:        model, MinReplicas: ptr.To(min), MaxReplicas: max, VariantCost: cost,
+		},
+	}
+}
+
+func resolved(replicas int32, ready ...string) Target {
+	return Target{Resolved: true, SpecReplicas: replicas, ReadyPods: ready}
+}
+
+func pods(ns string, kv float64, names ...string) map[collector.PodKey]collector.PodMetrics {
+	out := map[collector.PodKey]collector.PodMetrics{}
+	for _, n := range names {
+		out[collector.PodKey{Namespace: ns, Pod: n}] = collector.PodMetrics{KvCacheUsage: kv, HasKvCacheUsage: true, HasQueueLength: true}
+	}
+	return out
+}
+
+func defaults(model, ns string) config.Resolved { return config.NewStore().Resolve(model, ns) }
+
+func TestBuildPlans(t *testing.T) {
+	lost := va("prod", "b-h100", "llama", "15", 1, 4)
+	lost.Status.Conditions = []metav1.Condition{{Type: llmdv1alpha1.ConditionTypeMetricsAvailable, Status: metav1.ConditionFalse,
+		LastTransitionTime: metav1.NewTime(t0.Add(-3 * time.Minute)), Reason: "MetricsMissing"}}
+	views := []View{
+		{VA: va("prod", "a-l4", "llama", "5", 1, 4), Target: resolved(2, "l4-1", "l4-2")},
+		{VA: lost, Target: resolved(1, "h100-1")},
+		{VA: va("prod", "gone", "llama", "5", 1, 4), Target: Target{Reason: "TargetNotFound"}},
+		{VA: va("dev", "granite", "granite", "5", 0, 4), Target: resolved(0)},
+		{VA: va("dev", "silent", "mistral", "5", 1, 4), Target: resolved(2, "m-1", "m-2")},
+	}
+	metrics := collector.Result{Pods: pods("prod", 0.5, "l4-1", "l4-2"),
+		Requests: map[time.Duration]map[collector.ModelKey]float64{10 * time.Minute: {{Namespace: "prod", Model: "llama"}: 30}}}
+	metrics.Pods[collector.PodKey{Namespace: "prod", Pod: "h100-1"}] = collector.PodMetrics{HasKvCacheUsage: true} // no queue series: not reporting
+
+	plans := BuildPlans(views, metrics, nil, defaults)
+	require.Len(t, plans, 3)
+	assert.Equal(t, GroupKey{"dev", "granite"}, plans[0].Key)
+	assert.Equal(t, GroupKey{"dev", "mistral"}, plans[1].Key)
+	assert.Equal(t, GroupKey{"prod", "llama"}, plans[2].Key)
+
+	assert.Equal(t, enforcer.MetricsAvailable, plans[0].Input.Metrics, "a group at zero has nothing to report")
+	require.NotNil(t, plans[0].Input.RequestsInRetention)
+	assert.Zero(t, *plans[0].Input.RequestsInRetention)
+	assert.Equal(t, enforcer.MetricsAbsent, plans[1].Input.Metrics, "replicas but no series")
+
+	llama := plans[2]
+	assert.Equal(t, enforcer.MetricsAvailable, llama.Input.Metrics)
+	require.Len(t, llama.VAs, 2, "the unresolved VA is left out")
+	assert.Equal(t, "a-l4", llama.Input.Group.Variants[0].Name)
+	assert.Equal(t, 5.0, llama.Input.Group.Variants[0].Cost)
+	assert.Len(t, llama.Input.Group.Replicas, 2, "h100-1 lacks the queue series")
+	assert.Equal(t, 30.0, *llama.Input.RequestsInRetention)
+	assert.Equal(t, t0.Add(-3*time.Minute), llama.Input.MetricsLastSeen)
+
+	unreachable := BuildPlans(views, collector.Result{}, errors.New("down"), defaults)
+	for _, p := range unreachable {
+		assert.Equal(t, enforcer.MetricsUnreachable, p.Input.Metrics)
+		assert.Nil(t, p.Input.RequestsInRetention)
+	}
+}
+
+func TestNextStatusLastUpdateMovesOnlyOnReplicaChange(t *testing.T) {
+	v := va("prod", "a", "m", "5", 1, 4)
+	v.Status.DesiredOptimizedAlloc = llmdv1alpha1.OptimizedAlloc{NumReplicas: 2, Reason: "old", LastUpdate: metav1.NewTime(t0.Add(-time.Hour)), LastRunTime: metav1.NewTime(t0.Add(-time.Minute))}
+	v.Status.Actuation.Applied = true
+	plan := Plan{Key: GroupKey{"prod", "m"}, Input: pipelineInput(enforcer.MetricsAvailable)}
+	res := resultWith(2, "steady now")
+	st := NextStatus(v, plan, res, res.Targets[0], resolved(2, "p1", "p2"), nil, t0)
+	assert.Equal(t, t0.Add(-time.Hour), st.DesiredOptimizedAlloc.LastUpdate.Time, "same replicas, new reason: lastUpdate stays")
+	assert.Equal(t, t0, st.DesiredOptimizedAlloc.LastRunTime.Time)
+	assert.Equal(t, "steady now", st.DesiredOptimizedAlloc.Reason)
+	assert.True(t, st.Actuation.Applied, "fields owned by the controller are kept")
+
+	res = resultWith(3, "scale-up")
+	st = NextStatus(v, plan, res, res.Targets[0], resolved(2, "p1", "p2"), nil, t0)
+	assert.Equal(t, t0, st.DesiredOptimizedAlloc.LastUpdate.Time)
+	assert.Equal(t, int32(3), st.DesiredOptimizedAlloc.NumReplicas)
+	assert.True(t, meta.IsStatusConditionTrue(st.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable))
+	assert.True(t, meta.IsStatusConditionTrue(st.Conditions, llmdv1alpha1.ConditionTypeTargetResolved))
+
+	plan.Input.Metrics = enforcer.MetricsUnreachable
+	st = NextStatus(v, plan, res, res.Targets[0], resolved(2), errors.New("prometheus query kv_cache_usage: connection refused"), t0)
+	c := meta.FindStatusCondition(st.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable)
+	require.NotNil(t, c)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, llmdv1alpha1.ReasonPrometheusError, c.Reason)
+	assert.Contains(t, c.Message, "connection refused; previous decision held")
+}
+
+// fakes for the engine's seams (unit tests only; test/integration runs the
+// real API server and Prometheus).
+type fakeViews struct{ views []View }
+
+func (f *fakeViews) Views() ([]View, error) { return f.views, nil }
+
+type fakeMetrics struct {
+	res collector.Result
+	err error
+}
+
+func (f *fakeMetrics) Collect(context.Context, collector.Request) (collector.Result, error) {
+	return f.res, f.err
+}
+
+type fakeWriter struct {
+	writes map[string]llmdv1alpha1.VariantAutoscalingStatus
+}
+
+func (f *fakeWriter) WriteStatus(_ context.Context, va *llmdv1alpha1.VariantAutoscaling, st llmdv1alpha1.VariantAutoscalingStatus) error {
+	f.writes[va.Name] = st
+	va.Status = st // what the informer would show next
+	return nil
+}
+
+func TestRunOnce(t *testing.T) {
+	v := va("prod", "l4", "llama", "5", 1, 5)
+	views := &fakeViews{views: []View{{VA: v, Target: resolved(2, "p1", "p2")}}}
+	metrics := &fakeMetrics{res: collector.Result{Queries: 6, Pods: pods("prod", 0.78, "p1", "p2"),
+		Requests: map[time.Duration]map[collector.ModelKey]float64{10 * time.Minute: {{Namespace: "prod", Model: "llama"}: 10}}}}
+	writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
+	clk := clocktesting.NewFakeClock(t0)
+	reg := prometheus.NewRegistry()
+	rec := record.NewFakeRecorder(10)
+	e := &Engine{Views: views, Metrics: metrics, Status: writer, Config: config.NewStore(), Pipeline: pipeline.Default(),
+		Recorder: rec, Observe: NewMetrics(reg), Clock: clk, Interval: 30 * time.Second, StatusHeartbeat: 2 * time.Minute}
+
+	c, err := e.RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.Groups)
+	assert.Equal(t, 6, c.Queries)
+	assert.Equal(t, 1, c.StatusWrites)
+	assert.Equal(t, int32(3), writer.writes["l4"].DesiredOptimizedAlloc.NumReplicas, "KV 0.78 -> scale-up")
+	assert.Equal(t, 3.0, testutil.ToFloat64(e.Observe.DesiredReplicas.WithLabelValues("l4", "prod", "llama", "")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(e.Observe.Decisions.WithLabelValues("scale-up", "scale-up")))
+	assert.Contains(t, nextEvent(t, rec), "DesiredReplicasChanged desired replicas 0 -> 3")
+	assert.False(t, e.LastSuccess().IsZero())
+
+	// The HPA has not applied it yet (current 2, desired 3): the model is in
+	// transition and the decision holds; the rule changed, so it is written.
+	clk.Step(30 * time.Second)
+	c, err = e.RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.StatusWrites)
+	assert.Equal(t, int32(3), writer.writes["l4"].DesiredOptimizedAlloc.NumReplicas)
+	assert.Contains(t, meta.FindStatusCondition(writer.writes["l4"].Conditions, llmdv1alpha1.ConditionTypeOptimizationReady).Message, "transition-hold")
+
+	// Same again with different live figures: within the heartbeat only
+	// lastRunTime and the reason's numbers would move, so nothing is written.
+	metrics.res.Pods = pods("prod", 0.76, "p1", "p2")
+	clk.Step(30 * time.Second)
+	c, err = e.RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 0, c.StatusWrites, "unchanged decision within the heartbeat is not rewritten")
+
+	clk.Step(3 * time.Minute)
+	c, err = e.RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.StatusWrites, "heartbeat refreshes lastRunTime")
+
+	// Prometheus fails: decision held, condition says so, error counted.
+	metrics.err = &collector.QueryError{Query: "queue_length", Err: errors.New("connection refused")}
+	clk.Step(30 * time.Second)
+	c, err = e.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Error(t, c.MetricsErr)
+	st := writer.writes["l4"]
+	assert.Equal(t, int32(3), st.DesiredOptimizedAlloc.NumReplicas)
+	assert.False(t, meta.IsStatusConditionTrue(st.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable))
+	assert.Equal(t, 1.0, testutil.ToFloat64(e.Observe.QueryErrors.WithLabelValues("queue_length")))
+}
+
+func TestRunOnceUnresolvedTarget(t *testing.T) {
+	v := va("prod", "l4", "llama", "5", 1, 5)
+	writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
+	rec := record.NewFakeRecorder(10)
+	e := &Engine{Views: &fakeViews{views: []View{{VA: v, Target: Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: "Deployment prod/l4 not found"}}}},
+		Metrics: &fakeMetrics{}, Status: writer, Config: config.NewStore(), Pipeline: pipeline.Default(), Recorder: rec,
+		Clock: clocktesting.NewFakeClock(t0), Interval: time.Second, StatusHeartbeat: time.Minute}
+	_, err := e.RunOnce(context.Background())
+	require.NoError(t, err)
+	c := meta.FindStatusCondition(writer.writes["l4"].Conditions, llmdv1alpha1.ConditionTypeTargetResolved)
+	require.NotNil(t, c)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, "Deployment prod/l4 not found", c.Message)
+	assert.Contains(t, nextEvent(t, rec), "TargetNotFound")
+}
+
+func nextEvent(t *testing.T, rec *record.FakeRecorder) string {
+	t.Helper()
+	select {
+	case e := <-rec.Events:
+		return e
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event recorded")
+		return ""
+	}
+}

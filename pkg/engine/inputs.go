@@ -1,0 +1,180 @@
+// Package engine runs the decision loop of the adapter: every interval (and
+// on VA or ConfigMap changes) it collects metrics, runs the pipeline for every
+// variant group and publishes the decisions of record in VA status.
+package engine
+
+import (
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/collector"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/enforcer"
+	"github.com/wva-project/wva/pkg/pipeline"
+)
+
+// Target is what the inventory knows about a VA's scale target.
+type Target struct {
+	// Resolved is false when the target does not exist or is unsupported;
+	// Reason (a TargetResolved condition reason) and Message say why.
+	Resolved bool
+	Reason   string
+	Message  string
+	// SpecReplicas is the target's desired replica count (spec.replicas).
+	SpecReplicas int32
+	// ReadyPods are the names of Ready, non-terminating pods (for LWS: the
+	// group leaders).
+	ReadyPods []string
+	// PendingPods counts non-terminating pods that are not Ready yet.
+	PendingPods int32
+}
+
+// View is one VA with its target.
+type View struct {
+	VA     *llmdv1alpha1.VariantAutoscaling
+	Target Target
+}
+
+// GroupKey identifies a variant group.
+type GroupKey struct {
+	Namespace string
+	ModelID   string
+}
+
+// Plan is one group ready for the pipeline, with the VAs in the same order as
+// Input.Group.Variants.
+type Plan struct {
+	Key   GroupKey
+	Input pipeline.GroupInput
+	VAs   []*llmdv1alpha1.VariantAutoscaling
+}
+
+// ConfigResolver resolves the configuration in force for a group.
+type ConfigResolver func(modelID, namespace string) config.Resolved
+
+// BuildPlans groups resolved VAs by namespace and modelID and joins them with
+// the cycle's metrics. It is pure: everything it needs is passed in. A
+// non-nil metricsErr marks every group's metrics unreachable.
+func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolve ConfigResolver) []Plan {
+	byKey := map[GroupKey][]View{}
+	for _, v := range views {
+		if !v.Target.Resolved {
+			continue
+		}
+		k := GroupKey{Namespace: v.VA.Namespace, ModelID: v.VA.Spec.ModelID}
+		byKey[k] = append(byKey[k], v)
+	}
+	keys := make([]GroupKey, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Namespace != keys[j].Namespace {
+			return keys[i].Namespace < keys[j].Namespace
+		}
+		return keys[i].ModelID < keys[j].ModelID
+	})
+
+	plans := make([]Plan, 0, len(keys))
+	for _, k := range keys {
+		members := byKey[k]
+		sort.Slice(members, func(i, j int) bool { return members[i].VA.Name < members[j].VA.Name })
+		cfg := resolve(k.ModelID, k.Namespace)
+		p := Plan{Key: k, Input: pipeline.GroupInput{
+			Group:  decision.Group{ModelID: k.ModelID, Namespace: k.Namespace},
+			Config: cfg,
+		}}
+		var current, reporting int32
+		for _, m := range members {
+			p.VAs = append(p.VAs, m.VA)
+			p.Input.Group.Variants = append(p.Input.Group.Variants, variantOf(m))
+			current += m.Target.SpecReplicas
+			for _, pod := range m.Target.ReadyPods {
+				pm, ok := metrics.Pods[collector.PodKey{Namespace: k.Namespace, Pod: pod}]
+				if !ok || !pm.Reporting() {
+					continue
+				}
+				reporting++
+				p.Input.Group.Replicas = append(p.Input.Group.Replicas, decision.ReplicaMetrics{
+					Pod: pod, Variant: m.VA.Name, KvCacheUsage: pm.KvCacheUsage, QueueLength: pm.QueueLength,
+				})
+			}
+			if t := metricsLostAt(m.VA); t.After(p.Input.MetricsLastSeen) {
+				p.Input.MetricsLastSeen = t
+			}
+		}
+		switch {
+		case metricsErr != nil:
+			p.Input.Metrics = enforcer.MetricsUnreachable
+		case reporting > 0 || current == 0:
+			// A group at zero replicas has nothing to report; Prometheus
+			// answered, so the request count (idle or not) is known.
+			p.Input.Metrics = enforcer.MetricsAvailable
+		default:
+			p.Input.Metrics = enforcer.MetricsAbsent
+		}
+		if metricsErr == nil {
+			window := cfg.ScaleToZero.RetentionPeriod.D()
+			if n, ok := metrics.RequestsOver(window, collector.ModelKey{Namespace: k.Namespace, Model: k.ModelID}); ok {
+				p.Input.RequestsInRetention = &n
+			}
+		}
+		plans = append(plans, p)
+	}
+	return plans
+}
+
+func variantOf(v View) decision.Variant {
+	va := v.VA
+	cost, err := va.CostValue()
+	if err != nil {
+		cost, _ = llmdv1alpha1.ParseVariantCost(llmdv1alpha1.DefaultVariantCost)
+	}
+	var gpus int32
+	if va.Spec.GPUsPerReplica != nil {
+		gpus = *va.Spec.GPUsPerReplica
+	}
+	return decision.Variant{
+		Name:            va.Name,
+		Accelerator:     va.Spec.AcceleratorName,
+		Cost:            cost,
+		MinReplicas:     va.MinReplicasOrDefault(),
+		MaxReplicas:     va.MaxReplicasOrDefault(),
+		CurrentReplicas: v.Target.SpecReplicas,
+		PendingReplicas: v.Target.PendingPods,
+		DesiredReplicas: va.Status.DesiredOptimizedAlloc.NumReplicas,
+		LastUpdate:      va.Status.DesiredOptimizedAlloc.LastUpdate.Time,
+		GPUsPerReplica:  gpus,
+	}
+}
+
+// metricsLostAt is when the VA's metrics went missing, from the
+// MetricsAvailable condition; zero when they are available or unknown. It
+// survives adapter restarts and failovers because it lives in VA status.
+func metricsLostAt(va *llmdv1alpha1.VariantAutoscaling) time.Time {
+	c := meta.FindStatusCondition(va.Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable)
+	if c == nil || c.Status != "False" {
+		return time.Time{}
+	}
+	return c.LastTransitionTime.Time
+}
+
+// Windows lists the distinct retention periods the plans' groups need, so
+// the collector queries each once.
+func Windows(views []View, resolve ConfigResolver) []time.Duration {
+	seen := map[time.Duration]bool{}
+	var out []time.Duration
+	for _, v := range views {
+		w := resolve(v.VA.Spec.ModelID, v.VA.Namespace).ScaleToZero.RetentionPeriod.D()
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wva-project/wva/pkg/decision"
+)
+
+// Metrics are the engine's own Prometheus metrics, for Grafana and alerts.
+type Metrics struct {
+	DesiredReplicas *prometheus.GaugeVec
+	CurrentReplicas *prometheus.GaugeVec
+	DesiredRatio    *prometheus.GaugeVec
+	AvgSpareKv      *prometheus.GaugeVec
+	AvgSpareQueue   *prometheus.GaugeVec
+	Decisions       *prometheus.CounterVec
+	CycleDuration   prometheus.Histogram
+	QueryErrors     *prometheus.CounterVec
+	DroppedSamples  *prometheus.CounterVec
+	QueriesPerCycle prometheus.Gauge
+	LastSuccess     prometheus.Gauge
+	StatusWriteErrs prometheus.Counter
+
+	variantLabels map[[4]string]bool
+	groupLabels   map[[2]string]bool
+}
+
+var variantLabelNames = []string{"variant_name", "namespace", "model_id", "accelerator"}
+
+// NewMetrics creates and registers the engine metrics.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		DesiredReplicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_desired_replicas",
+			Help: "Replicas wva decided for the variant (the value served to its HPA)."}, variantLabelNames),
+		CurrentReplicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_current_replicas",
+			Help: "Replicas of the variant's scale target (spec.replicas) when the decision was made."}, variantLabelNames),
+		DesiredRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_desired_ratio",
+			Help: "Desired over current replicas (desired when current is 0)."}, variantLabelNames),
+		AvgSpareKv: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_saturation_avg_spare_kv",
+			Help: "Average spare KV cache fraction over non-saturated replicas of the model."}, []string{"namespace", "model_id"}),
+		AvgSpareQueue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_saturation_avg_spare_queue",
+			Help: "Average spare queue slots over non-saturated replicas of the model."}, []string{"namespace", "model_id"}),
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wva_decisions_total",
+			Help: "Per-variant decisions by action and by the rule that made them."}, []string{"action", "rule"}),
+		CycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "wva_engine_cycle_duration_seconds",
+			Help: "Duration of one engine cycle (collect, decide, publish).", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+		QueryErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wva_prometheus_query_errors_total",
+			Help: "Failed Prometheus queries, by query."}, []string{"query"}),
+		DroppedSamples: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wva_prometheus_dropped_samples_total",
+			Help: "Samples dropped as NaN, infinite, negative or out of range, by query."}, []string{"query"}),
+		QueriesPerCycle: prometheus.NewGauge(prometheus.GaugeOpts{Name: "wva_prometheus_queries_per_cycle",
+			Help: "PromQL queries the last cycle ran."}),
+		LastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "wva_engine_last_success_timestamp_seconds",
+			Help: "Unix time of the last cycle that collected metrics and published every decision."}),
+		StatusWriteErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "wva_status_write_errors_total",
+			Help: "VariantAutoscaling status writes that failed after retries."}),
+		variantLabels: map[[4]string]bool{},
+		groupLabels:   map[[2]string]bool{},
+	}
+	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.AvgSpareKv, m.AvgSpareQueue, m.Decisions,
+		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs)
+	return m
+}
+
+// VariantSample is one variant's published decision.
+type VariantSample struct {
+	Labels  [4]string // variant_name, namespace, model_id, accelerator
+	Desired int32
+	Current int32
+	Target  decision.Target
+}
+
+// GroupSample is one group's analysis figures.
+type GroupSample struct {
+	Labels        [2]string // namespace, model_id
+	AvgSpareKv    float64
+	AvgSpareQueue float64
+	HasAnalysis   bool
+}
+
+// Publish sets the per-variant and per-group gauges of a cycle and deletes
+// the series of variants and groups that no longer exist.
+func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
+	seenV := map[[4]string]bool{}
+	for _, v := range variants {
+		l := v.Labels[:]
+		seenV[v.Labels] = true
+		m.DesiredReplicas.WithLabelValues(l...).Set(float64(v.Desired))
+		m.CurrentReplicas.WithLabelValues(l...).Set(float64(v.Current))
+		ratio := float64(v.Desired)
+		if v.Current > 0 {
+			ratio = float64(v.Desired) / float64(v.Current)
+		}
+		m.DesiredRatio.WithLabelValues(l...).Set(ratio)
+		m.Decisions.WithLabelValues(string(v.Target.Action), string(v.Target.Rule)).Inc()
+	}
+	for l := range m.variantLabels {
+		if !seenV[l] {
+			m.DesiredReplicas.DeleteLabelValues(l[:]...)
+			m.CurrentReplicas.DeleteLabelValues(l[:]...)
+			m.DesiredRatio.DeleteLabelValues(l[:]...)
+		}
+	}
+	m.variantLabels = seenV
+
+	seenG := map[[2]string]bool{}
+	for _, g := range groups {
+		if !g.HasAnalysis {
+			continue
+		}
+		seenG[g.Labels] = true
+		m.AvgSpareKv.WithLabelValues(g.Labels[:]...).Set(g.AvgSpareKv)
+		m.AvgSpareQueue.WithLabelValues(g.Labels[:]...).Set(g.AvgSpareQueue)
+	}
+	for l := range m.groupLabels {
+		if !seenG[l] {
+			m.AvgSpareKv.DeleteLabelValues(l[:]...)
+			m.AvgSpareQueue.DeleteLabelValues(l[:]...)
+		}
+	}
+	m.groupLabels = seenG
+}

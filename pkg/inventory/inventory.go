@@ -1,0 +1,148 @@
+// Package inventory resolves each VariantAutoscaling's scale target and pods
+// from informer caches (no API calls), for the engine.
+package inventory
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/engine"
+	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
+)
+
+// LeaderWorkerSet labels: each LWS replica is a group of pods, and only the
+// leader (worker index 0) counts as one replica and serves metrics.
+const (
+	LWSNameLabel        = "leaderworkerset.sigs.k8s.io/name"
+	LWSWorkerIndexLabel = "leaderworkerset.sigs.k8s.io/worker-index"
+)
+
+// Inventory reads VAs, their targets and pods from listers.
+type Inventory struct {
+	VAs          llmdlisters.VariantAutoscalingLister
+	Deployments  appslisters.DeploymentLister
+	StatefulSets appslisters.StatefulSetLister
+	Pods         corelisters.PodLister
+	// LeaderWorkerSets is nil when the LWS API is not installed.
+	LeaderWorkerSets cache.GenericLister
+}
+
+// Views lists every VA with its resolved target, sorted by namespace/name.
+func (inv *Inventory) Views() ([]engine.View, error) {
+	vas, err := inv.VAs.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list VariantAutoscalings: %w", err)
+	}
+	sort.Slice(vas, func(i, j int) bool {
+		if vas[i].Namespace != vas[j].Namespace {
+			return vas[i].Namespace < vas[j].Namespace
+		}
+		return vas[i].Name < vas[j].Name
+	})
+	views := make([]engine.View, 0, len(vas))
+	for _, va := range vas {
+		views = append(views, engine.View{VA: va, Target: inv.Resolve(va)})
+	}
+	return views, nil
+}
+
+// Resolve finds a VA's target, its replica count and its pods.
+func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target {
+	ref := va.Spec.ScaleTargetRef
+	gvk, err := ref.GroupVersionKind()
+	if err != nil {
+		return engine.Target{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: err.Error()}
+	}
+	notFound := func(err error) engine.Target {
+		if apierrors.IsNotFound(err) {
+			return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("%s %s/%s not found", ref.Kind, va.Namespace, ref.Name)}
+		}
+		return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: err.Error()}
+	}
+	switch gvk.Kind {
+	case llmdv1alpha1.ScaleTargetKindDeployment:
+		d, err := inv.Deployments.Deployments(va.Namespace).Get(ref.Name)
+		if err != nil {
+			return notFound(err)
+		}
+		return inv.withPods(va.Namespace, replicasOf(d.Spec.Replicas), d.Spec.Selector)
+	case llmdv1alpha1.ScaleTargetKindStatefulSet:
+		s, err := inv.StatefulSets.StatefulSets(va.Namespace).Get(ref.Name)
+		if err != nil {
+			return notFound(err)
+		}
+		return inv.withPods(va.Namespace, replicasOf(s.Spec.Replicas), s.Spec.Selector)
+	case llmdv1alpha1.ScaleTargetKindLeaderWorkerSet:
+		if inv.LeaderWorkerSets == nil {
+			return engine.Target{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind,
+				Message: "LeaderWorkerSet API (leaderworkerset.x-k8s.io) is not installed in the cluster"}
+		}
+		obj, err := inv.LeaderWorkerSets.ByNamespace(va.Namespace).Get(ref.Name)
+		if err != nil {
+			return notFound(err)
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("unexpected LeaderWorkerSet object %T", obj)}
+		}
+		replicas, found, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+		if !found {
+			replicas = 1
+		}
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{LWSNameLabel: ref.Name, LWSWorkerIndexLabel: "0"}}
+		return inv.withPods(va.Namespace, int32(replicas), sel)
+	}
+	return engine.Target{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: fmt.Sprintf("unsupported scale target kind %q", ref.Kind)}
+}
+
+func (inv *Inventory) withPods(namespace string, replicas int32, selector *metav1.LabelSelector) engine.Target {
+	t := engine.Target{Resolved: true, SpecReplicas: replicas}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil || sel.Empty() {
+		// An empty selector would match every pod in the namespace.
+		return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("scale target has no usable pod selector: %v", err)}
+	}
+	pods, err := inv.Pods.Pods(namespace).List(sel)
+	if err != nil {
+		return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: err.Error()}
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	for _, p := range pods {
+		switch {
+		case p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+			continue
+		case PodReady(p):
+			t.ReadyPods = append(t.ReadyPods, p.Name)
+		default:
+			t.PendingPods++
+		}
+	}
+	return t
+}
+
+// PodReady reports whether the pod's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func replicasOf(r *int32) int32 {
+	if r == nil {
+		return 1 // the API default for Deployments and StatefulSets
+	}
+	return *r
+}

@@ -1,0 +1,103 @@
+package snapshot
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/pipeline"
+)
+
+// Output is `wva decide`'s machine-readable result.
+type Output struct {
+	ModelID   string          `json:"modelID"`
+	Namespace string          `json:"namespace"`
+	Analyzer  string          `json:"analyzer"`
+	Metrics   string          `json:"metrics"`
+	Now       *time.Time      `json:"now,omitempty"`
+	Analysis  any             `json:"analysis"`
+	Signal    *SignalOutput   `json:"signal,omitempty"`
+	Variants  []VariantOutput `json:"variants"`
+}
+
+// SignalOutput is the analyzer's capacity signal.
+type SignalOutput struct {
+	Hold             bool    `json:"hold"`
+	RequiredCapacity float64 `json:"requiredCapacity"`
+	SpareCapacity    float64 `json:"spareCapacity"`
+	Reason           string  `json:"reason"`
+}
+
+// VariantOutput is the decision for one variant.
+type VariantOutput struct {
+	Name            string          `json:"name"`
+	CurrentReplicas int32           `json:"currentReplicas"`
+	TargetReplicas  int32           `json:"targetReplicas"`
+	Action          decision.Action `json:"action"`
+	Rule            decision.Rule   `json:"rule"`
+	Reason          string          `json:"reason"`
+}
+
+// Decide runs the default pipeline on a validated snapshot.
+func Decide(s *Snapshot) (Output, error) {
+	in, now, err := s.Input()
+	if err != nil {
+		return Output{}, err
+	}
+	res := pipeline.Default().Run(now, []pipeline.GroupInput{in})[0]
+	if res.Err != nil {
+		return Output{}, res.Err
+	}
+	out := Output{
+		ModelID: s.ModelID, Namespace: s.Namespace, Analyzer: res.Analyzer,
+		Metrics: string(in.Metrics), Analysis: res.Analysis,
+	}
+	if !now.Equal(time.Unix(0, 0)) {
+		out.Now = &now
+	}
+	if res.Analysis != nil {
+		out.Signal = &SignalOutput{Hold: res.Signal.Hold, RequiredCapacity: res.Signal.RequiredCapacity,
+			SpareCapacity: res.Signal.SpareCapacity, Reason: res.Signal.Reason}
+	}
+	for _, t := range res.Targets {
+		v, _ := in.Group.Variant(t.Variant)
+		out.Variants = append(out.Variants, VariantOutput{
+			Name: t.Variant, CurrentReplicas: v.CurrentReplicas, TargetReplicas: t.Replicas, Action: t.Action, Rule: t.Rule, Reason: t.Reason,
+		})
+	}
+	return out, nil
+}
+
+// Render formats the output as "json" or "table". The whole text is built
+// before anything is written, so a failure never leaves half a result.
+func Render(out Output, format string) ([]byte, error) {
+	var buf bytes.Buffer
+	switch format {
+	case "json":
+		enc := json.NewEncoder(&buf)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(out); err != nil {
+			return nil, err
+		}
+	case "table", "":
+		fmt.Fprintf(&buf, "model %s (namespace %s), analyzer %s, metrics %s\n", out.ModelID, out.Namespace, out.Analyzer, out.Metrics)
+		if out.Signal != nil {
+			fmt.Fprintf(&buf, "signal: %s\n", out.Signal.Reason)
+		}
+		tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "VARIANT\tCURRENT\tTARGET\tACTION\tREASON")
+		for _, v := range out.Variants {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", v.Name, v.CurrentReplicas, v.TargetReplicas, v.Action, v.Reason)
+		}
+		if err := tw.Flush(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("output format %q: want json or table", format)
+	}
+	return buf.Bytes(), nil
+}

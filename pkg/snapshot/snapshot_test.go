@@ -1,0 +1,149 @@
+package snapshot
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const base = `
+modelID: meta/llama-70b
+namespace: prod
+variants:
+  - name: v1-l4
+    cost: 5
+    minReplicas: 1
+    maxReplicas: 10
+    currentReplicas: 2
+    desiredReplicas: 0
+    replicas:
+      - {pod: a, kvCacheUsage: 0.72, queueLength: 2}
+      - {pod: b, kvCacheUsage: 0.70, queueLength: 1}
+`
+
+func TestParseRejectsBadInput(t *testing.T) {
+	cases := []struct {
+		name    string
+		edit    func(string) string
+		wantErr []string
+	}{
+		{"missing model", func(s string) string { return strings.Replace(s, "modelID: meta/llama-70b", "", 1) }, []string{"modelID: required"}},
+		{"missing variant name", func(s string) string { return strings.Replace(s, "name: v1-l4", "cost: 5", 1) }, nil},
+		{"duplicate variant", func(s string) string {
+			return s + "  - {name: v1-l4, currentReplicas: 0, desiredReplicas: 0, replicas: []}\n"
+		}, []string{`variants[1].name: duplicate variant "v1-l4" (also variants[0])`}},
+		{"usage above 1", func(s string) string { return strings.Replace(s, "0.72", "1.2", 1) }, []string{"variants[0].replicas[0].kvCacheUsage: 1.2 is outside [0, 1]"}},
+		{"negative usage", func(s string) string { return strings.Replace(s, "0.72", "-0.1", 1) }, []string{"kvCacheUsage: -0.1 is outside [0, 1]"}},
+		{"negative queue", func(s string) string { return strings.Replace(s, "queueLength: 2", "queueLength: -2", 1) }, []string{"variants[0].replicas[0].queueLength: -2 must be"}},
+		{"NaN usage", func(s string) string { return strings.Replace(s, "0.72", ".nan", 1) }, []string{"kvCacheUsage"}},
+		{"min above max", func(s string) string { return strings.Replace(s, "minReplicas: 1", "minReplicas: 11", 1) }, []string{"variants[0].minReplicas: 11 is greater than maxReplicas 10"}},
+		{"negative cost", func(s string) string { return strings.Replace(s, "cost: 5", "cost: -5", 1) }, []string{"variants[0].cost: -5 must be"}},
+		{"duplicate pod", func(s string) string { return strings.Replace(s, "pod: b", "pod: a", 1) }, []string{`duplicate pod "a"`}},
+		{"unknown field", func(s string) string { return strings.Replace(s, "cost: 5", "costs: 5", 1) }, []string{`unknown field "costs"`}},
+		{"bad metrics state", func(s string) string { return s + "metrics: maybe\n" }, []string{`metrics: "maybe" is not one of`}},
+		{"bad config threshold", func(s string) string { return s + "config: {kvCacheThreshold: 2}\n" }, []string{"kvCacheThreshold=2: must be in (0, 1]"}},
+		{"config typo", func(s string) string { return s + "config: {kvCacheThreshhold: 0.5}\n" }, []string{"unknown field"}},
+		{"unknown analyzer", func(s string) string { return s + "analyzer: magic\n" }, []string{"analyzerName=magic"}},
+		{"no variants", func(string) string { return "modelID: m\nvariants: []\n" }, []string{"variants: at least one variant is required"}},
+		{"not yaml", func(string) string { return "modelID: [" }, []string{"cannot parse snapshot"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.edit(base)))
+			require.Error(t, err)
+			for _, want := range tc.wantErr {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+}
+
+func TestDecideOutputShape(t *testing.T) {
+	s, err := Parse([]byte(base + "config: {kvSpareTrigger: 0.15}\n"))
+	require.NoError(t, err)
+	out, err := Decide(s)
+	require.NoError(t, err)
+	text, err := Render(out, "json")
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(text, &doc))
+	for _, key := range []string{"modelID", "namespace", "analysis", "variants"} {
+		assert.Contains(t, doc, key)
+	}
+	analysis := doc["analysis"].(map[string]any)
+	for _, key := range []string{"totalReplicas", "nonSaturated", "avgSpareKv", "avgSpareQueue", "shouldScaleUp", "scaleDownSafe", "inTransition"} {
+		assert.Contains(t, analysis, key)
+	}
+	v := doc["variants"].([]any)[0].(map[string]any)
+	for _, key := range []string{"name", "currentReplicas", "targetReplicas", "action", "reason"} {
+		assert.Contains(t, v, key)
+	}
+	// avg spare KV (0.08+0.10)/2 = 0.09 < 0.15 -> one more replica.
+	assert.Equal(t, "scale-up", v["action"])
+	assert.Equal(t, 3.0, v["targetReplicas"])
+
+	table, err := Render(out, "table")
+	require.NoError(t, err)
+	assert.Contains(t, string(table), "VARIANT")
+	assert.Contains(t, string(table), "v1-l4")
+	_, err = Render(out, "yaml")
+	assert.ErrorContains(t, err, `output format "yaml"`)
+}
+
+func TestDefaultsMatchTheCRD(t *testing.T) {
+	s, err := Parse([]byte("modelID: m\nvariants:\n  - {name: v, currentReplicas: 1, desiredReplicas: 0, replicas: [{pod: p, kvCacheUsage: 0.5, queueLength: 0}]}\n"))
+	require.NoError(t, err)
+	in, _, err := s.Input()
+	require.NoError(t, err)
+	v := in.Group.Variants[0]
+	assert.Equal(t, int32(1), v.MinReplicas)
+	assert.Equal(t, int32(2), v.MaxReplicas)
+	assert.Equal(t, 10.0, v.Cost)
+}
+
+// Every shipped example snapshot parses and decides.
+func TestExampleSnapshots(t *testing.T) {
+	files, err := filepath.Glob("../../examples/snapshots/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			s, err := Parse(data)
+			require.NoError(t, err)
+			out, err := Decide(s)
+			require.NoError(t, err)
+			assert.Len(t, out.Variants, len(s.Variants))
+		})
+	}
+}
+
+// FuzzParse: any input either fails with an error or decides without panic,
+// and every decided target lies within the variant's bounds.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(base))
+	f.Add([]byte(`{"modelID":"m","variants":[{"name":"v","minReplicas":0,"maxReplicas":3,"currentReplicas":0,"desiredReplicas":0,"replicas":[]}],"metrics":"absent","scaleToZero":{"enable_scale_to_zero":true,"retention_period":"1m"}}`))
+	f.Add([]byte("modelID: m\nvariants: [{name: v, currentReplicas: -1}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data)
+		if err != nil {
+			return
+		}
+		out, err := Decide(s)
+		if err != nil {
+			return
+		}
+		for i, v := range out.Variants {
+			lo, hi := s.Variants[i].bounds()
+			if v.TargetReplicas < lo || v.TargetReplicas > hi {
+				t.Fatalf("variant %s target %d outside [%d, %d]", v.Name, v.TargetReplicas, lo, hi)
+			}
+		}
+	})
+}
