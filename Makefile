@@ -31,7 +31,7 @@ lint: ## go vet and gofmt
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './vendor/*')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
-generate: ## Regenerate deepcopy and the CRD manifest
+generate: ## Regenerate deepcopy, the CRD manifest and the typed client
 	hack/update-codegen.sh
 
 verify-generate: ## Fail if generated files are stale

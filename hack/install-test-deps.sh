@@ -16,4 +16,4 @@ fi
 # The Debian package starts a system service on install where systemd runs;
 # tests start their own instances on free ports and never use it.
 
-"${root}/test/tools/build.sh" >/dev/null
+"${root}/test/tools/build.sh" >&2

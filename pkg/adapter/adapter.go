@@ -14,7 +14,6 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -79,7 +78,8 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	a := &Adapter{Base: base, Options: opts, Registry: prometheus.NewRegistry(), Config: config.NewStore()}
-	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Go and process collectors come from the API server's legacy registry,
+	// gathered next to this one on /metrics.
 	if err := cmmetrics.RegisterMetrics(legacyregistry.Register); err != nil {
 		return nil, err
 	}
@@ -243,6 +243,7 @@ func (a *Adapter) runEngine(ctx context.Context) {
 	}
 	id, _ := os.Hostname()
 	id = fmt.Sprintf("%s_%d", id, time.Now().UnixNano())
+	klog.InfoS("leader election", "identity", id, "lease", a.Options.LeaseNamespace+"/"+a.Options.LeaseName)
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, a.Options.LeaseNamespace, a.Options.LeaseName,
 		a.kube.CoreV1(), a.kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id, EventRecorder: a.recorder})
 	if err != nil {

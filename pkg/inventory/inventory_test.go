@@ -1,0 +1,118 @@
+package inventory
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
+)
+
+func indexer(t *testing.T, objs ...any) cache.Indexer {
+	t.Helper()
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, o := range objs {
+		require.NoError(t, idx.Add(o))
+	}
+	return idx
+}
+
+func pod(name string, labels map[string]string, ready bool, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: name, Labels: labels}}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func vaFor(name, kind, target string) *llmdv1alpha1.VariantAutoscaling {
+	return &llmdv1alpha1.VariantAutoscaling{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: name},
+		Spec: llmdv1alpha1.VariantAutoscalingSpec{ModelID: "m",
+			ScaleTargetRef: llmdv1alpha1.CrossVersionObjectReference{Kind: kind, Name: target}},
+	}
+}
+
+func TestResolve(t *testing.T) {
+	l4 := map[string]string{"app": "l4"}
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "l4"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: l4}}}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "h100"},
+		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "h100"}}}}
+	now := metav1.NewTime(time.Now())
+	inv := &Inventory{
+		VAs:          llmdlisters.NewVariantAutoscalingLister(indexer(t, vaFor("a", "Deployment", "l4"), vaFor("b", "StatefulSet", "h100"))),
+		Deployments:  appslisters.NewDeploymentLister(indexer(t, deploy)),
+		StatefulSets: appslisters.NewStatefulSetLister(indexer(t, sts)),
+		Pods: corelisters.NewPodLister(indexer(t,
+			pod("l4-ready-1", l4, true), pod("l4-ready-0", l4, true),
+			pod("l4-loading", l4, false),
+			pod("l4-terminating", l4, true, func(p *corev1.Pod) { p.DeletionTimestamp = &now }),
+			pod("l4-failed", l4, false, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }),
+			pod("other", map[string]string{"app": "other"}, true),
+			pod("h100-0", map[string]string{"app": "h100"}, true),
+		)),
+	}
+	cases := []struct {
+		name string
+		va   *llmdv1alpha1.VariantAutoscaling
+		want func(t *testing.T, resolved bool, reason, msg string, spec int32, ready []string, pending int32)
+	}{
+		{"deployment: ready, pending, terminating and failed pods told apart", vaFor("a", "Deployment", "l4"),
+			func(t *testing.T, resolved bool, _, _ string, spec int32, ready []string, pending int32) {
+				assert.True(t, resolved)
+				assert.Equal(t, int32(4), spec)
+				assert.Equal(t, []string{"l4-ready-0", "l4-ready-1"}, ready)
+				assert.Equal(t, int32(1), pending)
+			}},
+		{"statefulset without replicas defaults to 1", vaFor("b", "StatefulSet", "h100"),
+			func(t *testing.T, resolved bool, _, _ string, spec int32, ready []string, _ int32) {
+				assert.True(t, resolved)
+				assert.Equal(t, int32(1), spec)
+				assert.Equal(t, []string{"h100-0"}, ready)
+			}},
+		{"missing target", vaFor("c", "Deployment", "nope"),
+			func(t *testing.T, resolved bool, reason, msg string, _ int32, _ []string, _ int32) {
+				assert.False(t, resolved)
+				assert.Equal(t, llmdv1alpha1.ReasonTargetNotFound, reason)
+				assert.Equal(t, "Deployment prod/nope not found", msg)
+			}},
+		{"LWS without the API installed", vaFor("d", "LeaderWorkerSet", "lws"),
+			func(t *testing.T, resolved bool, reason, msg string, _ int32, _ []string, _ int32) {
+				assert.False(t, resolved)
+				assert.Equal(t, llmdv1alpha1.ReasonUnsupportedTargetKind, reason)
+				assert.Contains(t, msg, "not installed")
+			}},
+		{"unsupported kind", vaFor("e", "ReplicaSet", "rs"),
+			func(t *testing.T, resolved bool, reason, _ string, _ int32, _ []string, _ int32) {
+				assert.False(t, resolved)
+				assert.Equal(t, llmdv1alpha1.ReasonUnsupportedTargetKind, reason)
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := inv.Resolve(tc.va)
+			tc.want(t, got.Resolved, got.Reason, got.Message, got.SpecReplicas, got.ReadyPods, got.PendingPods)
+		})
+	}
+	views, err := inv.Views()
+	require.NoError(t, err)
+	require.Len(t, views, 2)
+	assert.Equal(t, "a", views[0].VA.Name)
+}

@@ -1,0 +1,172 @@
+package integration
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
+	"github.com/wva-project/wva/test/fakevllm"
+	"github.com/wva-project/wva/test/harness"
+)
+
+// TestAdapterEndToEnd runs `wva adapter` registered through a real
+// APIService, with Debian's Prometheus scraping a fake vLLM exporter, and
+// checks what an operator would: the decided value through `get --raw`, VA
+// status, ConfigMap edits, an invalid ConfigMap, and a Prometheus outage.
+func TestAdapterEndToEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	cluster := harness.StartT(t, harness.Options{})
+	cs := cluster.Clientset()
+	wva, err := versioned.NewForConfig(cluster.RESTConfig)
+	require.NoError(t, err)
+	installCRD(ctx, t, cluster)
+	createNamespace(ctx, t, cs, "wva-system")
+	createNamespace(ctx, t, cs, "prod")
+
+	// Two Ready pods at KV 0.5: not saturated, and removing one would leave
+	// 1.0 each, so the decision is "steady at 2".
+	vllm, err := fakevllm.Start(false)
+	require.NoError(t, err)
+	t.Cleanup(vllm.Close)
+	const model = `meta/llama-3.1-8b`
+	pods := []fakevllm.Pod{{Namespace: "prod", Name: "llama-l4-0", Model: model}, {Namespace: "prod", Name: "llama-l4-1", Model: model}}
+	for _, p := range pods {
+		vllm.Set(p, 0.5, 0)
+		vllm.Served(p, 10)
+	}
+	servingVariant(ctx, t, cs, "prod", "llama-l4", 2, []string{"llama-l4-0", "llama-l4-1"})
+	_, err = wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-l4", model, "5", 1, 4), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{Config: vllm.ScrapeConfig("1s")})
+	eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
+		s, err := prom.Query(ctx, `vllm:kv_cache_usage_perc`)
+		return err == nil && len(s) == 2, fmt_(s, err)
+	})
+
+	svc := harness.APIServiceOptions{Group: "external.metrics.k8s.io", Version: "v1beta1", Namespace: "wva-system", ServiceName: "wva-adapter"}
+	cert, key, err := cluster.IssueServingCert([]string{svc.ServiceDNSName()}, []net.IP{net.ParseIP("127.0.0.1")})
+	require.NoError(t, err)
+	adapter := startAdapter(ctx, t, cluster, prom.URL, cert, key)
+	svc.Port, svc.CABundle = adapter.Port, cluster.CAPEM
+	require.NoError(t, cluster.RegisterAPIService(ctx, svc))
+	require.NoError(t, cluster.WaitAPIServiceAvailable(ctx, "v1beta1.external.metrics.k8s.io"))
+
+	served := func(want int64) func() (bool, string) {
+		return func() (bool, string) {
+			list, err := getRaw(ctx, cs, "prod", "llama-l4")
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(list.Items) != 1 {
+				return false, fmt_(list.Items, nil)
+			}
+			return list.Items[0].Value.Value() == want, list.Items[0].Value.String()
+		}
+	}
+
+	t.Run("get --raw serves the decision of record", func(t *testing.T) {
+		eventually(ctx, t, "wva_desired_replicas = 2 through the aggregator", served(2))
+		va, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, int32(2), va.Status.DesiredOptimizedAlloc.NumReplicas)
+		assert.Equal(t, int32(2), va.Status.CurrentReplicas)
+		assert.True(t, meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable))
+		assert.True(t, meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeTargetResolved))
+		assert.True(t, meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeOptimizationReady))
+		assert.Contains(t, va.Status.DesiredOptimizedAlloc.Reason, "no change")
+	})
+
+	t.Run("unknown variant is NotFound", func(t *testing.T) {
+		_, err := getRaw(ctx, cs, "prod", "no-such-variant")
+		require.Error(t, err)
+		assert.True(t, apierrors.IsNotFound(err), "%v", err)
+	})
+
+	t.Run("a ConfigMap edit changes the next decision", func(t *testing.T) {
+		// Threshold 0.55: spare KV 0.05 < trigger 0.10 -> scale-up to 3.
+		_, err := cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config"},
+			Data:       map[string]string{"default": "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		eventually(ctx, t, "wva_desired_replicas = 3 after the ConfigMap edit", served(3))
+	})
+
+	t.Run("the adapter exports its own metrics", func(t *testing.T) {
+		body := httpGet(ctx, t, adapter.MetricsURL+"/metrics")
+		assert.Contains(t, body, `wva_desired_replicas{accelerator="",model_id="meta/llama-3.1-8b",namespace="prod",variant_name="llama-l4"} 3`)
+		assert.Contains(t, body, "wva_prometheus_queries_per_cycle 6")
+		assert.Contains(t, body, `wva_decisions_total{action="scale-up",rule="scale-up"}`)
+		assert.Contains(t, body, "wva_engine_cycle_duration_seconds_count")
+		assert.Contains(t, body, "wva_engine_last_success_timestamp_seconds")
+		assert.Contains(t, body, `wva_decision_age_seconds{namespace="prod",variant_name="llama-l4"}`)
+		assert.Contains(t, body, `wva_external_metric_requests_total{result="ok"}`)
+		assert.Contains(t, body, "metrics_apiserver_metric_freshness_seconds")
+		assert.Equal(t, "ok", httpGet(ctx, t, adapter.MetricsURL+"/readyz"))
+	})
+
+	t.Run("an invalid ConfigMap is rejected with an Event and the last good config stays", func(t *testing.T) {
+		cm, err := cs.CoreV1().ConfigMaps("wva-system").Get(ctx, "wva-saturation-scaling-config", metav1.GetOptions{})
+		require.NoError(t, err)
+		cm.Data["default"] = "kvCacheThreshold: 7"
+		_, err = cs.CoreV1().ConfigMaps("wva-system").Update(ctx, cm, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		eventually(ctx, t, "InvalidConfig event", func() (bool, string) {
+			evs, err := cs.CoreV1().Events("wva-system").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", "InvalidConfig").String()})
+			if err != nil || len(evs.Items) == 0 {
+				return false, fmt_(nil, err)
+			}
+			return true, ""
+		})
+		evs, _ := cs.CoreV1().Events("wva-system").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", "InvalidConfig").String()})
+		assert.Contains(t, evs.Items[0].Message, "kvCacheThreshold=7: must be in (0, 1]")
+		assert.Equal(t, "wva-saturation-scaling-config", evs.Items[0].InvolvedObject.Name)
+		// Still deciding with the last good config (0.55): the model is in
+		// transition (desired 3, current 2), and 3 keeps being served.
+		time.Sleep(3 * time.Second)
+		ok, got := served(3)()
+		assert.True(t, ok, "served %s", got)
+	})
+
+	t.Run("Prometheus outage holds the decision and sets MetricsAvailable=False", func(t *testing.T) {
+		prom.Stop()
+		eventually(ctx, t, "MetricsAvailable=False", func() (bool, string) {
+			va, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			c := meta.FindStatusCondition(va.Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == llmdv1alpha1.ReasonPrometheusError, fmt_(c, nil)
+		})
+		// Several engine cycles without Prometheus: the value never drops.
+		for range 8 {
+			ok, got := served(3)()
+			require.True(t, ok, "served %s during the outage", got)
+			time.Sleep(500 * time.Millisecond)
+		}
+		require.NoError(t, prom.Start(ctx))
+		eventually(ctx, t, "MetricsAvailable=True after Prometheus returns", func() (bool, string) {
+			va, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable), fmt_(va.Status.Conditions, nil)
+		})
+		ok, got := served(3)()
+		assert.True(t, ok, "served %s after recovery", got)
+	})
+}
