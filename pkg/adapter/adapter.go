@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,7 +15,6 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -24,8 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/transport"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -37,6 +35,7 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/daemon"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
@@ -199,10 +198,8 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if a.dyn != nil {
 		a.dyn.Start(ctx.Done())
 	}
-	if a.Options.MetricsBindAddress != "0" && a.Options.MetricsBindAddress != "" {
-		if err := a.serveMetrics(ctx); err != nil {
-			return err
-		}
+	if err := daemon.Serve(ctx, a.Options.MetricsBindAddress, prometheus.Gatherers{a.Registry, legacyregistry.DefaultGatherer}, a.ready); err != nil {
+		return err
 	}
 	for name, synced := range map[string]map[string]bool{
 		"kube": typeNames(a.informers.WaitForCacheSync(ctx.Done())), "configmaps": typeNames(a.cmInformer.WaitForCacheSync(ctx.Done())),
@@ -232,69 +229,24 @@ func typeNames[T comparable](m map[T]bool) map[string]bool {
 }
 
 func (a *Adapter) runEngine(ctx context.Context) {
-	loop := func(ctx context.Context) {
-		a.leading.Store(true)
-		defer a.leading.Store(false)
-		a.Engine.Run(ctx)
-	}
-	if !a.Options.LeaderElect {
-		loop(ctx)
-		return
-	}
-	id, _ := os.Hostname()
-	id = fmt.Sprintf("%s_%d", id, time.Now().UnixNano())
-	klog.InfoS("leader election", "identity", id, "lease", a.Options.LeaseNamespace+"/"+a.Options.LeaseName)
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, a.Options.LeaseNamespace, a.Options.LeaseName,
-		a.kube.CoreV1(), a.kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id, EventRecorder: a.recorder})
-	if err != nil {
-		klog.ErrorS(err, "leader election lock")
-		return
-	}
-	for ctx.Err() == nil {
-		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-			Lock: lock, LeaseDuration: a.Options.LeaseDuration, RenewDeadline: a.Options.RenewDeadline,
-			RetryPeriod: a.Options.RetryPeriod, ReleaseOnCancel: true, Name: a.Options.LeaseName,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: loop,
-				OnStoppedLeading: func() { klog.InfoS("stopped leading; engine paused, still serving metrics", "identity", id) },
-				OnNewLeader:      func(l string) { klog.InfoS("leader", "identity", l) },
-			},
-		})
+	lease := daemon.Lease{Enabled: a.Options.LeaderElect, Namespace: a.Options.LeaseNamespace, Name: a.Options.LeaseName,
+		LeaseDuration: a.Options.LeaseDuration, RenewDeadline: a.Options.RenewDeadline, RetryPeriod: a.Options.RetryPeriod}
+	if err := daemon.RunLeaderElected(ctx, a.kube, lease, a.recorder, a.leading.Store, a.Engine.Run); err != nil {
+		klog.ErrorS(err, "engine not started")
 	}
 }
 
-func (a *Adapter) serveMetrics(ctx context.Context) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{a.Registry, legacyregistry.DefaultGatherer}, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !a.wva.Llmd().V1alpha1().VariantAutoscalings().Informer().HasSynced() {
-			http.Error(w, "VariantAutoscaling informer not synced", http.StatusServiceUnavailable)
-			return
-		}
-		// A follower is ready as soon as it can serve from its cache; the
-		// leader also needs a recent successful cycle.
-		if a.leading.Load() {
-			if age := time.Since(a.Engine.LastSuccess()); age > a.Options.ReadinessMaxCycleAge {
-				http.Error(w, fmt.Sprintf("leader: last successful engine cycle %s ago", age.Round(time.Second)), http.StatusServiceUnavailable)
-				return
-			}
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	ln, err := net.Listen("tcp", a.Options.MetricsBindAddress)
-	if err != nil {
-		return fmt.Errorf("--metrics-bind-address=%s: %w", a.Options.MetricsBindAddress, err)
+// ready: a follower is ready once it can serve from its cache; the leader
+// also needs a recent successful cycle.
+func (a *Adapter) ready() error {
+	if !a.wva.Llmd().V1alpha1().VariantAutoscalings().Informer().HasSynced() {
+		return errors.New("VariantAutoscaling informer not synced")
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	klog.InfoS("serving /metrics, /healthz, /readyz", "address", ln.Addr().String())
+	if a.leading.Load() {
+		if age := time.Since(a.Engine.LastSuccess()); age > a.Options.ReadinessMaxCycleAge {
+			return fmt.Errorf("leader: last successful engine cycle %s ago", age.Round(time.Second))
+		}
+	}
 	return nil
 }
 

@@ -29,3 +29,18 @@ func httpGet(ctx context.Context, t *testing.T, url string) string {
 	require.NoError(t, err)
 	return string(body)
 }
+
+// tryGet is httpGet without failing the test (for polling).
+func tryGet(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}

@@ -64,6 +64,9 @@ const (
 	// ConditionTypeOptimizationReady reports whether the last optimization
 	// run produced a desired allocation.
 	ConditionTypeOptimizationReady = "OptimizationReady"
+	// ConditionTypeHPAReady reports whether the companion controller's HPA
+	// for the variant exists and matches the VA (set by `wva controller`).
+	ConditionTypeHPAReady = "HPAReady"
 )
 
 // Condition reasons set in status.conditions.
@@ -84,6 +87,12 @@ const (
 	ReasonOptimizationSucceeded = "OptimizationSucceeded"
 	ReasonOptimizationFailed    = "OptimizationFailed"
 	ReasonInvalidSpec           = "InvalidSpec"
+
+	// HPAReady reasons.
+	ReasonHPASynced          = "HPASynced"
+	ReasonHPAConflict        = "HPAConflict"
+	ReasonHPAError           = "HPAError"
+	ReasonInvalidHPABehavior = "InvalidHPABehavior"
 )
 
 // CrossVersionObjectReference identifies the workload a VariantAutoscaling

@@ -1,0 +1,59 @@
+package controller
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+)
+
+// defaultTolerance is the HPA's built-in tolerance band when the cluster
+// does not let wva set it (--horizontal-pod-autoscaler-tolerance default).
+const defaultTolerance = 0.1
+
+// DirectScale is a replica count the controller sets on the scale target
+// itself, because the HPA would not.
+type DirectScale struct {
+	Replicas int32
+	Reason   string
+}
+
+// PlanDirectScale decides whether the controller must scale the target
+// itself. Pure; now is an input. It acts only on a fresh decision of record:
+//   - to 0, when the decision is 0, the VA allows it, and the HPA cannot
+//     (no HPAScaleToZero); never while Prometheus is unreachable;
+//   - from 0, when the decision is >= 1: an HPA whose target someone else
+//     scaled to 0 is disabled until the target has a replica;
+//   - inside the HPA's tolerance band (|desired/current - 1| <= 0.1) when
+//     the cluster cannot set tolerance to 0, so 20 -> 21 still happens.
+func PlanDirectScale(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities, current int32, now time.Time, staleAfter time.Duration) (DirectScale, bool) {
+	alloc := va.Status.DesiredOptimizedAlloc
+	if alloc.LastRunTime.IsZero() || now.Sub(alloc.LastRunTime.Time) > staleAfter {
+		return DirectScale{}, false
+	}
+	desired := alloc.NumReplicas
+	switch {
+	case desired == current:
+		return DirectScale{}, false
+	case desired == 0:
+		if caps.ScaleToZero || va.MinReplicasOrDefault() > 0 || metricsUnreachable(va) {
+			return DirectScale{}, false
+		}
+		return DirectScale{Replicas: 0, Reason: fmt.Sprintf("decision of record is 0 (%s); the HPA cannot scale below 1 here", alloc.Reason)}, true
+	case current == 0:
+		return DirectScale{Replicas: desired, Reason: fmt.Sprintf("decision of record is %d and the target is at 0, where an HPA is disabled", desired)}, true
+	case !caps.Tolerance && math.Abs(float64(desired)/float64(current)-1) <= defaultTolerance:
+		return DirectScale{Replicas: desired, Reason: fmt.Sprintf("%d -> %d is inside the HPA's %.0f%% tolerance band, which this cluster cannot set to 0",
+			current, desired, defaultTolerance*100)}, true
+	}
+	return DirectScale{}, false
+}
+
+func metricsUnreachable(va *llmdv1alpha1.VariantAutoscaling) bool {
+	c := meta.FindStatusCondition(va.Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == llmdv1alpha1.ReasonPrometheusError
+}

@@ -1,0 +1,285 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
+	"k8s.io/client-go/scale"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
+	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
+)
+
+// Controller reconciles VAs into HPAs.
+type Controller struct {
+	Kube       kubernetes.Interface
+	WVA        versioned.Interface
+	VAs        llmdlisters.VariantAutoscalingLister
+	HPAs       autoscalinglisters.HorizontalPodAutoscalerLister
+	Scales     scale.ScalesGetter
+	Mapper     meta.RESTMapper
+	Recorder   record.EventRecorder
+	Clock      clock.PassiveClock
+	Caps       Capabilities
+	StaleAfter time.Duration
+
+	queue workqueue.TypedRateLimitingInterface[string]
+}
+
+// NewQueue creates the work queue; call before wiring event handlers.
+func (c *Controller) NewQueue() {
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "wva-controller"})
+}
+
+// Handlers returns the VA and HPA event handlers that feed the queue.
+func (c *Controller) Handlers() (va, hpa cache.ResourceEventHandler) {
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.queue.Add(key)
+		}
+	}
+	// An HPA event goes to the VA it belongs to (drift repair, deletion).
+	enqueueOwner := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler)
+		if !ok {
+			return
+		}
+		if name := h.Labels[VariantLabel]; name != "" {
+			c.queue.Add(h.Namespace + "/" + name)
+			return
+		}
+		// An HPA wva does not manage may conflict with a VA of the same name.
+		if _, err := c.VAs.VariantAutoscalings(h.Namespace).Get(h.Name); err == nil {
+			c.queue.Add(h.Namespace + "/" + h.Name)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: enqueue},
+		cache.ResourceEventHandlerFuncs{AddFunc: enqueueOwner, UpdateFunc: func(_, n any) { enqueueOwner(n) }, DeleteFunc: enqueueOwner}
+}
+
+// Run processes the queue with workers until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	for range workers {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.Reconcile(ctx, key); err != nil {
+		klog.ErrorS(err, "reconcile failed; retrying", "va", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// Reconcile aligns the HPA of one VA, scales the target directly where the
+// HPA cannot, and reports in VA status.
+func (c *Controller) Reconcile(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	va, err := c.VAs.VariantAutoscalings(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil // the HPA goes with it (owner reference, garbage collector)
+	}
+	if err != nil {
+		return err
+	}
+	st := status{ready: true, reason: llmdv1alpha1.ReasonHPASynced, msg: "HPA " + name + " matches the VA"}
+	desired, behaviorErr := DesiredHPA(va, c.Caps)
+	if behaviorErr != nil {
+		c.Recorder.Event(va, corev1.EventTypeWarning, llmdv1alpha1.ReasonInvalidHPABehavior, behaviorErr.Error())
+	}
+	if err := c.syncHPA(ctx, va, desired, &st); err != nil {
+		return errors.Join(err, c.writeStatus(ctx, va, st, false))
+	}
+	if behaviorErr != nil && st.ready {
+		st.reason, st.msg = llmdv1alpha1.ReasonInvalidHPABehavior, behaviorErr.Error()
+	}
+	applied, err := c.actuate(ctx, va)
+	if err != nil {
+		return errors.Join(err, c.writeStatus(ctx, va, st, false))
+	}
+	return c.writeStatus(ctx, va, st, st.ready && applied)
+}
+
+type status struct {
+	ready  bool
+	reason string
+	msg    string
+}
+
+func (c *Controller) syncHPA(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, desired *autoscalingv2.HorizontalPodAutoscaler, st *status) error {
+	hpas := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(va.Namespace)
+	live, err := c.HPAs.HorizontalPodAutoscalers(va.Namespace).Get(va.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		if other := c.competingHPA(va); other != "" {
+			st.ready, st.reason = false, llmdv1alpha1.ReasonHPAConflict
+			st.msg = fmt.Sprintf("HPA %s already scales %s %s; wva does not create a second one", other, va.Spec.ScaleTargetRef.Kind, va.Spec.ScaleTargetRef.Name)
+			c.Recorder.Event(va, corev1.EventTypeWarning, llmdv1alpha1.ReasonHPAConflict, st.msg)
+			return nil
+		}
+		if _, err := hpas.Create(ctx, desired, metav1.CreateOptions{FieldManager: "wva-controller"}); err != nil {
+			return fmt.Errorf("create HPA %s/%s: %w", va.Namespace, va.Name, err)
+		}
+		c.Recorder.Eventf(va, corev1.EventTypeNormal, "HPACreated", "created HPA %s (min %d, max %d) on wva_desired_replicas",
+			va.Name, *desired.Spec.MinReplicas, desired.Spec.MaxReplicas)
+		return nil
+	case err != nil:
+		return err
+	case ownedBy(live, va.UID):
+		if InSync(live, desired) {
+			return nil
+		}
+		if _, err := hpas.Update(ctx, Apply(live, desired), metav1.UpdateOptions{FieldManager: "wva-controller"}); err != nil {
+			return fmt.Errorf("update HPA %s/%s: %w", va.Namespace, va.Name, err)
+		}
+		c.Recorder.Eventf(va, corev1.EventTypeNormal, "HPAUpdated", "HPA %s realigned with the VA (min %d, max %d)",
+			va.Name, *desired.Spec.MinReplicas, desired.Spec.MaxReplicas)
+		return nil
+	case va.Annotations[AdoptAnnotation] == "true":
+		if _, err := hpas.Update(ctx, Apply(live, desired), metav1.UpdateOptions{FieldManager: "wva-controller"}); err != nil {
+			return fmt.Errorf("adopt HPA %s/%s: %w", va.Namespace, va.Name, err)
+		}
+		c.Recorder.Eventf(va, corev1.EventTypeNormal, "HPAAdopted", "adopted existing HPA %s (%s=true)", va.Name, AdoptAnnotation)
+		return nil
+	default:
+		st.ready, st.reason = false, llmdv1alpha1.ReasonHPAConflict
+		st.msg = fmt.Sprintf("HPA %s exists and is not managed by wva; set annotation %s=\"true\" on the VA to adopt it", va.Name, AdoptAnnotation)
+		if !conditionIs(va, llmdv1alpha1.ConditionTypeHPAReady, llmdv1alpha1.ReasonHPAConflict) {
+			c.Recorder.Event(va, corev1.EventTypeWarning, llmdv1alpha1.ReasonHPAConflict, st.msg)
+		}
+		return nil
+	}
+}
+
+// competingHPA names another HPA (not wva's for this VA) that already
+// targets the VA's scale target: two HPAs on one target fight.
+func (c *Controller) competingHPA(va *llmdv1alpha1.VariantAutoscaling) string {
+	all, err := c.HPAs.HorizontalPodAutoscalers(va.Namespace).List(labels.Everything())
+	if err != nil {
+		return ""
+	}
+	for _, h := range all {
+		ref := h.Spec.ScaleTargetRef
+		if h.Name != va.Name && ref.Kind == va.Spec.ScaleTargetRef.Kind && ref.Name == va.Spec.ScaleTargetRef.Name && !ownedBy(h, va.UID) {
+			return h.Name
+		}
+	}
+	return ""
+}
+
+// actuate scales the target itself where the HPA cannot and reports whether
+// the target runs the decided replica count.
+func (c *Controller) actuate(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling) (bool, error) {
+	gr, err := c.targetResource(va)
+	if err != nil {
+		return false, nil // reported by the adapter's TargetResolved
+	}
+	s, err := c.Scales.Scales(va.Namespace).Get(ctx, gr, va.Spec.ScaleTargetRef.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get scale of %s %s: %w", va.Spec.ScaleTargetRef.Kind, va.Spec.ScaleTargetRef.Name, err)
+	}
+	plan, ok := PlanDirectScale(va, c.Caps, s.Spec.Replicas, c.Clock.Now(), c.StaleAfter)
+	if ok {
+		from := s.Spec.Replicas
+		s.Spec.Replicas = plan.Replicas
+		if _, err := c.Scales.Scales(va.Namespace).Update(ctx, gr, s, metav1.UpdateOptions{FieldManager: "wva-controller"}); err != nil {
+			return false, fmt.Errorf("scale %s %s to %d: %w", va.Spec.ScaleTargetRef.Kind, va.Spec.ScaleTargetRef.Name, plan.Replicas, err)
+		}
+		c.Recorder.Eventf(va, corev1.EventTypeNormal, "ScaledTarget", "scaled %s %s %d -> %d: %s",
+			va.Spec.ScaleTargetRef.Kind, va.Spec.ScaleTargetRef.Name, from, plan.Replicas, plan.Reason)
+		klog.InfoS("scaled target directly", "va", klog.KObj(va), "from", from, "to", plan.Replicas, "reason", plan.Reason)
+	}
+	decided := va.Status.DesiredOptimizedAlloc
+	return !decided.LastRunTime.IsZero() && s.Spec.Replicas == decided.NumReplicas, nil
+}
+
+func (c *Controller) targetResource(va *llmdv1alpha1.VariantAutoscaling) (schema.GroupResource, error) {
+	gvk, err := va.Spec.ScaleTargetRef.GroupVersionKind()
+	if err != nil {
+		return schema.GroupResource{}, err
+	}
+	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return schema.GroupResource{}, err
+	}
+	return m.Resource.GroupResource(), nil
+}
+
+// writeStatus sets the controller-owned status fields (actuation.applied,
+// HPAReady) when they change, retrying conflicts on a fresh copy.
+func (c *Controller) writeStatus(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, st status, applied bool) error {
+	cond := metav1.Condition{Type: llmdv1alpha1.ConditionTypeHPAReady, Status: metav1.ConditionTrue, Reason: st.reason,
+		Message: st.msg, ObservedGeneration: va.Generation, LastTransitionTime: metav1.NewTime(c.Clock.Now())}
+	if !st.ready {
+		cond.Status = metav1.ConditionFalse
+	}
+	current := va.DeepCopy()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		next := current.DeepCopy()
+		changed := meta.SetStatusCondition(&next.Status.Conditions, cond)
+		if next.Status.Actuation.Applied != applied {
+			next.Status.Actuation.Applied, changed = applied, true
+		}
+		if !changed {
+			return nil
+		}
+		_, err := c.WVA.LlmdV1alpha1().VariantAutoscalings(va.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{FieldManager: "wva-controller"})
+		if apierrors.IsConflict(err) {
+			if latest, gerr := c.WVA.LlmdV1alpha1().VariantAutoscalings(va.Namespace).Get(ctx, va.Name, metav1.GetOptions{}); gerr == nil {
+				current = latest
+			}
+		}
+		return err
+	})
+}
+
+func conditionIs(va *llmdv1alpha1.VariantAutoscaling, condType, reason string) bool {
+	c := meta.FindStatusCondition(va.Status.Conditions, condType)
+	return c != nil && c.Reason == reason
+}

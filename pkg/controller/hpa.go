@@ -1,0 +1,198 @@
+// Package controller is `wva controller`: it keeps one autoscaling/v2 HPA
+// per VariantAutoscaling aligned with the VA and the adapter's metric, and
+// does what a stock HPA cannot (scale to and from zero where the cluster's
+// HPA can't, follow in-band decisions where tolerance is not configurable).
+package controller
+
+import (
+	"fmt"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/provider"
+)
+
+// Labels and annotations wva reads or writes on VAs and HPAs.
+const (
+	// ManagedByLabel marks the HPAs wva owns.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "wva"
+	// VariantLabel names the VA an HPA belongs to.
+	VariantLabel = "llmd.ai/variant-autoscaling"
+	// BehaviorAnnotation on a VA overrides the HPA behavior: a JSON or YAML
+	// autoscaling/v2 HorizontalPodAutoscalerBehavior.
+	BehaviorAnnotation = "wva.llmd.ai/hpa-behavior"
+	// AdoptAnnotation ("true") lets wva take over an existing HPA of the
+	// same name that it does not own.
+	AdoptAnnotation = "wva.llmd.ai/adopt-hpa"
+)
+
+// Capabilities are what the cluster's HPA supports, probed at start.
+type Capabilities struct {
+	// Tolerance: spec.behavior.scale{Up,Down}.tolerance is kept
+	// (HPAConfigurableTolerance; GA in 1.37).
+	Tolerance bool
+	// ScaleToZero: minReplicas 0 is accepted (HPAScaleToZero; beta, on by
+	// default in 1.37). The HPA then scales to and from zero by itself.
+	ScaleToZero bool
+}
+
+// DefaultBehavior suits GPU workloads: scale up at once to what wva decided
+// (the adapter already waits for pending replicas), scale down after a short
+// window (the adapter already simulated that removal is safe).
+func DefaultBehavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
+	return &autoscalingv2.HorizontalPodAutoscalerBehavior{
+		ScaleUp: &autoscalingv2.HPAScalingRules{
+			StabilizationWindowSeconds: ptr.To[int32](0),
+			SelectPolicy:               ptr.To(autoscalingv2.MaxChangePolicySelect),
+			Policies: []autoscalingv2.HPAScalingPolicy{
+				{Type: autoscalingv2.PodsScalingPolicy, Value: 100, PeriodSeconds: 15},
+				{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15},
+			},
+		},
+		ScaleDown: &autoscalingv2.HPAScalingRules{
+			StabilizationWindowSeconds: ptr.To[int32](30),
+			SelectPolicy:               ptr.To(autoscalingv2.MaxChangePolicySelect),
+			Policies: []autoscalingv2.HPAScalingPolicy{
+				{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15},
+			},
+		},
+	}
+}
+
+// BehaviorFor is the VA's behavior: the annotation when present and valid,
+// else the default. Zero tolerance is added where supported so the HPA
+// follows the decision exactly (20 -> 21 included).
+func BehaviorFor(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities) (*autoscalingv2.HorizontalPodAutoscalerBehavior, error) {
+	b := DefaultBehavior()
+	var err error
+	if raw, ok := va.Annotations[BehaviorAnnotation]; ok {
+		var custom autoscalingv2.HorizontalPodAutoscalerBehavior
+		if perr := yamlOrJSON(raw, &custom); perr != nil {
+			err = fmt.Errorf("annotation %s: %w; using the default behavior", BehaviorAnnotation, perr)
+		} else {
+			if custom.ScaleUp != nil {
+				b.ScaleUp = custom.ScaleUp
+			}
+			if custom.ScaleDown != nil {
+				b.ScaleDown = custom.ScaleDown
+			}
+		}
+	}
+	if caps.Tolerance {
+		zero := resource.MustParse("0")
+		for _, r := range []*autoscalingv2.HPAScalingRules{b.ScaleUp, b.ScaleDown} {
+			if r.Tolerance == nil {
+				r.Tolerance = ptr.To(zero)
+			}
+		}
+	} else {
+		b.ScaleUp.Tolerance, b.ScaleDown.Tolerance = nil, nil
+	}
+	return b, err
+}
+
+// MinReplicas is the HPA's minimum: the VA's, except that 0 needs the
+// HPAScaleToZero gate; without it the HPA stays at >= 1 and the controller
+// owns 0 <-> 1.
+func MinReplicas(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities) int32 {
+	min := va.MinReplicasOrDefault()
+	if min < 1 && !caps.ScaleToZero {
+		return 1
+	}
+	return min
+}
+
+// DesiredHPA builds the HPA for a VA. Pure: the same VA and capabilities
+// always give the same HPA, so comparing it with the live one detects drift.
+func DesiredHPA(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+	behavior, err := BehaviorFor(va, caps)
+	ref := va.Spec.ScaleTargetRef
+	apiVersion := ref.APIVersion
+	if gvk, gerr := ref.GroupVersionKind(); gerr == nil && apiVersion == "" {
+		apiVersion = gvk.GroupVersion().String()
+	}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      va.Name,
+			Namespace: va.Namespace,
+			Labels:    map[string]string{ManagedByLabel: ManagedByValue, VariantLabel: va.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: llmdv1alpha1.SchemeGroupVersion.String(), Kind: llmdv1alpha1.VariantAutoscalingKind,
+				Name: va.Name, UID: va.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: apiVersion, Kind: ref.Kind, Name: ref.Name},
+			MinReplicas:    ptr.To(MinReplicas(va, caps)),
+			MaxReplicas:    va.MaxReplicasOrDefault(),
+			Metrics: []autoscalingv2.MetricSpec{{
+				Type: autoscalingv2.ExternalMetricSourceType,
+				External: &autoscalingv2.ExternalMetricSource{
+					Metric: autoscalingv2.MetricIdentifier{
+						Name:     provider.MetricName,
+						Selector: &metav1.LabelSelector{MatchLabels: map[string]string{provider.LabelVariantName: va.Name}},
+					},
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("1"))},
+				},
+			}},
+			Behavior: behavior,
+		},
+	}
+	return hpa, err
+}
+
+// InSync says whether the live HPA already has everything DesiredHPA sets.
+// Semantic equality (quantities, nil vs empty) avoids update storms.
+func InSync(live, desired *autoscalingv2.HorizontalPodAutoscaler) bool {
+	for k, v := range desired.Labels {
+		if live.Labels[k] != v {
+			return false
+		}
+	}
+	return equality.Semantic.DeepEqual(live.Spec, desired.Spec) && ownedBy(live, desired.OwnerReferences[0].UID)
+}
+
+// Apply copies the wva-owned fields of desired onto live, keeping other
+// labels, annotations and the status.
+func Apply(live, desired *autoscalingv2.HorizontalPodAutoscaler) *autoscalingv2.HorizontalPodAutoscaler {
+	out := live.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	for k, v := range desired.Labels {
+		out.Labels[k] = v
+	}
+	out.Spec = desired.Spec
+	refs := []metav1.OwnerReference{desired.OwnerReferences[0]}
+	for _, r := range out.OwnerReferences {
+		if r.Controller == nil || !*r.Controller {
+			refs = append(refs, r)
+		}
+	}
+	out.OwnerReferences = refs
+	return out
+}
+
+// OwnedBy says whether the HPA's controller reference is the VA with uid.
+func ownedBy(hpa *autoscalingv2.HorizontalPodAutoscaler, uid types.UID) bool {
+	for _, r := range hpa.OwnerReferences {
+		if r.Controller != nil && *r.Controller && r.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// yamlOrJSON decodes strictly: a typo in the annotation is an error, not a
+// silently ignored field.
+func yamlOrJSON(raw string, into any) error {
+	return yaml.UnmarshalStrict([]byte(raw), into)
+}
