@@ -14,10 +14,31 @@ import (
 type Result struct {
 	Signal  decision.Signal
 	Details any
+	// State is what a stateful analyzer remembers about the group after this
+	// cycle (learned parameters, rolling history, remembered capacity); nil
+	// for stateless analyzers. It marshals to JSON, and the caller hands it
+	// back, as is or as the JSON it was stored as, on the next cycle.
+	State any
 }
 
 // Analyzer quantifies how much capacity a group needs or can give back.
 type Analyzer interface {
 	Name() string
 	Analyze(g decision.Group, cfg config.Resolved) (Result, error)
+}
+
+// Stateful is an analyzer that carries memory from one cycle to the next as
+// an explicit value: prev is the State of the group's previous Result (the
+// typed value, or its JSON as json.RawMessage or []byte after a restart), or
+// nil on the first cycle. A prev of another analyzer's type is ignored.
+// Analyze of a Stateful analyzer is AnalyzeState with prev nil.
+type Stateful interface {
+	Analyzer
+	AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (Result, error)
+}
+
+// Summarizer is implemented by analysis details that can describe their
+// intermediate quantities as lines of text (for `wva decide -o table`).
+type Summarizer interface {
+	Summary() []string
 }

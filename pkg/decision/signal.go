@@ -20,6 +20,20 @@ type Signal struct {
 	Priority float64
 	// Reason is a sentence a person can read.
 	Reason string
+	// Roles, when set, splits the signal of a prefill/decode disaggregated
+	// group: each part concerns only the variants it names, and the
+	// optimizer treats each part as a group of its own. RequiredCapacity and
+	// SpareCapacity above are then the sums over the parts.
+	Roles []RoleSignal
+}
+
+// RoleSignal is the part of a signal that concerns the variants of one role.
+type RoleSignal struct {
+	Role             Role
+	Variants         []string
+	RequiredCapacity float64
+	SpareCapacity    float64
+	Reason           string
 }
 
 // CapacityOf returns the capacity of one replica of the variant.

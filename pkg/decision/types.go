@@ -25,6 +25,31 @@ type Variant struct {
 	LastUpdate time.Time
 	// GPUsPerReplica is used by the GPU limiter; 0 means unknown.
 	GPUsPerReplica int32
+	// MaxNumBatchedTokens and MaxNumSeqs are the vLLM engine args of the
+	// variant's deployment (--max-num-batched-tokens, --max-num-seqs); 0 means
+	// not set there, and the analyzers use vLLM's defaults.
+	MaxNumBatchedTokens int64
+	MaxNumSeqs          int64
+	// Role is the variant's part in a prefill/decode disaggregated group.
+	Role Role
+}
+
+// Role is a variant's part in prefill/decode disaggregated serving.
+type Role string
+
+// Roles. The empty role is RoleBoth: the variant serves whole requests.
+const (
+	RoleBoth    Role = "both"
+	RolePrefill Role = "prefill"
+	RoleDecode  Role = "decode"
+)
+
+// Normalized maps the empty role to RoleBoth.
+func (r Role) Normalized() Role {
+	if r == "" {
+		return RoleBoth
+	}
+	return r
 }
 
 // ReplicaMetrics is what one serving pod reports, already reduced over the
@@ -36,6 +61,47 @@ type ReplicaMetrics struct {
 	KvCacheUsage float64
 	// QueueLength is the number of requests waiting in the server.
 	QueueLength float64
+
+	// Token-based analyzer inputs; 0 means not reported.
+	// NumGPUBlocks and BlockSize come from vllm:cache_config_info; the KV
+	// capacity in tokens is their product.
+	NumGPUBlocks int64
+	BlockSize    int64
+	// TokensInUse is the KV cache content in tokens (max over the window);
+	// when 0 it is derived as KvCacheUsage * NumGPUBlocks * BlockSize.
+	TokensInUse float64
+	// AvgInputTokens and AvgOutputTokens are per-request averages (5m rate of
+	// vllm:request_prompt_tokens / vllm:request_generation_tokens).
+	AvgInputTokens  float64
+	AvgOutputTokens float64
+	// PrefixCacheHitRate is prefix cache hits / queries, 0..1.
+	PrefixCacheHitRate float64
+
+	// Queueing-model (SLO analyzer) inputs; 0 means not reported.
+	// ArrivalRate is requests per second dispatched to this pod.
+	ArrivalRate float64
+	// AvgTTFTms and AvgITLms are average time to first token (from arrival,
+	// including queueing) and inter-token latency, in milliseconds.
+	AvgTTFTms float64
+	AvgITLms  float64
+}
+
+// KVCapacityTokens is the replica's KV cache capacity in tokens
+// (num_gpu_blocks * block_size), 0 when unknown.
+func (r ReplicaMetrics) KVCapacityTokens() float64 {
+	if r.NumGPUBlocks <= 0 || r.BlockSize <= 0 {
+		return 0
+	}
+	return float64(r.NumGPUBlocks) * float64(r.BlockSize)
+}
+
+// TokensInUseOrDerived returns TokensInUse, or KvCacheUsage times the KV
+// capacity when TokensInUse is not reported.
+func (r ReplicaMetrics) TokensInUseOrDerived() float64 {
+	if r.TokensInUse > 0 {
+		return r.TokensInUse
+	}
+	return r.KvCacheUsage * r.KVCapacityTokens()
 }
 
 // Group is one variant group: all VAs with the same modelID in one namespace.
@@ -44,6 +110,11 @@ type Group struct {
 	Namespace string
 	Variants  []Variant
 	Replicas  []ReplicaMetrics
+	// SchedulerQueueSize and SchedulerQueueBytes are the requests (and their
+	// bytes) held in the EPP's flow-control queue for the group's pool,
+	// before any model server sees them; 0 when not reported.
+	SchedulerQueueSize  float64
+	SchedulerQueueBytes float64
 }
 
 // MetricsCount is how many replicas of the named variant report metrics.
@@ -107,6 +178,9 @@ const (
 	RuleUnreachableHold   Rule = "metrics-unreachable-hold"
 	RuleLastResort        Rule = "last-resort"
 	RuleRetention         Rule = "retention-expired"
+	// RuleGPULimited marks a scale-up the GPU limiter cut or moved because
+	// the accelerator budget could not satisfy every group.
+	RuleGPULimited Rule = "gpu-limited"
 )
 
 // ActionFor derives the action from current and target replicas.
