@@ -1,0 +1,573 @@
+// Package token implements the token-based saturation analyzer of the design
+// notes (seeds/wva-design.md, "saturation-token-based"; formulas as in
+// upstream WVA v0.9, REFERENCE.md "Token-based formulas"). Capacity and
+// demand are measured in KV-cache tokens, so variants on different hardware
+// compare directly and one decision may add several replicas.
+//
+// The analyzer is a pure function: what it remembers between cycles (the k2
+// rolling history, the capacity of variants now at zero replicas, the last
+// workload averages) is the State it returns and is handed back.
+package token
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision"
+)
+
+// Name is the analyzer's name in configuration and decision reasons.
+const Name = config.AnalyzerSaturationToken
+
+// Constants of the upstream model.
+const (
+	// HistoryWindow is how many observed k2 values the rolling average keeps.
+	HistoryWindow = 10
+	// DefaultMaxNumBatchedTokens and DefaultMaxNumSeqs are vLLM's defaults
+	// (chunked prefill on) for deployments that do not set the flags.
+	DefaultMaxNumBatchedTokens = 8192
+	DefaultMaxNumSeqs          = 256
+	// BytesPerToken converts EPP queue bytes into prompt tokens.
+	BytesPerToken = 4
+	// Output-length buckets of the k2 history: short < 100 <= medium < 500 <= long.
+	shortOutputBelow  = 100
+	mediumOutputBelow = 500
+)
+
+// Where a replica's k2 came from (the priority chain, first that applies).
+const (
+	K2Observed   = "observed"   // queue >= queueLengthThreshold: tokens in use now
+	K2Historical = "historical" // rolling average of earlier observations
+	K2Derived    = "derived"    // steady-state batching model from engine args
+	K2Fallback   = "k1"         // nothing better: memory bound only
+)
+
+// Where a variant's per-replica capacity came from.
+const (
+	CapacityMedian     = "median-of-ready"
+	CapacityRemembered = "remembered"
+	CapacityDerived    = "derived-from-args"
+	CapacityAssumed    = "assumed-from-other-variants"
+	CapacityUnknown    = "unknown"
+)
+
+// ReplicaCapacity is one ready replica's capacity and demand, in tokens.
+type ReplicaCapacity struct {
+	Pod              string  `json:"pod"`
+	Variant          string  `json:"variant"`
+	KVCapacityTokens float64 `json:"kvCapacityTokens"`
+	TokensInUse      float64 `json:"tokensInUse"`
+	QueueLength      float64 `json:"queueLength"`
+	K1               float64 `json:"k1"`
+	K2               float64 `json:"k2"`
+	K2Source         string  `json:"k2Source"`
+	Capacity         float64 `json:"capacity"`
+	Demand           float64 `json:"demand"`
+}
+
+// VariantCapacity aggregates one variant.
+type VariantCapacity struct {
+	Name               string        `json:"name"`
+	Role               decision.Role `json:"role"`
+	Ready              int32         `json:"ready"`
+	Pending            int32         `json:"pending"`
+	PerReplicaCapacity float64       `json:"perReplicaCapacity"`
+	CapacitySource     string        `json:"capacitySource"`
+	Supply             float64       `json:"supply"`
+	AnticipatedSupply  float64       `json:"anticipatedSupply"`
+	Demand             float64       `json:"demand"`
+	CostPerMTokens     float64       `json:"costPerMillionTokens,omitempty"`
+}
+
+// Totals are the scaling quantities of the group, or of one role of a
+// disaggregated group.
+type Totals struct {
+	Role                 decision.Role `json:"role"`
+	Variants             []string      `json:"variants"`
+	ReplicaDemand        float64       `json:"replicaDemand"`
+	SchedulerQueueDemand float64       `json:"schedulerQueueDemand"`
+	Demand               float64       `json:"demand"`
+	Supply               float64       `json:"supply"`
+	AnticipatedSupply    float64       `json:"anticipatedSupply"`
+	Utilization          float64       `json:"utilization"`
+	RequiredCapacity     float64       `json:"requiredCapacity"`
+	SpareCapacity        float64       `json:"spareCapacity"`
+}
+
+// Analysis is the analyzer's intermediate quantities.
+type Analysis struct {
+	KvCacheThreshold     float64 `json:"kvCacheThreshold"`
+	QueueLengthThreshold float64 `json:"queueLengthThreshold"`
+	ScaleUpThreshold     float64 `json:"scaleUpThreshold"`
+	ScaleDownBoundary    float64 `json:"scaleDownBoundary"`
+	// Workload averages over the replicas that report them (or remembered).
+	AvgInputTokens     float64 `json:"avgInputTokens"`
+	AvgOutputTokens    float64 `json:"avgOutputTokens"`
+	PrefixCacheHitRate float64 `json:"prefixCacheHitRate"`
+	WorkloadSource     string  `json:"workloadSource"`
+	// EPP flow-control queue and its token demand (in + out).
+	SchedulerQueueSize   float64           `json:"schedulerQueueSize"`
+	SchedulerQueueBytes  float64           `json:"schedulerQueueBytes"`
+	SchedulerQueueIn     float64           `json:"schedulerQueueInputTokens"`
+	SchedulerQueueOut    float64           `json:"schedulerQueueOutputTokens"`
+	ReplicasWithoutCache int               `json:"replicasWithoutCacheConfig"`
+	Replicas             []ReplicaCapacity `json:"replicas"`
+	Variants             []VariantCapacity `json:"variants"`
+	Disaggregated        bool              `json:"disaggregated"`
+	Roles                []Totals          `json:"roles"`
+	Total                Totals            `json:"total"`
+	Why                  string            `json:"why"`
+}
+
+// Summary implements analyzer.Summarizer.
+func (a Analysis) Summary() []string {
+	lines := []string{fmt.Sprintf("workload (%s): avg input %.1f, avg output %.1f tokens, prefix hit %.2f; EPP queue %g requests -> %.0f tokens",
+		a.WorkloadSource, a.AvgInputTokens, a.AvgOutputTokens, a.PrefixCacheHitRate, a.SchedulerQueueSize, a.SchedulerQueueIn+a.SchedulerQueueOut)}
+	for _, r := range a.Replicas {
+		lines = append(lines, fmt.Sprintf("  pod %s (%s): KV %.0f, in use %.0f, queue %g, k1 %.0f, k2 %.0f (%s), capacity %.0f, demand %.0f",
+			r.Pod, r.Variant, r.KVCapacityTokens, r.TokensInUse, r.QueueLength, r.K1, r.K2, r.K2Source, r.Capacity, r.Demand))
+	}
+	for _, v := range a.Variants {
+		lines = append(lines, fmt.Sprintf("  variant %s (%s): ready %d, pending %d, per-replica capacity %.0f (%s), supply %.0f, anticipated %.0f, demand %.0f",
+			v.Name, v.Role, v.Ready, v.Pending, v.PerReplicaCapacity, v.CapacitySource, v.Supply, v.AnticipatedSupply, v.Demand))
+	}
+	parts := a.Roles
+	if !a.Disaggregated {
+		parts = []Totals{a.Total}
+	}
+	for _, t := range parts {
+		lines = append(lines, fmt.Sprintf("  %s: demand %.0f (replicas %.0f + EPP %.0f), supply %.0f, anticipated %.0f, utilization %.3f, required %.0f (D/%.2f - anticipated), spare %.0f (supply - D/%.2f)",
+			t.Role, t.Demand, t.ReplicaDemand, t.SchedulerQueueDemand, t.Supply, t.AnticipatedSupply, t.Utilization, t.RequiredCapacity, a.ScaleUpThreshold, t.SpareCapacity, a.ScaleDownBoundary))
+	}
+	return lines
+}
+
+// State is what the analyzer remembers about one group between cycles.
+type State struct {
+	// Analyzer is always Name; it tells the state apart from another
+	// analyzer's after a configuration change.
+	Analyzer string `json:"analyzer"`
+	// History holds the last HistoryWindow observed k2 values per
+	// accelerator|gpusPerReplica|output bucket (the model is the group's).
+	History map[string][]float64 `json:"history,omitempty"`
+	// Variants remembers each variant's capacity from its last ready replicas.
+	Variants map[string]VariantMemory `json:"variants,omitempty"`
+	// Workload is the last workload average seen on any replica.
+	Workload *Workload `json:"workload,omitempty"`
+}
+
+// VariantMemory is a variant's capacity as last measured.
+type VariantMemory struct {
+	PerReplicaCapacity float64 `json:"perReplicaCapacity"`
+}
+
+// Workload is the group's average request shape.
+type Workload struct {
+	AvgInputTokens     float64 `json:"avgInputTokens"`
+	AvgOutputTokens    float64 `json:"avgOutputTokens"`
+	PrefixCacheHitRate float64 `json:"prefixCacheHitRate"`
+}
+
+// clone copies the state so the caller's value is never modified, keeping
+// only what concerns the group's current variants and accelerators.
+func (s State) clone(g decision.Group) State {
+	out := State{Analyzer: Name, History: map[string][]float64{}, Variants: map[string]VariantMemory{}}
+	accels := map[string]bool{}
+	for _, v := range g.Variants {
+		accels[v.Accelerator] = true
+		if m, ok := s.Variants[v.Name]; ok {
+			out.Variants[v.Name] = m
+		}
+	}
+	for k, h := range s.History {
+		if accels[strings.SplitN(k, "|", 2)[0]] {
+			out.History[k] = append([]float64(nil), h...)
+		}
+	}
+	if s.Workload != nil {
+		w := *s.Workload
+		out.Workload = &w
+	}
+	return out
+}
+
+// Analyzer is the token-based saturation analyzer.
+type Analyzer struct{}
+
+// Name implements analyzer.Analyzer.
+func (Analyzer) Name() string { return Name }
+
+// Analyze implements analyzer.Analyzer (no memory of earlier cycles).
+func (a Analyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+	return a.AnalyzeState(g, cfg, nil)
+}
+
+// AnalyzeState implements analyzer.Stateful: the signal is in tokens,
+// CapacityPerReplica holds each variant's per-replica capacity, Details is
+// an Analysis and State the memory for the next cycle.
+func (Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (analyzer.Result, error) {
+	st, ok := analyzer.DecodeState[State](prev)
+	if !ok || st.Analyzer != Name {
+		st = State{}
+	}
+	next := st.clone(g)
+	a, sig := analyze(g, cfg.Saturation, &next)
+	return analyzer.Result{Signal: sig, Details: a, State: next}, nil
+}
+
+// OutputBucket classifies the average output length for the k2 history.
+func OutputBucket(avgOutput float64) string {
+	switch {
+	case avgOutput < shortOutputBelow:
+		return "short"
+	case avgOutput < mediumOutputBelow:
+		return "medium"
+	default:
+		return "long"
+	}
+}
+
+// DerivedK2 is the steady-state batching model of upstream WVA:
+// N = min(B*O/(I+O), S), k2 = N*(I + O/2), with B = max-num-batched-tokens
+// and S = max-num-seqs. It returns 0 when O <= 0.
+func DerivedK2(maxBatchedTokens, maxSeqs int64, avgIn, avgOut float64) float64 {
+	if avgOut <= 0 || avgIn < 0 {
+		return 0
+	}
+	b, s := float64(maxBatchedTokens), float64(maxSeqs)
+	if b <= 0 {
+		b = DefaultMaxNumBatchedTokens
+	}
+	if s <= 0 {
+		s = DefaultMaxNumSeqs
+	}
+	n := math.Min(b*avgOut/(avgIn+avgOut), s)
+	return n * (avgIn + avgOut/2)
+}
+
+// SchedulerQueueDemand is the token demand of requests held in the EPP
+// queue: in = max(bytes/4, size*I) * (1 - prefix hit rate), out = size*O.
+func SchedulerQueueDemand(size, bytes, avgIn, avgOut, hitRate float64) (in, out float64) {
+	if size <= 0 && bytes <= 0 {
+		return 0, 0
+	}
+	in = math.Max(bytes/BytesPerToken, size*avgIn) * (1 - clamp01(hitRate))
+	out = size * avgOut
+	return in, out
+}
+
+// ReplicaDemand is tokens in use plus the local queue's prompt tokens; a
+// decode (or whole-request) replica also holds the queued requests' output.
+func ReplicaDemand(tokensInUse, queue, avgIn, avgOut float64, role decision.Role) float64 {
+	if role.Normalized() == decision.RolePrefill {
+		return tokensInUse + queue*avgIn
+	}
+	return tokensInUse + queue*(avgIn+avgOut)
+}
+
+// Signals returns required capacity RC = max(0, D/scaleUpThreshold -
+// anticipated) and spare capacity SC = max(0, supply - D/scaleDownBoundary).
+func Signals(demand, supply, anticipated, scaleUpThreshold, scaleDownBoundary float64) (rc, sc float64) {
+	rc = math.Max(0, demand/scaleUpThreshold-anticipated)
+	sc = math.Max(0, supply-demand/scaleDownBoundary)
+	// Float noise must not turn "exactly enough" into one more replica.
+	tiny := 1e-9 * math.Max(1, math.Max(demand, supply))
+	if rc < tiny {
+		rc = 0
+	}
+	if sc < tiny {
+		sc = 0
+	}
+	return rc, sc
+}
+
+func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, decision.Signal) {
+	a := Analysis{
+		KvCacheThreshold: cfg.KvCacheThreshold, QueueLengthThreshold: cfg.QueueLengthThreshold,
+		ScaleUpThreshold: cfg.ScaleUpThreshold, ScaleDownBoundary: cfg.ScaleDownBoundary,
+		SchedulerQueueSize: g.SchedulerQueueSize, SchedulerQueueBytes: g.SchedulerQueueBytes,
+	}
+	variants := append([]decision.Variant(nil), g.Variants...)
+	sort.Slice(variants, func(i, j int) bool { return variants[i].Name < variants[j].Name })
+	byName := make(map[string]decision.Variant, len(variants))
+	for _, v := range variants {
+		byName[v.Name] = v
+		if r := v.Role.Normalized(); r != decision.RoleBoth {
+			a.Disaggregated = true
+		}
+	}
+
+	// Workload averages over the replicas that report them (upstream
+	// computeModelWorkloadAverages), else the last ones seen.
+	var n float64
+	for _, r := range g.Replicas {
+		if _, ok := byName[r.Variant]; ok && (r.AvgInputTokens > 0 || r.AvgOutputTokens > 0) {
+			a.AvgInputTokens += r.AvgInputTokens
+			a.AvgOutputTokens += r.AvgOutputTokens
+			a.PrefixCacheHitRate += clamp01(r.PrefixCacheHitRate)
+			n++
+		}
+	}
+	switch {
+	case n > 0:
+		a.AvgInputTokens /= n
+		a.AvgOutputTokens /= n
+		a.PrefixCacheHitRate /= n
+		a.WorkloadSource = "replicas"
+		st.Workload = &Workload{AvgInputTokens: a.AvgInputTokens, AvgOutputTokens: a.AvgOutputTokens, PrefixCacheHitRate: a.PrefixCacheHitRate}
+	case st.Workload != nil:
+		a.AvgInputTokens, a.AvgOutputTokens, a.PrefixCacheHitRate = st.Workload.AvgInputTokens, st.Workload.AvgOutputTokens, st.Workload.PrefixCacheHitRate
+		a.WorkloadSource = "remembered"
+	default:
+		a.WorkloadSource = "none"
+	}
+	a.SchedulerQueueIn, a.SchedulerQueueOut = SchedulerQueueDemand(g.SchedulerQueueSize, g.SchedulerQueueBytes, a.AvgInputTokens, a.AvgOutputTokens, a.PrefixCacheHitRate)
+
+	// Per-replica capacity: min(k1, k2).
+	perVariant := map[string][]ReplicaCapacity{}
+	for _, r := range g.Replicas {
+		v, ok := byName[r.Variant]
+		if !ok {
+			continue
+		}
+		kv := r.KVCapacityTokens()
+		if kv <= 0 {
+			a.ReplicasWithoutCache++
+			continue
+		}
+		in, out := r.AvgInputTokens, r.AvgOutputTokens
+		if in <= 0 {
+			in = a.AvgInputTokens
+		}
+		if out <= 0 {
+			out = a.AvgOutputTokens
+		}
+		rc := ReplicaCapacity{Pod: r.Pod, Variant: r.Variant, KVCapacityTokens: kv, TokensInUse: r.TokensInUseOrDerived(), QueueLength: r.QueueLength}
+		rc.Demand = ReplicaDemand(rc.TokensInUse, r.QueueLength, in, out, v.Role)
+		rc.K1 = kv * cfg.KvCacheThreshold
+		rc.K2, rc.K2Source = st.k2(v, r.QueueLength, rc.TokensInUse, in, out, cfg.QueueLengthThreshold)
+		if rc.K2Source == K2Fallback {
+			rc.K2 = rc.K1
+		}
+		rc.Capacity = math.Min(rc.K1, rc.K2)
+		a.Replicas = append(a.Replicas, rc)
+		perVariant[v.Name] = append(perVariant[v.Name], rc)
+	}
+
+	// Per-variant capacity: median over ready replicas, else remembered,
+	// else derived from the variant's engine args and the group's workload.
+	for _, v := range variants {
+		vc := VariantCapacity{Name: v.Name, Role: v.Role.Normalized(), Pending: max(0, v.PendingReplicas)}
+		reps := perVariant[v.Name]
+		vc.Ready = int32(len(reps))
+		switch {
+		case len(reps) > 0:
+			caps := make([]float64, len(reps))
+			for i, r := range reps {
+				caps[i] = r.Capacity
+				vc.Demand += r.Demand
+			}
+			vc.PerReplicaCapacity, vc.CapacitySource = median(caps), CapacityMedian
+			st.Variants[v.Name] = VariantMemory{PerReplicaCapacity: vc.PerReplicaCapacity}
+		case st.Variants[v.Name].PerReplicaCapacity > 0:
+			vc.PerReplicaCapacity, vc.CapacitySource = st.Variants[v.Name].PerReplicaCapacity, CapacityRemembered
+		case (v.MaxNumBatchedTokens > 0 || v.MaxNumSeqs > 0) && a.AvgOutputTokens > 0:
+			vc.PerReplicaCapacity, vc.CapacitySource = DerivedK2(v.MaxNumBatchedTokens, v.MaxNumSeqs, a.AvgInputTokens, a.AvgOutputTokens), CapacityDerived
+		default:
+			vc.CapacitySource = CapacityUnknown
+		}
+		a.Variants = append(a.Variants, vc)
+	}
+	// A variant with nothing known borrows the median of the others of its
+	// role, so the optimizer can still price it (never "1 token per replica").
+	for i := range a.Variants {
+		if a.Variants[i].PerReplicaCapacity > 0 {
+			continue
+		}
+		var known []float64
+		for _, o := range a.Variants {
+			if o.PerReplicaCapacity > 0 && o.CapacitySource != CapacityAssumed && o.Role == a.Variants[i].Role {
+				known = append(known, o.PerReplicaCapacity)
+			}
+		}
+		if len(known) > 0 {
+			a.Variants[i].PerReplicaCapacity, a.Variants[i].CapacitySource = median(known), CapacityAssumed
+		}
+	}
+	for i := range a.Variants {
+		vc := &a.Variants[i]
+		vc.Supply = float64(vc.Ready) * vc.PerReplicaCapacity
+		vc.AnticipatedSupply = float64(vc.Ready+vc.Pending) * vc.PerReplicaCapacity
+		if vc.PerReplicaCapacity > 0 {
+			vc.CostPerMTokens = byName[vc.Name].Cost / vc.PerReplicaCapacity * 1e6
+		}
+	}
+
+	return a, a.signal(cfg)
+}
+
+// k2 walks the priority chain for one replica and records observations.
+func (st *State) k2(v decision.Variant, queue, tokensInUse, in, out, queueThreshold float64) (float64, string) {
+	key := fmt.Sprintf("%s|%d|%s", v.Accelerator, v.GPUsPerReplica, OutputBucket(out))
+	if queue >= queueThreshold && tokensInUse > 0 {
+		h := append(st.History[key], tokensInUse)
+		if len(h) > HistoryWindow {
+			h = h[len(h)-HistoryWindow:]
+		}
+		st.History[key] = h
+		return tokensInUse, K2Observed
+	}
+	if h := st.History[key]; len(h) > 0 {
+		if avg := mean(h); avg > 0 {
+			return avg, K2Historical
+		}
+	}
+	if k2 := DerivedK2(v.MaxNumBatchedTokens, v.MaxNumSeqs, in, out); k2 > 0 {
+		return k2, K2Derived
+	}
+	return 0, K2Fallback
+}
+
+// signal totals demand and supply (per role when disaggregated) and turns
+// them into the optimizer's signal.
+func (a *Analysis) signal(cfg config.Saturation) decision.Signal {
+	sig := decision.Signal{Analyzer: Name, Priority: cfg.Priority, CapacityPerReplica: map[string]float64{}}
+	parts := map[decision.Role]*Totals{}
+	pending := map[decision.Role]int32{}
+	for _, vc := range a.Variants {
+		role := vc.Role
+		if !a.Disaggregated {
+			role = decision.RoleBoth
+		}
+		t := parts[role]
+		if t == nil {
+			t = &Totals{Role: role}
+			parts[role] = t
+		}
+		t.Variants = append(t.Variants, vc.Name)
+		t.ReplicaDemand += vc.Demand
+		t.Supply += vc.Supply
+		t.AnticipatedSupply += vc.AnticipatedSupply
+		pending[role] += vc.Pending
+		if vc.PerReplicaCapacity > 0 {
+			sig.CapacityPerReplica[vc.Name] = vc.PerReplicaCapacity
+		}
+	}
+	a.Total = Totals{Role: decision.RoleBoth}
+	if a.Disaggregated {
+		a.Total.Role = "all"
+	}
+	var why []string
+	for _, role := range []decision.Role{decision.RoleBoth, decision.RolePrefill, decision.RoleDecode} {
+		t := parts[role]
+		if t == nil {
+			continue
+		}
+		// EPP queue: prompt tokens land on prefill, prompt and output on
+		// decode (and on whole-request replicas).
+		t.SchedulerQueueDemand = a.SchedulerQueueIn + a.SchedulerQueueOut
+		if role == decision.RolePrefill {
+			t.SchedulerQueueDemand = a.SchedulerQueueIn
+		}
+		t.Demand = t.ReplicaDemand + t.SchedulerQueueDemand
+		if t.Supply > 0 {
+			t.Utilization = t.Demand / t.Supply
+		}
+		t.RequiredCapacity, t.SpareCapacity = Signals(t.Demand, t.Supply, t.AnticipatedSupply, cfg.ScaleUpThreshold, cfg.ScaleDownBoundary)
+		reason := a.describe(*t, cfg)
+		if t.RequiredCapacity > 0 && !a.hasCapacity(t.Variants) {
+			if pending[role] > 0 {
+				// Nothing measured yet and replicas on their way: wait for
+				// them to report instead of adding more on every cycle.
+				t.RequiredCapacity = 0
+				reason = fmt.Sprintf("demand %.0f tokens but no capacity known yet; waiting for %d pending replica(s) to report", t.Demand, pending[role])
+			} else {
+				// No capacity knowledge at all: one replica (the signal is
+				// then in units of one replica) on the cheapest variant.
+				t.RequiredCapacity = 1
+				for _, name := range t.Variants {
+					sig.CapacityPerReplica[name] = 1
+				}
+				reason = fmt.Sprintf("demand %.0f tokens and no capacity known for any variant: adding one replica to measure it", t.Demand)
+			}
+		}
+		a.Total.Variants = append(a.Total.Variants, t.Variants...)
+		a.Total.ReplicaDemand += t.ReplicaDemand
+		a.Total.SchedulerQueueDemand += t.SchedulerQueueDemand
+		a.Total.Demand += t.Demand
+		a.Total.Supply += t.Supply
+		a.Total.AnticipatedSupply += t.AnticipatedSupply
+		a.Total.RequiredCapacity += t.RequiredCapacity
+		a.Total.SpareCapacity += t.SpareCapacity
+		a.Roles = append(a.Roles, *t)
+		if a.Disaggregated {
+			reason = fmt.Sprintf("%s role: %s", role, reason)
+			sig.Roles = append(sig.Roles, decision.RoleSignal{
+				Role: role, Variants: append([]string(nil), t.Variants...),
+				RequiredCapacity: t.RequiredCapacity, SpareCapacity: t.SpareCapacity,
+				Reason: "token-based " + reason,
+			})
+		}
+		why = append(why, reason)
+	}
+	if a.Total.Supply > 0 {
+		a.Total.Utilization = a.Total.Demand / a.Total.Supply
+	}
+	if !a.Disaggregated {
+		a.Roles = nil
+	}
+	a.Why = strings.Join(why, "; ")
+	sig.RequiredCapacity, sig.SpareCapacity = a.Total.RequiredCapacity, a.Total.SpareCapacity
+	sig.Reason = "token-based: " + a.Why
+	return sig
+}
+
+func (a *Analysis) hasCapacity(names []string) bool {
+	for _, vc := range a.Variants {
+		for _, n := range names {
+			if vc.Name == n && vc.PerReplicaCapacity > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (a *Analysis) describe(t Totals, cfg config.Saturation) string {
+	head := fmt.Sprintf("demand %.0f tokens, supply %.0f (anticipated %.0f), utilization %.3f", t.Demand, t.Supply, t.AnticipatedSupply, t.Utilization)
+	switch {
+	case t.RequiredCapacity > 0:
+		return fmt.Sprintf("%s; required %.0f tokens = %.0f/%.2f - %.0f", head, t.RequiredCapacity, t.Demand, cfg.ScaleUpThreshold, t.AnticipatedSupply)
+	case t.SpareCapacity > 0:
+		return fmt.Sprintf("%s; spare %.0f tokens = %.0f - %.0f/%.2f", head, t.SpareCapacity, t.Supply, t.Demand, cfg.ScaleDownBoundary)
+	default:
+		return fmt.Sprintf("%s; within [%.2f, %.2f]", head, cfg.ScaleDownBoundary, cfg.ScaleUpThreshold)
+	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	m := len(s) / 2
+	if len(s)%2 == 0 {
+		return (s[m-1] + s[m]) / 2
+	}
+	return s[m]
+}
+
+func mean(xs []float64) float64 {
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
+
+func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
