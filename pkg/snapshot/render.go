@@ -7,7 +7,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/optimizer"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
 
@@ -21,6 +23,13 @@ type Output struct {
 	Analysis  any             `json:"analysis"`
 	Signal    *SignalOutput   `json:"signal,omitempty"`
 	Variants  []VariantOutput `json:"variants"`
+	// Optimizer is cost-aware, or greedy-by-score in limited mode, which
+	// also echoes the budget.
+	Optimizer string           `json:"optimizer"`
+	Budget    optimizer.Budget `json:"budget,omitempty"`
+	// State is the analyzer's memory after this decision; pass it back as
+	// the snapshot's state to decide the next cycle.
+	State any `json:"state,omitempty"`
 }
 
 // SignalOutput is the analyzer's capacity signal.
@@ -28,7 +37,21 @@ type SignalOutput struct {
 	Hold             bool    `json:"hold"`
 	RequiredCapacity float64 `json:"requiredCapacity"`
 	SpareCapacity    float64 `json:"spareCapacity"`
-	Reason           string  `json:"reason"`
+	// CapacityPerReplica is each variant's capacity in the signal's unit
+	// (tokens, requests per second); empty for the percentage analyzer.
+	CapacityPerReplica map[string]float64 `json:"capacityPerReplica,omitempty"`
+	Priority           float64            `json:"priority"`
+	Roles              []RoleOutput       `json:"roles,omitempty"`
+	Reason             string             `json:"reason"`
+}
+
+// RoleOutput is the signal of one role of a disaggregated group.
+type RoleOutput struct {
+	Role             decision.Role `json:"role"`
+	Variants         []string      `json:"variants"`
+	RequiredCapacity float64       `json:"requiredCapacity"`
+	SpareCapacity    float64       `json:"spareCapacity"`
+	Reason           string        `json:"reason"`
 }
 
 // VariantOutput is the decision for one variant.
@@ -47,20 +70,34 @@ func Decide(s *Snapshot) (Output, error) {
 	if err != nil {
 		return Output{}, err
 	}
-	res := pipeline.Default().Run(now, []pipeline.GroupInput{in})[0]
+	p := pipeline.Default()
+	optName := p.Optimizer.Name()
+	if len(s.Budget) > 0 {
+		p.Budget = optimizer.Budget(s.Budget)
+		optName = optimizer.GreedyByScore{}.Name()
+	}
+	res := p.Run(now, []pipeline.GroupInput{in})[0]
 	if res.Err != nil {
 		return Output{}, res.Err
 	}
 	out := Output{
 		ModelID: s.ModelID, Namespace: s.Namespace, Analyzer: res.Analyzer,
-		Metrics: string(in.Metrics), Analysis: res.Analysis,
+		Metrics: string(in.Metrics), Analysis: res.Analysis, Optimizer: optName, Budget: p.Budget,
+	}
+	if res.Analysis != nil {
+		out.State = res.State
 	}
 	if !now.Equal(time.Unix(0, 0)) {
 		out.Now = &now
 	}
 	if res.Analysis != nil {
 		out.Signal = &SignalOutput{Hold: res.Signal.Hold, RequiredCapacity: res.Signal.RequiredCapacity,
-			SpareCapacity: res.Signal.SpareCapacity, Reason: res.Signal.Reason}
+			SpareCapacity: res.Signal.SpareCapacity, Reason: res.Signal.Reason,
+			CapacityPerReplica: res.Signal.CapacityPerReplica, Priority: res.Signal.Priority}
+		for _, r := range res.Signal.Roles {
+			out.Signal.Roles = append(out.Signal.Roles, RoleOutput{Role: r.Role, Variants: r.Variants,
+				RequiredCapacity: r.RequiredCapacity, SpareCapacity: r.SpareCapacity, Reason: r.Reason})
+		}
 	}
 	for _, t := range res.Targets {
 		v, _ := in.Group.Variant(t.Variant)
@@ -85,8 +122,20 @@ func Render(out Output, format string) ([]byte, error) {
 		}
 	case "table", "":
 		fmt.Fprintf(&buf, "model %s (namespace %s), analyzer %s, metrics %s\n", out.ModelID, out.Namespace, out.Analyzer, out.Metrics)
+		if sum, ok := out.Analysis.(analyzer.Summarizer); ok {
+			fmt.Fprintln(&buf, "analysis:")
+			for _, line := range sum.Summary() {
+				fmt.Fprintln(&buf, line)
+			}
+		}
 		if out.Signal != nil {
 			fmt.Fprintf(&buf, "signal: %s\n", out.Signal.Reason)
+			for _, r := range out.Signal.Roles {
+				fmt.Fprintf(&buf, "  %s: required %.4g, spare %.4g\n", r.Role, r.RequiredCapacity, r.SpareCapacity)
+			}
+		}
+		if len(out.Budget) > 0 {
+			fmt.Fprintf(&buf, "optimizer: %s, GPU budget %v\n", out.Optimizer, map[string]int64(out.Budget))
 		}
 		tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIANT\tCURRENT\tTARGET\tACTION\tREASON")

@@ -4,6 +4,7 @@
 package snapshot
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -22,11 +23,26 @@ import (
 type Snapshot struct {
 	ModelID   string `json:"modelID"`
 	Namespace string `json:"namespace"`
-	// Analyzer defaults to saturation-percentage.
+	// Analyzer defaults to saturation-percentage; saturation-token and
+	// queueing-model select the other analyzers.
 	Analyzer string `json:"analyzer,omitempty"`
 	// Config holds saturation settings in the ConfigMap entry format; unset
 	// fields take the built-in defaults.
 	Config map[string]any `json:"config,omitempty"`
+	// QueueingModel holds SLO-analyzer settings in the
+	// wva-queueing-model-config entry format (sloMultiplier, tuningEnabled,
+	// targetTTFT, targetITL); its presence, even empty, selects the
+	// queueing-model analyzer, as the ConfigMap's does.
+	QueueingModel map[string]any `json:"queueingModel,omitempty"`
+	// SchedulerQueue is the EPP flow-control queue of the group's pool.
+	SchedulerQueue *SchedulerQueue `json:"schedulerQueue,omitempty"`
+	// Budget is, per accelerator, the GPUs free for new replicas; it is used
+	// in limited mode (config.enableLimiter: true) and required there.
+	Budget map[string]int64 `json:"budget,omitempty"`
+	// State is a stateful analyzer's memory from an earlier cycle, as
+	// printed in a previous output's "state" (tuner parameters and
+	// covariance, k2 history, remembered capacity).
+	State json.RawMessage `json:"state,omitempty"`
 	// ScaleToZero holds scale-to-zero settings in the ConfigMap entry format
 	// (enable_scale_to_zero, retention_period).
 	ScaleToZero map[string]any `json:"scaleToZero,omitempty"`
@@ -51,7 +67,21 @@ type Variant struct {
 	DesiredReplicas int32      `json:"desiredReplicas"`
 	PendingReplicas *int32     `json:"pendingReplicas,omitempty"`
 	LastUpdate      *time.Time `json:"lastUpdate,omitempty"`
-	Replicas        []Replica  `json:"replicas"`
+	// GPUsPerReplica counts against the limiter's budget (default 1).
+	GPUsPerReplica *int32 `json:"gpusPerReplica,omitempty"`
+	// MaxNumBatchedTokens and MaxNumSeqs are the deployment's vLLM args
+	// (0: not set, vLLM defaults 8192 and 256 apply).
+	MaxNumBatchedTokens int64 `json:"maxNumBatchedTokens,omitempty"`
+	MaxNumSeqs          int64 `json:"maxNumSeqs,omitempty"`
+	// Role is both (default), prefill or decode.
+	Role     string    `json:"role,omitempty"`
+	Replicas []Replica `json:"replicas"`
+}
+
+// SchedulerQueue is what the EPP holds before any model server sees it.
+type SchedulerQueue struct {
+	Size  float64 `json:"size"`
+	Bytes float64 `json:"bytes"`
 }
 
 // Replica is one pod reporting metrics.
@@ -59,6 +89,18 @@ type Replica struct {
 	Pod          string  `json:"pod"`
 	KvCacheUsage float64 `json:"kvCacheUsage"`
 	QueueLength  float64 `json:"queueLength"`
+	// Token-based inputs: vllm:cache_config_info and token averages.
+	NumGPUBlocks       int64   `json:"numGPUBlocks,omitempty"`
+	BlockSize          int64   `json:"blockSize,omitempty"`
+	TokensInUse        float64 `json:"tokensInUse,omitempty"`
+	AvgInputTokens     float64 `json:"avgInputTokens,omitempty"`
+	AvgOutputTokens    float64 `json:"avgOutputTokens,omitempty"`
+	PrefixCacheHitRate float64 `json:"prefixCacheHitRate,omitempty"`
+	// Queueing-model inputs: requests per second dispatched to the pod,
+	// average TTFT and ITL in milliseconds.
+	ArrivalRate float64 `json:"arrivalRate,omitempty"`
+	AvgTTFTms   float64 `json:"avgTTFTms,omitempty"`
+	AvgITLms    float64 `json:"avgITLms,omitempty"`
 }
 
 // Defaults shared with the VariantAutoscaling CRD.
@@ -104,6 +146,25 @@ func (s *Snapshot) Validate() error {
 	if len(s.Variants) == 0 {
 		bad("variants", "at least one variant is required")
 	}
+	if q := s.SchedulerQueue; q != nil {
+		if !(finite(q.Size) && q.Size >= 0) {
+			bad("schedulerQueue.size", "%v must be a finite number >= 0", q.Size)
+		}
+		if !(finite(q.Bytes) && q.Bytes >= 0) {
+			bad("schedulerQueue.bytes", "%v must be a finite number >= 0", q.Bytes)
+		}
+	}
+	for acc, n := range s.Budget {
+		if n < 0 {
+			bad("budget."+acc, "%d must be >= 0", n)
+		}
+	}
+	if len(s.State) > 0 {
+		var v map[string]any
+		if err := json.Unmarshal(s.State, &v); err != nil {
+			bad("state", "must be an object, as printed in a previous output's state: %v", err)
+		}
+	}
 	seen := map[string]int{}
 	pods := map[string]string{}
 	for i, v := range s.Variants {
@@ -137,6 +198,20 @@ func (s *Snapshot) Validate() error {
 		if v.PendingReplicas != nil && *v.PendingReplicas < 0 {
 			bad(at+".pendingReplicas", "%d must be >= 0", *v.PendingReplicas)
 		}
+		if v.GPUsPerReplica != nil && *v.GPUsPerReplica < 1 {
+			bad(at+".gpusPerReplica", "%d must be >= 1", *v.GPUsPerReplica)
+		}
+		if v.MaxNumBatchedTokens < 0 {
+			bad(at+".maxNumBatchedTokens", "%d must be >= 0 (0: vLLM default)", v.MaxNumBatchedTokens)
+		}
+		if v.MaxNumSeqs < 0 {
+			bad(at+".maxNumSeqs", "%d must be >= 0 (0: vLLM default)", v.MaxNumSeqs)
+		}
+		switch decision.Role(v.Role) {
+		case "", decision.RoleBoth, decision.RolePrefill, decision.RoleDecode:
+		default:
+			bad(at+".role", "%q is not one of both, prefill, decode", v.Role)
+		}
 		for k, r := range v.Replicas {
 			rat := fmt.Sprintf("%s.replicas[%d]", at, k)
 			if r.Pod == "" {
@@ -152,10 +227,30 @@ func (s *Snapshot) Validate() error {
 			if !finite(r.QueueLength) || r.QueueLength < 0 {
 				bad(rat+".queueLength", "%v must be a finite number >= 0", r.QueueLength)
 			}
+			if r.NumGPUBlocks < 0 {
+				bad(rat+".numGPUBlocks", "%d must be >= 0", r.NumGPUBlocks)
+			}
+			if r.BlockSize < 0 {
+				bad(rat+".blockSize", "%d must be >= 0", r.BlockSize)
+			}
+			for _, f := range []struct {
+				name string
+				v    float64
+			}{{"tokensInUse", r.TokensInUse}, {"avgInputTokens", r.AvgInputTokens}, {"avgOutputTokens", r.AvgOutputTokens},
+				{"arrivalRate", r.ArrivalRate}, {"avgTTFTms", r.AvgTTFTms}, {"avgITLms", r.AvgITLms}} {
+				if !finite(f.v) || f.v < 0 {
+					bad(rat+"."+f.name, "%v must be a finite number >= 0", f.v)
+				}
+			}
+			if !finite(r.PrefixCacheHitRate) || r.PrefixCacheHitRate < 0 || r.PrefixCacheHitRate > 1 {
+				bad(rat+".prefixCacheHitRate", "%v is outside [0, 1]", r.PrefixCacheHitRate)
+			}
 		}
 	}
-	if _, err := s.resolveConfig(); err != nil {
+	if cfg, err := s.resolveConfig(); err != nil {
 		errs = append(errs, err)
+	} else if len(s.Budget) > 0 && !cfg.Saturation.EnableLimiter {
+		bad("budget", "applies only in limited mode: set config.enableLimiter: true")
 	}
 	return errors.Join(errs...)
 }
@@ -185,8 +280,14 @@ func (s *Snapshot) resolveConfig() (config.Resolved, error) {
 		}
 		sat["analyzerName"] = s.Analyzer
 	}
+	if s.QueueingModel != nil {
+		if name, ok := sat["analyzerName"].(string); ok && config.NormalizeAnalyzerName(name) != config.AnalyzerQueueingModel {
+			return config.Resolved{}, fmt.Errorf("queueingModel: selects the %s analyzer, but the snapshot asks for %q", config.AnalyzerQueueingModel, name)
+		}
+	}
 	var errs []error
-	for name, entry := range map[string]map[string]any{config.SaturationConfigMapName: sat, config.ScaleToZeroConfigMapName: s.ScaleToZero} {
+	entries := map[string]map[string]any{config.SaturationConfigMapName: sat, config.ScaleToZeroConfigMapName: s.ScaleToZero}
+	for name, entry := range entries {
 		if len(entry) == 0 {
 			continue
 		}
@@ -195,6 +296,16 @@ func (s *Snapshot) resolveConfig() (config.Resolved, error) {
 			return config.Resolved{}, err
 		}
 		if err := store.Apply(name, map[string]string{config.DefaultKey: string(text)}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.QueueingModel != nil {
+		// Present, even empty: the ConfigMap's default entry exists.
+		text, err := yaml.Marshal(s.QueueingModel)
+		if err != nil {
+			return config.Resolved{}, err
+		}
+		if err := store.Apply(config.QueueingModelConfigMapName, map[string]string{config.DefaultKey: string(text)}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -217,6 +328,12 @@ func (s *Snapshot) Input() (pipeline.GroupInput, time.Time, error) {
 		RequestsInRetention: s.RequestsInRetention,
 		Group:               decision.Group{ModelID: s.ModelID, Namespace: s.Namespace},
 	}
+	if q := s.SchedulerQueue; q != nil {
+		in.Group.SchedulerQueueSize, in.Group.SchedulerQueueBytes = q.Size, q.Bytes
+	}
+	if len(s.State) > 0 {
+		in.State = s.State
+	}
 	if s.Metrics != "" {
 		in.Metrics = enforcer.MetricsState(s.Metrics)
 	}
@@ -230,7 +347,12 @@ func (s *Snapshot) Input() (pipeline.GroupInput, time.Time, error) {
 			Name: v.Name, Accelerator: v.Accelerator, Cost: defaultCost,
 			MinReplicas: lo, MaxReplicas: hi,
 			CurrentReplicas: v.CurrentReplicas, DesiredReplicas: v.DesiredReplicas,
-			PendingReplicas: max(0, v.CurrentReplicas-int32(len(v.Replicas))),
+			PendingReplicas:     max(0, v.CurrentReplicas-int32(len(v.Replicas))),
+			MaxNumBatchedTokens: v.MaxNumBatchedTokens, MaxNumSeqs: v.MaxNumSeqs,
+			Role: decision.Role(v.Role).Normalized(),
+		}
+		if v.GPUsPerReplica != nil {
+			dv.GPUsPerReplica = *v.GPUsPerReplica
 		}
 		if v.Cost != nil {
 			dv.Cost = *v.Cost
@@ -248,6 +370,9 @@ func (s *Snapshot) Input() (pipeline.GroupInput, time.Time, error) {
 		for _, r := range v.Replicas {
 			in.Group.Replicas = append(in.Group.Replicas, decision.ReplicaMetrics{
 				Pod: r.Pod, Variant: v.Name, KvCacheUsage: r.KvCacheUsage, QueueLength: r.QueueLength,
+				NumGPUBlocks: r.NumGPUBlocks, BlockSize: r.BlockSize, TokensInUse: r.TokensInUse,
+				AvgInputTokens: r.AvgInputTokens, AvgOutputTokens: r.AvgOutputTokens, PrefixCacheHitRate: r.PrefixCacheHitRate,
+				ArrivalRate: r.ArrivalRate, AvgTTFTms: r.AvgTTFTms, AvgITLms: r.AvgITLms,
 			})
 		}
 	}

@@ -130,6 +130,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(base))
 	f.Add([]byte(`{"modelID":"m","variants":[{"name":"v","minReplicas":0,"maxReplicas":3,"currentReplicas":0,"desiredReplicas":0,"replicas":[]}],"metrics":"absent","scaleToZero":{"enable_scale_to_zero":true,"retention_period":"1m"}}`))
 	f.Add([]byte("modelID: m\nvariants: [{name: v, currentReplicas: -1}]"))
+	for _, name := range []string{"token-scale-up.yaml", "queueing-slo.yaml", "limited-gpu-budget.yaml"} {
+		if data, err := os.ReadFile(filepath.Join("../../examples/snapshots", name)); err == nil {
+			f.Add(data)
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err != nil {
