@@ -1,0 +1,289 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/sim"
+)
+
+type simulateOptions struct {
+	scenario       string
+	trace          string
+	shape          string
+	baseRate       float64
+	peakRate       float64
+	duration       time.Duration
+	timeScale      float64
+	rateScale      float64
+	policies       string
+	sloTTFT        time.Duration
+	sloITL         time.Duration
+	startupDelay   time.Duration
+	engineInterval time.Duration
+	seed           uint64
+	wvaConfig      string
+	jsonOut        bool
+	htmlOut        string
+	progress       string
+}
+
+func newSimulateCommand() *cobra.Command {
+	o := simulateOptions{}
+	cmd := &cobra.Command{
+		Use:   "simulate",
+		Short: "Simulate an LLM serving fleet under wva and other policies, and compare them with an oracle",
+		Long: `Runs a discrete-event simulation of a vLLM-like serving fleet (continuous batching,
+KV cache in blocks, chunked prefill, preemption) driven by the real decision
+pipeline, Prometheus-style metric windows, the HPA and pod start-up delays, and
+compares policies side by side: wva, wva-v1 (the reference percentage analyzer),
+queue-threshold (KEDA-style), static-peak and the oracle (an offline lower bound
+on cost).
+
+Without flags it runs the embedded default scenario (two variants, a bursty hour).
+Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,GeneratedTokens).`,
+		Example: `  wva simulate
+  wva simulate --html report.html
+  wva simulate --trace ../shared/traces/azure-llm-inference-2023-conv.csv --json
+  wva simulate --shape spike --policies wva,wva-v1,oracle`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSimulate(cmd, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.scenario, "scenario", "", "scenario file (YAML/JSON); default: the embedded scenario")
+	f.StringVar(&o.trace, "trace", "", "CSV trace (TIMESTAMP,ContextTokens,GeneratedTokens) instead of the scenario's traffic")
+	f.StringVar(&o.shape, "shape", "", "synthetic traffic shape instead of the scenario's: "+strings.Join(sim.Shapes, ", "))
+	f.Float64Var(&o.baseRate, "base-rate", 0, "synthetic base rate, requests/s (default: the scenario's)")
+	f.Float64Var(&o.peakRate, "peak-rate", 0, "synthetic peak rate, requests/s (default: the scenario's)")
+	f.DurationVar(&o.duration, "duration", 0, "truncate the trace (or the synthetic traffic's length)")
+	f.Float64Var(&o.timeScale, "time-scale", 0, "multiply arrival times (0.5 plays the trace twice as fast)")
+	f.Float64Var(&o.rateScale, "rate-scale", 0, "multiply the request rate (2 doubles the requests)")
+	f.StringVar(&o.policies, "policies", strings.Join(sim.AllPolicies, ","), "policies to compare")
+	f.DurationVar(&o.sloTTFT, "slo-ttft", 0, "TTFT target (default: the scenario's)")
+	f.DurationVar(&o.sloITL, "slo-itl", 0, "ITL target (default: the scenario's)")
+	f.DurationVar(&o.startupDelay, "startup-delay", 0, "pod start-up delay for every variant (default: per variant, from the scenario)")
+	f.DurationVar(&o.engineInterval, "engine-interval", 0, "wva engine interval (default: the scenario's, 30s)")
+	f.Uint64Var(&o.seed, "seed", 0, "random seed for synthetic traffic and rate scaling (default: the scenario's)")
+	f.StringVar(&o.wvaConfig, "wva-config", "", "YAML of wva's ConfigMaps for the wva policy: {<ConfigMap name>: {<key>: <entry>}}")
+	f.BoolVar(&o.jsonOut, "json", false, "print a machine-readable summary (one object per policy) instead of the table")
+	f.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report with charts to this file")
+	f.StringVar(&o.progress, "progress", "auto", "progress bar on standard error: auto (when a terminal), always, never")
+	return cmd
+}
+
+func runSimulate(cmd *cobra.Command, o simulateOptions) error {
+	sc, err := buildScenario(cmd, o)
+	if err != nil {
+		return err
+	}
+	policies, err := sim.ParsePolicies(o.policies)
+	if err != nil {
+		return fmt.Errorf("--policies: %w", err)
+	}
+	trace, err := sc.LoadTraffic()
+	if err != nil {
+		return err
+	}
+	if len(trace.Requests) == 0 {
+		return fmt.Errorf("the traffic has no requests")
+	}
+	bar := newProgressBar(cmd.ErrOrStderr(), o.progress)
+	rep, err := sim.Run(sc, trace, sim.Options{Policies: policies, Progress: bar.update})
+	bar.done()
+	if err != nil {
+		return err
+	}
+	if o.htmlOut != "" {
+		f, err := os.Create(o.htmlOut)
+		if err != nil {
+			return err
+		}
+		if err := sim.RenderHTML(f, rep); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	out := cmd.OutOrStdout()
+	if o.jsonOut {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	if err := sim.RenderText(out, rep); err != nil {
+		return err
+	}
+	if o.htmlOut != "" {
+		fmt.Fprintf(out, "\nHTML report: %s\n", o.htmlOut)
+	}
+	fmt.Fprintf(out, "\nSimulated in %.2fs.\n", rep.Elapsed)
+	return nil
+}
+
+func buildScenario(cmd *cobra.Command, o simulateOptions) (sim.Scenario, error) {
+	sc := sim.DefaultScenario()
+	if o.scenario != "" {
+		var err error
+		if sc, err = sim.LoadScenario(o.scenario); err != nil {
+			return sc, err
+		}
+	}
+	changed := cmd.Flags().Changed
+	if o.trace != "" && o.shape != "" {
+		return sc, fmt.Errorf("--trace and --shape: give one")
+	}
+	if o.trace != "" {
+		sc.Traffic.Trace, sc.Traffic.Synthetic = o.trace, nil
+	}
+	if o.shape != "" || changed("base-rate") || changed("peak-rate") {
+		if sc.Traffic.Synthetic == nil {
+			def := sim.DefaultScenario()
+			sc.Traffic.Synthetic = def.Traffic.Synthetic
+		}
+		syn := *sc.Traffic.Synthetic
+		if o.shape != "" {
+			syn.Shape = o.shape
+			syn.SpikeStart, syn.SpikeLength = 0, 0
+		}
+		if changed("base-rate") {
+			syn.BaseRate = o.baseRate
+		}
+		if changed("peak-rate") {
+			syn.PeakRate = o.peakRate
+		}
+		sc.Traffic.Trace, sc.Traffic.Synthetic = "", &syn
+	}
+	if changed("duration") {
+		if o.duration <= 0 {
+			return sc, fmt.Errorf("--duration %s: must be > 0", o.duration)
+		}
+		if sc.Traffic.Synthetic != nil {
+			syn := *sc.Traffic.Synthetic
+			syn.Duration = config.Duration(o.duration)
+			syn.SpikeStart, syn.SpikeLength = 0, 0
+			sc.Traffic.Synthetic = &syn
+		} else {
+			sc.Traffic.Limit = config.Duration(o.duration)
+		}
+	}
+	if changed("time-scale") {
+		sc.Traffic.TimeScale = o.timeScale
+	}
+	if changed("rate-scale") {
+		sc.Traffic.RateScale = o.rateScale
+	}
+	if changed("slo-ttft") {
+		sc.SLO.TTFT = config.Duration(o.sloTTFT)
+	}
+	if changed("slo-itl") {
+		sc.SLO.ITL = config.Duration(o.sloITL)
+	}
+	if changed("startup-delay") {
+		if o.startupDelay < 0 {
+			return sc, fmt.Errorf("--startup-delay %s: must be >= 0", o.startupDelay)
+		}
+		for i := range sc.Variants {
+			sc.Variants[i].StartupDelay = config.Duration(o.startupDelay)
+		}
+	}
+	if changed("engine-interval") {
+		sc.Control.EngineInterval = config.Duration(o.engineInterval)
+	}
+	if changed("seed") {
+		sc.Seed = o.seed
+	}
+	if o.wvaConfig != "" {
+		data, err := os.ReadFile(o.wvaConfig)
+		if err != nil {
+			return sc, err
+		}
+		var cms map[string]map[string]string
+		if err := yaml.UnmarshalStrict(data, &cms); err != nil {
+			return sc, fmt.Errorf("--wva-config %s: want {<ConfigMap name>: {<key>: <entry>}}: %w", o.wvaConfig, err)
+		}
+		sc.Policies.WVA.ConfigMaps = cms
+	}
+	if err := sc.Validate(); err != nil {
+		return sc, err
+	}
+	return sc, nil
+}
+
+// progressBar draws on standard error when it is a terminal (or when
+// forced); updates come from several goroutines.
+type progressBar struct {
+	w       io.Writer
+	enabled bool
+	last    int
+	ch      chan float64
+	fin     chan struct{}
+}
+
+func newProgressBar(w io.Writer, mode string) *progressBar {
+	enabled := false
+	switch mode {
+	case "always":
+		enabled = true
+	case "never":
+	default:
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				enabled = true
+			}
+		}
+	}
+	b := &progressBar{w: w, enabled: enabled, last: -1}
+	if enabled {
+		b.ch = make(chan float64, 64)
+		b.fin = make(chan struct{})
+		go func() {
+			defer close(b.fin)
+			for x := range b.ch {
+				b.draw(x)
+			}
+		}()
+	}
+	return b
+}
+
+func (b *progressBar) update(x float64) {
+	if !b.enabled {
+		return
+	}
+	select {
+	case b.ch <- x:
+	default: // drop an update rather than slow the simulation
+	}
+}
+
+func (b *progressBar) draw(x float64) {
+	pct := int(min(max(x, 0), 1) * 100)
+	if pct == b.last {
+		return
+	}
+	b.last = pct
+	const width = 40
+	filled := pct * width / 100
+	fmt.Fprintf(b.w, "\rsimulating [%s%s] %3d%%", strings.Repeat("#", filled), strings.Repeat(".", width-filled), pct)
+}
+
+func (b *progressBar) done() {
+	if !b.enabled {
+		return
+	}
+	close(b.ch)
+	<-b.fin
+	fmt.Fprint(b.w, "\r\033[K")
+}

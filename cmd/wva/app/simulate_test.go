@@ -1,0 +1,90 @@
+package app
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSimulateJSON(t *testing.T) {
+	out, err := run(t, "", "simulate", "--duration", "15m", "--shape", "spike", "--json", "--policies", "wva,wva-v1,oracle")
+	require.NoError(t, err)
+	var doc struct {
+		Policies []struct {
+			Policy        string  `json:"policy"`
+			Cost          float64 `json:"cost"`
+			CostToOracle  float64 `json:"costToOracle"`
+			SLOAttainment float64 `json:"sloAttainment"`
+			TTFTp99       float64 `json:"ttftP99Seconds"`
+			ScaleEvents   int     `json:"scaleEvents"`
+		} `json:"policies"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.Len(t, doc.Policies, 3)
+	assert.Equal(t, "wva", doc.Policies[0].Policy)
+	assert.Equal(t, "oracle", doc.Policies[2].Policy)
+	for _, p := range doc.Policies {
+		assert.Positive(t, p.Cost, p.Policy)
+		assert.Positive(t, p.CostToOracle, p.Policy)
+		assert.Positive(t, p.SLOAttainment, p.Policy)
+	}
+	assert.InDelta(t, 1, doc.Policies[2].CostToOracle, 1e-9)
+}
+
+func TestSimulateTableAndHTML(t *testing.T) {
+	html := filepath.Join(t.TempDir(), "report.html")
+	out, err := run(t, "", "simulate", "--duration", "10m", "--html", html, "--slo-ttft", "3s", "--slo-itl", "100ms",
+		"--startup-delay", "2m", "--engine-interval", "15s", "--seed", "4")
+	require.NoError(t, err)
+	for _, want := range []string{"POLICY", "wva-v1", "queue-threshold", "static-peak", "oracle", "TTFT <= 3.00s and ITL <= 100ms", "start-up 2m0s", "HTML report: "} {
+		assert.Contains(t, out, want)
+	}
+	data, err := os.ReadFile(html)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(data), "<!DOCTYPE html>"))
+	assert.Contains(t, string(data), "<svg")
+}
+
+func TestSimulateTrace(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "t.csv")
+	var b strings.Builder
+	b.WriteString("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+	for i := range 600 {
+		b.WriteString(strings.Join([]string{ftoa(float64(i) * 0.5), "800", "150"}, ",") + "\n")
+	}
+	require.NoError(t, os.WriteFile(trace, []byte(b.String()), 0o600))
+	out, err := run(t, "", "simulate", "--trace", trace, "--rate-scale", "2", "--time-scale", "0.5", "--policies", "wva,static-peak,oracle")
+	require.NoError(t, err)
+	assert.Contains(t, out, "t.csv (time x0.5, rate x2): 1200 requests")
+}
+
+func TestSimulateErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.csv")
+	require.NoError(t, os.WriteFile(bad, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n2,abc,3\n"), 0o600))
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--trace", bad}, `line 3, column 2 (ContextTokens): "abc"`},
+		{[]string{"--policies", "wva,hpa"}, `unknown policy "hpa"`},
+		{[]string{"--shape", "square"}, `traffic.shape "square"`},
+		{[]string{"--trace", bad, "--shape", "spike"}, "--trace and --shape"},
+		{[]string{"--slo-ttft", "-1s"}, "slo.ttft"},
+		{[]string{"--trace", filepath.Join(t.TempDir(), "missing.csv")}, "no such file"},
+	} {
+		out, err := run(t, "", append([]string{"simulate"}, tt.args...)...)
+		require.Error(t, err, tt.args)
+		assert.Contains(t, err.Error(), tt.want)
+		assert.Empty(t, out)
+	}
+}
+
+func ftoa(f float64) string {
+	b, _ := json.Marshal(f)
+	return string(b)
+}

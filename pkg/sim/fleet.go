@@ -1,0 +1,577 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Epoch is the wall-clock time of simulated time 0, handed to the decision
+// pipeline (which reads no clock of its own).
+var Epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// drainLimit bounds how long the simulation runs past the end of the trace
+// to let requests in flight finish; what is left then misses the SLO.
+const drainLimit = 15 * time.Minute
+
+const never = time.Duration(math.MaxInt64)
+
+// pod is one replica of a variant: Pending (loading the model) until
+// readyAt, then Ready and routable, then Terminating (draining) once
+// deleted, then gone.
+type pod struct {
+	id          int
+	name        string
+	variant     int
+	created     time.Duration
+	readyAt     time.Duration
+	ready       bool
+	terminating bool
+	deadline    time.Duration // end of the termination grace period
+	gone        bool
+	goneAt      time.Duration
+	srv         *server
+	prom        series
+	heapIndex   int
+}
+
+type variantState struct {
+	spec   *VariantSpec
+	index  int
+	specN  int32  // Deployment spec.replicas
+	pods   []*pod // non-terminating pods (pending and ready), oldest first
+	hpa    *HPA
+	events int
+}
+
+// reqResult is the outcome of one request.
+type reqResult struct {
+	state int8 // 0 in flight or never finished, 1 done, 2 rejected
+	ttft  float32
+	itl   float32
+}
+
+const (
+	reqDone     = 1
+	reqRejected = 2
+)
+
+// controlPlane is one policy's emulated control plane: what runs every
+// engine interval, what each variant's HPA reads, and the fast path from
+// zero.
+type controlPlane interface {
+	// start runs before the first event; the initial replicas exist.
+	start(f *fleet)
+	// engine runs every engine interval.
+	engine(f *fleet)
+	// hpa returns the HPA behavior and minimum of a variant; nil for none.
+	hpa(f *fleet, v int) *HPA
+	// metric is what variant v's HPA reads: the summed metric and the
+	// AverageValue target; ok=false when there is no value.
+	metric(f *fleet, v int) (usage, target float64, ok bool)
+	// scaleFromZero is called when requests wait at the gateway of a model
+	// whose variants are all at zero replicas.
+	scaleFromZero(f *fleet)
+}
+
+// fleet is one policy's simulation: the pods of every variant, the router,
+// Prometheus and the control loop, driven by one event loop over a
+// simulated clock.
+type fleet struct {
+	sc      *Scenario
+	trace   *Trace
+	ctl     controlPlane
+	now     time.Duration
+	costEnd time.Duration
+
+	variants []*variantState
+	pods     []*pod // every pod ever created, by id
+	live     []*pod // not gone: pending, ready, terminating
+	routable []*pod // ready and not terminating
+	steps    stepHeap
+	gateway  []*seq
+
+	seqs        []seq
+	next        int
+	inFlight    int
+	results     []reqResult
+	completions completionLog
+	fitsAny     func(in, out int32) bool
+
+	nextScrape, nextEngine, nextHPA time.Duration
+	nextReady, nextGrace, fastPath  time.Duration
+	controlStart                    time.Duration
+
+	timeline    []TimePoint
+	bucketTTFT  []float64
+	bucketArr   int
+	doneBuf     []*seq
+	preemptions int64
+	steps64     int64
+	progress    func(now, end time.Duration)
+}
+
+func newFleet(sc *Scenario, trace *Trace, ctl controlPlane, initial []int32) *fleet {
+	f := &fleet{sc: sc, trace: trace, ctl: ctl, fastPath: never, nextReady: never, nextGrace: never,
+		controlStart: sc.Control.MetricsWindow.D()}
+	f.costEnd = costHorizon(trace, sc.Control.OracleInterval.D())
+	f.seqs = make([]seq, len(trace.Requests))
+	f.results = make([]reqResult, len(trace.Requests))
+	for i := range sc.Variants {
+		f.variants = append(f.variants, &variantState{spec: &sc.Variants[i], index: i})
+	}
+	f.fitsAny = func(in, out int32) bool {
+		for _, v := range sc.Variants {
+			if int64(in)+int64(out) <= v.Server.KVCapacityTokens() {
+				return true
+			}
+		}
+		return false
+	}
+	for i, n := range initial {
+		vs := f.variants[i]
+		vs.specN = n
+		for range n {
+			p := f.newPod(vs)
+			p.readyAt = 0
+			p.ready = true
+			f.routable = append(f.routable, p)
+		}
+		vs.hpa = ctl.hpa(f, i)
+		if vs.hpa != nil && n == 0 {
+			// The HPA may bring a variant that starts at zero up by itself.
+			vs.hpa.scaledToZero = true
+		}
+	}
+	f.refreshNextReady()
+	return f
+}
+
+// costHorizon is the end of the trace rounded up to the oracle's interval:
+// every policy and the oracle pay for [0, costHorizon).
+func costHorizon(trace *Trace, interval time.Duration) time.Duration {
+	d := trace.Duration() + time.Nanosecond
+	return (d + interval - 1) / interval * interval
+}
+
+// wallClock maps simulated time to the time handed to the pipeline.
+func (f *fleet) wallClock() time.Time { return Epoch.Add(f.now) }
+
+func (f *fleet) newPod(vs *variantState) *pod {
+	p := &pod{id: len(f.pods), variant: vs.index, created: f.now, readyAt: f.now + vs.spec.StartupDelay.D(),
+		srv: newServer(vs.spec.Server), heapIndex: -1}
+	p.name = fmt.Sprintf("%s-%d", vs.spec.Name, p.id)
+	f.pods = append(f.pods, p)
+	f.live = append(f.live, p)
+	vs.pods = append(vs.pods, p)
+	return p
+}
+
+// setReplicas is a write to the scale subresource; the ReplicaSet
+// controller reconciles at once: new pods start Pending; on scale-down
+// Pending pods go first (newest first), then Ready pods that have been
+// ready the shortest time.
+func (f *fleet) setReplicas(v int, n int32) {
+	vs := f.variants[v]
+	n = min(max(n, 0), vs.spec.MaxReplicas)
+	if n == vs.specN {
+		return
+	}
+	vs.specN = n
+	vs.events++
+	for int32(len(vs.pods)) < n {
+		p := f.newPod(vs)
+		if p.readyAt <= f.now {
+			f.markReady(p)
+		}
+	}
+	for int32(len(vs.pods)) > n {
+		victim := -1
+		for i := len(vs.pods) - 1; i >= 0; i-- {
+			p := vs.pods[i]
+			if victim < 0 || (!p.ready && vs.pods[victim].ready) ||
+				(p.ready == vs.pods[victim].ready && p.readyAt > vs.pods[victim].readyAt) {
+				victim = i
+			}
+		}
+		p := vs.pods[victim]
+		vs.pods = slices.Delete(vs.pods, victim, victim+1)
+		f.terminate(p)
+	}
+	f.refreshNextReady()
+}
+
+func (f *fleet) terminate(p *pod) {
+	p.terminating = true
+	if i := slices.Index(f.routable, p); i >= 0 {
+		f.routable = slices.Delete(f.routable, i, i+1)
+	}
+	if !p.ready || p.srv.idle() {
+		f.remove(p)
+		return
+	}
+	p.deadline = f.now + f.sc.Control.TerminationGrace.D()
+	f.nextGrace = min(f.nextGrace, p.deadline)
+}
+
+func (f *fleet) remove(p *pod) {
+	p.gone, p.goneAt = true, f.now
+	if i := slices.Index(f.live, p); i >= 0 {
+		f.live = slices.Delete(f.live, i, i+1)
+	}
+	if p.heapIndex >= 0 {
+		heap.Remove(&f.steps, p.heapIndex)
+	}
+	f.refreshNextGrace()
+}
+
+func (f *fleet) markReady(p *pod) {
+	p.ready = true
+	f.routable = append(f.routable, p)
+	held := f.gateway
+	f.gateway = nil
+	for _, q := range held {
+		f.route(q)
+	}
+}
+
+func (f *fleet) refreshNextReady() {
+	f.nextReady = never
+	for _, p := range f.live {
+		if !p.ready && !p.terminating {
+			f.nextReady = min(f.nextReady, p.readyAt)
+		}
+	}
+}
+
+func (f *fleet) refreshNextGrace() {
+	f.nextGrace = never
+	for _, p := range f.live {
+		if p.terminating {
+			f.nextGrace = min(f.nextGrace, p.deadline)
+		}
+	}
+}
+
+// route is the endpoint picker: among ready pods whose KV cache can hold
+// the request, the best sum of a queue score (min-max normalised waiting
+// requests) and a KV score (free cache fraction), as llm-d's default
+// scorers weigh them; ties go to the pod with fewer running requests, then
+// the older pod. With no ready pod the request waits at the gateway.
+func (f *fleet) route(q *seq) {
+	minW, maxW := math.MaxInt, -1
+	for _, p := range f.routable {
+		w := p.srv.numWaiting()
+		minW, maxW = min(minW, w), max(maxW, w)
+	}
+	var best *pod
+	bestScore := math.Inf(-1)
+	for _, p := range f.routable {
+		if !p.srv.fits(q.input, q.output) {
+			continue
+		}
+		queueScore := 1.0
+		if maxW > minW {
+			queueScore = float64(maxW-p.srv.numWaiting()) / float64(maxW-minW)
+		}
+		score := queueScore + (1 - p.srv.kvUsage())
+		if best == nil || score > bestScore+1e-12 ||
+			(math.Abs(score-bestScore) <= 1e-12 && len(p.srv.running) < len(best.srv.running)) {
+			best, bestScore = p, score
+		}
+	}
+	if best == nil {
+		f.gateway = append(f.gateway, q)
+		if f.fastPath == never && f.totalSpec() == 0 {
+			f.fastPath = f.now + f.sc.Control.ScaleFromZeroDelay.D()
+		}
+		return
+	}
+	best.srv.enqueue(q)
+	if !best.srv.busy {
+		f.startStep(best)
+	}
+}
+
+func (f *fleet) totalSpec() int32 {
+	var n int32
+	for _, vs := range f.variants {
+		n += vs.specN
+	}
+	return n
+}
+
+func (f *fleet) startStep(p *pod) {
+	d, ok := p.srv.schedule()
+	if !ok {
+		return
+	}
+	p.srv.busy = true
+	p.srv.stepEnd = f.now + d
+	heap.Push(&f.steps, p)
+}
+
+func (f *fleet) completeStep(p *pod) {
+	p.srv.busy = false
+	f.doneBuf = p.srv.complete(f.now, f.doneBuf[:0])
+	for _, q := range f.doneBuf {
+		f.finish(q)
+	}
+	if p.terminating && p.srv.idle() {
+		f.remove(p)
+		return
+	}
+	f.startStep(p)
+}
+
+func (f *fleet) finish(q *seq) {
+	f.inFlight--
+	r := &f.results[q.req]
+	r.state = reqDone
+	r.ttft = float32((q.firstToken - q.arrival).Seconds())
+	if q.output > 1 {
+		r.itl = float32((f.now - q.firstToken).Seconds() / float64(q.output-1))
+	}
+	f.completions.add(f.now)
+	f.bucketTTFT = append(f.bucketTTFT, float64(r.ttft))
+}
+
+func (f *fleet) arrive() {
+	r := f.trace.Requests[f.next]
+	q := &f.seqs[f.next]
+	*q = seq{req: int32(f.next), arrival: r.Arrival, input: max(r.Input, 1), output: max(r.Output, 1), firstToken: -1}
+	q.prompt = q.input
+	f.next++
+	f.bucketArr++
+	if !f.fitsAny(q.input, q.output) {
+		f.results[q.req].state = reqRejected
+		return
+	}
+	f.inFlight++
+	f.route(q)
+}
+
+// expireGrace ends the grace period of terminating pods: what they still
+// hold is retried on other pods (context recomputed there).
+func (f *fleet) expireGrace() {
+	for _, p := range slices.Clone(f.live) {
+		if p.terminating && p.deadline <= f.now {
+			for _, q := range p.srv.evict() {
+				q.preempted++
+				f.route(q)
+			}
+			f.remove(p)
+		}
+	}
+	f.refreshNextGrace()
+}
+
+func (f *fleet) readyDue() {
+	for _, p := range slices.Clone(f.live) {
+		if !p.ready && !p.terminating && p.readyAt <= f.now {
+			f.markReady(p)
+		}
+	}
+	f.refreshNextReady()
+}
+
+func (f *fleet) scrape() {
+	for _, p := range f.routable {
+		s := p.srv
+		p.prom.add(sample{at: f.now, kv: s.kvUsage(), waiting: float64(s.numWaiting()), running: float64(len(s.running)),
+			finished: s.finished, finishedIn: s.finishedIn, finishedOut: s.finishedOut})
+	}
+}
+
+func (f *fleet) syncHPAs() {
+	for i, vs := range f.variants {
+		if vs.hpa == nil {
+			continue
+		}
+		usage, target, ok := f.ctl.metric(f, i)
+		f.setReplicas(i, vs.hpa.Sync(f.now, vs.specN, usage, target, ok))
+	}
+}
+
+// readyPods are the variant's Ready, non-terminating pods.
+func (f *fleet) readyPods(v int) []*pod {
+	var out []*pod
+	for _, p := range f.variants[v].pods {
+		if p.ready {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (f *fleet) pendingPods(v int) int32 {
+	var n int32
+	for _, p := range f.variants[v].pods {
+		if !p.ready {
+			n++
+		}
+	}
+	return n
+}
+
+// run drives the event loop until every request has finished (or the drain
+// limit past the trace).
+func (f *fleet) run() {
+	f.ctl.start(f)
+	sc := f.sc.Control
+	hardEnd := f.costEnd + drainLimit
+	// The simulated fleet has no history: the control loop starts once the
+	// first metrics window is full, as if it had been running all along.
+	f.nextEngine = f.controlStart
+	f.nextHPA = f.controlStart + sc.HPASyncPeriod.D()/2
+	for {
+		tArr := never
+		if f.next < len(f.trace.Requests) {
+			tArr = f.trace.Requests[f.next].Arrival
+		}
+		tStep := never
+		if len(f.steps) > 0 {
+			tStep = f.steps[0].srv.stepEnd
+		}
+		tTick := min(f.nextScrape, f.nextEngine, f.nextHPA)
+		t := min(tArr, tStep, tTick, f.nextReady, f.nextGrace, f.fastPath)
+		if t > hardEnd || (tArr == never && f.inFlight == 0 && f.now >= f.costEnd) {
+			break
+		}
+		f.now = t
+		switch t {
+		case f.nextReady:
+			f.readyDue()
+		case f.nextGrace:
+			f.expireGrace()
+		case tStep:
+			p := heap.Pop(&f.steps).(*pod)
+			f.completeStep(p)
+		case tArr:
+			f.arrive()
+		case f.fastPath:
+			f.fastPath = never
+			if f.totalSpec() == 0 && len(f.gateway) > 0 {
+				f.ctl.scaleFromZero(f)
+			}
+		case f.nextScrape:
+			f.scrape()
+			f.recordTimePoint()
+			f.nextScrape += sc.ScrapeInterval.D()
+			if f.progress != nil {
+				f.progress(f.now, f.costEnd)
+			}
+		case f.nextEngine:
+			f.ctl.engine(f)
+			f.nextEngine += sc.EngineInterval.D()
+		case f.nextHPA:
+			f.syncHPAs()
+			f.nextHPA += sc.HPASyncPeriod.D()
+		}
+	}
+	for _, p := range f.pods {
+		f.preemptions += p.srv.preemptions
+		f.steps64 += p.srv.steps
+	}
+}
+
+// TimePoint is the fleet at one scrape, for charts.
+type TimePoint struct {
+	At       time.Duration `json:"-"`
+	Seconds  float64       `json:"t"`
+	Replicas []int32       `json:"replicas"`
+	Ready    []int32       `json:"ready"`
+	// ArrivalRate is requests per second since the previous point.
+	ArrivalRate float64 `json:"arrivalRate"`
+	// KVUsage is the mean KV cache usage of ready pods.
+	KVUsage float64 `json:"kvUsage"`
+	// Waiting counts requests queued in servers and at the gateway;
+	// Running those in a server's batch.
+	Waiting int `json:"waiting"`
+	Running int `json:"running"`
+	// TTFT percentiles (seconds) of the requests that finished since the
+	// previous point; NaN-free: 0 when none finished.
+	TTFTp50 float64 `json:"ttftP50"`
+	TTFTp99 float64 `json:"ttftP99"`
+}
+
+func (f *fleet) recordTimePoint() {
+	if f.now > f.costEnd {
+		return
+	}
+	tp := TimePoint{At: f.now, Seconds: f.now.Seconds(), Waiting: len(f.gateway)}
+	interval := f.sc.Control.ScrapeInterval.D()
+	if len(f.timeline) > 0 {
+		interval = f.now - f.timeline[len(f.timeline)-1].At
+	}
+	if interval > 0 && len(f.timeline) > 0 {
+		tp.ArrivalRate = float64(f.bucketArr) / interval.Seconds()
+	}
+	f.bucketArr = 0
+	for _, vs := range f.variants {
+		tp.Replicas = append(tp.Replicas, vs.specN)
+		var ready int32
+		for _, p := range vs.pods {
+			if p.ready {
+				ready++
+			}
+		}
+		tp.Ready = append(tp.Ready, ready)
+	}
+	var kv float64
+	for _, p := range f.routable {
+		kv += p.srv.kvUsage()
+		tp.Waiting += p.srv.numWaiting()
+		tp.Running += len(p.srv.running)
+	}
+	if len(f.routable) > 0 {
+		tp.KVUsage = kv / float64(len(f.routable))
+	}
+	if len(f.bucketTTFT) > 0 {
+		slices.Sort(f.bucketTTFT)
+		tp.TTFTp50 = percentileSorted(f.bucketTTFT, 0.50)
+		tp.TTFTp99 = percentileSorted(f.bucketTTFT, 0.99)
+		f.bucketTTFT = f.bucketTTFT[:0]
+	}
+	f.timeline = append(f.timeline, tp)
+}
+
+// percentileSorted is the nearest-rank percentile of sorted values.
+func percentileSorted(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(xs)))) - 1
+	return xs[min(max(i, 0), len(xs)-1)]
+}
+
+// stepHeap orders pods by the end of their step in flight (then by id, so
+// runs are deterministic).
+type stepHeap []*pod
+
+func (h stepHeap) Len() int { return len(h) }
+func (h stepHeap) Less(i, j int) bool {
+	if h[i].srv.stepEnd != h[j].srv.stepEnd {
+		return h[i].srv.stepEnd < h[j].srv.stepEnd
+	}
+	return h[i].id < h[j].id
+}
+func (h stepHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex, h[j].heapIndex = i, j
+}
+func (h *stepHeap) Push(x any) {
+	p := x.(*pod)
+	p.heapIndex = len(*h)
+	*h = append(*h, p)
+}
+func (h *stepHeap) Pop() any {
+	old := *h
+	p := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	p.heapIndex = -1
+	return p
+}

@@ -1,0 +1,382 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/collector"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/controller"
+	"github.com/wva-project/wva/pkg/engine"
+	"github.com/wva-project/wva/pkg/pipeline"
+)
+
+// Policy names.
+const (
+	PolicyWVA            = "wva"
+	PolicyWVAV1          = "wva-v1"
+	PolicyQueueThreshold = "queue-threshold"
+	PolicyStaticPeak     = "static-peak"
+	PolicyOracle         = "oracle"
+)
+
+// AllPolicies is every policy, in report order.
+var AllPolicies = []string{PolicyWVA, PolicyWVAV1, PolicyQueueThreshold, PolicyStaticPeak, PolicyOracle}
+
+// ParsePolicies splits a comma-separated list and checks every name.
+func ParsePolicies(list string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		known := false
+		for _, p := range AllPolicies {
+			known = known || p == name
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown policy %q: want a comma-separated list of %s", name, strings.Join(AllPolicies, ", "))
+		}
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no policy given: want a comma-separated list of %s", strings.Join(AllPolicies, ", "))
+	}
+	return out, nil
+}
+
+// staleAfter is the controller's --stale-after default.
+const staleAfter = 5 * time.Minute
+
+// wvaPolicy is the project's own path, run unchanged: every engine interval
+// it builds the variant group the way pkg/engine does (engine.BuildPlans
+// over VAs, their scale targets and a collector.Result made from the
+// simulated Prometheus), runs pipeline.Run, and records the decision of
+// record with engine.NextStatus. The companion controller acts as
+// pkg/controller's PlanDirectScale says; the HPA (tolerance 0, 30 s
+// scale-down window, as `wva controller` configures it) follows
+// wva_desired_replicas. The analyzer is whatever the ConfigMaps select.
+type wvaPolicy struct {
+	store    *config.Store
+	pipe     pipeline.Pipeline
+	vas      []*llmdv1alpha1.VariantAutoscaling
+	caps     controller.Capabilities
+	analyzer string
+	// Errors counts cycles where a group's analyzer failed.
+	Errors int
+}
+
+func newWVAPolicy(sc *Scenario) (*wvaPolicy, error) {
+	store, err := sc.WVAStore()
+	if err != nil {
+		return nil, err
+	}
+	p := &wvaPolicy{store: store, pipe: pipeline.Default(), caps: controller.Capabilities{Tolerance: true, ScaleToZero: true}}
+	p.analyzer = store.Resolve(sc.ModelID, sc.Namespace).Analyzer()
+	if _, ok := p.pipe.Analyzers[p.analyzer]; !ok {
+		return nil, fmt.Errorf("policies.wva: the ConfigMaps select analyzer %q, which this build's pipeline does not have (have: %s)",
+			p.analyzer, strings.Join(analyzerNames(p.pipe), ", "))
+	}
+	for _, v := range sc.Variants {
+		va := &llmdv1alpha1.VariantAutoscaling{}
+		va.Name, va.Namespace = v.Name, sc.Namespace
+		va.Spec = llmdv1alpha1.VariantAutoscalingSpec{
+			ScaleTargetRef:  llmdv1alpha1.CrossVersionObjectReference{Kind: llmdv1alpha1.ScaleTargetKindDeployment, Name: v.Name},
+			ModelID:         sc.ModelID,
+			MinReplicas:     ptr.To(v.MinReplicas),
+			MaxReplicas:     v.MaxReplicas,
+			VariantCost:     strconv.FormatFloat(v.Cost, 'f', -1, 64),
+			AcceleratorName: v.Accelerator,
+		}
+		p.vas = append(p.vas, va)
+	}
+	return p, nil
+}
+
+func analyzerNames(p pipeline.Pipeline) []string {
+	var names []string
+	for n := range p.Analyzers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (p *wvaPolicy) start(*fleet) {}
+
+func (p *wvaPolicy) hpa(f *fleet, v int) *HPA {
+	spec := f.sc.Variants[v]
+	return &HPA{Behavior: WVAControllerBehavior(), Min: spec.MinReplicas, Max: spec.MaxReplicas}
+}
+
+func (p *wvaPolicy) engine(f *fleet) {
+	now := f.wallClock()
+	resolve := func(modelID, ns string) config.Resolved { return p.store.Resolve(modelID, ns) }
+	views := make([]engine.View, len(p.vas))
+	metrics := collector.Result{Pods: map[collector.PodKey]collector.PodMetrics{}, Requests: map[time.Duration]map[collector.ModelKey]float64{}}
+	window := f.sc.Control.MetricsWindow.D()
+	for i, va := range p.vas {
+		t := engine.Target{Resolved: true, SpecReplicas: f.variants[i].specN, PendingPods: f.pendingPods(i)}
+		for _, pod := range f.readyPods(i) {
+			t.ReadyPods = append(t.ReadyPods, pod.name)
+			if pm, ok := podMetrics(pod, f.now, window); ok {
+				metrics.Pods[collector.PodKey{Namespace: va.Namespace, Pod: pod.name}] = pm
+			}
+		}
+		views[i] = engine.View{VA: va, Target: t}
+	}
+	for _, w := range engine.Windows(views, resolve) {
+		metrics.Requests[w] = map[collector.ModelKey]float64{
+			{Namespace: f.sc.Namespace, Model: f.sc.ModelID}: f.completions.over(f.now, w),
+		}
+	}
+	plans := engine.BuildPlans(views, metrics, nil, resolve)
+	inputs := make([]pipeline.GroupInput, len(plans))
+	for i, pl := range plans {
+		inputs[i] = pl.Input
+	}
+	results := p.pipe.Run(now, inputs)
+	for i, pl := range plans {
+		if results[i].Err != nil {
+			p.Errors++
+		}
+		for j, va := range pl.VAs {
+			tgt := views[f.sc.variantIndex(va.Name)].Target
+			va.Status = engine.NextStatus(va, pl, results[i], results[i].Targets[j], tgt, nil, now)
+		}
+	}
+	for i, va := range p.vas {
+		if ds, ok := controller.PlanDirectScale(va, p.caps, f.variants[i].specN, now, staleAfter); ok {
+			f.setReplicas(i, ds.Replicas)
+		}
+	}
+}
+
+// podMetrics is what the collector returns for a pod: max_over_time of KV
+// usage and queue length over the window, the KV geometry
+// (vllm:cache_config_info) and the 5m token averages.
+func podMetrics(p *pod, now, window time.Duration) (collector.PodMetrics, bool) {
+	kv, waiting, ok := p.prom.maxOverTime(now, window)
+	if !ok {
+		return collector.PodMetrics{}, false
+	}
+	pm := collector.PodMetrics{
+		KvCacheUsage: kv, HasKvCacheUsage: true, QueueLength: waiting, HasQueueLength: true,
+		NumGPUBlocks: int64(p.srv.spec.NumGPUBlocks), BlockSize: int64(p.srv.spec.BlockSize),
+	}
+	if in, out, ok := p.prom.tokenAverages(now); ok {
+		pm.AvgInputTokens, pm.AvgOutputTokens = in, out
+	}
+	return pm, true
+}
+
+func (p *wvaPolicy) metric(_ *fleet, v int) (float64, float64, bool) {
+	alloc := p.vas[v].Status.DesiredOptimizedAlloc
+	if alloc.LastRunTime.IsZero() {
+		return 0, 0, false // 503 from the adapter: the HPA holds
+	}
+	return float64(alloc.NumReplicas), 1, true
+}
+
+// scaleFromZero is `wva scale-from-zero`: the cheapest variant that may
+// have a replica goes to one.
+func (p *wvaPolicy) scaleFromZero(f *fleet) {
+	if v := cheapestVariant(f.sc); v >= 0 {
+		f.setReplicas(v, 1)
+	}
+}
+
+func cheapestVariant(sc *Scenario) int {
+	best := -1
+	for i, v := range sc.Variants {
+		if v.MaxReplicas < 1 {
+			continue
+		}
+		if best < 0 || v.Cost < sc.Variants[best].Cost || (v.Cost == sc.Variants[best].Cost && v.Name < sc.Variants[best].Name) {
+			best = i
+		}
+	}
+	return best
+}
+
+// v1Policy is the reference: the percentage-based saturation analyzer
+// exactly as seeds/saturation-analyzer.md describes it, written here from
+// the design note rather than taken from pkg/analyzer, so the benchmark
+// compares wva with the algorithm it started from:
+//   - model-level transition blocking (desired != 0 and != current, or
+//     replicas reporting != current) preserves desired / current;
+//   - otherwise spare KV and queue averaged over non-saturated replicas;
+//     scale up the cheapest variant without pending pods to ready+1, or,
+//     when removing one of N non-saturated replicas keeps both spares at
+//     or above the triggers, the most expensive variant with more than one
+//     replica to ready-1; clamp to [min, max].
+//
+// Its decision reaches the same HPA as wva's (tolerance 0, 30 s window),
+// so the two differ only in how they decide.
+type v1Policy struct {
+	cfg     V1Config
+	desired []int32
+	decided bool
+}
+
+func (p *v1Policy) start(f *fleet) { p.desired = make([]int32, len(f.variants)) }
+
+func (p *v1Policy) hpa(f *fleet, v int) *HPA {
+	spec := f.sc.Variants[v]
+	return &HPA{Behavior: WVAControllerBehavior(), Min: spec.MinReplicas, Max: spec.MaxReplicas}
+}
+
+func (p *v1Policy) metric(_ *fleet, v int) (float64, float64, bool) {
+	return float64(p.desired[v]), 1, p.decided
+}
+
+func (p *v1Policy) scaleFromZero(f *fleet) {
+	if v := cheapestVariant(f.sc); v >= 0 {
+		f.setReplicas(v, 1)
+	}
+}
+
+func (p *v1Policy) engine(f *fleet) {
+	n := len(f.variants)
+	current := make([]int32, n)
+	reporting := make([]int32, n)
+	pending := make([]int32, n)
+	type replica struct{ kv, queue float64 }
+	var replicas []replica
+	window := f.sc.Control.MetricsWindow.D()
+	for i, vs := range f.variants {
+		current[i] = vs.specN
+		pending[i] = f.pendingPods(i)
+		for _, pod := range f.readyPods(i) {
+			if kv, q, ok := pod.prom.maxOverTime(f.now, window); ok {
+				reporting[i]++
+				replicas = append(replicas, replica{kv, q})
+			}
+		}
+	}
+	p.decided = true
+	// Model-level transition blocking.
+	transition := false
+	for i := range n {
+		if (p.desired[i] != 0 && p.desired[i] != current[i]) || reporting[i] != current[i] {
+			transition = true
+		}
+	}
+	if transition {
+		for i := range n {
+			if !(p.desired[i] != 0 && p.desired[i] != current[i]) {
+				p.desired[i] = current[i]
+			}
+		}
+		return
+	}
+	c := p.cfg
+	var nonSat int
+	var spareKv, spareQueue float64
+	for _, r := range replicas {
+		if r.kv < c.KvCacheThreshold && r.queue < c.QueueLengthThreshold {
+			nonSat++
+			spareKv += c.KvCacheThreshold - r.kv
+			spareQueue += c.QueueLengthThreshold - r.queue
+		}
+	}
+	var avgKv, avgQueue float64
+	if nonSat > 0 {
+		avgKv, avgQueue = spareKv/float64(nonSat), spareQueue/float64(nonSat)
+	}
+	const eps = 1e-9
+	scaleUp := avgKv < c.KvSpareTrigger-eps || avgQueue < c.QueueSpareTrigger-eps
+	scaleDown := false
+	if !scaleUp && nonSat >= 2 {
+		factor := float64(nonSat) / float64(nonSat-1)
+		remKv := c.KvCacheThreshold - (c.KvCacheThreshold-avgKv)*factor
+		remQueue := c.QueueLengthThreshold - (c.QueueLengthThreshold-avgQueue)*factor
+		scaleDown = remKv >= c.KvSpareTrigger-eps && remQueue >= c.QueueSpareTrigger-eps
+	}
+	target := append([]int32(nil), reporting...)
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	byCost := func(asc bool) {
+		sort.SliceStable(order, func(a, b int) bool {
+			va, vb := f.sc.Variants[order[a]], f.sc.Variants[order[b]]
+			if va.Cost != vb.Cost {
+				return (va.Cost < vb.Cost) == asc
+			}
+			return (va.Name < vb.Name) == asc
+		})
+	}
+	switch {
+	case scaleUp:
+		byCost(true)
+		for _, i := range order {
+			if pending[i] == 0 {
+				target[i] = reporting[i] + 1
+				break
+			}
+		}
+	case scaleDown:
+		byCost(false)
+		for _, i := range order {
+			if target[i] > 1 {
+				target[i] = reporting[i] - 1
+				break
+			}
+		}
+	}
+	for i := range n {
+		v := f.sc.Variants[i]
+		p.desired[i] = min(max(target[i], v.MinReplicas), v.MaxReplicas)
+	}
+}
+
+// queuePolicy is KEDA-style scaling of each variant on its own pods'
+// vllm:num_requests_waiting (an instant sum query): the HPA keeps
+// waiting / replicas at the target, with the stock behavior (tolerance
+// 0.1, 300 s scale-down window, up by max(4 pods, 100%) per 15 s). A
+// variant at zero has no pods, so no queue to see: it stays there (the
+// KEDA operator activates on the same metric).
+type queuePolicy struct {
+	target float64
+}
+
+func (p *queuePolicy) start(*fleet)  {}
+func (p *queuePolicy) engine(*fleet) {}
+
+func (p *queuePolicy) hpa(f *fleet, v int) *HPA {
+	spec := f.sc.Variants[v]
+	return &HPA{Behavior: DefaultHPABehavior(), Min: max(1, spec.MinReplicas), Max: spec.MaxReplicas}
+}
+
+func (p *queuePolicy) metric(f *fleet, v int) (float64, float64, bool) {
+	var sum float64
+	for _, pod := range f.readyPods(v) {
+		if s, ok := pod.prom.latest(f.now); ok {
+			sum += s.waiting
+		}
+	}
+	return sum, p.target, true
+}
+
+func (p *queuePolicy) scaleFromZero(*fleet) {}
+
+// staticPolicy keeps the replicas it starts with.
+type staticPolicy struct{}
+
+func (staticPolicy) start(*fleet)                                {}
+func (staticPolicy) engine(*fleet)                               {}
+func (staticPolicy) hpa(*fleet, int) *HPA                        { return nil }
+func (staticPolicy) metric(*fleet, int) (float64, float64, bool) { return 0, 0, false }
+func (staticPolicy) scaleFromZero(*fleet)                        {}

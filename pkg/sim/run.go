@@ -1,0 +1,303 @@
+package sim
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options control one Run.
+type Options struct {
+	// Policies to compare, in report order (default: all).
+	Policies []string
+	// Progress, when set, is called now and then with the fraction done
+	// (0..1), from any goroutine.
+	Progress func(done float64)
+}
+
+// PolicySummary is one policy's figures.
+type PolicySummary struct {
+	Policy string `json:"policy"`
+	// Cost is the sum over variants of cost x replica-hours, counting every
+	// pod from creation (model load included) to deletion, over the trace.
+	Cost float64 `json:"cost"`
+	// CostToOracle is Cost / the oracle's cost (0 without an oracle).
+	CostToOracle float64            `json:"costToOracle"`
+	ReplicaHours map[string]float64 `json:"replicaHours"`
+	Requests     int                `json:"requests"`
+	// SLOAttainment is the fraction of requests with TTFT and average ITL
+	// within the targets (requests rejected or never finished miss).
+	SLOAttainment float64 `json:"sloAttainment"`
+	TTFTp50       float64 `json:"ttftP50Seconds"`
+	TTFTp99       float64 `json:"ttftP99Seconds"`
+	ITLp50        float64 `json:"itlP50Seconds"`
+	ITLp99        float64 `json:"itlP99Seconds"`
+	// ScaleEvents counts changes of any variant's spec.replicas.
+	ScaleEvents  int     `json:"scaleEvents"`
+	MeanReplicas float64 `json:"meanReplicas"`
+	MaxReplicas  int32   `json:"maxReplicas"`
+	Preemptions  int64   `json:"preemptions"`
+	Rejected     int     `json:"rejected"`
+	Unfinished   int     `json:"unfinished"`
+	// Simulated says the figures come from the simulation; the oracle's
+	// latency figures are those of its plan replayed with no start-up delay.
+	Note string `json:"note,omitempty"`
+	// EngineSteps is how many server iterations were simulated.
+	EngineSteps int64       `json:"engineSteps"`
+	Elapsed     float64     `json:"-"`
+	Timeline    []TimePoint `json:"-"`
+	Plan        *OraclePlan `json:"-"`
+	variants    []string
+}
+
+// Report is a whole comparison.
+type Report struct {
+	Scenario string          `json:"scenario"`
+	Trace    string          `json:"trace"`
+	Stats    TraceStats      `json:"traceStats"`
+	SLO      SLOSummary      `json:"slo"`
+	Variants []VariantBrief  `json:"variants"`
+	Policies []PolicySummary `json:"policies"`
+	Elapsed  float64         `json:"wallSeconds"`
+	Analyzer string          `json:"wvaAnalyzer,omitempty"`
+	Horizon  time.Duration   `json:"-"`
+}
+
+// SLOSummary is the SLO in seconds.
+type SLOSummary struct {
+	TTFT       float64 `json:"ttftSeconds"`
+	ITL        float64 `json:"itlSeconds"`
+	Attainment float64 `json:"attainment"`
+}
+
+// VariantBrief names a variant in the report.
+type VariantBrief struct {
+	Name         string  `json:"name"`
+	Accelerator  string  `json:"accelerator"`
+	Cost         float64 `json:"cost"`
+	StartupDelay float64 `json:"startupDelaySeconds"`
+}
+
+// Run simulates every policy on the trace (in parallel, each on its own
+// copy of the fleet; results do not depend on scheduling) and computes the
+// oracle.
+func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
+	start := time.Now()
+	if err := sc.Validate(); err != nil {
+		return Report{}, err
+	}
+	policies := opts.Policies
+	if len(policies) == 0 {
+		policies = AllPolicies
+	}
+	rep := Report{Scenario: sc.Name, Trace: trace.Name, Stats: trace.Stats(),
+		SLO:     SLOSummary{TTFT: sc.SLO.TTFT.D().Seconds(), ITL: sc.SLO.ITL.D().Seconds(), Attainment: sc.SLO.Attainment},
+		Horizon: costHorizon(&trace, sc.Control.OracleInterval.D())}
+	for _, v := range sc.Variants {
+		rep.Variants = append(rep.Variants, VariantBrief{Name: v.Name, Accelerator: v.Accelerator, Cost: v.Cost, StartupDelay: v.StartupDelay.D().Seconds()})
+	}
+	// Build every control plane first: configuration errors fail fast.
+	ctls := make(map[string]controlPlane, len(policies))
+	for _, name := range policies {
+		switch name {
+		case PolicyWVA:
+			p, err := newWVAPolicy(&sc)
+			if err != nil {
+				return Report{}, err
+			}
+			ctls[name] = p
+			rep.Analyzer = p.analyzer
+		case PolicyWVAV1:
+			ctls[name] = &v1Policy{cfg: sc.Policies.V1}
+		case PolicyQueueThreshold:
+			ctls[name] = &queuePolicy{target: sc.Policies.QueueThreshold.TargetWaitingPerReplica}
+		case PolicyStaticPeak:
+			ctls[name] = staticPolicy{}
+		case PolicyOracle:
+		default:
+			return Report{}, fmt.Errorf("unknown policy %q", name)
+		}
+	}
+	var plan *OraclePlan
+	if slices.Contains(policies, PolicyOracle) || slices.Contains(policies, PolicyStaticPeak) {
+		p := PlanOracle(&sc, &trace)
+		plan = &p
+	}
+
+	var progressed atomic.Int64
+	total := int64(len(policies)) * int64(rep.Horizon)
+	report := func(delta time.Duration) {
+		if opts.Progress != nil && total > 0 {
+			opts.Progress(float64(progressed.Add(int64(delta))) / float64(total))
+		}
+	}
+	summaries := make([]PolicySummary, len(policies))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, name := range policies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t0 := time.Now()
+			scn := sc
+			initial := make([]int32, len(sc.Variants))
+			var ctl controlPlane
+			switch name {
+			case PolicyStaticPeak:
+				copy(initial, plan.Peak)
+				ctl = staticPolicy{}
+			case PolicyOracle:
+				// The plan replayed: replicas change at interval starts and
+				// serve at once.
+				scn.Variants = slices.Clone(sc.Variants)
+				for v := range scn.Variants {
+					scn.Variants[v].StartupDelay = 0
+				}
+				scn.Control.EngineInterval = sc.Control.OracleInterval
+				copy(initial, plan.Replicas[0])
+				ctl = &replayPolicy{plan: plan}
+			default:
+				for v, spec := range sc.Variants {
+					initial[v] = spec.InitialReplicas
+				}
+				ctl = ctls[name]
+			}
+			f := newFleet(&scn, &trace, ctl, initial)
+			if name == PolicyOracle {
+				f.controlStart = 0
+			}
+			var last time.Duration
+			f.progress = func(now, end time.Duration) {
+				if now-last >= time.Minute || now >= end {
+					report(min(now, end) - last)
+					last = min(now, end)
+				}
+			}
+			f.run()
+			report(rep.Horizon - last)
+			s := summarize(name, f)
+			s.Elapsed = time.Since(t0).Seconds()
+			if name == PolicyOracle {
+				s.Cost = plan.Cost
+				s.ReplicaHours = planReplicaHours(&sc, plan)
+				s.Plan = plan
+				s.Note = "cost: the plan (lower bound); latencies: the plan replayed with no start-up delay"
+				if plan.Infeasible > 0 {
+					s.Note += fmt.Sprintf("; %d intervals exceed every variant's maxReplicas", plan.Infeasible)
+				}
+			}
+			summaries[i] = s
+		}()
+	}
+	wg.Wait()
+	if plan != nil && plan.Cost > 0 {
+		for i := range summaries {
+			summaries[i].CostToOracle = summaries[i].Cost / plan.Cost
+		}
+	}
+	rep.Policies = summaries
+	rep.Elapsed = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// replayPolicy sets the oracle's plan at every interval start.
+type replayPolicy struct {
+	plan *OraclePlan
+	at   int
+}
+
+func (p *replayPolicy) start(*fleet)                                {}
+func (p *replayPolicy) hpa(*fleet, int) *HPA                        { return nil }
+func (p *replayPolicy) metric(*fleet, int) (float64, float64, bool) { return 0, 0, false }
+func (p *replayPolicy) scaleFromZero(*fleet)                        {}
+func (p *replayPolicy) engine(f *fleet) {
+	i := int(f.now / p.plan.Interval)
+	if i >= len(p.plan.Replicas) || i == p.at {
+		return
+	}
+	p.at = i
+	for v, n := range p.plan.Replicas[i] {
+		f.setReplicas(v, n)
+	}
+}
+
+func planReplicaHours(sc *Scenario, plan *OraclePlan) map[string]float64 {
+	out := map[string]float64{}
+	for _, mix := range plan.Replicas {
+		for v, n := range mix {
+			out[sc.Variants[v].Name] += float64(n) * plan.Interval.Hours()
+		}
+	}
+	return out
+}
+
+func summarize(name string, f *fleet) PolicySummary {
+	s := PolicySummary{Policy: name, ReplicaHours: map[string]float64{}, Requests: len(f.results), Timeline: f.timeline,
+		Preemptions: f.preemptions, EngineSteps: f.steps64}
+	for _, vs := range f.variants {
+		s.ScaleEvents += vs.events
+		s.variants = append(s.variants, vs.spec.Name)
+	}
+	for _, p := range f.pods {
+		end := f.costEnd
+		if p.gone {
+			end = min(end, p.goneAt)
+		}
+		if end <= p.created {
+			continue
+		}
+		hours := (end - p.created).Hours()
+		spec := f.sc.Variants[p.variant]
+		s.ReplicaHours[spec.Name] += hours
+		s.Cost += hours * spec.Cost
+	}
+	var total float64
+	for _, h := range s.ReplicaHours {
+		total += h
+	}
+	if f.costEnd > 0 {
+		s.MeanReplicas = total / f.costEnd.Hours()
+	}
+	for _, tp := range f.timeline {
+		var n int32
+		for _, r := range tp.Replicas {
+			n += r
+		}
+		s.MaxReplicas = max(s.MaxReplicas, n)
+	}
+	ttft := make([]float64, 0, len(f.results))
+	itl := make([]float64, 0, len(f.results))
+	met := 0
+	slo := f.sc.SLO
+	for i, r := range f.results {
+		switch r.state {
+		case reqRejected:
+			s.Rejected++
+			continue
+		case reqDone:
+		default:
+			s.Unfinished++
+			continue
+		}
+		ttft = append(ttft, float64(r.ttft))
+		if f.trace.Requests[i].Output > 1 {
+			itl = append(itl, float64(r.itl))
+		}
+		if float64(r.ttft) <= slo.TTFT.D().Seconds()+1e-9 && float64(r.itl) <= slo.ITL.D().Seconds()+1e-9 {
+			met++
+		}
+	}
+	if len(f.results) > 0 {
+		s.SLOAttainment = float64(met) / float64(len(f.results))
+	}
+	slices.Sort(ttft)
+	slices.Sort(itl)
+	s.TTFTp50, s.TTFTp99 = percentileSorted(ttft, 0.50), percentileSorted(ttft, 0.99)
+	s.ITLp50, s.ITLp99 = percentileSorted(itl, 0.50), percentileSorted(itl, 0.99)
+	return s
+}

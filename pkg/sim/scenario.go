@@ -1,0 +1,326 @@
+package sim
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/wva-project/wva/pkg/config"
+)
+
+// DefaultScenarioYAML is the embedded scenario `wva simulate` runs without
+// arguments.
+//
+//go:embed scenarios/default.yaml
+var DefaultScenarioYAML []byte
+
+// Scenario is everything one simulation needs: the fleet, the SLO, the
+// control loop, the traffic and the policies' settings.
+type Scenario struct {
+	Name      string        `json:"name"`
+	ModelID   string        `json:"modelID"`
+	Namespace string        `json:"namespace"`
+	Seed      uint64        `json:"seed"`
+	Variants  []VariantSpec `json:"variants"`
+	SLO       SLO           `json:"slo"`
+	Control   Control       `json:"control"`
+	Traffic   Traffic       `json:"traffic"`
+	Policies  PolicyConfig  `json:"policies"`
+}
+
+// VariantSpec is one variant (one VariantAutoscaling and its Deployment).
+type VariantSpec struct {
+	Name        string `json:"name"`
+	Accelerator string `json:"accelerator"`
+	// Cost per replica-hour (the VA's variantCost).
+	Cost            float64 `json:"cost"`
+	MinReplicas     int32   `json:"minReplicas"`
+	MaxReplicas     int32   `json:"maxReplicas"`
+	InitialReplicas int32   `json:"initialReplicas"`
+	// StartupDelay is pod creation to Ready (image pull, model load).
+	StartupDelay config.Duration `json:"startupDelay"`
+	Server       ServerSpec      `json:"server"`
+}
+
+// SLO is the per-request objective: TTFT (from arrival, queueing included)
+// and average ITL at or below the targets. Attainment is the fraction of
+// requests that must meet both (0.99).
+type SLO struct {
+	TTFT       config.Duration `json:"ttft"`
+	ITL        config.Duration `json:"itl"`
+	Attainment float64         `json:"attainment"`
+}
+
+// Control is the production control loop being emulated.
+type Control struct {
+	// Prometheus scrape interval and the max_over_time window of the
+	// saturation queries.
+	ScrapeInterval config.Duration `json:"scrapeInterval"`
+	MetricsWindow  config.Duration `json:"metricsWindow"`
+	// EngineInterval is the adapter's decision loop (--engine-interval).
+	EngineInterval config.Duration `json:"engineInterval"`
+	HPASyncPeriod  config.Duration `json:"hpaSyncPeriod"`
+	// TerminationGrace: a deleted pod drains its requests this long; what
+	// is left is retried on other pods.
+	TerminationGrace config.Duration `json:"terminationGrace"`
+	// ScaleFromZeroDelay: requests held at the gateway of a model at zero
+	// replicas make the fast path scale its cheapest variant to 1 after this.
+	ScaleFromZeroDelay config.Duration `json:"scaleFromZeroDelay"`
+	// OracleInterval is the oracle's planning interval.
+	OracleInterval config.Duration `json:"oracleInterval"`
+}
+
+// Traffic is a CSV trace (Azure LLM inference format) or a synthetic shape,
+// optionally reshaped.
+type Traffic struct {
+	Trace     string     `json:"trace,omitempty"`
+	Synthetic *Synthetic `json:"synthetic,omitempty"`
+	// TimeScale multiplies arrival times (0.5 = twice as fast); RateScale
+	// multiplies the request rate; Limit truncates (0 = whole trace).
+	TimeScale float64         `json:"timeScale,omitempty"`
+	RateScale float64         `json:"rateScale,omitempty"`
+	Limit     config.Duration `json:"limit,omitempty"`
+}
+
+// PolicyConfig holds each policy's settings.
+type PolicyConfig struct {
+	WVA            WVAConfig            `json:"wva"`
+	V1             V1Config             `json:"v1"`
+	QueueThreshold QueueThresholdConfig `json:"queueThreshold"`
+}
+
+// WVAConfig is the data of wva's ConfigMaps (name -> key -> entry), exactly
+// what the adapter reads: the analyzer is chosen there (analyzerName, or an
+// entry in wva-queueing-model-config), so new analyzers need no simulator
+// change.
+type WVAConfig struct {
+	ConfigMaps map[string]map[string]string `json:"configMaps"`
+}
+
+// V1Config are the thresholds of the reference percentage analyzer.
+type V1Config struct {
+	KvCacheThreshold     float64 `json:"kvCacheThreshold"`
+	QueueLengthThreshold float64 `json:"queueLengthThreshold"`
+	KvSpareTrigger       float64 `json:"kvSpareTrigger"`
+	QueueSpareTrigger    float64 `json:"queueSpareTrigger"`
+}
+
+// QueueThresholdConfig is the KEDA-style policy: the HPA keeps
+// sum(num_requests_waiting) / replicas at the target.
+type QueueThresholdConfig struct {
+	TargetWaitingPerReplica float64 `json:"targetWaitingPerReplica"`
+}
+
+// ParseScenario reads a scenario (YAML or JSON; unknown fields are errors)
+// and fills defaults.
+func ParseScenario(data []byte) (Scenario, error) {
+	var s Scenario
+	if err := yaml.UnmarshalStrict(data, &s); err != nil {
+		return Scenario{}, fmt.Errorf("scenario: %w", err)
+	}
+	s.applyDefaults()
+	return s, s.Validate()
+}
+
+// DefaultScenario is the embedded scenario.
+func DefaultScenario() Scenario {
+	s, err := ParseScenario(DefaultScenarioYAML)
+	if err != nil {
+		panic("embedded default scenario: " + err.Error())
+	}
+	return s
+}
+
+// LoadScenario reads a scenario file.
+func LoadScenario(path string) (Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Scenario{}, err
+	}
+	s, err := ParseScenario(data)
+	if err != nil {
+		return Scenario{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *Scenario) applyDefaults() {
+	if s.ModelID == "" {
+		s.ModelID = "model"
+	}
+	if s.Namespace == "" {
+		s.Namespace = "default"
+	}
+	for i := range s.Variants {
+		v := &s.Variants[i]
+		v.Server = v.Server.withDefaults()
+		if v.Accelerator == "" {
+			v.Accelerator = v.Name
+		}
+	}
+	if s.SLO.Attainment == 0 {
+		s.SLO.Attainment = 0.99
+	}
+	c := &s.Control
+	def := func(d *config.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = config.Duration(v)
+		}
+	}
+	def(&c.ScrapeInterval, 15*time.Second)
+	def(&c.MetricsWindow, time.Minute)
+	def(&c.EngineInterval, 30*time.Second)
+	def(&c.HPASyncPeriod, 15*time.Second)
+	def(&c.TerminationGrace, 60*time.Second)
+	def(&c.ScaleFromZeroDelay, time.Second)
+	def(&c.OracleInterval, time.Minute)
+	if s.Traffic.TimeScale == 0 {
+		s.Traffic.TimeScale = 1
+	}
+	if s.Traffic.RateScale == 0 {
+		s.Traffic.RateScale = 1
+	}
+	v1 := &s.Policies.V1
+	if *v1 == (V1Config{}) {
+		*v1 = V1Config{KvCacheThreshold: 0.80, QueueLengthThreshold: 5, KvSpareTrigger: 0.10, QueueSpareTrigger: 3}
+	}
+	if s.Policies.QueueThreshold.TargetWaitingPerReplica == 0 {
+		s.Policies.QueueThreshold.TargetWaitingPerReplica = 2
+	}
+}
+
+// Validate names the first bad field.
+func (s Scenario) Validate() error {
+	if len(s.Variants) == 0 {
+		return fmt.Errorf("variants: at least one variant is needed")
+	}
+	seen := map[string]bool{}
+	for i, v := range s.Variants {
+		at := fmt.Sprintf("variants[%d]", i)
+		switch {
+		case v.Name == "":
+			return fmt.Errorf("%s.name: must be set", at)
+		case seen[v.Name]:
+			return fmt.Errorf("%s.name %q: duplicate", at, v.Name)
+		case !(v.Cost >= 0) || math.IsInf(v.Cost, 0):
+			return fmt.Errorf("%s.cost %v: must be a finite number >= 0", at, v.Cost)
+		case v.MinReplicas < 0 || v.MaxReplicas < 1 || v.MinReplicas > v.MaxReplicas:
+			return fmt.Errorf("%s: minReplicas %d / maxReplicas %d: want 0 <= min <= max and max >= 1", at, v.MinReplicas, v.MaxReplicas)
+		case v.InitialReplicas < v.MinReplicas || v.InitialReplicas > v.MaxReplicas:
+			return fmt.Errorf("%s.initialReplicas %d: must be in [minReplicas %d, maxReplicas %d]", at, v.InitialReplicas, v.MinReplicas, v.MaxReplicas)
+		case v.StartupDelay < 0:
+			return fmt.Errorf("%s.startupDelay %s: must be >= 0", at, v.StartupDelay)
+		}
+		seen[v.Name] = true
+		if err := v.Server.Validate(); err != nil {
+			return fmt.Errorf("%s.%w", at, err)
+		}
+	}
+	switch {
+	case s.SLO.TTFT <= 0 || s.SLO.ITL <= 0:
+		return fmt.Errorf("slo.ttft %s / slo.itl %s: must be > 0", s.SLO.TTFT, s.SLO.ITL)
+	case !(s.SLO.Attainment > 0 && s.SLO.Attainment <= 1):
+		return fmt.Errorf("slo.attainment %v: must be in (0, 1]", s.SLO.Attainment)
+	}
+	for _, d := range []struct {
+		name string
+		v    config.Duration
+	}{
+		{"scrapeInterval", s.Control.ScrapeInterval}, {"metricsWindow", s.Control.MetricsWindow},
+		{"engineInterval", s.Control.EngineInterval}, {"hpaSyncPeriod", s.Control.HPASyncPeriod},
+		{"terminationGrace", s.Control.TerminationGrace}, {"scaleFromZeroDelay", s.Control.ScaleFromZeroDelay},
+		{"oracleInterval", s.Control.OracleInterval},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("control.%s %s: must be > 0", d.name, d.v)
+		}
+	}
+	if s.Control.MetricsWindow < s.Control.ScrapeInterval {
+		return fmt.Errorf("control.metricsWindow %s: must be >= scrapeInterval %s", s.Control.MetricsWindow, s.Control.ScrapeInterval)
+	}
+	t := s.Traffic
+	switch {
+	case t.Trace == "" && t.Synthetic == nil:
+		return fmt.Errorf("traffic: set trace (a CSV file) or synthetic")
+	case t.Trace != "" && t.Synthetic != nil:
+		return fmt.Errorf("traffic: set trace or synthetic, not both")
+	case t.Synthetic != nil:
+		if err := t.Synthetic.Validate(); err != nil {
+			return err
+		}
+	}
+	if err := s.validatePolicies(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s Scenario) validatePolicies() error {
+	if _, err := s.WVAStore(); err != nil {
+		return err
+	}
+	v := s.Policies.V1
+	if !(v.KvCacheThreshold > 0 && v.KvCacheThreshold <= 1) || v.QueueLengthThreshold <= 0 ||
+		v.KvSpareTrigger < 0 || v.QueueSpareTrigger < 0 {
+		return fmt.Errorf("policies.v1: thresholds %+v: want kvCacheThreshold in (0, 1], queueLengthThreshold > 0, triggers >= 0", v)
+	}
+	if q := s.Policies.QueueThreshold.TargetWaitingPerReplica; !(q > 0) || math.IsInf(q, 0) {
+		return fmt.Errorf("policies.queueThreshold.targetWaitingPerReplica %v: must be a finite number > 0", q)
+	}
+	return nil
+}
+
+// WVAStore builds the config store the wva policy resolves from, as the
+// adapter does from its ConfigMaps. Any rejected entry is an error here:
+// a benchmark must not silently run on defaults.
+func (s Scenario) WVAStore() (*config.Store, error) {
+	store := config.NewStore()
+	for name, data := range s.Policies.WVA.ConfigMaps {
+		if err := store.Apply(name, data); err != nil {
+			return nil, fmt.Errorf("policies.wva.configMaps: %w", err)
+		}
+	}
+	return store, nil
+}
+
+// LoadTraffic builds the scenario's trace: reads the CSV or generates the
+// synthetic shape, then reshapes it.
+func (s Scenario) LoadTraffic() (Trace, error) {
+	var t Trace
+	var err error
+	if s.Traffic.Trace != "" {
+		f, oerr := os.Open(s.Traffic.Trace)
+		if oerr != nil {
+			return Trace{}, oerr
+		}
+		defer f.Close()
+		name := s.Traffic.Trace
+		if i := strings.LastIndex(name, "/"); i >= 0 {
+			name = name[i+1:]
+		}
+		t, err = ParseTrace(f, name)
+		if err != nil {
+			return Trace{}, fmt.Errorf("%s: %w", s.Traffic.Trace, err)
+		}
+	} else {
+		t, err = s.Traffic.Synthetic.Generate(s.Seed)
+		if err != nil {
+			return Trace{}, err
+		}
+	}
+	return t.Reshape(s.Traffic.TimeScale, s.Traffic.RateScale, s.Traffic.Limit.D(), s.Seed)
+}
+
+func (s Scenario) variantIndex(name string) int {
+	for i, v := range s.Variants {
+		if v.Name == name {
+			return i
+		}
+	}
+	return -1
+}

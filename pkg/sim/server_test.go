@@ -1,0 +1,146 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/config"
+)
+
+var testSpec = ServerSpec{Alpha: 20, Beta: 0.07, Gamma: 0.0005, NumGPUBlocks: 12288, BlockSize: 16, MaxNumSeqs: 256, MaxNumBatchedTokens: 8192}
+
+// oneReplica runs a fixed fleet of replicas of one variant on a steady
+// Poisson trace and returns the summary.
+func oneReplica(t *testing.T, spec ServerSpec, replicas int32, rate float64, d time.Duration, in, out float64) (PolicySummary, *fleet) {
+	t.Helper()
+	sc := Scenario{
+		Name: "unit", ModelID: "m", Seed: 3,
+		Variants: []VariantSpec{{Name: "v", Cost: 1, MinReplicas: replicas, MaxReplicas: replicas, InitialReplicas: replicas, Server: spec}},
+		SLO:      SLO{TTFT: config.Duration(2 * time.Second), ITL: config.Duration(100 * time.Millisecond)},
+		Traffic: Traffic{Synthetic: &Synthetic{Shape: ShapeSteady, Duration: config.Duration(d), BaseRate: rate,
+			InputTokens: in, OutputTokens: out}},
+	}
+	sc.applyDefaults()
+	require.NoError(t, sc.Validate())
+	tr, err := sc.LoadTraffic()
+	require.NoError(t, err)
+	f := newFleet(&sc, &tr, staticPolicy{}, []int32{replicas})
+	f.run()
+	return summarize("static", f), f
+}
+
+// Little's law: the time-average number of requests in the system (sampled
+// at every scrape) equals the arrival rate times the mean time in system.
+func TestServerLittlesLaw(t *testing.T) {
+	for _, rate := range []float64{1, 2.5} {
+		s, f := oneReplica(t, testSpec, 1, rate, time.Hour, 1000, 200)
+		require.Zero(t, s.Unfinished)
+		var inSystem float64
+		for _, tp := range f.timeline[1:] {
+			inSystem += float64(tp.Waiting + tp.Running)
+		}
+		L := inSystem / float64(len(f.timeline)-1)
+		var sojourn float64
+		for i, r := range f.results {
+			sojourn += float64(r.ttft) + float64(r.itl)*float64(max(f.trace.Requests[i].Output, 1)-1)
+		}
+		lambda := float64(len(f.results)) / f.trace.Duration().Seconds()
+		W := sojourn / float64(len(f.results))
+		assert.InEpsilon(t, lambda*W, L, 0.08, "rate %.1f: L=%.2f, lambda*W=%.2f", rate, L, lambda*W)
+	}
+}
+
+func TestServerTTFTGrowsWithLoad(t *testing.T) {
+	var prevP50, prevP99 float64
+	for _, rate := range []float64{0.5, 1.5, 2.5, 3.5} {
+		s, _ := oneReplica(t, testSpec, 1, rate, 20*time.Minute, 1000, 200)
+		assert.GreaterOrEqual(t, s.TTFTp50, prevP50, "rate %.1f", rate)
+		assert.Greater(t, s.TTFTp99, prevP99, "rate %.1f", rate)
+		prevP50, prevP99 = s.TTFTp50, s.TTFTp99
+	}
+}
+
+func TestServerPreemptsWhenKVIsExhausted(t *testing.T) {
+	small := testSpec
+	small.NumGPUBlocks = 400 // 6,400 tokens: a handful of requests
+	s, f := oneReplica(t, small, 1, 1, 10*time.Minute, 800, 400)
+	assert.Positive(t, s.Preemptions)
+	assert.Zero(t, s.Unfinished, "preempted requests are recomputed and finish")
+	assert.Empty(t, f.pods[0].srv.running)
+	assert.Equal(t, small.NumGPUBlocks, f.pods[0].srv.freeBlocks, "every block is returned")
+
+	big := testSpec
+	s, _ = oneReplica(t, big, 1, 1, 10*time.Minute, 800, 400)
+	assert.Zero(t, s.Preemptions, "no preemption with room to spare")
+}
+
+func TestServerSchedule(t *testing.T) {
+	spec := ServerSpec{Alpha: 10, Beta: 0.1, Gamma: 0.01, NumGPUBlocks: 100, BlockSize: 16, MaxNumSeqs: 2, MaxNumBatchedTokens: 512}
+	s := newServer(spec)
+	mk := func(id, in, out int32) *seq {
+		return &seq{req: id, input: in, output: out, prompt: in, firstToken: -1}
+	}
+	a, b, c := mk(0, 700, 3), mk(1, 100, 2), mk(2, 10, 1)
+	s.enqueue(a)
+	s.enqueue(b)
+	s.enqueue(c)
+
+	// Step 1: a's first chunk takes the whole budget (chunked prefill).
+	d, ok := s.schedule()
+	require.True(t, ok)
+	assert.Equal(t, int32(512), a.sched)
+	assert.Equal(t, 2, s.numWaiting())
+	ms := 10 + 0.1*512 + 0.01*512
+	assert.InDelta(t, ms, float64(d)/float64(time.Millisecond), 1e-3)
+	s.complete(d, nil)
+	assert.Equal(t, int32(0), a.generated, "no token before the prompt is done")
+
+	// Step 2: a's last 188 prompt tokens, then b is admitted (budget left);
+	// c waits: max-num-seqs is 2.
+	_, ok = s.schedule()
+	require.True(t, ok)
+	assert.Equal(t, int32(188), a.sched)
+	assert.Equal(t, int32(100), b.sched)
+	assert.Equal(t, 1, s.numWaiting())
+	done := s.complete(2*time.Second, nil)
+	assert.Empty(t, done)
+	assert.Equal(t, 2*time.Second, a.firstToken)
+	assert.Equal(t, int32(1), b.generated)
+
+	// Step 3: both decode one token; b finishes (2 tokens).
+	_, ok = s.schedule()
+	require.True(t, ok)
+	assert.Equal(t, int32(1), a.sched)
+	assert.Equal(t, int32(1), b.sched)
+	done = s.complete(3*time.Second, nil)
+	require.Len(t, done, 1)
+	assert.Equal(t, b, done[0])
+	assert.Equal(t, int32(701), a.computed)
+	assert.Equal(t, int32(44), a.blocks, "ceil(701/16)")
+}
+
+func TestServerPreemptionIsNewestFirst(t *testing.T) {
+	// 3 blocks of 4 tokens; two requests fill them, the older one needs a
+	// new block: the newer one is preempted back to the head of the queue.
+	spec := ServerSpec{Alpha: 1, NumGPUBlocks: 3, BlockSize: 4, MaxNumSeqs: 8, MaxNumBatchedTokens: 100}
+	s := newServer(spec)
+	old := &seq{req: 0, input: 8, output: 5, prompt: 8, firstToken: -1}
+	young := &seq{req: 1, input: 4, output: 5, prompt: 4, firstToken: -1}
+	s.enqueue(old)
+	s.enqueue(young)
+	_, ok := s.schedule()
+	require.True(t, ok)
+	s.complete(time.Millisecond, nil)
+	assert.Equal(t, int32(0), s.freeBlocks)
+	// old has 8 tokens in 2 blocks and needs a third for its next token.
+	_, ok = s.schedule()
+	require.True(t, ok)
+	assert.Equal(t, int64(1), s.preemptions)
+	assert.Equal(t, int32(1), young.preempted)
+	assert.Equal(t, int32(5), young.prompt, "recompute prompt + the token it generated")
+	assert.Equal(t, []*seq{old}, s.running)
+	assert.Equal(t, 1, s.numWaiting())
+}

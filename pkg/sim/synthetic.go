@@ -1,0 +1,168 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/wva-project/wva/pkg/config"
+)
+
+// Synthetic shapes.
+const (
+	ShapeSteady  = "steady"
+	ShapeRamp    = "ramp"
+	ShapeSpike   = "spike"
+	ShapeDiurnal = "diurnal"
+	ShapeBursty  = "bursty"
+)
+
+// Shapes lists the synthetic shapes.
+var Shapes = []string{ShapeSteady, ShapeRamp, ShapeSpike, ShapeDiurnal, ShapeBursty}
+
+// Synthetic describes a generated trace: Poisson arrivals whose rate follows
+// the shape, lognormal prompt and output lengths.
+type Synthetic struct {
+	// Shape: steady (BaseRate), ramp (BaseRate to PeakRate), spike
+	// (BaseRate, PeakRate from SpikeStart for SpikeLength; by default
+	// the second third's first half), diurnal (one
+	// cosine day from BaseRate up to PeakRate and back), bursty (BaseRate
+	// with random bursts up to PeakRate, 3-12 minutes each).
+	Shape    string          `json:"shape"`
+	Duration config.Duration `json:"duration"`
+	// Rates in requests per second.
+	BaseRate    float64         `json:"baseRate"`
+	PeakRate    float64         `json:"peakRate"`
+	SpikeStart  config.Duration `json:"spikeStart,omitempty"`
+	SpikeLength config.Duration `json:"spikeLength,omitempty"`
+	// Mean prompt and output lengths in tokens, with lognormal spread Sigma
+	// (0 = 0.8), clipped to [1, Max*].
+	InputTokens     float64 `json:"inputTokens"`
+	OutputTokens    float64 `json:"outputTokens"`
+	Sigma           float64 `json:"sigma,omitempty"`
+	MaxInputTokens  int32   `json:"maxInputTokens,omitempty"`
+	MaxOutputTokens int32   `json:"maxOutputTokens,omitempty"`
+}
+
+// withDefaults places an unspecified spike in the second third of the
+// duration, lasting a sixth of it.
+func (s Synthetic) withDefaults() Synthetic {
+	if s.Shape == ShapeSpike && s.SpikeLength == 0 && s.SpikeStart == 0 {
+		s.SpikeStart, s.SpikeLength = s.Duration/3, s.Duration/6
+	}
+	return s
+}
+
+// Validate names the first bad field.
+func (s Synthetic) Validate() error {
+	s = s.withDefaults()
+	known := false
+	for _, k := range Shapes {
+		known = known || s.Shape == k
+	}
+	switch {
+	case !known:
+		return fmt.Errorf("traffic.shape %q: want one of %v", s.Shape, Shapes)
+	case s.Duration <= 0:
+		return fmt.Errorf("traffic.duration %s: must be > 0", s.Duration)
+	case !(s.BaseRate >= 0) || math.IsInf(s.BaseRate, 0):
+		return fmt.Errorf("traffic.baseRate %v: must be a finite number >= 0", s.BaseRate)
+	case s.Shape != ShapeSteady && (!(s.PeakRate >= s.BaseRate) || math.IsInf(s.PeakRate, 0)):
+		return fmt.Errorf("traffic.peakRate %v: must be a finite number >= baseRate %v", s.PeakRate, s.BaseRate)
+	case !(s.InputTokens >= 1) || !(s.OutputTokens >= 1):
+		return fmt.Errorf("traffic.inputTokens %v / outputTokens %v: must be >= 1", s.InputTokens, s.OutputTokens)
+	case s.Shape == ShapeSpike && (s.SpikeLength <= 0 || s.SpikeStart < 0 || s.SpikeStart >= s.Duration):
+		return fmt.Errorf("traffic.spikeStart %s / spikeLength %s: the spike must start inside the duration %s and last > 0",
+			s.SpikeStart, s.SpikeLength, s.Duration)
+	}
+	return nil
+}
+
+type burst struct {
+	start, end time.Duration
+	rate       float64
+}
+
+// Generate draws the trace. Deterministic for a seed.
+func (s Synthetic) Generate(seed uint64) (Trace, error) {
+	if err := s.Validate(); err != nil {
+		return Trace{}, err
+	}
+	s = s.withDefaults()
+	rng := rand.New(rand.NewPCG(seed, 0x73796e7468))
+	d := s.Duration.D()
+	var bursts []burst
+	if s.Shape == ShapeBursty {
+		// Bursts start about every 10 minutes, last 3-12 minutes, at a rate
+		// between the midpoint and the peak.
+		for at := time.Duration(0); ; {
+			at += time.Duration(rng.ExpFloat64() * float64(10*time.Minute))
+			if at >= d {
+				break
+			}
+			length := 3*time.Minute + time.Duration(rng.Float64()*float64(9*time.Minute))
+			rate := s.BaseRate + (s.PeakRate-s.BaseRate)*(0.5+0.5*rng.Float64())
+			bursts = append(bursts, burst{start: at, end: at + length, rate: rate})
+		}
+	}
+	rate := func(t time.Duration) float64 {
+		x := float64(t) / float64(d)
+		switch s.Shape {
+		case ShapeRamp:
+			return s.BaseRate + (s.PeakRate-s.BaseRate)*x
+		case ShapeSpike:
+			if t >= s.SpikeStart.D() && t < s.SpikeStart.D()+s.SpikeLength.D() {
+				return s.PeakRate
+			}
+			return s.BaseRate
+		case ShapeDiurnal:
+			return s.BaseRate + (s.PeakRate-s.BaseRate)*(1-math.Cos(2*math.Pi*x))/2
+		case ShapeBursty:
+			r := s.BaseRate
+			for _, b := range bursts {
+				if t >= b.start && t < b.end {
+					r = math.Max(r, b.rate)
+				}
+			}
+			return r
+		}
+		return s.BaseRate
+	}
+	peak := math.Max(s.BaseRate, s.PeakRate)
+	t := Trace{Name: fmt.Sprintf("synthetic %s", s.Shape)}
+	if peak <= 0 {
+		return t, nil
+	}
+	sigma := s.Sigma
+	if sigma <= 0 {
+		sigma = 0.8
+	}
+	maxIn, maxOut := s.MaxInputTokens, s.MaxOutputTokens
+	if maxIn <= 0 {
+		maxIn = int32(math.Min(8*s.InputTokens, maxTokens))
+	}
+	if maxOut <= 0 {
+		maxOut = int32(math.Min(8*s.OutputTokens, maxTokens))
+	}
+	lognormal := func(mean float64, hi int32) int32 {
+		mu := math.Log(mean) - sigma*sigma/2
+		v := math.Round(math.Exp(mu + sigma*rng.NormFloat64()))
+		return int32(math.Max(1, math.Min(v, float64(hi))))
+	}
+	// Thinning: candidates at the peak rate, kept with probability
+	// rate(t)/peak.
+	for at := time.Duration(0); ; {
+		at += time.Duration(rng.ExpFloat64() / peak * float64(time.Second))
+		if at >= d {
+			break
+		}
+		if rng.Float64()*peak >= rate(at) {
+			continue
+		}
+		t.Requests = append(t.Requests, Request{Arrival: at, Input: lognormal(s.InputTokens, maxIn), Output: lognormal(s.OutputTokens, maxOut)})
+	}
+	sort.SliceStable(t.Requests, func(i, j int) bool { return t.Requests[i].Arrival < t.Requests[j].Arrival })
+	return t, nil
+}

@@ -1,0 +1,250 @@
+package sim
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Request is one request of a trace: when it arrives at the gateway and its
+// prompt and output lengths in tokens.
+type Request struct {
+	Arrival time.Duration
+	Input   int32
+	Output  int32
+}
+
+// Trace is a time-ordered list of requests, arrivals relative to the start.
+type Trace struct {
+	Name     string
+	Requests []Request
+}
+
+// Duration is the arrival time of the last request (0 for an empty trace).
+func (t Trace) Duration() time.Duration {
+	if len(t.Requests) == 0 {
+		return 0
+	}
+	return t.Requests[len(t.Requests)-1].Arrival
+}
+
+// TraceError names the line and column of a malformed trace line.
+type TraceError struct {
+	Line   int
+	Column int // 1-based; 0 when the whole line is at fault
+	Field  string
+	Err    error
+}
+
+func (e *TraceError) Error() string {
+	if e.Column == 0 {
+		return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+	}
+	return fmt.Sprintf("line %d, column %d (%s): %v", e.Line, e.Column, e.Field, e.Err)
+}
+
+func (e *TraceError) Unwrap() error { return e.Err }
+
+// Azure LLM inference trace columns (AzureLLMInferenceDataset2023).
+var traceColumns = []string{"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
+
+// timestampLayouts are accepted for TIMESTAMP; a plain number is seconds
+// from an arbitrary origin.
+var timestampLayouts = []string{
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02T15:04:05.999999999Z07:00",
+	"2006-01-02T15:04:05.999999999",
+}
+
+// maxTokens bounds a request's prompt or output: larger values are typos.
+const maxTokens = 10_000_000
+
+// ParseTrace reads a CSV trace in the Azure LLM inference format:
+// a header TIMESTAMP,ContextTokens,GeneratedTokens (any case, in this
+// order), then one request per line. TIMESTAMP is a date-time
+// ("2023-11-16 18:17:03.9799600") or a number of seconds. Lines need not be
+// sorted; arrivals are made relative to the earliest. A request with 0
+// output tokens is counted as 1 (the server always returns one token).
+// Errors name the line and column.
+func ParseTrace(r io.Reader, name string) (Trace, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if errors.Is(err, io.EOF) {
+		return Trace{}, &TraceError{Line: 1, Err: fmt.Errorf("empty trace: want the header %s", strings.Join(traceColumns, ","))}
+	}
+	if err != nil {
+		return Trace{}, csvError(err)
+	}
+	if len(header) != len(traceColumns) {
+		return Trace{}, &TraceError{Line: 1, Err: fmt.Errorf("header has %d columns, want %d: %s", len(header), len(traceColumns), strings.Join(traceColumns, ","))}
+	}
+	for i, want := range traceColumns {
+		got := strings.TrimSpace(strings.TrimPrefix(header[i], "\ufeff"))
+		if !strings.EqualFold(got, want) {
+			return Trace{}, &TraceError{Line: 1, Column: i + 1, Field: "header", Err: fmt.Errorf("column is %q, want %q", got, want)}
+		}
+	}
+	type raw struct {
+		at  int64 // nanoseconds
+		in  int32
+		out int32
+	}
+	var rows []raw
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return Trace{}, csvError(err)
+		}
+		line, _ := cr.FieldPos(0)
+		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
+			continue
+		}
+		if len(rec) != len(traceColumns) {
+			return Trace{}, &TraceError{Line: line, Err: fmt.Errorf("has %d columns, want %d (%s)", len(rec), len(traceColumns), strings.Join(traceColumns, ","))}
+		}
+		at, err := parseTimestamp(strings.TrimSpace(rec[0]))
+		if err != nil {
+			return Trace{}, &TraceError{Line: line, Column: 1, Field: traceColumns[0], Err: err}
+		}
+		var tokens [2]int32
+		for i := 1; i <= 2; i++ {
+			v, err := strconv.ParseInt(strings.TrimSpace(rec[i]), 10, 64)
+			if err != nil || v < 0 || v > maxTokens {
+				return Trace{}, &TraceError{Line: line, Column: i + 1, Field: traceColumns[i],
+					Err: fmt.Errorf("%q is not an integer in [0, %d]", rec[i], maxTokens)}
+			}
+			tokens[i-1] = int32(v)
+		}
+		rows = append(rows, raw{at: at, in: tokens[0], out: max(tokens[1], 1)})
+	}
+	if len(rows) == 0 {
+		return Trace{}, &TraceError{Line: 2, Err: errors.New("trace has a header but no requests")}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].at < rows[j].at })
+	t := Trace{Name: name, Requests: make([]Request, len(rows))}
+	origin := rows[0].at
+	for i, r := range rows {
+		t.Requests[i] = Request{Arrival: time.Duration(r.at - origin), Input: r.in, Output: r.out}
+	}
+	return t, nil
+}
+
+func csvError(err error) error {
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		return &TraceError{Line: pe.Line, Column: pe.Column, Field: "csv", Err: pe.Err}
+	}
+	return err
+}
+
+// parseTimestamp returns nanoseconds from an arbitrary origin.
+func parseTimestamp(s string) (int64, error) {
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e10 {
+			return 0, fmt.Errorf("%q is not a number of seconds in [0, 1e10]", s)
+		}
+		return int64(secondsToDuration(v)), nil
+	}
+	for _, layout := range timestampLayouts {
+		if ts, err := time.Parse(layout, s); err == nil {
+			return ts.UnixNano(), nil
+		}
+	}
+	return 0, fmt.Errorf("%q is neither a date-time like 2023-11-16 18:17:03.9799600 nor a number of seconds", s)
+}
+
+func secondsToDuration(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+
+// Reshape returns the trace with its time axis multiplied by timeScale
+// (0.5 plays it twice as fast, keeping the request count) and its request
+// rate multiplied by rateScale (2 doubles the requests, keeping the time
+// axis: every request is copied floor(rateScale) times, plus once more with
+// probability frac(rateScale), copies shifted by up to 1 s; below 1, each
+// request is kept with probability rateScale). A positive limit truncates
+// the result to that duration. Deterministic for a seed.
+func (t Trace) Reshape(timeScale, rateScale float64, limit time.Duration, seed uint64) (Trace, error) {
+	if !(timeScale > 0) || math.IsInf(timeScale, 0) {
+		return Trace{}, fmt.Errorf("time scale %v: must be a finite number > 0", timeScale)
+	}
+	if !(rateScale > 0) || math.IsInf(rateScale, 0) || rateScale > 1000 {
+		return Trace{}, fmt.Errorf("rate scale %v: must be in (0, 1000]", rateScale)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x7261746573))
+	whole := math.Floor(rateScale)
+	frac := rateScale - whole
+	out := Trace{Name: t.Name, Requests: make([]Request, 0, int(float64(len(t.Requests))*rateScale)+1)}
+	for _, r := range t.Requests {
+		at := time.Duration(float64(r.Arrival) * timeScale)
+		copies := int(whole)
+		if rng.Float64() < frac {
+			copies++
+		}
+		for c := range copies {
+			shifted := at
+			if c > 0 {
+				shifted += time.Duration(rng.Float64() * float64(time.Second))
+			}
+			if limit > 0 && shifted > limit {
+				continue
+			}
+			out.Requests = append(out.Requests, Request{Arrival: shifted, Input: r.Input, Output: r.Output})
+		}
+	}
+	sort.SliceStable(out.Requests, func(i, j int) bool { return out.Requests[i].Arrival < out.Requests[j].Arrival })
+	if timeScale != 1 || rateScale != 1 {
+		out.Name = fmt.Sprintf("%s (time x%g, rate x%g)", t.Name, timeScale, rateScale)
+	}
+	return out, nil
+}
+
+// TraceStats summarises a trace.
+type TraceStats struct {
+	Requests          int           `json:"requests"`
+	Duration          time.Duration `json:"duration"`
+	MeanRate          float64       `json:"meanRatePerSec"`
+	PeakMinuteRate    float64       `json:"peakMinuteRatePerSec"`
+	MeanInputTokens   float64       `json:"meanInputTokens"`
+	MeanOutputTokens  float64       `json:"meanOutputTokens"`
+	MaxInputTokens    int32         `json:"maxInputTokens"`
+	MaxOutputTokens   int32         `json:"maxOutputTokens"`
+	MinuteArrivalsMax int           `json:"-"`
+}
+
+// Stats computes the trace's summary.
+func (t Trace) Stats() TraceStats {
+	s := TraceStats{Requests: len(t.Requests), Duration: t.Duration()}
+	if len(t.Requests) == 0 {
+		return s
+	}
+	perMinute := map[int64]int{}
+	var in, out float64
+	for _, r := range t.Requests {
+		in += float64(r.Input)
+		out += float64(r.Output)
+		s.MaxInputTokens = max(s.MaxInputTokens, r.Input)
+		s.MaxOutputTokens = max(s.MaxOutputTokens, r.Output)
+		perMinute[int64(r.Arrival/time.Minute)]++
+	}
+	n := float64(len(t.Requests))
+	s.MeanInputTokens, s.MeanOutputTokens = in/n, out/n
+	if d := s.Duration.Seconds(); d > 0 {
+		s.MeanRate = n / d
+	}
+	for _, c := range perMinute {
+		s.MinuteArrivalsMax = max(s.MinuteArrivalsMax, c)
+	}
+	s.PeakMinuteRate = float64(s.MinuteArrivalsMax) / 60
+	return s
+}
