@@ -17,7 +17,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newAdapterCommand(), newControllerCommand(), newDecideCommand(), newSimulateCommand(), newVersionCommand())
+	root.AddCommand(newAdapterCommand(), newControllerCommand(), newDecideCommand(), newScaleFromZeroCommand(), newSimulateCommand(), newVersionCommand())
 	return root
 }
 

@@ -1,0 +1,27 @@
+package app
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/wva-project/wva/pkg/scalefromzero"
+)
+
+func newScaleFromZeroCommand() *cobra.Command {
+	opts := scalefromzero.NewOptions()
+	cmd := &cobra.Command{
+		Use:   "scale-from-zero (--epp-selector SELECTOR | --epp-url URL | --activator-listen ADDR) [flags]",
+		Short: "Bring variant groups at zero replicas back to one as soon as requests queue for them",
+		Long: `Watches every VariantAutoscaling group (namespace + modelID) whose scale targets are all at
+zero replicas and, every --poll-interval, reads the EPP flow-control queue of those models
+straight from the EPP pods' /metrics. When requests are queued it scales the cheapest variant
+that fits the GPU budget to 1 through the scale subresource, records an Event and annotates the
+VA with ` + scalefromzero.ScaledFromZeroAnnotation + `. The optional activator is an
+OpenAI-compatible proxy that holds requests while a model wakes, for setups without an EPP.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return scalefromzero.Run(cmd.Context(), opts)
+		},
+	}
+	opts.AddFlags(cmd.Flags())
+	return cmd
+}

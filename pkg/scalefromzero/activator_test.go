@@ -1,0 +1,262 @@
+package scalefromzero
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/scalefromzero/budget"
+)
+
+type fakeModelWaker struct {
+	mu       sync.Mutex
+	calls    []string
+	outcomes []Outcome
+}
+
+func (f *fakeModelWaker) WakeModel(_ context.Context, model string, _ time.Time) []Outcome {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, model)
+	return f.outcomes
+}
+
+func (f *fakeModelWaker) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+// backend is a model server: /health is 503 until ready; completions echo
+// the model; with "stream": true it sends SSE chunks, each after the test
+// lets it (next), so buffering anywhere would deadlock the test.
+type backend struct {
+	ready atomic.Bool
+	next  chan struct{}
+}
+
+func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/health" {
+		if !b.ready.Load() {
+			http.Error(w, "loading", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	var req struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	if !req.Stream {
+		_, _ = fmt.Fprintf(w, `{"model":%q,"path":%q,"choices":[{"text":"hi"}]}`, req.Model, r.URL.Path)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for i := 1; i <= 3; i++ {
+		_, _ = fmt.Fprintf(w, "data: {\"chunk\":%d}\n\n", i)
+		w.(http.Flusher).Flush()
+		select {
+		case <-b.next:
+		case <-time.After(5 * time.Second):
+			return
+		}
+	}
+	_, _ = io.WriteString(w, "data: [DONE]\n\n")
+}
+
+func newActivatorFixture(t *testing.T, b http.Handler, maxWait time.Duration) (*Activator, *fakeModelWaker, *httptest.Server, *httptest.Server) {
+	t.Helper()
+	be := httptest.NewServer(b)
+	t.Cleanup(be.Close)
+	u, _ := url.Parse(be.URL)
+	w := &fakeModelWaker{outcomes: []Outcome{{Result: ResultScaled, Variant: "l4"}}}
+	a := NewActivator(&Activator{Backends: map[string]*url.URL{"meta/llama": u}, Waker: w, Metrics: NewMetrics(nil),
+		MaxWait: maxWait, ProbeInterval: 20 * time.Millisecond})
+	front := httptest.NewServer(a)
+	t.Cleanup(front.Close)
+	return a, w, be, front
+}
+
+func post(t *testing.T, url, body string) *http.Response {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	return resp
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestActivatorHoldsUntilReady(t *testing.T) {
+	b := &backend{}
+	a, waker, _, front := newActivatorFixture(t, b, 10*time.Second)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		b.ready.Store(true)
+	}()
+	start := time.Now()
+	resp := post(t, front.URL, `{"model":"meta/llama","messages":[]}`)
+	body := readAll(t, resp)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "held until the backend was ready")
+	assert.JSONEq(t, `{"model":"meta/llama","path":"/v1/chat/completions","choices":[{"text":"hi"}]}`, body)
+	assert.Equal(t, 1, waker.count(), "the model was woken")
+
+	// Ready now: forwarded at once, no wake-up.
+	resp = post(t, front.URL, `{"model":"meta/llama"}`)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp))
+	assert.Equal(t, 1, waker.count())
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.Metrics.ActivatorReqs.WithLabelValues("held_forwarded")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.Metrics.ActivatorReqs.WithLabelValues("forwarded")))
+}
+
+func TestActivatorConcurrentHeldRequests(t *testing.T) {
+	b := &backend{}
+	_, _, _, front := newActivatorFixture(t, b, 10*time.Second)
+	var wg sync.WaitGroup
+	codes := make(chan int, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := post(t, front.URL, `{"model":"meta/llama"}`)
+			_ = readAll(t, resp)
+			codes <- resp.StatusCode
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	b.ready.Store(true)
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		assert.Equal(t, http.StatusOK, c)
+	}
+}
+
+func TestActivatorStreamsInOrder(t *testing.T) {
+	b := &backend{next: make(chan struct{})}
+	b.ready.Store(true)
+	_, _, _, front := newActivatorFixture(t, b, time.Second)
+	resp := post(t, front.URL, `{"model":"meta/llama","stream":true}`)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	r := bufio.NewReader(resp.Body)
+	var got []string
+	for len(got) < 4 {
+		line, err := r.ReadString('\n')
+		require.NoError(t, err, "got %v so far", got)
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		got = append(got, line)
+		if len(got) <= 3 {
+			// The backend sends the next chunk only after this one arrived.
+			b.next <- struct{}{}
+		}
+	}
+	assert.Equal(t, []string{`data: {"chunk":1}`, `data: {"chunk":2}`, `data: {"chunk":3}`, "data: [DONE]"}, got)
+}
+
+func TestActivatorTimeout(t *testing.T) {
+	a, _, _, front := newActivatorFixture(t, &backend{}, 300*time.Millisecond)
+	start := time.Now()
+	resp := post(t, front.URL, `{"model":"meta/llama"}`)
+	body := readAll(t, resp)
+	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "5", resp.Header.Get("Retry-After"))
+	assert.Contains(t, body, `"type":"model_not_ready"`)
+	assert.Contains(t, body, `did not become ready within 300ms`)
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.Metrics.ActivatorReqs.WithLabelValues("timeout")))
+}
+
+func TestActivatorBudgetBlocked(t *testing.T) {
+	_, waker, _, front := newActivatorFixture(t, &backend{}, 5*time.Second)
+	waker.outcomes = []Outcome{{Result: ResultBlocked, Message: "GPU budget forbids waking model meta/llama",
+		Blockers: []budget.Holder{{Name: "prod/mixtral-h100", Amount: budget.Amount{GPUs: 6}}}}}
+	resp := post(t, front.URL, `{"model":"meta/llama"}`)
+	body := readAll(t, resp)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	var e apiError
+	require.NoError(t, json.Unmarshal([]byte(body), &e))
+	assert.Equal(t, "insufficient_gpu_budget", e.Error.Type)
+	assert.Equal(t, []budget.Holder{{Name: "prod/mixtral-h100", Amount: budget.Amount{GPUs: 6}}}, e.Blocking)
+}
+
+func TestActivatorRequestErrors(t *testing.T) {
+	_, _, _, front := newActivatorFixture(t, &backend{}, time.Second)
+	for body, want := range map[string]int{
+		`{"model":"other"}`: http.StatusNotFound,
+		`{"messages":[]}`:   http.StatusBadRequest,
+		`not json`:          http.StatusBadRequest,
+	} {
+		resp := post(t, front.URL, body)
+		_ = readAll(t, resp)
+		assert.Equal(t, want, resp.StatusCode, body)
+	}
+	resp, err := http.Get(front.URL + "/v1/models")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"object":"list","data":[{"id":"meta/llama","object":"model","owned_by":"wva-activator"}]}`, readAll(t, resp))
+}
+
+func TestActivatorBackendGoneIsHeld(t *testing.T) {
+	// The backend was ready, then scaled to zero (connection refused): the
+	// request is held and retried, not answered 502.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	b := &backend{}
+	b.ready.Store(true)
+	srv := &http.Server{Handler: b}
+	go func() { _ = srv.Serve(ln) }()
+	u, _ := url.Parse("http://" + addr)
+	waker := &fakeModelWaker{outcomes: []Outcome{{Result: ResultScaled}}}
+	a := NewActivator(&Activator{Backends: map[string]*url.URL{"m": u}, Waker: waker, Metrics: NewMetrics(nil),
+		MaxWait: 5 * time.Second, ProbeInterval: 20 * time.Millisecond})
+	front := httptest.NewServer(a)
+	defer front.Close()
+
+	resp := post(t, front.URL, `{"model":"m"}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp))
+	require.NoError(t, srv.Close())
+	woken := waker.count() // the first request found the model's state unknown
+
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		ln2, err := net.Listen("tcp", addr)
+		if err != nil {
+			return
+		}
+		srv2 := &http.Server{Handler: b}
+		t.Cleanup(func() { _ = srv2.Close() })
+		_ = srv2.Serve(ln2)
+	}()
+	resp = post(t, front.URL, `{"model":"m"}`)
+	body := readAll(t, resp)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	assert.Equal(t, woken+1, waker.count(), "the refused request woke the model")
+}

@@ -1,0 +1,165 @@
+// Package scalefromzero is `wva scale-from-zero`: it watches variant groups
+// whose targets are all at zero replicas, reads the EPP flow-control queue
+// of their models straight from the EPP pods' /metrics, and scales the
+// cheapest variant that fits the GPU budget to one replica through the
+// scale subresource. An optional activator holds OpenAI-style requests
+// while a model wakes up, for setups without an EPP.
+//
+// Decision code (this file, budget/) is pure; the I/O edges are the EPP
+// scraper (epp.go), the scaler (scaler.go), informer-backed state
+// (state.go) and the waker that ties them together (waker.go).
+package scalefromzero
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/scalefromzero/budget"
+)
+
+// ScaledFromZeroAnnotation is set on the woken VA to the time of the scale
+// call (RFC 3339 with nanoseconds), so the decision engine can tell that
+// the replica was added by the fast path and account for it.
+const ScaledFromZeroAnnotation = "wva.llmd.ai/scaled-from-zero-at"
+
+// GroupKey identifies a variant group: the VAs of one namespace sharing a
+// modelID.
+type GroupKey struct {
+	Namespace string
+	ModelID   string
+}
+
+func (k GroupKey) String() string { return k.Namespace + "/" + k.ModelID }
+
+// Variant is one VA of a group with its resolved scale target.
+type Variant struct {
+	// Name of the VA.
+	Name string
+	// VA is the object, for events and the nudge annotation.
+	VA   *llmdv1alpha1.VariantAutoscaling
+	Cost float64
+	// Replicas is the target's spec.replicas.
+	Replicas int32
+	Target   Target
+	// Pool the variant belongs to ("" = no budget applies).
+	Pool string
+	// Need is what one replica takes from the pool.
+	Need budget.Amount
+}
+
+// Group is a variant group whose targets resolved.
+type Group struct {
+	Key      GroupKey
+	Variants []Variant
+}
+
+// AtZero reports whether every variant of the group is at zero replicas:
+// only then do queued requests have nowhere to go.
+func (g Group) AtZero() bool {
+	if len(g.Variants) == 0 {
+		return false
+	}
+	for _, v := range g.Variants {
+		if v.Replicas > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Result of a decision.
+type Result string
+
+// Results, also the `result` label of the decisions metric.
+const (
+	ResultScaled        Result = "scaled"
+	ResultAlreadyScaled Result = "already_scaled"
+	ResultBlocked       Result = "budget_blocked"
+	ResultNoVariant     Result = "no_variant"
+	ResultError         Result = "error"
+)
+
+// Skip is a cheaper variant passed over because it does not fit its pool.
+type Skip struct {
+	Variant   string
+	Pool      string
+	Need      budget.Amount
+	Available budget.Amount
+	// UnknownPool: the variant names a pool the budget does not define.
+	UnknownPool bool
+}
+
+func (s Skip) String() string {
+	if s.UnknownPool {
+		return fmt.Sprintf("%s is assigned to pool %q, which the budget does not define", s.Variant, s.Pool)
+	}
+	return fmt.Sprintf("%s needs %s, pool %s has %s left", s.Variant, s.Need, s.Pool, s.Available)
+}
+
+// Decision says which variant of a group at zero to wake.
+type Decision struct {
+	Result Result
+	// Variant to scale to one (ResultScaled).
+	Variant Variant
+	// Skipped are cheaper variants that did not fit, cheapest first.
+	Skipped []Skip
+	// Blockers hold the budget of the pools that refused every variant
+	// (ResultBlocked), largest first.
+	Blockers []budget.Holder
+}
+
+// Choose picks the cheapest variant (ties: alphabetical) whose pool can
+// take one more replica. usage is nil when no budget is configured; a
+// variant without a pool is not limited; one assigned to a pool missing
+// from a configured budget does not fit (its annotation names no pool).
+func Choose(g Group, usage map[string]budget.Usage) Decision {
+	vs := append([]Variant(nil), g.Variants...)
+	sort.Slice(vs, func(i, j int) bool {
+		if vs[i].Cost != vs[j].Cost {
+			return vs[i].Cost < vs[j].Cost
+		}
+		return vs[i].Name < vs[j].Name
+	})
+	if len(vs) == 0 {
+		return Decision{Result: ResultNoVariant}
+	}
+	var d Decision
+	for _, v := range vs {
+		u, known := usage[v.Pool]
+		switch {
+		case usage == nil || v.Pool == "" || (known && u.Fits(v.Need)):
+			d.Result, d.Variant = ResultScaled, v
+			return d
+		case !known:
+			d.Skipped = append(d.Skipped, Skip{Variant: v.Name, Pool: v.Pool, Need: v.Need, UnknownPool: true})
+		default:
+			d.Skipped = append(d.Skipped, Skip{Variant: v.Name, Pool: v.Pool, Need: v.Need, Available: u.Available()})
+		}
+	}
+	d.Result = ResultBlocked
+	seen := map[string]bool{}
+	for _, s := range d.Skipped {
+		if seen[s.Pool] {
+			continue
+		}
+		seen[s.Pool] = true
+		d.Blockers = append(d.Blockers, usage[s.Pool].Holders...)
+	}
+	budget.SortHolders(d.Blockers)
+	return d
+}
+
+// HolderNames renders holders for events and logs:
+// "prod/llama-h100 (6 GPUs), pod prod/batch-0 (1 GPUs)".
+func HolderNames(h []budget.Holder) string {
+	if len(h) == 0 {
+		return "nothing"
+	}
+	parts := make([]string, 0, len(h))
+	for _, x := range h {
+		parts = append(parts, fmt.Sprintf("%s (%s)", x.Name, x.Amount))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,234 @@
+package scalefromzero
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Options are `wva scale-from-zero`'s flags.
+type Options struct {
+	Kubeconfig     string
+	KubeAPIQPS     float32
+	KubeAPIBurst   int
+	WatchNamespace string
+
+	PollInterval        time.Duration
+	ScrapeTimeout       time.Duration
+	MaxConcurrentScrape int
+	EPPSelector         string
+	EPPMetricsPort      int
+	EPPMetricsPath      string
+	EPPScheme           string
+	EPPInsecureTLS      bool
+	EPPBearerTokenFile  string
+	EPPURLs             []string
+
+	WakeTimeout time.Duration
+	RetryAfter  time.Duration
+
+	ConfigNamespace   string
+	BudgetConfigMap   string
+	BudgetPoolLabel   string
+	GPUResource       string
+	BudgetGaugesEvery time.Duration
+
+	ActivatorListen     string
+	ActivatorBackends   []string
+	ActivatorMaxWait    time.Duration
+	ActivatorHealthPath string
+
+	MetricsBindAddress string
+	LeaderElect        bool
+	LeaseName          string
+	LeaseNamespace     string
+	LeaseDuration      time.Duration
+	RenewDeadline      time.Duration
+	RetryPeriod        time.Duration
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "wva-system"
+	}
+	return &Options{
+		KubeAPIQPS: 50, KubeAPIBurst: 100,
+		PollInterval: 100 * time.Millisecond, ScrapeTimeout: time.Second, MaxConcurrentScrape: 16,
+		EPPMetricsPort: 9090, EPPMetricsPath: "/metrics", EPPScheme: "http",
+		WakeTimeout: 2 * time.Minute, RetryAfter: time.Second,
+		ConfigNamespace: ns, GPUResource: "nvidia.com/gpu", BudgetGaugesEvery: 5 * time.Second,
+		ActivatorMaxWait: 60 * time.Second, ActivatorHealthPath: "/health",
+		MetricsBindAddress: ":8081", LeaseName: "wva-scale-from-zero",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+	}
+}
+
+// AddFlags registers the flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster config)")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the API server (a throttled scale call is a slow wake-up)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the API server")
+	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Only watch VAs and EPP pods in this namespace (default: all)")
+
+	fs.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "How often the EPPs of groups at zero are scraped")
+	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Timeout of one EPP /metrics scrape")
+	fs.IntVar(&o.MaxConcurrentScrape, "max-concurrent-scrapes", o.MaxConcurrentScrape, "Bound on EPP scrapes in flight (one per EPP at most)")
+	fs.StringVar(&o.EPPSelector, "epp-selector", o.EPPSelector, "Label selector of EPP pods, e.g. app.kubernetes.io/component=epp; an EPP pod serves the groups of its namespace")
+	fs.IntVar(&o.EPPMetricsPort, "epp-metrics-port", o.EPPMetricsPort, "Port of the EPP pods' metrics endpoint")
+	fs.StringVar(&o.EPPMetricsPath, "epp-metrics-path", o.EPPMetricsPath, "Path of the EPP pods' metrics endpoint")
+	fs.StringVar(&o.EPPScheme, "epp-scheme", o.EPPScheme, "http or https for the EPP pods' metrics endpoint")
+	fs.BoolVar(&o.EPPInsecureTLS, "epp-insecure-skip-verify", o.EPPInsecureTLS, "Skip TLS verification of EPP metrics endpoints (pod IPs are rarely in a certificate)")
+	fs.StringVar(&o.EPPBearerTokenFile, "epp-bearer-token-file", o.EPPBearerTokenFile, "Bearer token file sent to the EPP (re-read, so rotated tokens work), e.g. a projected ServiceAccount token")
+	fs.StringArrayVar(&o.EPPURLs, "epp-url", o.EPPURLs, "Static EPP metrics URL serving every namespace (repeatable); replaces pod discovery through --epp-selector")
+
+	fs.DurationVar(&o.WakeTimeout, "wake-timeout", o.WakeTimeout, "After a wake-up, how long to wait for the target to show a replica before waking again")
+	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "Wait before re-deciding a group refused by the budget or whose scale call failed")
+
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "Namespace of the budget ConfigMap (default: $POD_NAMESPACE or wva-system)")
+	fs.StringVar(&o.BudgetConfigMap, "budget-configmap", o.BudgetConfigMap, "ConfigMap with the GPU budget per node pool (data key = pool name, value = {nodeSelector, gpus, gpuMemory})")
+	fs.StringVar(&o.BudgetPoolLabel, "budget-node-pool-label", o.BudgetPoolLabel, "Compute the budget from nodes: one pool per value of this node label, GPUs = allocatable --gpu-resource")
+	fs.StringVar(&o.GPUResource, "gpu-resource", o.GPUResource, "Extended resource counted as GPUs")
+	fs.DurationVar(&o.BudgetGaugesEvery, "budget-metrics-interval", o.BudgetGaugesEvery, "How often the per-pool budget gauges are refreshed")
+
+	fs.StringVar(&o.ActivatorListen, "activator-listen", o.ActivatorListen, "Serve the HTTP activator (OpenAI-compatible proxy that holds requests while a model wakes) on this address")
+	fs.StringArrayVar(&o.ActivatorBackends, "activator-backend", o.ActivatorBackends, "model=URL: where the activator forwards requests for a model (repeatable), e.g. meta/llama-3.1-8b=http://llama.prod.svc:8000")
+	fs.DurationVar(&o.ActivatorMaxWait, "activator-max-wait", o.ActivatorMaxWait, "Longest a request is held for its model to become ready (then 503 with Retry-After)")
+	fs.StringVar(&o.ActivatorHealthPath, "activator-health-path", o.ActivatorHealthPath, "Backend path whose 200 means ready")
+
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the plain-HTTP /metrics, /healthz and /readyz endpoints (\"0\" disables)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Only the Lease holder polls and wakes (the activator serves on every replica)")
+	fs.StringVar(&o.LeaseName, "leader-election-lease-name", o.LeaseName, "Lease name")
+	fs.StringVar(&o.LeaseNamespace, "leader-election-namespace", o.LeaseNamespace, "Lease namespace (default: the config namespace)")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "Lease duration")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "Lease renew deadline")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "Lease retry period")
+}
+
+// Complete fills derived defaults.
+func (o *Options) Complete() {
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = o.ConfigNamespace
+	}
+}
+
+// Validate names the flag and value of every problem.
+func (o *Options) Validate() error {
+	var errs []error
+	for name, d := range map[string]time.Duration{"--poll-interval": o.PollInterval, "--scrape-timeout": o.ScrapeTimeout,
+		"--wake-timeout": o.WakeTimeout, "--retry-after": o.RetryAfter, "--activator-max-wait": o.ActivatorMaxWait,
+		"--budget-metrics-interval": o.BudgetGaugesEvery} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%s: must be positive", name, d))
+		}
+	}
+	if o.MaxConcurrentScrape < 1 {
+		errs = append(errs, fmt.Errorf("--max-concurrent-scrapes=%d: must be >= 1", o.MaxConcurrentScrape))
+	}
+	switch {
+	case o.EPPSelector == "" && len(o.EPPURLs) == 0 && o.ActivatorListen == "":
+		errs = append(errs, errors.New("nothing to watch: set --epp-selector, --epp-url or --activator-listen"))
+	case o.EPPSelector != "" && len(o.EPPURLs) > 0:
+		errs = append(errs, fmt.Errorf("--epp-selector=%q and --epp-url: choose one way to find EPPs", o.EPPSelector))
+	}
+	if o.EPPSelector != "" {
+		if _, err := labels.Parse(o.EPPSelector); err != nil {
+			errs = append(errs, fmt.Errorf("--epp-selector=%q: %w", o.EPPSelector, err))
+		}
+	}
+	for _, u := range o.EPPURLs {
+		if err := httpURL(u); err != nil {
+			errs = append(errs, fmt.Errorf("--epp-url=%q: %w", u, err))
+		}
+	}
+	if o.EPPMetricsPort < 1 || o.EPPMetricsPort > 65535 {
+		errs = append(errs, fmt.Errorf("--epp-metrics-port=%d: want 1-65535", o.EPPMetricsPort))
+	}
+	if !strings.HasPrefix(o.EPPMetricsPath, "/") {
+		errs = append(errs, fmt.Errorf("--epp-metrics-path=%q: must start with /", o.EPPMetricsPath))
+	}
+	if o.EPPScheme != "http" && o.EPPScheme != "https" {
+		errs = append(errs, fmt.Errorf("--epp-scheme=%q: want http or https", o.EPPScheme))
+	}
+	if o.EPPBearerTokenFile != "" {
+		if _, err := os.Stat(o.EPPBearerTokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--epp-bearer-token-file: %w", err))
+		}
+	}
+	if o.BudgetConfigMap != "" && o.BudgetPoolLabel != "" {
+		errs = append(errs, fmt.Errorf("--budget-configmap=%q and --budget-node-pool-label=%q: choose one budget source", o.BudgetConfigMap, o.BudgetPoolLabel))
+	}
+	if o.BudgetPoolLabel != "" {
+		for _, msg := range validation.IsQualifiedName(o.BudgetPoolLabel) {
+			errs = append(errs, fmt.Errorf("--budget-node-pool-label=%q: %s", o.BudgetPoolLabel, msg))
+		}
+	}
+	if _, err := ParseBackends(o.ActivatorBackends); err != nil {
+		errs = append(errs, err)
+	}
+	if o.ActivatorListen != "" && len(o.ActivatorBackends) == 0 {
+		errs = append(errs, fmt.Errorf("--activator-listen=%q: needs at least one --activator-backend model=URL", o.ActivatorListen))
+	}
+	if o.LeaderElect && !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
+		errs = append(errs, fmt.Errorf("leader election: want lease-duration (%s) > renew-deadline (%s) > retry-period (%s) > 0",
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseBackends reads repeated model=URL flags. The model is everything
+// before the last '=' that precedes "http": model IDs may contain '=' but
+// URLs start with a scheme.
+func ParseBackends(specs []string) (map[string]*url.URL, error) {
+	out := map[string]*url.URL{}
+	var errs []error
+	for _, s := range specs {
+		i := strings.LastIndex(s, "=http")
+		if i <= 0 {
+			errs = append(errs, fmt.Errorf("--activator-backend=%q: want model=http(s)://host[:port][/path]", s))
+			continue
+		}
+		model, raw := s[:i], s[i+1:]
+		if err := httpURL(raw); err != nil {
+			errs = append(errs, fmt.Errorf("--activator-backend=%q: %w", s, err))
+			continue
+		}
+		if _, dup := out[model]; dup {
+			errs = append(errs, fmt.Errorf("--activator-backend=%q: model %q given twice", s, model))
+			continue
+		}
+		u, _ := url.Parse(raw)
+		out[model] = u
+	}
+	return out, errors.Join(errs...)
+}
+
+func httpURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("want an http(s) URL with a host")
+	}
+	return nil
+}
+
+// sortedKeys is for stable logs.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

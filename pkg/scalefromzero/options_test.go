@@ -1,0 +1,57 @@
+package scalefromzero
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Options)
+		wantErr string
+	}{
+		{"selector mode", func(o *Options) { o.EPPSelector = "app.kubernetes.io/component=epp" }, ""},
+		{"static URLs", func(o *Options) { o.EPPURLs = []string{"http://127.0.0.1:9090/metrics"} }, ""},
+		{"activator only", func(o *Options) {
+			o.ActivatorListen, o.ActivatorBackends = ":8000", []string{"meta/llama=http://llama:8000"}
+		}, ""},
+		{"nothing to watch", func(*Options) {}, "nothing to watch"},
+		{"both EPP modes", func(o *Options) { o.EPPSelector, o.EPPURLs = "a=b", []string{"http://x/metrics"} }, "choose one way to find EPPs"},
+		{"bad selector", func(o *Options) { o.EPPSelector = "a in (" }, `--epp-selector="a in ("`},
+		{"bad URL", func(o *Options) { o.EPPURLs = []string{"tcp://127.0.0.1:9090"} }, `--epp-url="tcp://127.0.0.1:9090": want an http(s) URL with a host`},
+		{"zero interval", func(o *Options) { o.EPPSelector, o.PollInterval = "a=b", 0 }, "--poll-interval=0s: must be positive"},
+		{"bad path", func(o *Options) { o.EPPSelector, o.EPPMetricsPath = "a=b", "metrics" }, `--epp-metrics-path="metrics": must start with /`},
+		{"both budgets", func(o *Options) { o.EPPSelector, o.BudgetConfigMap, o.BudgetPoolLabel = "a=b", "cm", "pool" }, "choose one budget source"},
+		{"missing token file", func(o *Options) { o.EPPSelector, o.EPPBearerTokenFile = "a=b", "/nonexistent/token" }, "--epp-bearer-token-file"},
+		{"activator without backends", func(o *Options) { o.ActivatorListen = ":8000" }, "needs at least one --activator-backend"},
+		{"lease order", func(o *Options) { o.EPPSelector, o.LeaderElect, o.RenewDeadline = "a=b", true, time.Minute }, "leader election"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := NewOptions()
+			tt.mutate(o)
+			err := o.Validate()
+			if tt.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErr)
+		})
+	}
+}
+
+func TestParseBackends(t *testing.T) {
+	got, err := ParseBackends([]string{"meta/llama-3.1-8b=http://llama.prod.svc:8000", "odd=name=https://x/v"})
+	require.NoError(t, err)
+	assert.Equal(t, "http://llama.prod.svc:8000", got["meta/llama-3.1-8b"].String())
+	assert.Equal(t, "https://x/v", got["odd=name"].String())
+	for _, bad := range [][]string{{"no-url"}, {"=http://x"}, {"m=ftp://x"}, {"m=http://a", "m=http://b"}} {
+		_, err := ParseBackends(bad)
+		assert.Error(t, err, bad)
+	}
+}

@@ -1,0 +1,280 @@
+package scalefromzero
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/transport"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/daemon"
+	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
+	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
+)
+
+var lwsGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
+
+// Run is `wva scale-from-zero`: informers, the poll loop (leader only), the
+// optional activator (every replica) and /metrics, until ctx ends.
+func Run(ctx context.Context, o *Options) error {
+	o.Complete()
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	cfg, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	// The default 5 QPS would queue a scale call behind events and
+	// annotations during a burst of wake-ups.
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	wva, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	evScheme := scheme.Scheme
+	_ = llmdv1alpha1.AddToScheme(evScheme)
+	recorder := broadcaster.NewRecorder(evScheme, corev1.EventSource{Component: "wva-scale-from-zero"})
+
+	ns := informers.WithNamespace(o.WatchNamespace)
+	kubeInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns)
+	wvaInf := wvainformers.NewSharedInformerFactoryWithOptions(wva, 0, wvainformers.WithNamespace(o.WatchNamespace))
+	state := &State{
+		VAs:          wvaInf.Llmd().V1alpha1().VariantAutoscalings().Lister(),
+		Deployments:  kubeInf.Apps().V1().Deployments().Lister(),
+		StatefulSets: kubeInf.Apps().V1().StatefulSets().Lister(),
+	}
+	synced := []cache.InformerSynced{
+		wvaInf.Llmd().V1alpha1().VariantAutoscalings().Informer().HasSynced,
+		kubeInf.Apps().V1().Deployments().Informer().HasSynced,
+		kubeInf.Apps().V1().StatefulSets().Informer().HasSynced,
+	}
+	var starters []func(<-chan struct{})
+	starters = append(starters, kubeInf.Start, wvaInf.Start)
+	if lwsInstalled(kube) {
+		dynClient, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		dynInf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, o.WatchNamespace, nil)
+		lws := dynInf.ForResource(lwsGVR)
+		state.LeaderWorkerSets = lws.Lister()
+		synced = append(synced, lws.Informer().HasSynced)
+		starters = append(starters, dynInf.Start)
+	}
+
+	var endpoints EndpointSource = StaticEndpoints(o.EPPURLs)
+	if o.EPPSelector != "" {
+		eppInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns,
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.EPPSelector }))
+		pods := eppInf.Core().V1().Pods()
+		endpoints = PodEndpoints{Pods: pods.Lister(), Scheme: o.EPPScheme, Port: o.EPPMetricsPort, Path: o.EPPMetricsPath}
+		synced = append(synced, pods.Informer().HasSynced)
+		starters = append(starters, eppInf.Start)
+	}
+
+	budgeted := o.BudgetConfigMap != "" || o.BudgetPoolLabel != ""
+	if budgeted {
+		b, start, hasSynced, err := budgetSource(kube, o)
+		if err != nil {
+			return err
+		}
+		state.Budget = b
+		synced = append(synced, hasSynced...)
+		starters = append(starters, start...)
+	}
+
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	scales, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(kube.Discovery()))
+	if err != nil {
+		return err
+	}
+	// Discovery now, not on the first wake-up.
+	if _, err := mapper.RESTMapping(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "v1"); err != nil {
+		klog.ErrorS(err, "warming the REST mapper")
+	}
+	waker := &Waker{
+		State: state, Scaler: SubresourceScaler{Scales: scales, Mapper: mapper}, Nudger: AnnotationNudger{Client: wva},
+		Recorder: recorder, Metrics: metrics, Clock: clock.RealClock{}, Budgeted: budgeted,
+		WakeTimeout: o.WakeTimeout, RetryAfter: o.RetryAfter,
+	}
+	httpClient, err := eppClient(o)
+	if err != nil {
+		return err
+	}
+	runner := &Runner{
+		State: state, Endpoints: endpoints, Waker: waker, Metrics: metrics, Interval: o.PollInterval,
+		Scraper: NewScraper(httpClient, o.ScrapeTimeout, o.MaxConcurrentScrape, metrics.observeScrape),
+	}
+	if budgeted {
+		runner.BudgetEvery = o.BudgetGaugesEvery
+	}
+
+	ready := func() error {
+		for _, s := range synced {
+			if !s() {
+				return errors.New("informers not synced")
+			}
+		}
+		return nil
+	}
+	if err := daemon.Serve(ctx, o.MetricsBindAddress, prometheus.Gatherers{reg, legacyregistry.DefaultGatherer}, ready); err != nil {
+		return err
+	}
+	for _, start := range starters {
+		start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return errors.New("informers did not sync")
+	}
+	if o.ActivatorListen != "" {
+		if err := serveActivator(ctx, o, waker, metrics); err != nil {
+			return err
+		}
+	}
+	klog.InfoS("informers synced; polling EPPs of groups at zero", "interval", o.PollInterval, "budget", budgeted, "leaderElect", o.LeaderElect)
+	lease := daemon.Lease{Enabled: o.LeaderElect, Namespace: o.LeaseNamespace, Name: o.LeaseName,
+		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod}
+	return daemon.RunLeaderElected(ctx, kube, lease, recorder, nil, runner.Run)
+}
+
+// budgetSource builds the budget's informers: every bound, non-terminal
+// pod of the cluster (trimmed), nodes, and the ConfigMap when configured.
+func budgetSource(kube kubernetes.Interface, o *Options) (*BudgetSource, []func(<-chan struct{}), []cache.InformerSynced, error) {
+	podInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+		lo.FieldSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+	}))
+	pods := podInf.Core().V1().Pods()
+	if err := pods.Informer().SetTransform(PodTransform); err != nil {
+		return nil, nil, nil, err
+	}
+	nodeInf := informers.NewSharedInformerFactory(kube, 0)
+	nodes := nodeInf.Core().V1().Nodes()
+	b := &BudgetSource{Nodes: nodes.Lister(), Pods: pods.Lister(), PoolLabel: o.BudgetPoolLabel, GPUResource: corev1.ResourceName(o.GPUResource)}
+	starts := []func(<-chan struct{}){podInf.Start, nodeInf.Start}
+	synced := []cache.InformerSynced{pods.Informer().HasSynced, nodes.Informer().HasSynced}
+	if o.BudgetConfigMap != "" {
+		cmInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(o.ConfigNamespace),
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+				lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.BudgetConfigMap).String()
+			}))
+		cms := cmInf.Core().V1().ConfigMaps()
+		b.ConfigMaps, b.ConfigMapNamespace, b.ConfigMapName = cms.Lister(), o.ConfigNamespace, o.BudgetConfigMap
+		starts = append(starts, cmInf.Start)
+		synced = append(synced, cms.Informer().HasSynced)
+	}
+	return b, starts, synced, nil
+}
+
+func eppClient(o *Options) (*http.Client, error) {
+	var rt http.RoundTripper = &http.Transport{
+		Proxy:               nil,                                               // pod IPs: never through an HTTP proxy
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: o.EPPInsecureTLS}, //nolint:gosec // opt-in flag
+		DialContext:         (&net.Dialer{Timeout: o.ScrapeTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: o.ScrapeTimeout,
+	}
+	if o.EPPBearerTokenFile != "" {
+		var err error
+		// Re-reads the file periodically, so a rotated token is picked up.
+		if rt, err = transport.NewBearerAuthWithRefreshRoundTripper("", o.EPPBearerTokenFile, rt); err != nil {
+			return nil, fmt.Errorf("--epp-bearer-token-file: %w", err)
+		}
+	}
+	return &http.Client{Transport: rt}, nil
+}
+
+func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metrics) error {
+	backends, err := ParseBackends(o.ActivatorBackends)
+	if err != nil {
+		return err
+	}
+	act := NewActivator(&Activator{Backends: backends, Waker: waker, Metrics: metrics, MaxWait: o.ActivatorMaxWait, HealthPath: o.ActivatorHealthPath})
+	ln, err := net.Listen("tcp", o.ActivatorListen)
+	if err != nil {
+		return fmt.Errorf("--activator-listen=%s: %w", o.ActivatorListen, err)
+	}
+	// No write timeout: responses stream for as long as generation takes.
+	srv := &http.Server{Handler: act, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	klog.InfoS("activator listening", "address", ln.Addr().String(), "models", sortedKeys(backends), "maxWait", o.ActivatorMaxWait)
+	return nil
+}
+
+// AnnotationNudger sets ScaledFromZeroAnnotation on the woken VA.
+type AnnotationNudger struct {
+	Client versioned.Interface
+}
+
+// Nudge implements Nudger.
+func (n AnnotationNudger) Nudge(ctx context.Context, namespace, name string, at time.Time) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, ScaledFromZeroAnnotation, at.UTC().Format(time.RFC3339Nano))
+	_, err := n.Client.LlmdV1alpha1().VariantAutoscalings(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+	}
+	return cfg, nil
+}
+
+func lwsInstalled(kube kubernetes.Interface) bool {
+	res, err := kube.Discovery().ServerResourcesForGroupVersion(lwsGVR.GroupVersion().String())
+	if err != nil {
+		return false
+	}
+	for _, r := range res.APIResources {
+		if r.Name == lwsGVR.Resource {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,336 @@
+package scalefromzero
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/scalefromzero/budget"
+)
+
+// lwsNameLabel is set by the LeaderWorkerSet controller on every pod of a
+// LeaderWorkerSet.
+const lwsNameLabel = "leaderworkerset.sigs.k8s.io/name"
+
+// Snapshot is the groups and, when asked for, the budget, as of one read of
+// the informer caches.
+type Snapshot struct {
+	Groups map[GroupKey]Group
+	// Usage per pool; nil when no budget is configured or none was asked.
+	Usage map[string]budget.Usage
+}
+
+// ZeroGroups returns the groups whose targets are all at zero, sorted.
+func (s Snapshot) ZeroGroups() []Group {
+	var out []Group
+	for _, g := range s.Groups {
+		if g.AtZero() {
+			out = append(out, g)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key.String() < out[j].Key.String() })
+	return out
+}
+
+// StateSource reads groups (and the budget) from somewhere.
+type StateSource interface {
+	// Snapshot reads every group; withBudget also computes pool usage,
+	// counting the variants in reserved ("namespace/name") as holding at
+	// least one replica (scaled up, not yet seen by the informer).
+	Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, error)
+}
+
+// State reads groups from informer caches; it never calls the API server.
+type State struct {
+	VAs          llmdlisters.VariantAutoscalingLister
+	Deployments  appslisters.DeploymentLister
+	StatefulSets appslisters.StatefulSetLister
+	// LeaderWorkerSets is nil when the LWS API is not installed.
+	LeaderWorkerSets cache.GenericLister
+	// Budget is nil when no budget is configured.
+	Budget *BudgetSource
+}
+
+// resolved is what the fast path needs of a scale target.
+type resolved struct {
+	target       Target
+	replicas     int32
+	nodeSelector map[string]string
+	podSelector  labels.Selector
+}
+
+// Snapshot implements StateSource. VAs whose target cannot be resolved or
+// whose cost does not parse are left out (the adapter reports them in the
+// VA's conditions); they neither hold a group out of zero nor get woken.
+func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, error) {
+	vas, err := s.VAs.List(labels.Everything())
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("list VariantAutoscalings: %w", err)
+	}
+	var pools []budget.Pool
+	var nodes []budget.Node
+	withBudget = withBudget && s.Budget != nil
+	if withBudget {
+		nodes, err = s.Budget.nodes()
+		if err != nil {
+			return Snapshot{}, err
+		}
+		pools = s.Budget.pools(nodes)
+	}
+	snap := Snapshot{Groups: map[GroupKey]Group{}}
+	var bvs []budget.Variant
+	for _, va := range vas {
+		r, err := s.resolve(va)
+		if err != nil {
+			klog.V(5).InfoS("skipping VA", "va", klog.KObj(va), "err", err)
+			continue
+		}
+		cost, err := va.CostValue()
+		if err != nil {
+			klog.V(5).InfoS("skipping VA", "va", klog.KObj(va), "err", err)
+			continue
+		}
+		v := Variant{Name: va.Name, VA: va, Cost: cost, Replicas: r.replicas, Target: r.target, Need: need(va)}
+		if withBudget {
+			v.Pool = budget.Assign(pools, va.Annotations[budget.PoolAnnotation], r.nodeSelector)
+			replicas := int64(r.replicas)
+			if reserved[va.Namespace+"/"+va.Name] {
+				replicas = max(replicas, 1)
+			}
+			bvs = append(bvs, budget.Variant{Key: va.Namespace + "/" + va.Name, Namespace: va.Namespace, Pool: v.Pool,
+				Replicas: replicas, PerReplica: v.Need, PodSelector: r.podSelector})
+		}
+		key := GroupKey{Namespace: va.Namespace, ModelID: va.Spec.ModelID}
+		g := snap.Groups[key]
+		g.Key = key
+		g.Variants = append(g.Variants, v)
+		snap.Groups[key] = g
+	}
+	// No pool defined (e.g. the ConfigMap is absent) is no budget at all,
+	// even for a variant whose annotation names a pool.
+	if withBudget && len(pools) > 0 {
+		pods, err := s.Budget.pods()
+		if err != nil {
+			return Snapshot{}, err
+		}
+		snap.Usage = budget.Compute(pools, nodes, pods, bvs)
+	}
+	return snap, nil
+}
+
+func need(va *llmdv1alpha1.VariantAutoscaling) budget.Amount {
+	var a budget.Amount
+	if va.Spec.GPUsPerReplica != nil {
+		a.GPUs = int64(*va.Spec.GPUsPerReplica)
+	}
+	if va.Spec.GPUMemoryPerReplica != nil {
+		a.GPUMemory = va.Spec.GPUMemoryPerReplica.Value()
+	}
+	return a
+}
+
+func (s *State) resolve(va *llmdv1alpha1.VariantAutoscaling) (resolved, error) {
+	ref := va.Spec.ScaleTargetRef
+	gvk, err := ref.GroupVersionKind()
+	if err != nil {
+		return resolved{}, err
+	}
+	r := resolved{target: Target{GVK: gvk, Namespace: va.Namespace, Name: ref.Name}}
+	var tmpl *corev1.PodTemplateSpec
+	var sel *metav1.LabelSelector
+	switch gvk.Kind {
+	case llmdv1alpha1.ScaleTargetKindDeployment:
+		d, err := s.Deployments.Deployments(va.Namespace).Get(ref.Name)
+		if err != nil {
+			return resolved{}, err
+		}
+		r.replicas, r.target.ResourceVersion, tmpl, sel = replicasOr1(d.Spec.Replicas), d.ResourceVersion, &d.Spec.Template, d.Spec.Selector
+	case llmdv1alpha1.ScaleTargetKindStatefulSet:
+		st, err := s.StatefulSets.StatefulSets(va.Namespace).Get(ref.Name)
+		if err != nil {
+			return resolved{}, err
+		}
+		r.replicas, r.target.ResourceVersion, tmpl, sel = replicasOr1(st.Spec.Replicas), st.ResourceVersion, &st.Spec.Template, st.Spec.Selector
+	case llmdv1alpha1.ScaleTargetKindLeaderWorkerSet:
+		if s.LeaderWorkerSets == nil {
+			return resolved{}, fmt.Errorf("LeaderWorkerSet API is not installed")
+		}
+		obj, err := s.LeaderWorkerSets.ByNamespace(va.Namespace).Get(ref.Name)
+		if err != nil {
+			return resolved{}, err
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return resolved{}, fmt.Errorf("unexpected LeaderWorkerSet object %T", obj)
+		}
+		replicas, found, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+		if !found {
+			replicas = 1
+		}
+		r.replicas, r.target.ResourceVersion = int32(replicas), u.GetResourceVersion()
+		r.nodeSelector, _, _ = unstructured.NestedStringMap(u.Object, "spec", "leaderWorkerTemplate", "workerTemplate", "spec", "nodeSelector")
+		r.podSelector = labels.SelectorFromSet(labels.Set{lwsNameLabel: ref.Name})
+		return r, nil
+	default:
+		return resolved{}, fmt.Errorf("unsupported kind %q", gvk.Kind)
+	}
+	r.nodeSelector = tmpl.Spec.NodeSelector
+	if sel != nil {
+		if ps, err := metav1.LabelSelectorAsSelector(sel); err == nil {
+			r.podSelector = ps
+		}
+	}
+	return r, nil
+}
+
+func replicasOr1(r *int32) int32 {
+	if r == nil {
+		return 1 // the API default for Deployments and StatefulSets
+	}
+	return *r
+}
+
+// BudgetSource reads pools and GPU usage from informer caches: pools from
+// a ConfigMap when ConfigMaps is set, else from nodes labelled PoolLabel.
+type BudgetSource struct {
+	Nodes corelisters.NodeLister
+	// Pods lists non-terminal pods bound to a node (see PodTransform).
+	Pods corelisters.PodLister
+
+	ConfigMaps                        corelisters.ConfigMapLister
+	ConfigMapNamespace, ConfigMapName string
+
+	PoolLabel   string
+	GPUResource corev1.ResourceName
+
+	mu        sync.Mutex
+	lastRV    string
+	lastPools []budget.Pool
+}
+
+func (b *BudgetSource) nodes() ([]budget.Node, error) {
+	list, err := b.Nodes.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	out := make([]budget.Node, 0, len(list))
+	for _, n := range list {
+		bn := budget.Node{Name: n.Name, Labels: n.Labels}
+		if q, ok := n.Status.Allocatable[b.GPUResource]; ok {
+			bn.GPUs = q.Value()
+		}
+		if mib, ok := n.Labels[budget.GPUMemoryLabel]; ok {
+			var v int64
+			if _, err := fmt.Sscanf(mib, "%d", &v); err == nil && v > 0 {
+				bn.GPUMemoryPerGPU = v << 20
+			}
+		}
+		out = append(out, bn)
+	}
+	return out, nil
+}
+
+// pools returns the current pools. An invalid ConfigMap keeps the last
+// valid pools in force (none before the first valid one: no limit), the
+// same rule the adapter applies to its ConfigMaps.
+func (b *BudgetSource) pools(nodes []budget.Node) []budget.Pool {
+	if b.ConfigMaps == nil {
+		return budget.PoolsFromNodes(nodes, b.PoolLabel)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cm, err := b.ConfigMaps.ConfigMaps(b.ConfigMapNamespace).Get(b.ConfigMapName)
+	if err != nil {
+		if b.lastRV != "absent" {
+			klog.InfoS("budget ConfigMap not found: no GPU budget applies", "configmap", b.ConfigMapNamespace+"/"+b.ConfigMapName, "err", err)
+		}
+		b.lastRV, b.lastPools = "absent", nil
+		return nil
+	}
+	if cm.ResourceVersion == b.lastRV {
+		return b.lastPools
+	}
+	b.lastRV = cm.ResourceVersion
+	pools, err := budget.ParseConfigMap(cm.Data)
+	if err != nil {
+		klog.ErrorS(err, "rejected budget ConfigMap; the last valid budget stays in force", "configmap", klog.KObj(cm))
+		return b.lastPools
+	}
+	klog.InfoS("applied budget ConfigMap", "configmap", klog.KObj(cm), "pools", len(pools))
+	b.lastPools = pools
+	return pools
+}
+
+func (b *BudgetSource) pods() ([]budget.Pod, error) {
+	list, err := b.Pods.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	out := make([]budget.Pod, 0, len(list))
+	for _, p := range list {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if g := PodGPUs(p, b.GPUResource); g > 0 {
+			out = append(out, budget.Pod{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName, Labels: p.Labels, GPUs: g})
+		}
+	}
+	return out, nil
+}
+
+// PodGPUs is what the scheduler reserves for the pod: the larger of the
+// sum over containers and the largest init container (requests, else
+// limits, which extended resources must equal).
+func PodGPUs(p *corev1.Pod, res corev1.ResourceName) int64 {
+	get := func(c corev1.Container) int64 {
+		if q, ok := c.Resources.Requests[res]; ok {
+			return q.Value()
+		}
+		if q, ok := c.Resources.Limits[res]; ok {
+			return q.Value()
+		}
+		return 0
+	}
+	var sum, initMax int64
+	for _, c := range p.Spec.Containers {
+		sum += get(c)
+	}
+	for _, c := range p.Spec.InitContainers {
+		initMax = max(initMax, get(c))
+	}
+	return max(sum, initMax)
+}
+
+// PodTransform trims pods in the budget informer's cache to what the
+// budget reads: every bound pod of the cluster is cached, so this keeps
+// memory near a few hundred bytes per pod.
+func PodTransform(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	trim := func(cs []corev1.Container) []corev1.Container {
+		out := make([]corev1.Container, 0, len(cs))
+		for _, c := range cs {
+			out = append(out, corev1.Container{Name: c.Name, Resources: c.Resources})
+		}
+		return out
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, UID: p.UID,
+			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, Containers: trim(p.Spec.Containers), InitContainers: trim(p.Spec.InitContainers)},
+		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	}, nil
+}
