@@ -80,11 +80,17 @@ type controlPlane interface {
 // Prometheus and the control loop, driven by one event loop over a
 // simulated clock.
 type fleet struct {
-	sc      *Scenario
-	trace   *Trace
-	ctl     controlPlane
-	now     time.Duration
+	sc    *Scenario
+	trace *Trace
+	ctl   controlPlane
+	now   time.Duration
+	// origin is where measurement starts: the first `skip` requests of the
+	// trace are a warm-up pre-roll played before it and not counted.
+	origin  time.Duration
+	skip    int
 	costEnd time.Duration
+	// preOrigin are the counters at origin, to subtract.
+	preemptionsAtOrigin int64
 
 	variants []*variantState
 	pods     []*pod // every pod ever created, by id
@@ -114,9 +120,45 @@ type fleet struct {
 }
 
 func newFleet(sc *Scenario, trace *Trace, ctl controlPlane, initial []int32) *fleet {
+	return newFleetWarm(sc, trace, ctl, initial, warmup{})
+}
+
+// warmup is a pre-roll: the trace passed to the fleet starts with skip
+// requests played during [0, origin), not measured.
+type warmup struct {
+	origin time.Duration
+	skip   int
+}
+
+// withWarmup prepends the first d of the trace to it (the measured part
+// then starts at d) and returns the longer trace and the warm-up.
+func withWarmup(trace *Trace, d time.Duration) (*Trace, warmup) {
+	if d <= 0 {
+		return trace, warmup{}
+	}
+	out := &Trace{Name: trace.Name}
+	for _, r := range trace.Requests {
+		if r.Arrival >= d {
+			break
+		}
+		out.Requests = append(out.Requests, r)
+	}
+	w := warmup{origin: d, skip: len(out.Requests)}
+	for _, r := range trace.Requests {
+		r.Arrival += d
+		out.Requests = append(out.Requests, r)
+	}
+	return out, w
+}
+
+func newFleetWarm(sc *Scenario, trace *Trace, ctl controlPlane, initial []int32, w warmup) *fleet {
 	f := &fleet{sc: sc, trace: trace, ctl: ctl, fastPath: never, nextReady: never, nextGrace: never,
-		controlStart: sc.Control.MetricsWindow.D()}
-	f.costEnd = costHorizon(trace, sc.Control.OracleInterval.D())
+		controlStart: sc.Control.MetricsWindow.D(), origin: w.origin, skip: w.skip}
+	measured := Trace{Requests: slices.Clone(trace.Requests[w.skip:])}
+	for i := range measured.Requests {
+		measured.Requests[i].Arrival -= w.origin
+	}
+	f.costEnd = w.origin + costHorizon(&measured, sc.Control.OracleInterval.D())
 	f.seqs = make([]seq, len(trace.Requests))
 	f.results = make([]reqResult, len(trace.Requests))
 	for i := range sc.Variants {
@@ -180,7 +222,9 @@ func (f *fleet) setReplicas(v int, n int32) {
 		return
 	}
 	vs.specN = n
-	vs.events++
+	if f.now >= f.origin {
+		vs.events++
+	}
 	for int32(len(vs.pods)) < n {
 		p := f.newPod(vs)
 		if p.readyAt <= f.now {
@@ -237,6 +281,31 @@ func (f *fleet) markReady(p *pod) {
 	}
 }
 
+// Flow control's saturation detector (llm-d defaults).
+const (
+	fcQueueDepth = 5
+	fcKVUsage    = 0.8
+)
+
+func saturated(p *pod) bool {
+	return p.srv.numWaiting() >= fcQueueDepth || p.srv.kvUsage() >= fcKVUsage
+}
+
+// release dispatches requests held by flow control, oldest first, while
+// some ready pod that can take the head request is not saturated.
+func (f *fleet) release() {
+	for len(f.gateway) > 0 {
+		q := f.gateway[0]
+		best := f.pick(q, true)
+		if best == nil {
+			return
+		}
+		f.gateway[0] = nil
+		f.gateway = f.gateway[1:]
+		f.dispatch(best, q)
+	}
+}
+
 func (f *fleet) refreshNextReady() {
 	f.nextReady = never
 	for _, p := range f.live {
@@ -260,7 +329,33 @@ func (f *fleet) refreshNextGrace() {
 // requests) and a KV score (free cache fraction), as llm-d's default
 // scorers weigh them; ties go to the pod with fewer running requests, then
 // the older pod. With no ready pod the request waits at the gateway.
+// With flow control, a request that finds every pod saturated waits at
+// the gateway, behind any request already waiting there.
 func (f *fleet) route(q *seq) {
+	var best *pod
+	if !f.sc.Control.FlowControl || len(f.gateway) == 0 {
+		best = f.pick(q, f.sc.Control.FlowControl)
+	}
+	if best == nil {
+		f.gateway = append(f.gateway, q)
+		if f.fastPath == never && f.totalSpec() == 0 {
+			f.fastPath = f.now + f.sc.Control.ScaleFromZeroDelay.D()
+		}
+		return
+	}
+	f.dispatch(best, q)
+}
+
+func (f *fleet) dispatch(p *pod, q *seq) {
+	p.srv.enqueue(q)
+	if !p.srv.busy {
+		f.startStep(p)
+	}
+}
+
+// pick scores the ready pods that can hold the request (skipping saturated
+// ones when unsaturated is set) and returns the best, or nil.
+func (f *fleet) pick(q *seq, unsaturated bool) *pod {
 	minW, maxW := math.MaxInt, -1
 	for _, p := range f.routable {
 		w := p.srv.numWaiting()
@@ -269,7 +364,7 @@ func (f *fleet) route(q *seq) {
 	var best *pod
 	bestScore := math.Inf(-1)
 	for _, p := range f.routable {
-		if !p.srv.fits(q.input, q.output) {
+		if !p.srv.fits(q.input, q.output) || (unsaturated && saturated(p)) {
 			continue
 		}
 		queueScore := 1.0
@@ -282,17 +377,7 @@ func (f *fleet) route(q *seq) {
 			best, bestScore = p, score
 		}
 	}
-	if best == nil {
-		f.gateway = append(f.gateway, q)
-		if f.fastPath == never && f.totalSpec() == 0 {
-			f.fastPath = f.now + f.sc.Control.ScaleFromZeroDelay.D()
-		}
-		return
-	}
-	best.srv.enqueue(q)
-	if !best.srv.busy {
-		f.startStep(best)
-	}
+	return best
 }
 
 func (f *fleet) totalSpec() int32 {
@@ -324,17 +409,23 @@ func (f *fleet) completeStep(p *pod) {
 		return
 	}
 	f.startStep(p)
+	if f.sc.Control.FlowControl && len(f.gateway) > 0 && !saturated(p) {
+		f.release()
+	}
 }
 
 func (f *fleet) finish(q *seq) {
 	f.inFlight--
+	f.completions.add(f.now)
+	if int(q.req) < f.skip {
+		return
+	}
 	r := &f.results[q.req]
 	r.state = reqDone
 	r.ttft = float32((q.firstToken - q.arrival).Seconds())
 	if q.output > 1 {
 		r.itl = float32((f.now - q.firstToken).Seconds() / float64(q.output-1))
 	}
-	f.completions.add(f.now)
 	f.bucketTTFT = append(f.bucketTTFT, float64(r.ttft))
 }
 
@@ -381,7 +472,8 @@ func (f *fleet) scrape() {
 	for _, p := range f.routable {
 		s := p.srv
 		p.prom.add(sample{at: f.now, kv: s.kvUsage(), waiting: float64(s.numWaiting()), running: float64(len(s.running)),
-			finished: s.finished, finishedIn: s.finishedIn, finishedOut: s.finishedOut})
+			finished: s.finished, finishedIn: s.finishedIn, finishedOut: s.finishedOut,
+			arrived: s.arrived, ttftSum: s.ttftSum, ttftCount: s.ttftCount, itlSum: s.itlSum, itlCount: s.itlCount})
 	}
 }
 
@@ -460,8 +552,8 @@ func (f *fleet) run() {
 			f.scrape()
 			f.recordTimePoint()
 			f.nextScrape += sc.ScrapeInterval.D()
-			if f.progress != nil {
-				f.progress(f.now, f.costEnd)
+			if f.progress != nil && f.now >= f.origin {
+				f.progress(f.now-f.origin, f.costEnd-f.origin)
 			}
 		case f.nextEngine:
 			f.ctl.engine(f)
@@ -475,6 +567,7 @@ func (f *fleet) run() {
 		f.preemptions += p.srv.preemptions
 		f.steps64 += p.srv.steps
 	}
+	f.preemptions -= f.preemptionsAtOrigin
 }
 
 // TimePoint is the fleet at one scrape, for charts.
@@ -498,13 +591,24 @@ type TimePoint struct {
 }
 
 func (f *fleet) recordTimePoint() {
+	if f.now < f.origin {
+		f.bucketArr = 0
+		f.bucketTTFT = f.bucketTTFT[:0]
+		return
+	}
+	if len(f.timeline) == 0 {
+		for _, p := range f.pods {
+			f.preemptionsAtOrigin += p.srv.preemptions
+		}
+	}
 	if f.now > f.costEnd {
 		return
 	}
-	tp := TimePoint{At: f.now, Seconds: f.now.Seconds(), Waiting: len(f.gateway)}
+	at := f.now - f.origin
+	tp := TimePoint{At: at, Seconds: at.Seconds(), Waiting: len(f.gateway)}
 	interval := f.sc.Control.ScrapeInterval.D()
 	if len(f.timeline) > 0 {
-		interval = f.now - f.timeline[len(f.timeline)-1].At
+		interval = at - f.timeline[len(f.timeline)-1].At
 	}
 	if interval > 0 && len(f.timeline) > 0 {
 		tp.ArrivalRate = float64(f.bucketArr) / interval.Seconds()

@@ -21,6 +21,13 @@ type sample struct {
 	finished    int64
 	finishedIn  int64
 	finishedOut int64
+	// Requests dispatched to the pod (the EPP's scheduler attempts) and
+	// the TTFT / ITL histogram sums and counts.
+	arrived   int64
+	ttftSum   float64
+	ttftCount int64
+	itlSum    float64
+	itlCount  int64
 }
 
 // series is the samples Prometheus holds for one pod, trimmed to the
@@ -94,6 +101,43 @@ func (s *series) tokenAverages(now time.Duration) (in, out float64, ok bool) {
 		return 0, 0, false
 	}
 	return float64(last.finishedIn-first.finishedIn) / float64(n), float64(last.finishedOut-first.finishedOut) / float64(n), true
+}
+
+// windowed is what rate()-style queries over a window return for one pod:
+// the arrival rate and the mean TTFT and ITL of the window (zero when no
+// observation fell in it).
+type windowed struct {
+	arrivalRate float64
+	ttft, itl   float64 // seconds
+}
+
+// rates computes per-second rates and histogram means over (now-window,
+// now] from the first and last samples in the window, as rate() does
+// (without extrapolation); ok is false with fewer than two samples.
+func (s *series) rates(now, window time.Duration) (windowed, bool) {
+	var first, last *sample
+	for i := range s.samples {
+		x := &s.samples[i]
+		if x.at > now || now-x.at >= window {
+			continue
+		}
+		if first == nil {
+			first = x
+		}
+		last = x
+	}
+	if first == nil || last == first {
+		return windowed{}, false
+	}
+	var w windowed
+	w.arrivalRate = float64(last.arrived-first.arrived) / (last.at - first.at).Seconds()
+	if n := last.ttftCount - first.ttftCount; n > 0 {
+		w.ttft = (last.ttftSum - first.ttftSum) / float64(n)
+	}
+	if n := last.itlCount - first.itlCount; n > 0 {
+		w.itl = (last.itlSum - first.itlSum) / float64(n)
+	}
+	return w, true
 }
 
 // completionLog is the model's vllm:request_success_total over time, for

@@ -13,6 +13,7 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/controller"
+	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
@@ -73,8 +74,13 @@ type wvaPolicy struct {
 	vas      []*llmdv1alpha1.VariantAutoscaling
 	caps     controller.Capabilities
 	analyzer string
+	// state is the analyzer's memory (GroupResult.State), handed back each
+	// cycle as the engine does.
+	state any
 	// Errors counts cycles where a group's analyzer failed.
 	Errors int
+	// observe, when set, sees every cycle's results (tests, debugging).
+	observe func(now time.Duration, res []pipeline.GroupResult)
 }
 
 func newWVAPolicy(sc *Scenario) (*wvaPolicy, error) {
@@ -144,13 +150,19 @@ func (p *wvaPolicy) engine(f *fleet) {
 	plans := engine.BuildPlans(views, metrics, nil, resolve)
 	inputs := make([]pipeline.GroupInput, len(plans))
 	for i, pl := range plans {
+		enrichGroup(f, &pl.Input.Group)
+		pl.Input.State = p.state
 		inputs[i] = pl.Input
 	}
 	results := p.pipe.Run(now, inputs)
+	if p.observe != nil {
+		p.observe(f.now, results)
+	}
 	for i, pl := range plans {
 		if results[i].Err != nil {
 			p.Errors++
 		}
+		p.state = results[i].State
 		for j, va := range pl.VAs {
 			tgt := views[f.sc.variantIndex(va.Name)].Target
 			va.Status = engine.NextStatus(va, pl, results[i], results[i].Targets[j], tgt, nil, now)
@@ -161,6 +173,45 @@ func (p *wvaPolicy) engine(f *fleet) {
 			f.setReplicas(i, ds.Replicas)
 		}
 	}
+}
+
+// enrichGroup is the adapter layer between what engine.BuildPlans fills
+// today (KV usage and queue length per replica) and what the token-based
+// and queueing-model analyzers read: the variants' engine arguments
+// (--max-num-batched-tokens, --max-num-seqs, from the Deployment), and per
+// replica the KV geometry (vllm:cache_config_info), the 5m prompt and
+// output token averages, the arrival rate (EPP scheduler attempts) and the
+// mean TTFT and ITL over the metrics window, plus the requests held at the
+// gateway (EPP flow-control queue). All are series vLLM and the EPP export.
+func enrichGroup(f *fleet, g *decision.Group) {
+	window := f.sc.Control.MetricsWindow.D()
+	for i := range g.Variants {
+		if v := f.sc.variantIndex(g.Variants[i].Name); v >= 0 {
+			spec := f.sc.Variants[v].Server
+			g.Variants[i].MaxNumBatchedTokens = int64(spec.MaxNumBatchedTokens)
+			g.Variants[i].MaxNumSeqs = int64(spec.MaxNumSeqs)
+		}
+	}
+	byName := map[string]*pod{}
+	for _, p := range f.routable {
+		byName[p.name] = p
+	}
+	for i := range g.Replicas {
+		r := &g.Replicas[i]
+		p, ok := byName[r.Pod]
+		if !ok {
+			continue
+		}
+		r.NumGPUBlocks, r.BlockSize = int64(p.srv.spec.NumGPUBlocks), int64(p.srv.spec.BlockSize)
+		if in, out, ok := p.prom.tokenAverages(f.now); ok {
+			r.AvgInputTokens, r.AvgOutputTokens = in, out
+		}
+		if w, ok := p.prom.rates(f.now, window); ok {
+			r.ArrivalRate = w.arrivalRate
+			r.AvgTTFTms, r.AvgITLms = w.ttft*1000, w.itl*1000
+		}
+	}
+	g.SchedulerQueueSize = float64(len(f.gateway))
 }
 
 // podMetrics is what the collector returns for a pod: max_over_time of KV

@@ -122,7 +122,7 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 		}
 	}
 	var plan *OraclePlan
-	if slices.Contains(policies, PolicyOracle) || slices.Contains(policies, PolicyStaticPeak) {
+	if slices.Contains(policies, PolicyOracle) || slices.Contains(policies, PolicyStaticPeak) || sc.Control.InitialFleet == InitialFleetWarm {
 		p := PlanOracle(&sc, &trace)
 		plan = &p
 	}
@@ -164,12 +164,20 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 			default:
 				for v, spec := range sc.Variants {
 					initial[v] = spec.InitialReplicas
+					if sc.Control.InitialFleet == InitialFleetWarm {
+						initial[v] = plan.Warm[v]
+					}
 				}
 				ctl = ctls[name]
 			}
-			f := newFleet(&scn, &trace, ctl, initial)
+			var f *fleet
 			if name == PolicyOracle {
+				f = newFleet(&scn, &trace, ctl, initial)
 				f.controlStart = 0
+			} else {
+				warmTrace, w := withWarmup(&trace, sc.Control.Warmup.D())
+				f = newFleetWarm(&scn, warmTrace, ctl, initial, w)
+				f.controlStart = sc.Control.MetricsWindow.D()
 			}
 			var last time.Duration
 			f.progress = func(now, end time.Duration) {
@@ -237,7 +245,7 @@ func planReplicaHours(sc *Scenario, plan *OraclePlan) map[string]float64 {
 }
 
 func summarize(name string, f *fleet) PolicySummary {
-	s := PolicySummary{Policy: name, ReplicaHours: map[string]float64{}, Requests: len(f.results), Timeline: f.timeline,
+	s := PolicySummary{Policy: name, ReplicaHours: map[string]float64{}, Requests: len(f.results) - f.skip, Timeline: f.timeline,
 		Preemptions: f.preemptions, EngineSteps: f.steps64}
 	for _, vs := range f.variants {
 		s.ScaleEvents += vs.events
@@ -248,10 +256,11 @@ func summarize(name string, f *fleet) PolicySummary {
 		if p.gone {
 			end = min(end, p.goneAt)
 		}
-		if end <= p.created {
+		start := max(p.created, f.origin)
+		if end <= start {
 			continue
 		}
-		hours := (end - p.created).Hours()
+		hours := (end - start).Hours()
 		spec := f.sc.Variants[p.variant]
 		s.ReplicaHours[spec.Name] += hours
 		s.Cost += hours * spec.Cost
@@ -260,8 +269,8 @@ func summarize(name string, f *fleet) PolicySummary {
 	for _, h := range s.ReplicaHours {
 		total += h
 	}
-	if f.costEnd > 0 {
-		s.MeanReplicas = total / f.costEnd.Hours()
+	if f.costEnd > f.origin {
+		s.MeanReplicas = total / (f.costEnd - f.origin).Hours()
 	}
 	for _, tp := range f.timeline {
 		var n int32
@@ -275,6 +284,9 @@ func summarize(name string, f *fleet) PolicySummary {
 	met := 0
 	slo := f.sc.SLO
 	for i, r := range f.results {
+		if i < f.skip {
+			continue
+		}
 		switch r.state {
 		case reqRejected:
 			s.Rejected++
@@ -292,8 +304,8 @@ func summarize(name string, f *fleet) PolicySummary {
 			met++
 		}
 	}
-	if len(f.results) > 0 {
-		s.SLOAttainment = float64(met) / float64(len(f.results))
+	if s.Requests > 0 {
+		s.SLOAttainment = float64(met) / float64(s.Requests)
 	}
 	slices.Sort(ttft)
 	slices.Sort(itl)

@@ -73,7 +73,28 @@ type Control struct {
 	ScaleFromZeroDelay config.Duration `json:"scaleFromZeroDelay"`
 	// OracleInterval is the oracle's planning interval.
 	OracleInterval config.Duration `json:"oracleInterval"`
+	// InitialFleet is what the autoscaling policies start with: "warm"
+	// (default) is the cheapest mix for the highest load of the first
+	// minutes, before any scale-up could land (see OraclePlan.Warm), as if
+	// the fleet had been running; "scenario" is each variant's
+	// initialReplicas.
+	InitialFleet string `json:"initialFleet,omitempty"`
+	// Warmup is a pre-roll: the trace's first Warmup is played before the
+	// measured run (not counted), so every policy starts the measured part
+	// in its own steady state. Default 10m; negative disables it.
+	Warmup config.Duration `json:"warmup,omitempty"`
+	// FlowControl makes the endpoint picker hold requests in its own
+	// queue while every ready pod is saturated (llm-d flow control with the
+	// saturation detector's defaults: 5 waiting requests or 80% KV cache),
+	// instead of pushing them into vLLM queues.
+	FlowControl bool `json:"flowControl,omitempty"`
 }
+
+// Initial fleet choices.
+const (
+	InitialFleetWarm     = "warm"
+	InitialFleetScenario = "scenario"
+)
 
 // Traffic is a CSV trace (Azure LLM inference format) or a synthetic shape,
 // optionally reshaped.
@@ -179,6 +200,10 @@ func (s *Scenario) applyDefaults() {
 	def(&c.TerminationGrace, 60*time.Second)
 	def(&c.ScaleFromZeroDelay, time.Second)
 	def(&c.OracleInterval, time.Minute)
+	def(&c.Warmup, 10*time.Minute)
+	if c.InitialFleet == "" {
+		c.InitialFleet = InitialFleetWarm
+	}
 	if s.Traffic.TimeScale == 0 {
 		s.Traffic.TimeScale = 1
 	}
@@ -239,6 +264,9 @@ func (s Scenario) Validate() error {
 		if d.v <= 0 {
 			return fmt.Errorf("control.%s %s: must be > 0", d.name, d.v)
 		}
+	}
+	if c := s.Control.InitialFleet; c != InitialFleetWarm && c != InitialFleetScenario {
+		return fmt.Errorf("control.initialFleet %q: want %q or %q", c, InitialFleetWarm, InitialFleetScenario)
 	}
 	if s.Control.MetricsWindow < s.Control.ScrapeInterval {
 		return fmt.Errorf("control.metricsWindow %s: must be >= scrapeInterval %s", s.Control.MetricsWindow, s.Control.ScrapeInterval)

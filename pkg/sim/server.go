@@ -93,10 +93,18 @@ type server struct {
 	busy       bool
 	stepEnd    time.Duration
 
-	// Counters, as vLLM exports them.
+	// Counters, as vLLM exports them: requests received and finished, the
+	// prompt and output tokens of finished requests, and the sums behind the
+	// TTFT histogram (per request) and the inter-token latency histogram
+	// (per output token after the first).
+	arrived     int64
 	finished    int64
 	finishedIn  int64
 	finishedOut int64
+	ttftSum     float64
+	ttftCount   int64
+	itlSum      float64
+	itlCount    int64
 	preemptions int64
 	steps       int64
 }
@@ -124,7 +132,10 @@ func (s *server) fits(input, output int32) bool {
 	return int64(input)+int64(output) <= s.spec.KVCapacityTokens()
 }
 
-func (s *server) enqueue(q *seq) { s.waiting = append(s.waiting, q) }
+func (s *server) enqueue(q *seq) {
+	s.arrived++
+	s.waiting = append(s.waiting, q)
+}
 
 func (s *server) pushFront(q *seq) {
 	if s.waitHead > 0 {
@@ -242,6 +253,8 @@ func (s *server) complete(now time.Duration, done []*seq) []*seq {
 				q.generated++
 				if q.firstToken < 0 {
 					q.firstToken = now
+					s.ttftSum += (now - q.arrival).Seconds()
+					s.ttftCount++
 				}
 				if q.generated >= q.output {
 					s.freeBlocks += q.blocks
@@ -249,6 +262,10 @@ func (s *server) complete(now time.Duration, done []*seq) []*seq {
 					s.finished++
 					s.finishedIn += int64(q.input)
 					s.finishedOut += int64(q.output)
+					if q.output > 1 {
+						s.itlSum += (now - q.firstToken).Seconds()
+						s.itlCount += int64(q.output - 1)
+					}
 					done = append(done, q)
 					continue
 				}

@@ -31,6 +31,7 @@ type simulateOptions struct {
 	engineInterval time.Duration
 	seed           uint64
 	wvaConfig      string
+	flowControl    bool
 	jsonOut        bool
 	htmlOut        string
 	progress       string
@@ -74,6 +75,7 @@ Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,Genera
 	f.DurationVar(&o.startupDelay, "startup-delay", 0, "pod start-up delay for every variant (default: per variant, from the scenario)")
 	f.DurationVar(&o.engineInterval, "engine-interval", 0, "wva engine interval (default: the scenario's, 30s)")
 	f.Uint64Var(&o.seed, "seed", 0, "random seed for synthetic traffic and rate scaling (default: the scenario's)")
+	f.BoolVar(&o.flowControl, "flow-control", false, "endpoint picker holds requests while every pod is saturated (default: the scenario's)")
 	f.StringVar(&o.wvaConfig, "wva-config", "", "YAML of wva's ConfigMaps for the wva policy: {<ConfigMap name>: {<key>: <entry>}}")
 	f.BoolVar(&o.jsonOut, "json", false, "print a machine-readable summary (one object per policy) instead of the table")
 	f.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report with charts to this file")
@@ -200,6 +202,9 @@ func buildScenario(cmd *cobra.Command, o simulateOptions) (sim.Scenario, error) 
 	}
 	if changed("engine-interval") {
 		sc.Control.EngineInterval = config.Duration(o.engineInterval)
+	}
+	if changed("flow-control") {
+		sc.Control.FlowControl = o.flowControl
 	}
 	if changed("seed") {
 		sc.Seed = o.seed
