@@ -37,8 +37,8 @@ generate: ## Regenerate deepcopy, the CRD manifest and the typed client
 verify-generate: ## Fail if generated files are stale
 	hack/verify-codegen.sh
 
-demo: ## The main job on its embedded default (no cluster)
-	$(GO) run ./cmd/wva decide
+demo: ## The main job on its embedded default (no cluster): simulate wva against the other policies
+	$(GO) run ./cmd/wva simulate
 
 clean:
 	rm -rf $(BIN)
