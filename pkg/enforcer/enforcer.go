@@ -84,18 +84,26 @@ func withOptimizer(in Input, variants []decision.Variant) []decision.Target {
 		}
 		targets = append(targets, t)
 	}
-	if idle(in) && allowsZero(variants) {
-		if in.ScaleToZero.Enabled {
-			if firstRun(variants) {
-				return relabel(targets, variants, "First run: preserving current replicas for Prometheus discovery grace period (group idle)")
-			}
-			return setAll(variants, 0, decision.RuleScaleToZero, fmt.Sprintf("Scale-to-zero: no requests in retention period (%s)", in.ScaleToZero.RetentionPeriod))
-		}
-	}
-	if allowsZero(variants) && !in.ScaleToZero.Enabled && total(targets) == 0 {
+	switch {
+	case idle(in) && allowsZero(variants) && firstRun(variants):
+		return relabel(targets, variants, "First run: preserving current replicas for Prometheus discovery grace period (group idle)")
+	case idle(in) && allowsZero(variants) && in.ScaleToZero.Enabled:
+		return setAll(variants, 0, decision.RuleScaleToZero, fmt.Sprintf("Scale-to-zero: no requests in retention period (%s)", in.ScaleToZero.RetentionPeriod))
+	case idle(in) && allowsZero(variants):
+		// Idle with scale to zero disabled: the minimal footprint is one
+		// replica of the cheapest variant.
+		return cheapestOnly(variants, fmt.Sprintf("Scale-to-zero disabled: no requests in retention period (%s), cheapest variant keeps 1 replica",
+			in.ScaleToZero.RetentionPeriod))
+	case allowsZero(variants) && !in.ScaleToZero.Enabled && total(targets) == 0:
 		return keepCheapest(variants, targets, "Scale-to-zero disabled: cheapest variant keeps 1 replica")
 	}
 	return finish(targets, variants)
+}
+
+// cheapestOnly gives the cheapest variant 1 replica and the others 0.
+func cheapestOnly(variants []decision.Variant, why string) []decision.Target {
+	targets := setAll(variants, 0, decision.RuleKeepCheapest, why)
+	return keepCheapest(variants, targets, why)
 }
 
 // withoutMetrics is the fallback and last-resort path.

@@ -76,6 +76,14 @@ func TestEnforce(t *testing.T) {
 			reason: map[string]string{"b-cheap": "cheapest variant keeps 1 replica"},
 		},
 		{
+			name: "idle with scale to zero disabled: cheapest 1, others 0",
+			in: Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), ScaleToZero: stz(false, 10*time.Minute),
+				Variants: twoVariants(0, ago(time.Hour)), Targets: optimized},
+			want:    map[string]int32{"cheap": 1, "dear": 0},
+			reason:  map[string]string{"cheap": "cheapest variant keeps 1 replica", "dear": "Scale-to-zero disabled: no requests"},
+			actions: map[string]decision.Action{"cheap": decision.ActionScaleDown, "dear": decision.ActionScaleDown},
+		},
+		{
 			name: "optimizer targets are clamped to bounds",
 			in: Input{Metrics: MetricsAvailable, RequestsInRetention: f(5), ScaleToZero: stz(false, 10*time.Minute),
 				Variants: []v{{Name: "v", Cost: 5, MinReplicas: 2, MaxReplicas: 4, CurrentReplicas: 3, LastUpdate: ago(time.Hour)}},

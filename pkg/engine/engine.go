@@ -58,6 +58,10 @@ type Engine struct {
 	StatusHeartbeat time.Duration
 	trigger         chan struct{}
 	lastSuccess     atomic.Int64 // unix nanos
+	// state is each group's analyzer memory (k2 history, tuner), passed
+	// back every cycle. It lives in the leader's memory: a new leader
+	// starts the analyzers afresh.
+	state map[GroupKey]any
 }
 
 // Cycle reports one engine cycle.
@@ -151,9 +155,17 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 	inputs := make([]pipeline.GroupInput, len(plans))
 	for i, p := range plans {
 		inputs[i] = p.Input
+		inputs[i].State = e.state[p.Key]
 	}
 	now := e.Clock.Now()
 	c.Results = e.Pipeline.Run(now, inputs)
+	next := make(map[GroupKey]any, len(plans))
+	for i, p := range plans {
+		if c.Results[i].State != nil {
+			next[p.Key] = c.Results[i].State
+		}
+	}
+	e.state = next
 	c.Groups = len(plans)
 
 	targets := map[string]Target{}

@@ -63,6 +63,9 @@ func TestBuildPlans(t *testing.T) {
 	metrics := collector.Result{Pods: pods("prod", 0.5, "l4-1", "l4-2"),
 		Requests: map[time.Duration]map[collector.ModelKey]float64{10 * time.Minute: {{Namespace: "prod", Model: "llama"}: 30}}}
 	metrics.Pods[collector.PodKey{Namespace: "prod", Pod: "h100-1"}] = collector.PodMetrics{HasKvCacheUsage: true} // no queue series: not reporting
+	l4 := metrics.Pods[collector.PodKey{Namespace: "prod", Pod: "l4-1"}]
+	l4.NumGPUBlocks, l4.BlockSize, l4.AvgInputTokens, l4.AvgOutputTokens = 1000, 16, 512, 128
+	metrics.Pods[collector.PodKey{Namespace: "prod", Pod: "l4-1"}] = l4
 
 	plans := BuildPlans(views, metrics, nil, defaults)
 	require.Len(t, plans, 3)
@@ -81,6 +84,10 @@ func TestBuildPlans(t *testing.T) {
 	assert.Equal(t, "a-l4", llama.Input.Group.Variants[0].Name)
 	assert.Equal(t, 5.0, llama.Input.Group.Variants[0].Cost)
 	assert.Len(t, llama.Input.Group.Replicas, 2, "h100-1 lacks the queue series")
+	tok := llama.Input.Group.Replicas[0]
+	assert.Equal(t, "l4-1", tok.Pod)
+	assert.Equal(t, [4]float64{1000, 16, 512, 128}, [4]float64{float64(tok.NumGPUBlocks), float64(tok.BlockSize), tok.AvgInputTokens, tok.AvgOutputTokens},
+		"token analyzer inputs are carried from the collector")
 	assert.Equal(t, 30.0, *llama.Input.RequestsInRetention)
 	assert.Equal(t, t0.Add(-3*time.Minute), llama.Input.MetricsLastSeen)
 

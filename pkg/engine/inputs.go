@@ -101,6 +101,8 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 				reporting++
 				p.Input.Group.Replicas = append(p.Input.Group.Replicas, decision.ReplicaMetrics{
 					Pod: pod, Variant: m.VA.Name, KvCacheUsage: pm.KvCacheUsage, QueueLength: pm.QueueLength,
+					NumGPUBlocks: pm.NumGPUBlocks, BlockSize: pm.BlockSize,
+					AvgInputTokens: pm.AvgInputTokens, AvgOutputTokens: pm.AvgOutputTokens,
 				})
 			}
 			if t := metricsLostAt(m.VA); t.After(p.Input.MetricsLastSeen) {

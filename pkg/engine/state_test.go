@@ -1,0 +1,49 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/wva-project/wva/pkg/analyzer"
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/collector"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/pipeline"
+)
+
+// countingAnalyzer remembers how many cycles it has seen, through the
+// engine's state hand-off.
+type countingAnalyzer struct{ seen []int }
+
+func (c *countingAnalyzer) Name() string { return config.AnalyzerSaturationPercentage }
+
+func (c *countingAnalyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+	return c.AnalyzeState(g, cfg, nil)
+}
+
+func (c *countingAnalyzer) AnalyzeState(_ decision.Group, _ config.Resolved, prev any) (analyzer.Result, error) {
+	n, _ := prev.(int)
+	c.seen = append(c.seen, n)
+	return analyzer.Result{Signal: decision.Signal{Reason: "counting"}, State: n + 1}, nil
+}
+
+func TestAnalyzerStateCarriedAcrossCycles(t *testing.T) {
+	counter := &countingAnalyzer{}
+	p := pipeline.Default()
+	p.Analyzers = map[string]analyzer.Analyzer{config.AnalyzerSaturationPercentage: counter}
+	writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
+	e := &Engine{Views: &fakeViews{views: []View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(1, "p1")}}},
+		Metrics: &fakeMetrics{res: collector.Result{Pods: pods("prod", 0.5, "p1")}}, Status: writer, Config: config.NewStore(),
+		Pipeline: p, Clock: clocktesting.NewFakeClock(t0), Interval: time.Second, StatusHeartbeat: time.Minute}
+	for range 3 {
+		_, err := e.RunOnce(context.Background())
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []int{0, 1, 2}, counter.seen)
+}
