@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X github.com/wva-project/wva/pkg/version.Version=$(VERSION) -X
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build test test-unit test-deps lint generate verify-generate demo clean
+.PHONY: help build test test-unit test-deps e2e lint generate verify-generate demo clean
 
 help: ## List targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -20,6 +20,9 @@ build: ## Build bin/wva (static)
 test: test-deps ## Run the whole suite (unit + real control plane and Prometheus)
 	$(GO) test -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
+e2e: test-deps ## Closed-loop rig: control plane + kwok + emulated vLLM fleet + Prometheus + wva processes
+	$(GO) test -tags e2e -timeout 25m $(TESTFLAGS) -v -run TestClosedLoop ./test/e2e/
+
 test-unit: ## Run the tests that need no external binaries
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v /test/)
 
@@ -28,6 +31,7 @@ test-deps: ## Install Prometheus (Debian) and build kube-apiserver/etcd/... into
 
 lint: ## go vet and gofmt
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./test/e2e/
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './vendor/*')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 

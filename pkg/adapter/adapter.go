@@ -107,7 +107,7 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		StatefulSets: a.informers.Apps().V1().StatefulSets().Lister(),
 		Pods:         a.informers.Core().V1().Pods().Lister(),
 	}
-	if lwsInstalled(a.kube) {
+	if daemon.APIServed(a.kube, lwsGVR) {
 		dynClient, err := dynamic.NewForConfig(restCfg)
 		if err != nil {
 			return nil, err
@@ -214,7 +214,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if a.dyn != nil {
 		a.dyn.WaitForCacheSync(ctx.Done())
 	}
-	klog.InfoS("informers synced; starting engine", "interval", a.Options.EngineInterval, "leaderElect", a.Options.LeaderElect)
+	klog.InfoS("informers synced; starting engine", "interval", a.Options.EngineInterval, "leaderElect", a.Options.Lease.Enabled)
 
 	go a.runEngine(ctx)
 	return a.Base.Run(ctx)
@@ -229,9 +229,7 @@ func typeNames[T comparable](m map[T]bool) map[string]bool {
 }
 
 func (a *Adapter) runEngine(ctx context.Context) {
-	lease := daemon.Lease{Enabled: a.Options.LeaderElect, Namespace: a.Options.LeaseNamespace, Name: a.Options.LeaseName,
-		LeaseDuration: a.Options.LeaseDuration, RenewDeadline: a.Options.RenewDeadline, RetryPeriod: a.Options.RetryPeriod}
-	if err := daemon.RunLeaderElected(ctx, a.kube, lease, a.recorder, a.leading.Store, a.Engine.Run); err != nil {
+	if err := daemon.RunLeaderElected(ctx, a.kube, a.Options.Lease, a.recorder, a.leading.Store, a.Engine.Run); err != nil {
 		klog.ErrorS(err, "engine not started")
 	}
 }
@@ -283,17 +281,4 @@ func newPrometheusClient(o *Options) (promv1.API, error) {
 		return nil, fmt.Errorf("--prometheus-url: %w", err)
 	}
 	return promv1.NewAPI(client), nil
-}
-
-func lwsInstalled(kube kubernetes.Interface) bool {
-	res, err := kube.Discovery().ServerResourcesForGroupVersion(lwsGVR.GroupVersion().String())
-	if err != nil {
-		return false
-	}
-	for _, r := range res.APIResources {
-		if r.Name == lwsGVR.Resource {
-			return true
-		}
-	}
-	return false
 }

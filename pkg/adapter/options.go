@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wva-project/wva/pkg/collector"
+	"github.com/wva-project/wva/pkg/daemon"
 )
 
 // Options are the adapter's own flags (the generic API server's secure
@@ -34,12 +35,7 @@ type Options struct {
 	ConfigNamespace string
 	WatchNamespace  string
 
-	LeaderElect          bool
-	LeaseName            string
-	LeaseNamespace       string
-	LeaseDuration        time.Duration
-	RenewDeadline        time.Duration
-	RetryPeriod          time.Duration
+	Lease                daemon.Lease
 	MetricsBindAddress   string
 	ReadinessMaxCycleAge time.Duration
 }
@@ -57,11 +53,7 @@ func NewOptions() *Options {
 		EngineInterval:           30 * time.Second,
 		StatusHeartbeat:          2 * time.Minute,
 		ConfigNamespace:          ns,
-		LeaderElect:              true,
-		LeaseName:                "wva-adapter",
-		LeaseDuration:            15 * time.Second,
-		RenewDeadline:            10 * time.Second,
-		RetryPeriod:              2 * time.Second,
+		Lease:                    daemon.DefaultLease("wva-adapter", "", true),
 		MetricsBindAddress:       ":8080",
 	}
 }
@@ -81,12 +73,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "Age past which a served decision counts as stale in metrics (default: heartbeat + 2 intervals)")
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "Namespace of the wva ConfigMaps (default: $POD_NAMESPACE or wva-system)")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Only manage VAs in this namespace (default: all)")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect one replica to run the engine (all replicas serve metrics)")
-	fs.StringVar(&o.LeaseName, "leader-election-lease-name", o.LeaseName, "Name of the coordination.k8s.io Lease")
-	fs.StringVar(&o.LeaseNamespace, "leader-election-namespace", o.LeaseNamespace, "Namespace of the Lease (default: the config namespace)")
-	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "Lease duration")
-	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "Lease renew deadline")
-	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "Lease retry period")
+	o.Lease.AddFlags(fs, "Elect one replica to run the engine (all replicas serve metrics)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the plain-HTTP /metrics, /healthz and /readyz endpoints (\"0\" disables)")
 }
 
@@ -98,8 +85,8 @@ func (o *Options) Complete() {
 	if o.StaleAfter == 0 {
 		o.StaleAfter = o.StatusHeartbeat + 2*o.EngineInterval
 	}
-	if o.LeaseNamespace == "" {
-		o.LeaseNamespace = o.ConfigNamespace
+	if o.Lease.Namespace == "" {
+		o.Lease.Namespace = o.ConfigNamespace
 	}
 	if o.ReadinessMaxCycleAge == 0 {
 		o.ReadinessMaxCycleAge = 3 * o.EngineInterval
@@ -123,9 +110,8 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s=%s: must be positive", name, d))
 		}
 	}
-	if o.LeaderElect && !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
-		errs = append(errs, fmt.Errorf("leader election: want lease-duration (%s) > renew-deadline (%s) > retry-period (%s) > 0",
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+	if err := o.Lease.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/wva-project/wva/pkg/daemon"
 )
 
 // Options are `wva controller`'s flags.
@@ -20,12 +22,7 @@ type Options struct {
 	ProbeNamespace     string
 	WatchNamespace     string
 	MetricsBindAddress string
-	LeaderElect        bool
-	LeaseName          string
-	LeaseNamespace     string
-	LeaseDuration      time.Duration
-	RenewDeadline      time.Duration
-	RetryPeriod        time.Duration
+	Lease              daemon.Lease
 }
 
 // NewOptions returns the defaults.
@@ -37,8 +34,7 @@ func NewOptions() *Options {
 	return &Options{
 		Workers: 2, Resync: 30 * time.Second, StaleAfter: 5 * time.Minute,
 		HPATolerance: "auto", HPAScaleToZero: "auto", ProbeNamespace: ns,
-		MetricsBindAddress: ":8082", LeaderElect: true, LeaseName: "wva-controller", LeaseNamespace: ns,
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		MetricsBindAddress: ":8082", Lease: daemon.DefaultLease("wva-controller", ns, true),
 	}
 }
 
@@ -53,12 +49,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ProbeNamespace, "probe-namespace", o.ProbeNamespace, "Namespace for the dry-run capability probes (default: $POD_NAMESPACE or wva-system)")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Only manage VAs in this namespace (default: all)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics, /healthz and /readyz (\"0\" disables)")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run one active replica (Lease)")
-	fs.StringVar(&o.LeaseName, "leader-election-lease-name", o.LeaseName, "Lease name")
-	fs.StringVar(&o.LeaseNamespace, "leader-election-namespace", o.LeaseNamespace, "Lease namespace")
-	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "Lease duration")
-	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "Lease renew deadline")
-	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "Lease retry period")
+	o.Lease.AddFlags(fs, "Run one active replica (Lease)")
 }
 
 // Validate names the flag and value of every problem.
@@ -75,9 +66,8 @@ func (o *Options) Validate() error {
 	if o.Resync <= 0 || o.StaleAfter <= 0 {
 		errs = append(errs, fmt.Errorf("--resync (%s) and --stale-after (%s) must be positive", o.Resync, o.StaleAfter))
 	}
-	if o.LeaderElect && !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
-		errs = append(errs, fmt.Errorf("leader election: want lease-duration (%s) > renew-deadline (%s) > retry-period (%s) > 0",
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+	if err := o.Lease.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -14,11 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -36,7 +34,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	cfg, err := restConfig(o.Kubeconfig)
+	cfg, err := daemon.RESTConfig(o.Kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -98,9 +96,7 @@ func Run(ctx context.Context, o *Options) error {
 	if !cache.WaitForCacheSync(ctx.Done(), vaInformer.Informer().HasSynced, hpaInformer.Informer().HasSynced) {
 		return errors.New("informers did not sync")
 	}
-	lease := daemon.Lease{Enabled: o.LeaderElect, Namespace: o.LeaseNamespace, Name: o.LeaseName,
-		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod}
-	return daemon.RunLeaderElected(ctx, kube, lease, recorder, leading.Store, func(ctx context.Context) { c.Run(ctx, o.Workers) })
+	return daemon.RunLeaderElected(ctx, kube, o.Lease, recorder, leading.Store, func(ctx context.Context) { c.Run(ctx, o.Workers) })
 }
 
 func capabilities(ctx context.Context, kube kubernetes.Interface, o *Options) (Capabilities, error) {
@@ -119,15 +115,4 @@ func capabilities(ctx context.Context, kube kubernetes.Interface, o *Options) (C
 		caps.ScaleToZero = o.HPAScaleToZero == "true"
 	}
 	return caps, nil
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
-	}
-	return cfg, nil
 }

@@ -13,7 +13,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -101,4 +105,58 @@ func RunLeaderElected(ctx context.Context, kube kubernetes.Interface, lease Leas
 		})
 	}
 	return nil
+}
+
+// DefaultLease is a Lease with client-go's customary timings.
+func DefaultLease(name, namespace string, enabled bool) Lease {
+	return Lease{Enabled: enabled, Namespace: namespace, Name: name,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+}
+
+// AddFlags registers the conventional --leader-elect* flags; enabledHelp
+// says what election guards in this component.
+func (l *Lease) AddFlags(fs *pflag.FlagSet, enabledHelp string) {
+	fs.BoolVar(&l.Enabled, "leader-elect", l.Enabled, enabledHelp)
+	fs.StringVar(&l.Name, "leader-election-lease-name", l.Name, "Name of the coordination.k8s.io Lease")
+	fs.StringVar(&l.Namespace, "leader-election-namespace", l.Namespace, "Namespace of the Lease (default: the component's config namespace)")
+	fs.DurationVar(&l.LeaseDuration, "leader-election-lease-duration", l.LeaseDuration, "Lease duration")
+	fs.DurationVar(&l.RenewDeadline, "leader-election-renew-deadline", l.RenewDeadline, "Lease renew deadline")
+	fs.DurationVar(&l.RetryPeriod, "leader-election-retry-period", l.RetryPeriod, "Lease retry period")
+}
+
+// Validate requires lease duration > renew deadline > retry period > 0, as
+// client-go's elector does.
+func (l Lease) Validate() error {
+	if l.Enabled && !(l.LeaseDuration > l.RenewDeadline && l.RenewDeadline > l.RetryPeriod && l.RetryPeriod > 0) {
+		return fmt.Errorf("leader election: want lease-duration (%s) > renew-deadline (%s) > retry-period (%s) > 0",
+			l.LeaseDuration, l.RenewDeadline, l.RetryPeriod)
+	}
+	return nil
+}
+
+// RESTConfig loads --kubeconfig, or the in-cluster config when it is empty.
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+	}
+	return cfg, nil
+}
+
+// APIServed reports whether the API server serves a resource (for optional
+// APIs such as LeaderWorkerSet).
+func APIServed(kube kubernetes.Interface, gvr schema.GroupVersionResource) bool {
+	res, err := kube.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		return false
+	}
+	for _, r := range res.APIResources {
+		if r.Name == gvr.Resource {
+			return true
+		}
+	}
+	return false
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/wva-project/wva/pkg/daemon"
 )
 
 // Options are `wva scale-from-zero`'s flags.
@@ -47,12 +49,7 @@ type Options struct {
 	ActivatorHealthPath string
 
 	MetricsBindAddress string
-	LeaderElect        bool
-	LeaseName          string
-	LeaseNamespace     string
-	LeaseDuration      time.Duration
-	RenewDeadline      time.Duration
-	RetryPeriod        time.Duration
+	Lease              daemon.Lease
 }
 
 // NewOptions returns the defaults.
@@ -68,8 +65,7 @@ func NewOptions() *Options {
 		WakeTimeout: 2 * time.Minute, RetryAfter: time.Second,
 		ConfigNamespace: ns, GPUResource: "nvidia.com/gpu", BudgetGaugesEvery: 5 * time.Second,
 		ActivatorMaxWait: 60 * time.Second, ActivatorHealthPath: "/health",
-		MetricsBindAddress: ":8081", LeaseName: "wva-scale-from-zero",
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		MetricsBindAddress: ":8081", Lease: daemon.DefaultLease("wva-scale-from-zero", "", false),
 	}
 }
 
@@ -106,18 +102,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ActivatorHealthPath, "activator-health-path", o.ActivatorHealthPath, "Backend path whose 200 means ready")
 
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the plain-HTTP /metrics, /healthz and /readyz endpoints (\"0\" disables)")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Only the Lease holder polls and wakes (the activator serves on every replica)")
-	fs.StringVar(&o.LeaseName, "leader-election-lease-name", o.LeaseName, "Lease name")
-	fs.StringVar(&o.LeaseNamespace, "leader-election-namespace", o.LeaseNamespace, "Lease namespace (default: the config namespace)")
-	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "Lease duration")
-	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "Lease renew deadline")
-	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "Lease retry period")
+	o.Lease.AddFlags(fs, "Only the Lease holder polls and wakes (the activator serves on every replica)")
 }
 
 // Complete fills derived defaults.
 func (o *Options) Complete() {
-	if o.LeaseNamespace == "" {
-		o.LeaseNamespace = o.ConfigNamespace
+	if o.Lease.Namespace == "" {
+		o.Lease.Namespace = o.ConfigNamespace
 	}
 }
 
@@ -178,9 +169,8 @@ func (o *Options) Validate() error {
 	if o.ActivatorListen != "" && len(o.ActivatorBackends) == 0 {
 		errs = append(errs, fmt.Errorf("--activator-listen=%q: needs at least one --activator-backend model=URL", o.ActivatorListen))
 	}
-	if o.LeaderElect && !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
-		errs = append(errs, fmt.Errorf("leader election: want lease-duration (%s) > renew-deadline (%s) > retry-period (%s) > 0",
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+	if err := o.Lease.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -28,7 +28,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"both budgets", func(o *Options) { o.EPPSelector, o.BudgetConfigMap, o.BudgetPoolLabel = "a=b", "cm", "pool" }, "choose one budget source"},
 		{"missing token file", func(o *Options) { o.EPPSelector, o.EPPBearerTokenFile = "a=b", "/nonexistent/token" }, "--epp-bearer-token-file"},
 		{"activator without backends", func(o *Options) { o.ActivatorListen = ":8000" }, "needs at least one --activator-backend"},
-		{"lease order", func(o *Options) { o.EPPSelector, o.LeaderElect, o.RenewDeadline = "a=b", true, time.Minute }, "leader election"},
+		{"lease order", func(o *Options) { o.EPPSelector, o.Lease.Enabled, o.Lease.RenewDeadline = "a=b", true, time.Minute }, "leader election"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

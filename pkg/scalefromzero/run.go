@@ -22,11 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/transport"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -48,7 +46,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	cfg, err := restConfig(o.Kubeconfig)
+	cfg, err := daemon.RESTConfig(o.Kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -88,7 +86,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	var starters []func(<-chan struct{})
 	starters = append(starters, kubeInf.Start, wvaInf.Start)
-	if lwsInstalled(kube) {
+	if daemon.APIServed(kube, lwsGVR) {
 		dynClient, err := dynamic.NewForConfig(cfg)
 		if err != nil {
 			return err
@@ -169,10 +167,8 @@ func Run(ctx context.Context, o *Options) error {
 			return err
 		}
 	}
-	klog.InfoS("informers synced; polling EPPs of groups at zero", "interval", o.PollInterval, "budget", budgeted, "leaderElect", o.LeaderElect)
-	lease := daemon.Lease{Enabled: o.LeaderElect, Namespace: o.LeaseNamespace, Name: o.LeaseName,
-		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod}
-	return daemon.RunLeaderElected(ctx, kube, lease, recorder, nil, runner.Run)
+	klog.InfoS("informers synced; polling EPPs of groups at zero", "interval", o.PollInterval, "budget", budgeted, "leaderElect", o.Lease.Enabled)
+	return daemon.RunLeaderElected(ctx, kube, o.Lease, recorder, nil, runner.Run)
 }
 
 // budgetSource builds the budget's informers: every bound, non-terminal
@@ -253,28 +249,4 @@ func (n AnnotationNudger) Nudge(ctx context.Context, namespace, name string, at 
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, ScaledFromZeroAnnotation, at.UTC().Format(time.RFC3339Nano))
 	_, err := n.Client.LlmdV1alpha1().VariantAutoscalings(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
-	}
-	return cfg, nil
-}
-
-func lwsInstalled(kube kubernetes.Interface) bool {
-	res, err := kube.Discovery().ServerResourcesForGroupVersion(lwsGVR.GroupVersion().String())
-	if err != nil {
-		return false
-	}
-	for _, r := range res.APIResources {
-		if r.Name == lwsGVR.Resource {
-			return true
-		}
-	}
-	return false
 }

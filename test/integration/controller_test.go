@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/wva-project/wva/pkg/controller"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // hpaRig is a control plane with the HPA controller, the adapter in
@@ -71,32 +71,10 @@ func startHPARig(ctx context.Context, t *testing.T, gates map[string]bool, contr
 	return r
 }
 
-// startWVAProcess runs a wva subcommand that serves /healthz on
-// --metrics-bind-address (added here) and waits until it answers.
+// startWVAProcess runs a wva subcommand and waits until it is ready.
 func startWVAProcess(ctx context.Context, t *testing.T, what string, args []string) *adapterProcess {
 	t.Helper()
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := &adapterProcess{log: &syncBuffer{}, done: make(chan struct{}), MetricsURL: "http://" + metricsAddr}
-	p.cmd = exec.Command(wvaBinary, append(args, "--metrics-bind-address="+metricsAddr)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	require.NoError(t, p.cmd.Start())
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("%s log (tail):\n%s", what, tail(p.log.String(), 60))
-		}
-	})
-	eventually(ctx, t, what+" healthy", func() (bool, string) {
-		select {
-		case <-p.done:
-			return false, what + " exited:\n" + tail(p.log.String(), 30)
-		default:
-		}
-		body, err := tryGet(ctx, p.MetricsURL+"/readyz")
-		return err == nil && body == "ok", fmt_(body, err)
-	})
-	return p
+	return &adapterProcess{Process: testenv.StartProcess(ctx, t, what, wvaBinary, args...)}
 }
 
 // decide writes the decision of record, as the adapter's engine would.

@@ -75,10 +75,10 @@ func TestLeaderElection(t *testing.T) {
 
 	leader, follower := a, b
 	own := `"leader election" identity="` + first + `"`
-	if strings.Contains(b.log.String(), own) {
+	if strings.Contains(b.Log(), own) {
 		leader, follower = b, a
 	}
-	require.Contains(t, leader.log.String(), own, "the Lease holder is one of the two replicas")
+	require.Contains(t, leader.Log(), own, "the Lease holder is one of the two replicas")
 	leader.Stop()
 	eventually(ctx, t, "the follower takes the Lease", func() (bool, string) {
 		h := holder()

@@ -129,7 +129,7 @@ func sfzLatency(ctx context.Context, t *testing.T, cs kubernetes.Interface, wva 
 	re := regexp.MustCompile(`"scaled from zero" .*latency="([^"]+)"`)
 	eventually(ctx, t, "every wake-up counted and logged", func() (bool, string) {
 		v, err := sfzMetric(ctx, p.MetricsURL, `wva_scale_from_zero_decisions_total{result="scaled"}`)
-		n := len(re.FindAllString(p.log.String(), -1))
+		n := len(re.FindAllString(p.Log(), -1))
 		return err == nil && v >= sfzTrials && n >= sfzTrials, fmt.Sprintf("counted %v (%v), logged %d", v, err, n)
 	})
 	time.Sleep(300 * time.Millisecond) // a duplicate would show up by now
@@ -138,7 +138,7 @@ func sfzLatency(ctx context.Context, t *testing.T, cs kubernetes.Interface, wva 
 	assert.Equal(t, float64(sfzTrials), scaledTotal, "exactly one scale call per wake-up")
 	// In-process: queue read -> scale call accepted, from the log.
 	var inProcess []time.Duration
-	for _, m := range re.FindAllStringSubmatch(p.log.String(), -1) {
+	for _, m := range re.FindAllStringSubmatch(p.Log(), -1) {
 		d, err := time.ParseDuration(m[1])
 		require.NoError(t, err)
 		inProcess = append(inProcess, d)

@@ -3,36 +3,24 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // wvaBinary is built once by TestMain.
@@ -40,16 +28,11 @@ var wvaBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "wva-bin-")
+	if err == nil {
+		wvaBinary, err = testenv.BuildWVA(dir)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	wvaBinary = filepath.Join(dir, "wva")
-	build := exec.Command("go", "build", "-o", wvaBinary, "./cmd/wva")
-	build.Dir = repoRoot()
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building wva:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -57,64 +40,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func repoRoot() string {
-	wd, _ := os.Getwd()
-	return filepath.Join(wd, "..", "..")
-}
+func repoRoot() string { return testenv.RepoRoot() }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testenv.FreePort(t) }
 
 // installCRD applies the generated CRD and waits until it is established.
-func installCRD(ctx context.Context, t *testing.T, c *harness.Cluster) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot(), "deploy", "crd", "llmd.ai_variantautoscalings.yaml"))
-	require.NoError(t, err)
-	obj := &unstructured.Unstructured{}
-	require.NoError(t, yaml.Unmarshal(data, &obj.Object))
-	dyn, err := dynamic.NewForConfig(c.RESTConfig)
-	require.NoError(t, err)
-	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	_, err = dyn.Resource(gvr).Create(ctx, obj, metav1.CreateOptions{})
-	require.NoError(t, err)
-	eventually(ctx, t, "CRD established", func() (bool, string) {
-		got, err := dyn.Resource(gvr).Get(ctx, obj.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			m := c.(map[string]any)
-			if m["type"] == "Established" && m["status"] == "True" {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprint(conds)
-	})
-	// Discovery of the new group can lag the condition.
-	wva, err := versioned.NewForConfig(c.RESTConfig)
-	require.NoError(t, err)
-	eventually(ctx, t, "VA API served", func() (bool, string) {
-		_, err := wva.LlmdV1alpha1().VariantAutoscalings("default").List(ctx, metav1.ListOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
-}
+func installCRD(ctx context.Context, t *testing.T, c *harness.Cluster) { testenv.InstallCRD(ctx, t, c) }
 
 func createNamespace(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string) {
-	t.Helper()
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	// No controller-manager in some tests: create the default
-	// ServiceAccount the ServiceAccount admission plugin wants for pods.
-	_, err = cs.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
-	}
+	testenv.CreateNamespace(ctx, t, cs, name)
 }
 
 // servingVariant creates a Deployment and `ready` Ready pods for it (there
@@ -159,13 +93,10 @@ func newVA(ns, name, model, cost string, min, max int32) *llmdv1alpha1.VariantAu
 	}
 }
 
-// adapterProcess is `wva adapter` running as a child process.
+// adapterProcess is a wva process, with the adapter's secure port.
 type adapterProcess struct {
-	cmd        *exec.Cmd
-	log        *syncBuffer
-	MetricsURL string
-	Port       int
-	done       chan struct{}
+	*testenv.Process
+	Port int
 }
 
 // startAdapter runs the adapter with the same flags a Deployment would use,
@@ -176,83 +107,17 @@ func startAdapter(ctx context.Context, t *testing.T, c *harness.Cluster, promURL
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	require.NoError(t, os.WriteFile(certFile, servingCert, 0o600))
 	require.NoError(t, os.WriteFile(keyFile, servingKey, 0o600))
-	a := &adapterProcess{Port: freePort(t), log: &syncBuffer{}, done: make(chan struct{})}
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	a.MetricsURL = "http://" + metricsAddr
+	port := freePort(t)
 	args := append([]string{"adapter",
-		"--secure-port=" + fmt.Sprint(a.Port), "--bind-address=127.0.0.1",
+		"--secure-port=" + fmt.Sprint(port), "--bind-address=127.0.0.1",
 		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
 		"--lister-kubeconfig=" + c.KubeconfigPath,
 		"--authentication-kubeconfig=" + c.KubeconfigPath, "--authorization-kubeconfig=" + c.KubeconfigPath,
 		"--prometheus-url=" + promURL, "--engine-interval=1s", "--config-namespace=wva-system",
-		"--leader-elect=false", "--metrics-bind-address=" + metricsAddr, "--v=2",
+		"--leader-elect=false", "--v=2",
 	}, extra...)
-	a.cmd = exec.Command(wvaBinary, args...)
-	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
-	require.NoError(t, a.cmd.Start())
-	go func() { _ = a.cmd.Wait(); close(a.done) }()
-	t.Cleanup(func() {
-		a.Stop()
-		if t.Failed() {
-			t.Logf("adapter log (tail):\n%s", tail(a.log.String(), 60))
-		}
-	})
-	eventually(ctx, t, "adapter ready", func() (bool, string) {
-		select {
-		case <-a.done:
-			return false, "adapter exited:\n" + tail(a.log.String(), 30)
-		default:
-		}
-		resp, err := http.Get(a.MetricsURL + "/healthz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
-	return a
-}
-
-// syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// Stop sends SIGTERM and waits.
-func (a *adapterProcess) Stop() {
-	select {
-	case <-a.done:
-		return
-	default:
-	}
-	_ = a.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-a.done:
-	case <-time.After(10 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-a.done
-	}
-}
-
-func tail(s string, lines int) string {
-	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(parts) > lines {
-		parts = parts[len(parts)-lines:]
-	}
-	return strings.Join(parts, "\n")
+	p := testenv.StartProcessWaiting(ctx, t, "adapter", wvaBinary, "/healthz", args...)
+	return &adapterProcess{Process: p, Port: port}
 }
 
 // getRaw is `kubectl get --raw` of the external metric through the
@@ -274,17 +139,5 @@ func getRaw(ctx context.Context, cs kubernetes.Interface, ns, variant string) (*
 // eventually polls cond every 250ms until it holds or ctx ends.
 func eventually(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	var last string
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		last = detail
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s: %s", what, last)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	testenv.Eventually(ctx, t, what, cond)
 }

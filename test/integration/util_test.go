@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // fmt_ renders a value and an error for eventually's "last seen" detail.
@@ -31,16 +33,4 @@ func httpGet(ctx context.Context, t *testing.T, url string) string {
 }
 
 // tryGet is httpGet without failing the test (for polling).
-func tryGet(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return string(body), err
-}
+func tryGet(ctx context.Context, url string) (string, error) { return testenv.Get(ctx, url) }

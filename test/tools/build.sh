@@ -9,6 +9,9 @@ set -euo pipefail
 
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.7.0
+# kwok (fake nodes and pods for the e2e rig) has no replace directives, so it
+# is installed straight from the module proxy at a pinned version.
+KWOK_VERSION=v0.8.0
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${WVA_TEST_BIN_CACHE:-$HOME/.cache/wva-test/bin}
@@ -30,6 +33,13 @@ missing() {
 	done
 	echo "${m[@]:-}"
 }
+
+kwok_out="$cache/kwok-$KWOK_VERSION"
+if [[ ! -x "$kwok_out/kwok" ]]; then
+	echo "build.sh: installing kwok $KWOK_VERSION ($(date +%T))" >&2
+	mkdir -p "$kwok_out"
+	(cd / && GOWORK=off GOFLAGS= CGO_ENABLED=0 GOBIN="$kwok_out" go install -trimpath -ldflags="-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
+fi
 
 mkdir -p "$out"
 if [[ -z "$(missing)" ]]; then

@@ -1,0 +1,303 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/test/fleet"
+	"github.com/wva-project/wva/test/testenv"
+)
+
+const evilModel = `evil"} or vector(1) {x="`
+
+// Every variant's replica holds 10,000 KV tokens, 1,000 per request, 2 s
+// per request: KV usage per pod = 0.2 * (requests/s per pod).
+func variant(ns, name, model string) fleet.Variant {
+	return fleet.Variant{Namespace: ns, Name: name, Model: model, KVCapacityTokens: 10000, MaxNumSeqs: 64, TokensPerRequest: 1000, LatencySeconds: 2}
+}
+
+func TestClosedLoop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	r := startRig(ctx, t, []fleet.Variant{
+		variant("s1", "l4", "meta/llama-8b"),
+		variant("s2", "cheap", "meta/llama-70b"), variant("s2", "dear", "meta/llama-70b"),
+		variant("s3", "granite", "ibm/granite"),
+		variant("s3", "mistral-cheap", "mistral/7b"), variant("s3", "mistral-dear", "mistral/7b"),
+		variant("s5", "evil", evilModel),
+	})
+	defer r.report.print(t)
+	for _, ns := range []string{"s1", "s2", "s3", "s5"} {
+		testenv.CreateNamespace(ctx, t, r.kube, ns)
+	}
+	// Scale to zero on for granite only; 20 s retention for test speed.
+	_, err := r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "wva-model-scale-to-zero-config"},
+		Data: map[string]string{
+			"default": "enable_scale_to_zero: false\nretention_period: 20s",
+			"granite": "model_id: ibm/granite\nenable_scale_to_zero: true",
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("5 bad input", func(t *testing.T) { badInput(ctx, t, r) })
+	t.Run("1 scale-up without cascade", func(t *testing.T) { scaleUpNoCascade(ctx, t, r) })
+	t.Run("2 cost-aware placement", func(t *testing.T) { costAware(ctx, t, r) })
+	t.Run("3 scale to zero", func(t *testing.T) { scaleToZero(ctx, t, r) })
+	t.Run("4 faults", func(t *testing.T) { faults(ctx, t, r) })
+}
+
+func badInput(ctx context.Context, t *testing.T, r *rig) {
+	bad := &llmdv1alpha1.VariantAutoscaling{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "s5", Name: "min-above-max"},
+		Spec: llmdv1alpha1.VariantAutoscalingSpec{
+			ScaleTargetRef: llmdv1alpha1.CrossVersionObjectReference{Kind: "Deployment", Name: "x"},
+			ModelID:        "m", MinReplicas: ptr.To[int32](5), MaxReplicas: 2,
+		},
+	}
+	_, err := r.wva.LlmdV1alpha1().VariantAutoscalings("s5").Create(ctx, bad, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "minReplicas must be less than or equal to maxReplicas") {
+		t.Fatalf("min > max: want Invalid from the API server, got %v", err)
+	}
+
+	// A broken ConfigMap: Event, and the last good config stays in force.
+	_, err = r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config"},
+		Data:       map[string]string{"default": "kvCacheThreshold: [not a number"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(ctx, t, "InvalidConfig event", func() (bool, string) {
+		evs, err := r.kube.CoreV1().Events(configNS).List(ctx, metav1.ListOptions{FieldSelector: "reason=InvalidConfig"})
+		return err == nil && len(evs.Items) > 0, fmt.Sprint(err)
+	})
+
+	// A model ID full of PromQL syntax is decided like any other: 1 replica
+	// at 0.2*4.5 = 0.9 KV -> saturated -> 2.
+	r.deploy(ctx, t, "s5", "evil", evilModel, "5", 1, 1, 3)
+	r.fleet.SetLoad("s5", evilModel, 4.5)
+	r.waitReady(ctx, t, "s5", "evil", 1)
+	r.waitReplicas(ctx, t, "s5", "evil", 2)
+	va := r.va(ctx, t, "s5", "evil")
+	if !meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable) {
+		t.Fatalf("evil model: MetricsAvailable not True: %+v", va.Status.Conditions)
+	}
+	r.fleet.SetLoad("s5", evilModel, 0)
+	r.report.add("5 bad input: min>max rejected by the API server; broken ConfigMap -> InvalidConfig event; model ID %q scaled 1 -> 2", evilModel)
+}
+
+// scaleUpNoCascade: 2 replicas at KV 0.5 hold; load to KV 0.78 -> one more
+// replica on the variant; while it loads (8 s) and after, no further
+// scale-up: with 3 replicas KV is 0.52.
+func scaleUpNoCascade(ctx context.Context, t *testing.T, r *rig) {
+	r.deploy(ctx, t, "s1", "l4", "meta/llama-8b", "5", 2, 1, 4)
+	r.fleet.SetLoad("s1", "meta/llama-8b", 5)
+	r.waitReady(ctx, t, "s1", "l4", 2)
+	testenv.Eventually(ctx, t, "steady decision 2 with metrics", func() (bool, string) {
+		va := r.va(ctx, t, "s1", "l4")
+		return va.Status.DesiredOptimizedAlloc.NumReplicas == 2 &&
+			meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable), va.Status.DesiredOptimizedAlloc.Reason
+	})
+	r.holdReplicas(ctx, t, "s1", "l4", 2, 5*time.Second)
+
+	r.fleet.SetLoad("s1", "meta/llama-8b", 7.8)
+	crossed := r.waitPrometheus(ctx, t, `max(max_over_time(vllm:kv_cache_usage_perc{namespace="s1"}[1m]))`, 0.78)
+	scaled := r.waitReplicas(ctx, t, "s1", "l4", 3)
+	ready := r.waitReady(ctx, t, "s1", "l4", 3)
+	r.holdReplicas(ctx, t, "s1", "l4", 3, 20*time.Second)
+	r.report.add("1 scale-up: KV crossing seen in Prometheus -> Deployment 2->3 in %s; -> new pod Ready in %s (model load %s); held at 3 for 20 s after; PromQL queries per cycle: %s",
+		scaled.Sub(crossed).Round(100*time.Millisecond), ready.Sub(crossed).Round(100*time.Millisecond), podReadyDelay, r.queriesPerCycle(ctx))
+}
+
+// costAware: two variants of one model, costs 5 and 15. Light load: the
+// expensive one gives a replica back; heavy load: the cheap one grows.
+func costAware(ctx context.Context, t *testing.T, r *rig) {
+	r.deploy(ctx, t, "s2", "cheap", "meta/llama-70b", "5", 1, 1, 4)
+	r.deploy(ctx, t, "s2", "dear", "meta/llama-70b", "15", 2, 1, 4)
+	r.fleet.SetLoad("s2", "meta/llama-70b", 3) // 1 req/s per pod -> KV 0.2
+	r.waitReady(ctx, t, "s2", "cheap", 1)
+	r.waitReady(ctx, t, "s2", "dear", 2)
+	start := time.Now()
+	down := r.waitReplicas(ctx, t, "s2", "dear", 1)
+	r.holdReplicas(ctx, t, "s2", "cheap", 1, 6*time.Second)
+	if got := r.specReplicas(ctx, "s2", "dear"); got != 1 {
+		t.Fatalf("dear: %d replicas, want 1 (never below max(1, min))", got)
+	}
+
+	r.fleet.SetLoad("s2", "meta/llama-70b", 7.8) // 3.9 per pod -> KV 0.78
+	crossed := r.waitPrometheus(ctx, t, `max(max_over_time(vllm:kv_cache_usage_perc{namespace="s2"}[1m]))`, 0.78)
+	up := r.waitReplicas(ctx, t, "s2", "cheap", 2)
+	if got := r.specReplicas(ctx, "s2", "dear"); got != 1 {
+		t.Fatalf("scale-up landed on the expensive variant too: dear=%d", got)
+	}
+	r.waitReady(ctx, t, "s2", "cheap", 2)
+	r.report.add("2 cost-aware: scale-down on dear (cost 15) 2->1 %s after pods Ready; scale-up on cheap (cost 5) 1->2 %s after the KV crossing",
+		down.Sub(start).Round(100*time.Millisecond), up.Sub(crossed).Round(100*time.Millisecond))
+}
+
+// scaleToZero: granite (scale to zero on) goes to 0 after the retention
+// period without requests; mistral (off) keeps one replica, on the cheaper
+// variant.
+func scaleToZero(ctx context.Context, t *testing.T, r *rig) {
+	r.deploy(ctx, t, "s3", "granite", "ibm/granite", "5", 1, 0, 2)
+	r.deploy(ctx, t, "s3", "mistral-cheap", "mistral/7b", "5", 1, 0, 2)
+	r.deploy(ctx, t, "s3", "mistral-dear", "mistral/7b", "15", 1, 0, 2)
+	r.fleet.SetLoad("s3", "ibm/granite", 1)
+	r.waitReady(ctx, t, "s3", "granite", 1)
+	r.waitPrometheus(ctx, t, `sum(vllm:request_success_total{namespace="s3"})`, 5)
+	stopped := time.Now()
+	r.fleet.SetLoad("s3", "ibm/granite", 0)
+	zero := r.waitReplicas(ctx, t, "s3", "granite", 0)
+	r.waitReplicas(ctx, t, "s3", "mistral-dear", 0)
+	r.holdReplicas(ctx, t, "s3", "mistral-cheap", 1, 4*time.Second)
+	va := r.va(ctx, t, "s3", "granite")
+	r.report.add("3 scale to zero: granite 1->0 %s after the last request (retention 20 s): %q; mistral (disabled) kept 1 on the cheaper variant",
+		zero.Sub(stopped).Round(100*time.Millisecond), va.Status.DesiredOptimizedAlloc.Reason)
+
+	// Requests come back and queue at the EPP: the fast path wakes the
+	// group, and once the pod is Ready the adapter keeps it.
+	resumed := time.Now()
+	r.fleet.SetLoad("s3", "ibm/granite", 1)
+	woken := r.waitReplicas(ctx, t, "s3", "granite", 1)
+	ready := r.waitReady(ctx, t, "s3", "granite", 1)
+	r.holdReplicas(ctx, t, "s3", "granite", 1, 10*time.Second)
+	r.report.add("3 scale from zero: requests queued at the EPP -> Deployment 0->1 in %s (fast path, 100 ms poll); pod Ready after %s; held at 1",
+		woken.Sub(resumed).Round(10*time.Millisecond), ready.Sub(resumed).Round(100*time.Millisecond))
+}
+
+func faults(ctx context.Context, t *testing.T, r *rig) {
+	t.Run("Prometheus stopped: no decrease, no flapping, MetricsAvailable=False, recovery", func(t *testing.T) {
+		r.prom.Stop()
+		testenv.Eventually(ctx, t, "MetricsAvailable=False", func() (bool, string) {
+			c := meta.FindStatusCondition(r.va(ctx, t, "s1", "l4").Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == llmdv1alpha1.ReasonPrometheusError, fmt.Sprint(c)
+		})
+		// Five engine cycles without Prometheus.
+		end := time.Now().Add(10 * time.Second)
+		for time.Now().Before(end) {
+			hpa, err := r.kube.AutoscalingV2().HorizontalPodAutoscalers("s1").Get(ctx, "l4", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.specReplicas(ctx, "s1", "l4"); got != 3 || hpa.Status.DesiredReplicas != 3 {
+				t.Fatalf("during the outage: Deployment %d, HPA desired %d; want 3 and 3", got, hpa.Status.DesiredReplicas)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err := r.prom.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		back := time.Now()
+		testenv.Eventually(ctx, t, "MetricsAvailable=True", func() (bool, string) {
+			return meta.IsStatusConditionTrue(r.va(ctx, t, "s1", "l4").Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable), ""
+		})
+		r.report.add("4 Prometheus outage 10 s (5 cycles): Deployment and HPA held 3; MetricsAvailable=False during, True %s after restart",
+			time.Since(back).Round(100*time.Millisecond))
+	})
+
+	t.Run("adapter killed and restarted: same decision served at once", func(t *testing.T) {
+		port := r.adapterPort
+		r.adapter.Kill()
+		started := time.Now()
+		r.adapter = r.startAdapter(ctx, port)
+		var served time.Time
+		testenv.Eventually(ctx, t, "decision served again", func() (bool, string) {
+			v, err := testenv.ExternalMetric(ctx, r.kube, "s1", "l4")
+			if err == nil && v == 3 {
+				served = time.Now()
+				return true, ""
+			}
+			return false, fmt.Sprint(v, err)
+		})
+		r.holdReplicas(ctx, t, "s1", "l4", 3, 4*time.Second)
+		r.report.add("4 adapter SIGKILL + restart: wva_desired_replicas=3 served %s after the new process started (engine interval %s)",
+			served.Sub(started).Round(100*time.Millisecond), engineInterval)
+	})
+
+	t.Run("leader failover with two adapter replicas", func(t *testing.T) {
+		secondPort := testenv.FreePort(t)
+		second := r.startAdapter(ctx, secondPort)
+		lease := func() string {
+			l, err := r.kube.CoordinationV1().Leases(configNS).Get(ctx, "wva-adapter", metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil {
+				return ""
+			}
+			return *l.Spec.HolderIdentity
+		}
+		testenv.Eventually(ctx, t, "a leader", func() (bool, string) { return lease() != "", "" })
+		leader, follower := r.adapter, second
+		if strings.Contains(second.Log(), `"leader election" identity="`+lease()+`"`) {
+			leader, follower = second, r.adapter
+		}
+		before := lease()
+		killed := time.Now()
+		leader.Kill()
+		testenv.Eventually(ctx, t, "the follower leads", func() (bool, string) { h := lease(); return h != "" && h != before, h })
+		took := time.Since(killed)
+		last := r.va(ctx, t, "s1", "l4").Status.DesiredOptimizedAlloc.LastRunTime
+		testenv.Eventually(ctx, t, "decisions continue under the new leader", func() (bool, string) {
+			return r.va(ctx, t, "s1", "l4").Status.DesiredOptimizedAlloc.LastRunTime.After(last.Time), ""
+		})
+		r.adapter = follower
+		if follower == second {
+			// The APIService now has to reach the surviving replica.
+			r.adapterPort, r.svc.Port = secondPort, secondPort
+			if err := r.cluster.RegisterAPIService(ctx, r.svc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testenv.Eventually(ctx, t, "metric served by the surviving replica", func() (bool, string) {
+			v, err := testenv.ExternalMetric(ctx, r.kube, "s1", "l4")
+			return err == nil && v == 3, fmt.Sprint(v, err)
+		})
+		r.report.add("4 leader failover: new leader %s after SIGKILL of the old one (lease 4 s), decisions continue", took.Round(100*time.Millisecond))
+	})
+
+	t.Run("conflicts on VA status are retried, nothing lost", func(t *testing.T) {
+		// Another writer bumps the VA's resourceVersion every 100 ms while
+		// a new decision has to be published.
+		var bumps atomic.Int64
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{"test/bump":"%d"}}}`, i)
+				if _, err := r.wva.LlmdV1alpha1().VariantAutoscalings("s2").Patch(ctx, "cheap", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+					bumps.Add(1)
+				}
+			}
+		}()
+		r.fleet.SetLoad("s2", "meta/llama-70b", 11) // 3.67 per pod -> KV 0.73 -> one more cheap replica
+		r.waitReplicas(ctx, t, "s2", "cheap", 3)
+		close(stop)
+		<-done
+		va := r.va(ctx, t, "s2", "cheap")
+		if va.Status.DesiredOptimizedAlloc.NumReplicas != 3 || va.Annotations["test/bump"] == "" {
+			t.Fatalf("decision %d, annotation %q", va.Status.DesiredOptimizedAlloc.NumReplicas, va.Annotations["test/bump"])
+		}
+		r.report.add("4 conflicts: %d concurrent VA updates; decision 2->3 published and carried out; other writers' changes kept", bumps.Load())
+	})
+}

@@ -1,0 +1,291 @@
+//go:build e2e
+
+// Package e2e is the closed-loop rig: a real control plane (etcd,
+// kube-apiserver, kube-controller-manager with the HPA controller,
+// kube-scheduler), kwok for GPU nodes and pods that become Ready after a
+// model-load delay, an emulated vLLM fleet and EPP scraped by Debian's
+// Prometheus through file_sd, and wva's adapter, controller and
+// scale-from-zero fast path as processes. Run with
+// `make e2e`.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
+	"github.com/wva-project/wva/test/fleet"
+	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
+)
+
+// Rig timings: fast enough for CI, in the same proportions as production
+// (scrape << engine interval << model load).
+const (
+	scrapeInterval = "1s"
+	engineInterval = "2s"
+	podReadyDelay  = 8 * time.Second
+	configNS       = "wva-system"
+)
+
+type rig struct {
+	cluster  *harness.Cluster
+	kube     kubernetes.Interface
+	wva      versioned.Interface
+	prom     *harness.Prometheus
+	fleet    *fleet.Fleet
+	bin      string
+	certFile string
+	keyFile  string
+	adapter  *testenv.Process
+	// adapterPort is where the APIService sends requests.
+	adapterPort int
+	controller  *testenv.Process
+	fastPath    *testenv.Process
+	// t is the whole test's T: processes started in a subtest with it
+	// outlive that subtest.
+	t      *testing.T
+	svc    harness.APIServiceOptions
+	report *report
+}
+
+func startRig(ctx context.Context, t *testing.T, variants []fleet.Variant) *rig {
+	t.Helper()
+	r := &rig{report: &report{}, t: t}
+	dir := t.TempDir()
+	var err error
+	if r.bin, err = testenv.BuildWVA(dir); err != nil {
+		t.Fatal(err)
+	}
+	r.cluster = harness.StartT(t, harness.Options{})
+	r.kube = r.cluster.Clientset()
+	if r.wva, err = versioned.NewForConfig(r.cluster.RESTConfig); err != nil {
+		t.Fatal(err)
+	}
+	testenv.InstallCRD(ctx, t, r.cluster)
+	r.cluster.StartControllerManagerT(t, harness.ControllerManagerOptions{HPASyncPeriod: time.Second})
+	r.cluster.StartSchedulerT(t, harness.SchedulerOptions{})
+	r.cluster.StartKwokT(t, harness.KwokOptions{PodReadyDelay: podReadyDelay})
+	for i := range 3 {
+		if err := r.cluster.CreateFakeNode(ctx, harness.FakeNode{Name: fmt.Sprintf("gpu-node-%d", i), GPUs: 8,
+			Labels: map[string]string{"nvidia.com/gpu.product": "NVIDIA-L4"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.CreateNamespace(ctx, t, r.kube, configNS)
+
+	sd := filepath.Join(dir, "vllm-targets.json")
+	fctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if r.fleet, err = fleet.Start(fctx, r.kube, sd, 250*time.Millisecond, variants...); err != nil {
+		t.Fatal(err)
+	}
+	r.prom = harness.StartPrometheusT(t, harness.PrometheusOptions{Config: fleet.ScrapeConfig(sd, scrapeInterval)})
+
+	r.svc = harness.APIServiceOptions{Group: "external.metrics.k8s.io", Version: "v1beta1", Namespace: configNS, ServiceName: "wva-adapter"}
+	cert, key, err := r.cluster.IssueServingCert([]string{r.svc.ServiceDNSName()}, []net.IP{net.ParseIP("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.certFile, r.keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(r.certFile, cert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(r.keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := testenv.FreePort(t)
+	r.adapterPort = port
+	r.adapter = r.startAdapter(ctx, port)
+	r.svc.Port, r.svc.CABundle = port, r.cluster.CAPEM
+	if err := r.cluster.RegisterAPIService(ctx, r.svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cluster.WaitAPIServiceAvailable(ctx, "v1beta1.external.metrics.k8s.io"); err != nil {
+		t.Fatal(err)
+	}
+	r.controller = testenv.StartProcess(ctx, t, "controller", r.bin, "controller", "--kubeconfig="+r.cluster.KubeconfigPath,
+		"--leader-elect=false", "--probe-namespace="+configNS, "--resync=5s")
+	// The fast path reads the emulated EPP directly (no pod network here,
+	// so by URL rather than by EPP pod selector).
+	r.fastPath = testenv.StartProcess(ctx, t, "scale-from-zero", r.bin, "scale-from-zero", "--kubeconfig="+r.cluster.KubeconfigPath,
+		"--leader-elect=false", "--config-namespace="+configNS, "--epp-url=http://"+r.fleet.Addr+"/epp/metrics")
+	return r
+}
+
+// startAdapter runs `wva adapter` on a given secure port with the flags of
+// deploy/ plus loopback addresses and test-speed intervals.
+func (r *rig) startAdapter(ctx context.Context, port int) *testenv.Process {
+	t := r.t
+	args := []string{"adapter",
+		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
+		"--tls-cert-file=" + r.certFile, "--tls-private-key-file=" + r.keyFile,
+		"--lister-kubeconfig=" + r.cluster.KubeconfigPath,
+		"--authentication-kubeconfig=" + r.cluster.KubeconfigPath, "--authorization-kubeconfig=" + r.cluster.KubeconfigPath,
+		"--prometheus-url=" + r.prom.URL, "--engine-interval=" + engineInterval, "--status-heartbeat=10s",
+		"--config-namespace=" + configNS, "--leader-elect=true", "--leader-election-lease-duration=4s",
+		"--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s", "--v=2"}
+	return testenv.StartProcess(ctx, t, fmt.Sprintf("adapter:%d", port), r.bin, args...)
+}
+
+// deploy creates a namespace-local Deployment whose pods each take one GPU
+// on a kwok node, and its VA.
+func (r *rig) deploy(ctx context.Context, t *testing.T, ns, name, model, cost string, replicas, min, max int32) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{harness.KwokNodeLabel: "kwok"},
+					Tolerations:  []corev1.Toleration{harness.KwokToleration},
+					Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai",
+						Resources: corev1.ResourceRequirements{Requests: gpu, Limits: gpu}}},
+				},
+			},
+		},
+	}
+	if _, err := r.kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	va := &llmdv1alpha1.VariantAutoscaling{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: llmdv1alpha1.VariantAutoscalingSpec{
+			ScaleTargetRef: llmdv1alpha1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
+			ModelID:        model, MinReplicas: ptr.To(min), MaxReplicas: max, VariantCost: cost, AcceleratorName: "L4",
+		},
+	}
+	if _, err := r.wva.LlmdV1alpha1().VariantAutoscalings(ns).Create(ctx, va, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rig) specReplicas(ctx context.Context, ns, name string) int32 {
+	d, err := r.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return -1
+	}
+	return *d.Spec.Replicas
+}
+
+func (r *rig) readyPods(ctx context.Context, ns, name string) int {
+	pods, err := r.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// waitReplicas waits until the Deployment's spec.replicas is want and
+// returns when that was first seen.
+func (r *rig) waitReplicas(ctx context.Context, t *testing.T, ns, name string, want int32) time.Time {
+	t.Helper()
+	testenv.Eventually(ctx, t, fmt.Sprintf("%s/%s spec.replicas=%d", ns, name, want), func() (bool, string) {
+		got := r.specReplicas(ctx, ns, name)
+		return got == want, fmt.Sprint(got)
+	})
+	return time.Now()
+}
+
+func (r *rig) waitReady(ctx context.Context, t *testing.T, ns, name string, want int) time.Time {
+	t.Helper()
+	testenv.Eventually(ctx, t, fmt.Sprintf("%s/%s %d Ready pods", ns, name, want), func() (bool, string) {
+		got := r.readyPods(ctx, ns, name)
+		return got == want, fmt.Sprint(got)
+	})
+	return time.Now()
+}
+
+// holdReplicas asserts the Deployment keeps want replicas for d.
+func (r *rig) holdReplicas(ctx context.Context, t *testing.T, ns, name string, want int32, d time.Duration) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if got := r.specReplicas(ctx, ns, name); got != want {
+			t.Fatalf("%s/%s: spec.replicas %d, want %d held for %s", ns, name, got, want, d)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// waitPrometheus waits until a PromQL expression's maximum reaches at least
+// min and returns when Prometheus first showed it.
+func (r *rig) waitPrometheus(ctx context.Context, t *testing.T, expr string, min float64) time.Time {
+	t.Helper()
+	testenv.Eventually(ctx, t, fmt.Sprintf("%s >= %g in Prometheus", expr, min), func() (bool, string) {
+		s, err := r.prom.Query(ctx, expr)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, v := range s {
+			if v.Value >= min {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(s)
+	})
+	return time.Now()
+}
+
+func (r *rig) va(ctx context.Context, t *testing.T, ns, name string) *llmdv1alpha1.VariantAutoscaling {
+	t.Helper()
+	va, err := r.wva.LlmdV1alpha1().VariantAutoscalings(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return va
+}
+
+// queriesPerCycle reads the adapter's own gauge.
+func (r *rig) queriesPerCycle(ctx context.Context) string {
+	body, err := testenv.Get(ctx, r.adapter.MetricsURL+"/metrics")
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "wva_prometheus_queries_per_cycle ") {
+			return strings.TrimPrefix(line, "wva_prometheus_queries_per_cycle ")
+		}
+	}
+	return "?"
+}
+
+// report collects the figures the rig prints at the end.
+type report struct{ lines []string }
+
+func (rp *report) add(format string, args ...any) {
+	rp.lines = append(rp.lines, fmt.Sprintf(format, args...))
+}
+
+func (rp *report) print(t *testing.T) {
+	fmt.Println("\n=== e2e measurements ===")
+	for _, l := range rp.lines {
+		fmt.Println(l)
+	}
+}

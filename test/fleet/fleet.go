@@ -1,0 +1,291 @@
+// Package fleet emulates a vLLM serving fleet for the e2e rig: for every
+// Ready pod of a configured variant it serves vLLM's metric names, computed
+// from an offered request rate split across the model's Ready replicas; it
+// writes a Prometheus file_sd file listing those pods, and serves the llm-d
+// EPP flow-control queue for models with no Ready replica.
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+)
+
+// Variant is one Deployment serving a model; its pods carry app=<Name>.
+type Variant struct {
+	Namespace string
+	Name      string
+	Model     string
+	// KVCapacityTokens is the KV cache size of one replica, in tokens.
+	KVCapacityTokens float64
+	// MaxNumSeqs bounds the running batch; the excess waits.
+	MaxNumSeqs float64
+	// TokensPerRequest is the KV footprint of one in-flight request.
+	TokensPerRequest float64
+	// LatencySeconds is how long one request stays in flight.
+	LatencySeconds float64
+}
+
+// Load model, per pod, for an offered rate L (req/s) over n Ready replicas:
+// in flight = L/n * latency (Little's law); running = min(in flight,
+// max-num-seqs); waiting = the rest; KV usage = running * tokens per request
+// / KV capacity (capped at 0.99). Requests succeed at L/n per second.
+type podState struct {
+	variant          *Variant
+	kv, waiting, run float64
+	success          float64
+}
+
+// Fleet is the emulator. Offered load is set per model with SetLoad.
+type Fleet struct {
+	Addr string
+
+	mu       sync.Mutex
+	variants map[string]*Variant // by namespace/app label
+	load     map[string]float64  // req/s by namespace/model
+	pods     map[string]*podState
+	eppQueue map[string]float64 // by namespace/model
+	lister   corelisters.PodLister
+	sdFile   string
+	lastSD   string
+	srv      *http.Server
+	tick     time.Duration
+}
+
+// Start serves on 127.0.0.1 and keeps the metrics and the file_sd file up to
+// date from the pod informer every tick until ctx ends.
+func Start(ctx context.Context, kube kubernetes.Interface, sdFile string, tick time.Duration, variants ...Variant) (*Fleet, error) {
+	f := &Fleet{variants: map[string]*Variant{}, load: map[string]float64{}, pods: map[string]*podState{},
+		eppQueue: map[string]float64{}, sdFile: sdFile, tick: tick}
+	for i := range variants {
+		v := variants[i]
+		f.variants[v.Namespace+"/"+v.Name] = &v
+	}
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	f.lister = factory.Core().V1().Pods().Lister()
+	factory.Core().V1().Pods().Informer()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	f.Addr = ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/pods/", f.servePod)
+	mux.HandleFunc("/epp/metrics", f.serveEPP)
+	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = f.srv.Serve(ln) }()
+	if err := f.step(0); err != nil {
+		return nil, err
+	}
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				_ = f.srv.Close()
+				return
+			case <-t.C:
+				_ = f.step(tick.Seconds())
+			}
+		}
+	}()
+	return f, nil
+}
+
+// SetLoad sets the offered request rate (req/s) of a model in a namespace.
+func (f *Fleet) SetLoad(namespace, model string, rps float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.load[namespace+"/"+model] = rps
+	_ = f.recompute(0)
+}
+
+// Load returns the offered rate of a model.
+func (f *Fleet) Load(namespace, model string) float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.load[namespace+"/"+model]
+}
+
+// PodKV returns a pod's current KV usage (for assertions).
+func (f *Fleet) PodKV(namespace, pod string) (float64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.pods[namespace+"/"+pod]
+	if !ok {
+		return 0, false
+	}
+	return p.kv, true
+}
+
+func (f *Fleet) step(dt float64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recompute(dt)
+}
+
+// recompute rebuilds per-pod state from the Ready pods, advances counters by
+// dt seconds, and rewrites the file_sd file when the pod set changed.
+func (f *Fleet) recompute(dt float64) error {
+	ready := map[string][]*corev1.Pod{} // by namespace/model
+	all, err := f.lister.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, p := range all {
+		v := f.variants[p.Namespace+"/"+p.Labels["app"]]
+		if v == nil || p.DeletionTimestamp != nil || !podReady(p) {
+			continue
+		}
+		key := p.Namespace + "/" + v.Model
+		ready[key] = append(ready[key], p)
+		seen[p.Namespace+"/"+p.Name] = true
+		if f.pods[p.Namespace+"/"+p.Name] == nil {
+			f.pods[p.Namespace+"/"+p.Name] = &podState{variant: v}
+		}
+	}
+	for k := range f.pods {
+		if !seen[k] {
+			delete(f.pods, k)
+		}
+	}
+	for model, rps := range f.load {
+		pods := ready[model]
+		if len(pods) == 0 {
+			// Requests wait at the EPP until a replica is Ready.
+			if rps > 0 {
+				f.eppQueue[model] = math.Min(f.eppQueue[model]+math.Max(rps*dt, 1), 1000)
+			}
+			continue
+		}
+		f.eppQueue[model] = 0
+		perPod := rps / float64(len(pods))
+		for _, p := range pods {
+			st := f.pods[p.Namespace+"/"+p.Name]
+			v := st.variant
+			inFlight := perPod * v.LatencySeconds
+			st.run = math.Min(inFlight, v.MaxNumSeqs)
+			st.waiting = inFlight - st.run
+			st.kv = math.Min(0.99, st.run*v.TokensPerRequest/v.KVCapacityTokens)
+			st.success += perPod * dt
+		}
+	}
+	return f.writeSD()
+}
+
+func (f *Fleet) writeSD() error {
+	type group struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels"`
+	}
+	keys := make([]string, 0, len(f.pods))
+	for k := range f.pods {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	groups := []group{}
+	for _, k := range keys {
+		ns, pod, _ := strings.Cut(k, "/")
+		groups = append(groups, group{Targets: []string{f.Addr}, Labels: map[string]string{
+			"__metrics_path__": "/pods/" + ns + "/" + pod + "/metrics", "namespace": ns, "pod": pod}})
+	}
+	data, err := json.Marshal(groups)
+	if err != nil {
+		return err
+	}
+	if string(data) == f.lastSD {
+		return nil
+	}
+	tmp := f.sdFile + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	f.lastSD = string(data)
+	return os.Rename(tmp, f.sdFile) // atomic for Prometheus' file watcher
+}
+
+func (f *Fleet) servePod(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/") // pods/ns/name/metrics
+	if len(parts) != 4 {
+		http.NotFound(w, r)
+		return
+	}
+	f.mu.Lock()
+	st, ok := f.pods[parts[1]+"/"+parts[2]]
+	var out strings.Builder
+	if ok {
+		v := st.variant
+		model := escape(v.Model)
+		fmt.Fprintf(&out, "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{model_name=\"%s\",engine=\"0\"} %g\n", model, st.kv)
+		fmt.Fprintf(&out, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"%s\",engine=\"0\"} %g\n", model, st.waiting)
+		fmt.Fprintf(&out, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"%s\",engine=\"0\"} %g\n", model, st.run)
+		fmt.Fprintf(&out, "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{model_name=\"%s\",engine=\"0\",block_size=\"16\",num_gpu_blocks=\"%d\",enable_prefix_caching=\"True\",gpu_memory_utilization=\"0.9\"} 1\n",
+			model, int64(v.KVCapacityTokens/16))
+		fmt.Fprintf(&out, "# TYPE vllm:request_success_total counter\nvllm:request_success_total{model_name=\"%s\",engine=\"0\",finished_reason=\"stop\"} %g\n", model, math.Floor(st.success))
+	}
+	f.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	_, _ = w.Write([]byte(out.String()))
+}
+
+func (f *Fleet) serveEPP(w http.ResponseWriter, _ *http.Request) {
+	f.mu.Lock()
+	var out strings.Builder
+	out.WriteString("# TYPE llm_d_epp_flow_control_queue_size gauge\n")
+	keys := make([]string, 0, len(f.eppQueue))
+	for k := range f.eppQueue {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		_, model, _ := strings.Cut(k, "/")
+		fmt.Fprintf(&out, "llm_d_epp_flow_control_queue_size{fairness_id=\"default\",priority=\"0\",inference_pool=\"pool\",model_name=\"%s\",target_model_name=\"%s\"} %g\n",
+			escape(model), escape(model), math.Floor(f.eppQueue[k]))
+	}
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	_, _ = w.Write([]byte(out.String()))
+}
+
+// escape quotes a label value for the text exposition format.
+func escape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ScrapeConfig is a prometheus.yml that scrapes the fleet through file_sd.
+func ScrapeConfig(sdFile, interval string) string {
+	return "global:\n  scrape_interval: " + interval + "\n  evaluation_interval: " + interval + "\n" +
+		"scrape_configs:\n  - job_name: vllm\n    file_sd_configs:\n      - files: [\"" + sdFile + "\"]\n"
+}
