@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
 )
@@ -28,13 +27,8 @@ func TestAdapterEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	cluster := harness.StartT(t, harness.Options{})
-	cs := cluster.Clientset()
-	wva, err := versioned.NewForConfig(cluster.RESTConfig)
-	require.NoError(t, err)
-	installCRD(ctx, t, cluster)
-	createNamespace(ctx, t, cs, "wva-system")
-	createNamespace(ctx, t, cs, "prod")
+	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod")
+	var err error
 
 	// Two Ready pods at KV 0.5: not saturated, and removing one would leave
 	// 1.0 each, so the decision is "steady at 2".

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	"github.com/wva-project/wva/test/harness"
 )
 
@@ -24,13 +23,8 @@ import (
 func TestLeaderElection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster := harness.StartT(t, harness.Options{})
-	cs := cluster.Clientset()
-	wva, err := versioned.NewForConfig(cluster.RESTConfig)
-	require.NoError(t, err)
-	installCRD(ctx, t, cluster)
-	createNamespace(ctx, t, cs, "wva-system")
-	createNamespace(ctx, t, cs, "prod")
+	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod")
+	var err error
 	servingVariant(ctx, t, cs, "prod", "llama-l4", 2, nil)
 	_, err = wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-l4", "meta/llama", "5", 1, 4), metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -52,12 +52,7 @@ const sfzTrials = 50
 func TestScaleFromZero(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster := harness.StartT(t, harness.Options{})
-	cs := cluster.Clientset()
-	wva, err := versioned.NewForConfig(cluster.RESTConfig)
-	require.NoError(t, err)
-	installCRD(ctx, t, cluster)
-	createNamespace(ctx, t, cs, "wva-system")
+	cluster, cs, wva := startCluster(ctx, t, "wva-system")
 	sfzApplyRBAC(ctx, t, cs)
 	kubeconfig := sfzServiceAccountKubeconfig(t, cluster)
 

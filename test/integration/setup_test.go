@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	"github.com/wva-project/wva/test/harness"
 	"github.com/wva-project/wva/test/testenv"
 )
@@ -46,6 +47,20 @@ func freePort(t *testing.T) int { return testenv.FreePort(t) }
 
 // installCRD applies the generated CRD and waits until it is established.
 func installCRD(ctx context.Context, t *testing.T, c *harness.Cluster) { testenv.InstallCRD(ctx, t, c) }
+
+// startCluster starts the control plane with the CRD installed and the
+// given namespaces, and returns the clients most tests need.
+func startCluster(ctx context.Context, t *testing.T, namespaces ...string) (*harness.Cluster, kubernetes.Interface, versioned.Interface) {
+	t.Helper()
+	cluster := harness.StartT(t, harness.Options{})
+	wva, err := versioned.NewForConfig(cluster.RESTConfig)
+	require.NoError(t, err)
+	installCRD(ctx, t, cluster)
+	for _, ns := range namespaces {
+		createNamespace(ctx, t, cluster.Clientset(), ns)
+	}
+	return cluster, cluster.Clientset(), wva
+}
 
 func createNamespace(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string) {
 	testenv.CreateNamespace(ctx, t, cs, name)
