@@ -6,6 +6,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 )
 
@@ -70,22 +72,20 @@ func (p *Provider) GetExternalMetric(_ context.Context, namespace string, select
 		return nil, apierrors.NewBadRequest(fmt.Sprintf(
 			"%s needs a labelSelector naming one VariantAutoscaling: %s=<name> (got %q)", MetricName, LabelVariantName, selector.String()))
 	}
-	va, err := p.VAs.VariantAutoscalings(namespace).Get(name)
-	if apierrors.IsNotFound(err) {
+	va, err := DecisionOf(p.VAs, namespace, name)
+	switch {
+	case apierrors.IsNotFound(err):
 		p.served.WithLabelValues("not_found").Inc()
 		return nil, apierrors.NewNotFound(metricResource, fmt.Sprintf("VariantAutoscaling %s/%s", namespace, name))
-	}
-	if err != nil {
+	case errors.Is(err, ErrNoDecision):
+		// An error makes the HPA hold its replicas (ScalingActive=False)
+		// rather than act on a made-up value.
+		p.served.WithLabelValues("no_decision").Inc()
+		return nil, apierrors.NewServiceUnavailable(err.Error())
+	case err != nil:
 		return nil, apierrors.NewInternalError(err)
 	}
 	alloc := va.Status.DesiredOptimizedAlloc
-	if alloc.LastRunTime.IsZero() {
-		// No decision yet: an error makes the HPA hold its replicas
-		// (ScalingActive=False) rather than act on a made-up value.
-		p.served.WithLabelValues("no_decision").Inc()
-		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf(
-			"no decision yet for VariantAutoscaling %s/%s; see its status conditions", namespace, name))
-	}
 	result := "ok"
 	if age := p.Clock.Since(alloc.LastRunTime.Time); p.StaleAfter > 0 && age > p.StaleAfter {
 		result = "stale"
@@ -98,6 +98,25 @@ func (p *Provider) GetExternalMetric(_ context.Context, namespace string, select
 		Timestamp:    alloc.LastRunTime,
 		Value:        *resource.NewQuantity(int64(alloc.NumReplicas), resource.DecimalSI),
 	}}}, nil
+}
+
+// ErrNoDecision: the VA exists but the engine has not published a decision
+// for it yet. Servers answer "unavailable" so the scaler holds replicas.
+var ErrNoDecision = errors.New("no decision yet")
+
+// DecisionOf returns the VA holding the decision of record for
+// namespace/name (status.desiredOptimizedAlloc), the lister's NotFound
+// error, or an error wrapping ErrNoDecision. Every server of the decision
+// (external metrics API, KEDA external scaler) reads it here.
+func DecisionOf(vas llmdlisters.VariantAutoscalingLister, namespace, name string) (*llmdv1alpha1.VariantAutoscaling, error) {
+	va, err := vas.VariantAutoscalings(namespace).Get(name)
+	if err != nil {
+		return nil, err
+	}
+	if va.Status.DesiredOptimizedAlloc.LastRunTime.IsZero() {
+		return va, fmt.Errorf("%w for VariantAutoscaling %s/%s; see its status conditions", ErrNoDecision, namespace, name)
+	}
+	return va, nil
 }
 
 // ListAllExternalMetrics implements cmprovider.ExternalMetricsProvider.
