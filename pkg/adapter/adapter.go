@@ -40,6 +40,7 @@ import (
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
 	"github.com/wva-project/wva/pkg/inventory"
+	"github.com/wva-project/wva/pkg/kedascaler"
 	"github.com/wva-project/wva/pkg/pipeline"
 	"github.com/wva-project/wva/pkg/provider"
 )
@@ -54,6 +55,8 @@ type Adapter struct {
 	Engine   *engine.Engine
 	Provider *provider.Provider
 	Config   *config.Store
+	// Scaler is the KEDA external scaler; nil unless --keda-scaler-address.
+	Scaler *kedascaler.Scaler
 
 	kube       kubernetes.Interface
 	informers  informers.SharedInformerFactory
@@ -135,6 +138,9 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	}
 	a.Provider = provider.New(inv.VAs, clock.RealClock{}, opts.StaleAfter, a.Registry)
 	base.WithExternalMetrics(a.Provider)
+	if opts.KedaScalerAddress != "" {
+		a.Scaler = kedascaler.New(inv.VAs, opts.KedaScalerResendInterval, a.Registry)
+	}
 	a.watch()
 	return a, nil
 }
@@ -148,6 +154,9 @@ func (a *Adapter) watch() {
 			o, n := oldObj.(*llmdv1alpha1.VariantAutoscaling), newObj.(*llmdv1alpha1.VariantAutoscaling)
 			if o.Generation != n.Generation { // spec changes only: our own status writes must not loop
 				a.Engine.Trigger()
+			}
+			if a.Scaler != nil && o.Status.DesiredOptimizedAlloc.NumReplicas != n.Status.DesiredOptimizedAlloc.NumReplicas {
+				a.Scaler.Notify() // KEDA streams see a new decision at once
 			}
 		},
 		DeleteFunc: trigger,
@@ -216,6 +225,19 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 	klog.InfoS("informers synced; starting engine", "interval", a.Options.EngineInterval, "leaderElect", a.Options.Lease.Enabled)
 
+	if a.Scaler != nil {
+		lis, err := net.Listen("tcp", a.Options.KedaScalerAddress)
+		if err != nil {
+			return fmt.Errorf("--keda-scaler-address=%s: %w", a.Options.KedaScalerAddress, err)
+		}
+		klog.InfoS("serving the KEDA external scaler", "address", lis.Addr().String())
+		go func() {
+			if err := a.Scaler.ServeListener(ctx, lis); err != nil {
+				klog.ErrorS(err, "KEDA external scaler stopped")
+				cancel()
+			}
+		}()
+	}
 	go a.runEngine(ctx)
 	return a.Base.Run(ctx)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/daemon"
+	"github.com/wva-project/wva/pkg/kedascaler"
 )
 
 // Options are the adapter's own flags (the generic API server's secure
@@ -38,6 +39,12 @@ type Options struct {
 	Lease                daemon.Lease
 	MetricsBindAddress   string
 	ReadinessMaxCycleAge time.Duration
+
+	// KedaScalerAddress, when set, also serves the decisions as a KEDA
+	// external scaler (gRPC), for clusters whose external-metrics
+	// APIService belongs to KEDA.
+	KedaScalerAddress        string
+	KedaScalerResendInterval time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -55,6 +62,7 @@ func NewOptions() *Options {
 		ConfigNamespace:          ns,
 		Lease:                    daemon.DefaultLease("wva-adapter", "", true),
 		MetricsBindAddress:       ":8080",
+		KedaScalerResendInterval: kedascaler.DefaultResendInterval,
 	}
 }
 
@@ -75,6 +83,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Only manage VAs in this namespace (default: all)")
 	o.Lease.AddFlags(fs, "Elect one replica to run the engine (all replicas serve metrics)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the plain-HTTP /metrics, /healthz and /readyz endpoints (\"0\" disables)")
+	fs.StringVar(&o.KedaScalerAddress, "keda-scaler-address", o.KedaScalerAddress,
+		"Also serve the decisions as a KEDA external scaler (gRPC) on this address, e.g. :9090 (default: off)")
+	fs.DurationVar(&o.KedaScalerResendInterval, "keda-scaler-resend-interval", o.KedaScalerResendInterval,
+		"Longest silence on a KEDA StreamIsActive stream: activity is pushed on every change and re-sent at least this often")
 }
 
 // Complete fills in derived defaults.
@@ -105,7 +117,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	for name, d := range map[string]time.Duration{"--engine-interval": o.EngineInterval, "--prometheus-timeout": o.PrometheusTimeout,
-		"--status-heartbeat": o.StatusHeartbeat} {
+		"--status-heartbeat": o.StatusHeartbeat, "--keda-scaler-resend-interval": o.KedaScalerResendInterval} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s=%s: must be positive", name, d))
 		}

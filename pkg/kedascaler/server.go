@@ -8,7 +8,6 @@ package kedascaler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"regexp"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/klog/v2"
 
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 	pb "github.com/wva-project/wva/pkg/kedascaler/externalscaler"
@@ -49,8 +47,8 @@ const DefaultResendInterval = 30 * time.Second
 // or ours with KEDA's per-trigger "s<index>-" prefix.
 var kedaMetricName = regexp.MustCompile(`^(s[0-9]+-)?` + regexp.QuoteMeta(provider.MetricName) + `$`)
 
-// Server implements KEDA's ExternalScaler service.
-type Server struct {
+// Scaler implements KEDA's ExternalScaler service.
+type Scaler struct {
 	pb.UnimplementedExternalScalerServer
 	VAs            llmdlisters.VariantAutoscalingLister
 	ResendInterval time.Duration
@@ -61,11 +59,11 @@ type Server struct {
 }
 
 // New returns a server reading VAs; reg may be nil.
-func New(vas llmdlisters.VariantAutoscalingLister, resend time.Duration, reg prometheus.Registerer) *Server {
+func New(vas llmdlisters.VariantAutoscalingLister, resend time.Duration, reg prometheus.Registerer) *Scaler {
 	if resend <= 0 {
 		resend = DefaultResendInterval
 	}
-	s := &Server{VAs: vas, ResendInterval: resend, changed: make(chan struct{}),
+	s := &Scaler{VAs: vas, ResendInterval: resend, changed: make(chan struct{}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wva_keda_scaler_requests_total",
 			Help: "KEDA external scaler calls by method and gRPC code."}, []string{"method", "code"})}
 	if reg != nil {
@@ -76,32 +74,22 @@ func New(vas llmdlisters.VariantAutoscalingLister, resend time.Duration, reg pro
 
 // Notify wakes every StreamIsActive stream to re-check its variant; call it
 // when a VA's status changes.
-func (s *Server) Notify() {
+func (s *Scaler) Notify() {
 	s.mu.Lock()
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
 }
 
-func (s *Server) changes() <-chan struct{} {
+func (s *Scaler) changes() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.changed
 }
 
-// Serve listens on addr and serves until ctx ends.
-func (s *Server) Serve(ctx context.Context, addr string) error {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--keda-scaler-address=%s: %w", addr, err)
-	}
-	klog.InfoS("serving the KEDA external scaler", "address", lis.Addr().String())
-	return s.ServeListener(ctx, lis)
-}
-
 // ServeListener serves on lis until ctx ends, then stops gracefully
 // (open streams end with ctx).
-func (s *Server) ServeListener(ctx context.Context, lis net.Listener) error {
+func (s *Scaler) ServeListener(ctx context.Context, lis net.Listener) error {
 	g := grpc.NewServer()
 	pb.RegisterExternalScalerServer(g, s)
 	go func() {
@@ -117,7 +105,7 @@ func (s *Server) ServeListener(ctx context.Context, lis net.Listener) error {
 // desired returns the decision of record for the ScaledObject's variant,
 // with gRPC codes KEDA acts on: NotFound for a misconfigured trigger,
 // Unavailable while no decision exists (KEDA keeps the replicas).
-func (s *Server) desired(ref *pb.ScaledObjectRef) (int32, error) {
+func (s *Scaler) desired(ref *pb.ScaledObjectRef) (int32, error) {
 	if ref == nil {
 		return 0, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
 	}
@@ -149,13 +137,13 @@ func (s *Server) desired(ref *pb.ScaledObjectRef) (int32, error) {
 	return va.Status.DesiredOptimizedAlloc.NumReplicas, nil
 }
 
-func (s *Server) count(method string, err error) {
+func (s *Scaler) count(method string, err error) {
 	s.requests.WithLabelValues(method, status.Code(err).String()).Inc()
 }
 
 // IsActive: active while wva wants at least one replica; KEDA scales
 // 0 <-> 1 on it and leaves 1 <-> N to its HPA.
-func (s *Server) IsActive(_ context.Context, ref *pb.ScaledObjectRef) (*pb.IsActiveResponse, error) {
+func (s *Scaler) IsActive(_ context.Context, ref *pb.ScaledObjectRef) (*pb.IsActiveResponse, error) {
 	n, err := s.desired(ref)
 	s.count("IsActive", err)
 	if err != nil {
@@ -167,7 +155,7 @@ func (s *Server) IsActive(_ context.Context, ref *pb.ScaledObjectRef) (*pb.IsAct
 // StreamIsActive sends the activity at once, on every change, and at
 // least every ResendInterval. While there is no decision it sends nothing
 // (KEDA keeps what it has); an unknown variant ends the stream with NotFound.
-func (s *Server) StreamIsActive(ref *pb.ScaledObjectRef, stream grpc.ServerStreamingServer[pb.IsActiveResponse]) error {
+func (s *Scaler) StreamIsActive(ref *pb.ScaledObjectRef, stream grpc.ServerStreamingServer[pb.IsActiveResponse]) error {
 	ticker := time.NewTicker(s.ResendInterval)
 	defer ticker.Stop()
 	var last *bool
@@ -199,7 +187,7 @@ func (s *Server) StreamIsActive(ref *pb.ScaledObjectRef, stream grpc.ServerStrea
 }
 
 // GetMetricSpec: one metric, target 1 per replica.
-func (s *Server) GetMetricSpec(_ context.Context, ref *pb.ScaledObjectRef) (*pb.GetMetricSpecResponse, error) {
+func (s *Scaler) GetMetricSpec(_ context.Context, ref *pb.ScaledObjectRef) (*pb.GetMetricSpecResponse, error) {
 	_, err := s.desired(ref)
 	if status.Code(err) == codes.Unavailable {
 		err = nil // the spec does not depend on the decision
@@ -218,7 +206,7 @@ func metricSpec() *pb.GetMetricSpecResponse {
 }
 
 // GetMetrics serves the desired replicas as the metric value.
-func (s *Server) GetMetrics(_ context.Context, req *pb.GetMetricsRequest) (*pb.GetMetricsResponse, error) {
+func (s *Scaler) GetMetrics(_ context.Context, req *pb.GetMetricsRequest) (*pb.GetMetricsResponse, error) {
 	if name := req.GetMetricName(); name != "" && !kedaMetricName.MatchString(name) {
 		err := status.Errorf(codes.NotFound, "metricName %q: wva serves only %q", name, provider.MetricName)
 		s.count("GetMetrics", err)
@@ -236,7 +224,7 @@ func (s *Server) GetMetrics(_ context.Context, req *pb.GetMetricsRequest) (*pb.G
 
 // StreamMetricSpec sends the (constant) spec once and holds the stream, as
 // KEDA expects of servers that implement it.
-func (s *Server) StreamMetricSpec(ref *pb.ScaledObjectRef, stream grpc.ServerStreamingServer[pb.GetMetricSpecResponse]) error {
+func (s *Scaler) StreamMetricSpec(ref *pb.ScaledObjectRef, stream grpc.ServerStreamingServer[pb.GetMetricSpecResponse]) error {
 	spec, err := s.GetMetricSpec(stream.Context(), ref)
 	if err != nil {
 		return err

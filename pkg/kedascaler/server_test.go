@@ -32,7 +32,7 @@ func va(ns, name string, replicas int32, decided bool) *llmdv1alpha1.VariantAuto
 
 // start runs the real gRPC server on a loopback port and returns a real
 // client connected to it, the store behind the server, and the server.
-func start(t *testing.T, resend time.Duration, vas ...*llmdv1alpha1.VariantAutoscaling) (pb.ExternalScalerClient, cache.Indexer, *Server) {
+func start(t *testing.T, resend time.Duration, vas ...*llmdv1alpha1.VariantAutoscaling) (pb.ExternalScalerClient, cache.Indexer, *Scaler) {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, v := range vas {
