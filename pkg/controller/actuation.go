@@ -53,6 +53,18 @@ func PlanDirectScale(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities, cur
 	return DirectScale{}, false
 }
 
+// PlanDirectScaleFor is PlanDirectScale for an output mode: with KEDA
+// ScaledObjects KEDA owns 0 <-> 1, so only steps inside the tolerance band
+// of KEDA's HPA (which wva cannot set to 0 there) are left to wva.
+func PlanDirectScaleFor(output Output, va *llmdv1alpha1.VariantAutoscaling, caps Capabilities, current int32, now time.Time,
+	staleAfter time.Duration) (DirectScale, bool) {
+	plan, ok := PlanDirectScale(va, caps, current, now, staleAfter)
+	if ok && output == OutputScaledObject && (plan.Replicas == 0 || current == 0) {
+		return DirectScale{}, false
+	}
+	return plan, ok
+}
+
 func metricsUnreachable(va *llmdv1alpha1.VariantAutoscaling) bool {
 	c := meta.FindStatusCondition(va.Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable)
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == llmdv1alpha1.ReasonPrometheusError

@@ -12,9 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
 	"k8s.io/client-go/scale"
@@ -30,7 +32,10 @@ import (
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 )
 
-// Controller reconciles VAs into HPAs.
+// fieldManager names the controller's writes in managedFields.
+const fieldManager = "wva-controller"
+
+// Controller reconciles VAs into HPAs or KEDA ScaledObjects.
 type Controller struct {
 	Kube       kubernetes.Interface
 	WVA        versioned.Interface
@@ -43,6 +48,13 @@ type Controller struct {
 	Caps       Capabilities
 	StaleAfter time.Duration
 
+	// Output is what the controller keeps per VA: an HPA (default) or a
+	// KEDA ScaledObject, whose trigger reads KedaScalerAddress.
+	Output            Output
+	Dynamic           dynamic.Interface
+	ScaledObjects     cache.GenericLister
+	KedaScalerAddress string
+
 	queue workqueue.TypedRateLimitingInterface[string]
 }
 
@@ -52,33 +64,38 @@ func (c *Controller) NewQueue() {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "wva-controller"})
 }
 
-// Handlers returns the VA and HPA event handlers that feed the queue.
-func (c *Controller) Handlers() (va, hpa cache.ResourceEventHandler) {
+// Handlers returns the VA event handler and the one for the objects kept
+// per VA (HPAs, ScaledObjects); both feed the queue.
+func (c *Controller) Handlers() (va, owned cache.ResourceEventHandler) {
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			c.queue.Add(key)
 		}
 	}
-	// An HPA event goes to the VA it belongs to (drift repair, deletion).
+	// An HPA or ScaledObject event goes to the VA it belongs to (drift
+	// repair, deletion).
 	enqueueOwner := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
-		h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler)
-		if !ok {
-			return
-		}
-		if name := h.Labels[VariantLabel]; name != "" {
-			c.queue.Add(h.Namespace + "/" + name)
-			return
-		}
-		// An HPA wva does not manage may conflict with a VA of the same name.
-		if _, err := c.VAs.VariantAutoscalings(h.Namespace).Get(h.Name); err == nil {
-			c.queue.Add(h.Namespace + "/" + h.Name)
+		if o, ok := obj.(metav1.Object); ok {
+			c.enqueueFor(o)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: enqueue},
 		cache.ResourceEventHandlerFuncs{AddFunc: enqueueOwner, UpdateFunc: func(_, n any) { enqueueOwner(n) }, DeleteFunc: enqueueOwner}
+}
+
+// enqueueFor queues the VA an HPA or ScaledObject belongs to, or the VA of
+// the same name, with which it may conflict.
+func (c *Controller) enqueueFor(obj metav1.Object) {
+	if name := obj.GetLabels()[VariantLabel]; name != "" {
+		c.queue.Add(obj.GetNamespace() + "/" + name)
+		return
+	}
+	if _, err := c.VAs.VariantAutoscalings(obj.GetNamespace()).Get(obj.GetName()); err == nil {
+		c.queue.Add(obj.GetNamespace() + "/" + obj.GetName())
+	}
 }
 
 // Run processes the queue with workers until ctx ends.
@@ -125,12 +142,26 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	st := status{ready: true, reason: llmdv1alpha1.ReasonHPASynced, msg: "HPA " + name + " matches the VA"}
-	desired, behaviorErr := DesiredHPA(va, c.Caps)
+	st := status{ready: true}
+	var behaviorErr error
+	if c.Output == OutputScaledObject {
+		st.reason, st.msg = llmdv1alpha1.ReasonScaledObjectSynced, "ScaledObject "+name+" matches the VA"
+		var desired *unstructured.Unstructured
+		desired, behaviorErr = DesiredScaledObject(va, c.KedaScalerAddress)
+		if desired == nil {
+			return behaviorErr
+		}
+		err = errors.Join(c.removeOwnHPA(ctx, va), c.syncScaledObject(ctx, va, desired, &st))
+	} else {
+		st.reason, st.msg = llmdv1alpha1.ReasonHPASynced, "HPA "+name+" matches the VA"
+		var desired *autoscalingv2.HorizontalPodAutoscaler
+		desired, behaviorErr = DesiredHPA(va, c.Caps)
+		err = c.syncHPA(ctx, va, desired, &st)
+	}
 	if behaviorErr != nil {
 		c.Recorder.Event(va, corev1.EventTypeWarning, llmdv1alpha1.ReasonInvalidHPABehavior, behaviorErr.Error())
 	}
-	if err := c.syncHPA(ctx, va, desired, &st); err != nil {
+	if err != nil {
 		return errors.Join(err, c.writeStatus(ctx, va, st, false))
 	}
 	if behaviorErr != nil && st.ready {
@@ -149,53 +180,88 @@ type status struct {
 	msg    string
 }
 
-func (c *Controller) syncHPA(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, desired *autoscalingv2.HorizontalPodAutoscaler, st *status) error {
-	hpas := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(va.Namespace)
-	live, err := c.HPAs.HorizontalPodAutoscalers(va.Namespace).Get(va.Name)
+// kept describes one kind of object the controller keeps per VA (an HPA
+// or a KEDA ScaledObject): sync is the same for both apart from these.
+type kept[T metav1.Object] struct {
+	kind     string // for events and messages
+	conflict string // HPAReady condition reason
+	get              func(namespace, name string) (T, error)
+	// competing describes another object ("HPA x") already scaling the
+	// VA's target: two scalers on one target fight.
+	competing func(va *llmdv1alpha1.VariantAutoscaling) string
+	create    func(ctx context.Context, obj T) error
+	update    func(ctx context.Context, obj T) error
+	inSync    func(live, desired T) bool
+	apply     func(live, desired T) T
+}
+
+// sync creates or repairs the VA's object, or reports a conflict in st.
+func sync[T metav1.Object](ctx context.Context, c *Controller, va *llmdv1alpha1.VariantAutoscaling, k kept[T], desired T, bounds string, st *status) error {
+	live, err := k.get(va.Namespace, va.Name)
 	switch {
 	case apierrors.IsNotFound(err):
-		if other := c.competingHPA(va); other != "" {
-			st.ready, st.reason = false, llmdv1alpha1.ReasonHPAConflict
-			st.msg = fmt.Sprintf("HPA %s already scales %s %s; wva does not create a second one", other, va.Spec.ScaleTargetRef.Kind, va.Spec.ScaleTargetRef.Name)
-			c.Recorder.Event(va, corev1.EventTypeWarning, llmdv1alpha1.ReasonHPAConflict, st.msg)
+		if other := k.competing(va); other != "" {
+			st.ready, st.reason = false, k.conflict
+			st.msg = fmt.Sprintf("%s already scales %s %s; wva does not create a second %s", other, va.Spec.ScaleTargetRef.Kind, va.Spec.ScaleTargetRef.Name, k.kind)
+			c.Recorder.Event(va, corev1.EventTypeWarning, k.conflict, st.msg)
 			return nil
 		}
-		if _, err := hpas.Create(ctx, desired, metav1.CreateOptions{FieldManager: "wva-controller"}); err != nil {
-			return fmt.Errorf("create HPA %s/%s: %w", va.Namespace, va.Name, err)
+		if err := k.create(ctx, desired); err != nil {
+			return fmt.Errorf("create %s %s/%s: %w", k.kind, va.Namespace, va.Name, err)
 		}
-		c.Recorder.Eventf(va, corev1.EventTypeNormal, "HPACreated", "created HPA %s (min %d, max %d) on wva_desired_replicas",
-			va.Name, *desired.Spec.MinReplicas, desired.Spec.MaxReplicas)
+		c.Recorder.Eventf(va, corev1.EventTypeNormal, k.kind+"Created", "created %s %s %s on wva_desired_replicas", k.kind, va.Name, bounds)
 		return nil
 	case err != nil:
 		return err
 	case ownedBy(live, va.UID):
-		if InSync(live, desired) {
+		if k.inSync(live, desired) {
 			return nil
 		}
-		if _, err := hpas.Update(ctx, Apply(live, desired), metav1.UpdateOptions{FieldManager: "wva-controller"}); err != nil {
-			return fmt.Errorf("update HPA %s/%s: %w", va.Namespace, va.Name, err)
+		if err := k.update(ctx, k.apply(live, desired)); err != nil {
+			return fmt.Errorf("update %s %s/%s: %w", k.kind, va.Namespace, va.Name, err)
 		}
-		c.Recorder.Eventf(va, corev1.EventTypeNormal, "HPAUpdated", "HPA %s realigned with the VA (min %d, max %d)",
-			va.Name, *desired.Spec.MinReplicas, desired.Spec.MaxReplicas)
+		c.Recorder.Eventf(va, corev1.EventTypeNormal, k.kind+"Updated", "%s %s realigned with the VA %s", k.kind, va.Name, bounds)
 		return nil
 	case va.Annotations[AdoptAnnotation] == "true":
-		if _, err := hpas.Update(ctx, Apply(live, desired), metav1.UpdateOptions{FieldManager: "wva-controller"}); err != nil {
-			return fmt.Errorf("adopt HPA %s/%s: %w", va.Namespace, va.Name, err)
+		if err := k.update(ctx, k.apply(live, desired)); err != nil {
+			return fmt.Errorf("adopt %s %s/%s: %w", k.kind, va.Namespace, va.Name, err)
 		}
-		c.Recorder.Eventf(va, corev1.EventTypeNormal, "HPAAdopted", "adopted existing HPA %s (%s=true)", va.Name, AdoptAnnotation)
+		c.Recorder.Eventf(va, corev1.EventTypeNormal, k.kind+"Adopted", "adopted existing %s %s (%s=true)", k.kind, va.Name, AdoptAnnotation)
 		return nil
 	default:
-		st.ready, st.reason = false, llmdv1alpha1.ReasonHPAConflict
-		st.msg = fmt.Sprintf("HPA %s exists and is not managed by wva; set annotation %s=\"true\" on the VA to adopt it", va.Name, AdoptAnnotation)
-		if !conditionIs(va, llmdv1alpha1.ConditionTypeHPAReady, llmdv1alpha1.ReasonHPAConflict) {
-			c.Recorder.Event(va, corev1.EventTypeWarning, llmdv1alpha1.ReasonHPAConflict, st.msg)
+		st.ready, st.reason = false, k.conflict
+		st.msg = fmt.Sprintf("%s %s exists and is not managed by wva; set annotation %s=\"true\" on the VA to adopt it", k.kind, va.Name, AdoptAnnotation)
+		if !conditionIs(va, llmdv1alpha1.ConditionTypeHPAReady, k.conflict) {
+			c.Recorder.Event(va, corev1.EventTypeWarning, k.conflict, st.msg)
 		}
 		return nil
 	}
 }
 
-// competingHPA names another HPA (not wva's for this VA) that already
-// targets the VA's scale target: two HPAs on one target fight.
+func (c *Controller) syncHPA(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, desired *autoscalingv2.HorizontalPodAutoscaler, st *status) error {
+	hpas := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(va.Namespace)
+	opts := metav1.CreateOptions{FieldManager: fieldManager}
+	return sync(ctx, c, va, kept[*autoscalingv2.HorizontalPodAutoscaler]{
+		kind: "HPA", conflict: llmdv1alpha1.ReasonHPAConflict,
+		get: func(ns, name string) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+			return c.HPAs.HorizontalPodAutoscalers(ns).Get(name)
+		},
+		competing: c.competingHPA,
+		create: func(ctx context.Context, h *autoscalingv2.HorizontalPodAutoscaler) error {
+			_, err := hpas.Create(ctx, h, opts)
+			return err
+		},
+		update: func(ctx context.Context, h *autoscalingv2.HorizontalPodAutoscaler) error {
+			_, err := hpas.Update(ctx, h, metav1.UpdateOptions{FieldManager: fieldManager})
+			return err
+		},
+		inSync: InSync, apply: Apply,
+	}, desired, fmt.Sprintf("(min %d, max %d)", *desired.Spec.MinReplicas, desired.Spec.MaxReplicas), st)
+}
+
+// competingHPA describes another HPA (not wva's for this VA) that already
+// targets the VA's scale target: two HPAs on one target fight. In
+// ScaledObject mode KEDA's own HPA for wva's ScaledObject does not count.
 func (c *Controller) competingHPA(va *llmdv1alpha1.VariantAutoscaling) string {
 	all, err := c.HPAs.HorizontalPodAutoscalers(va.Namespace).List(labels.Everything())
 	if err != nil {
@@ -203,8 +269,9 @@ func (c *Controller) competingHPA(va *llmdv1alpha1.VariantAutoscaling) string {
 	}
 	for _, h := range all {
 		ref := h.Spec.ScaleTargetRef
-		if h.Name != va.Name && ref.Kind == va.Spec.ScaleTargetRef.Kind && ref.Name == va.Spec.ScaleTargetRef.Name && !ownedBy(h, va.UID) {
-			return h.Name
+		if h.Name != va.Name && ref.Kind == va.Spec.ScaleTargetRef.Kind && ref.Name == va.Spec.ScaleTargetRef.Name &&
+			!ownedBy(h, va.UID) && !kedaHPAOfOurs(h, va) {
+			return "HPA " + h.Name
 		}
 	}
 	return ""
@@ -224,11 +291,11 @@ func (c *Controller) actuate(ctx context.Context, va *llmdv1alpha1.VariantAutosc
 	if err != nil {
 		return false, fmt.Errorf("get scale of %s %s: %w", va.Spec.ScaleTargetRef.Kind, va.Spec.ScaleTargetRef.Name, err)
 	}
-	plan, ok := PlanDirectScale(va, c.Caps, s.Spec.Replicas, c.Clock.Now(), c.StaleAfter)
+	plan, ok := PlanDirectScaleFor(c.Output, va, c.Caps, s.Spec.Replicas, c.Clock.Now(), c.StaleAfter)
 	if ok {
 		from := s.Spec.Replicas
 		s.Spec.Replicas = plan.Replicas
-		if _, err := c.Scales.Scales(va.Namespace).Update(ctx, gr, s, metav1.UpdateOptions{FieldManager: "wva-controller"}); err != nil {
+		if _, err := c.Scales.Scales(va.Namespace).Update(ctx, gr, s, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 			return false, fmt.Errorf("scale %s %s to %d: %w", va.Spec.ScaleTargetRef.Kind, va.Spec.ScaleTargetRef.Name, plan.Replicas, err)
 		}
 		c.Recorder.Eventf(va, corev1.EventTypeNormal, "ScaledTarget", "scaled %s %s %d -> %d: %s",
@@ -269,7 +336,7 @@ func (c *Controller) writeStatus(ctx context.Context, va *llmdv1alpha1.VariantAu
 		if !changed {
 			return nil
 		}
-		_, err := c.WVA.LlmdV1alpha1().VariantAutoscalings(va.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{FieldManager: "wva-controller"})
+		_, err := c.WVA.LlmdV1alpha1().VariantAutoscalings(va.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{FieldManager: fieldManager})
 		if apierrors.IsConflict(err) {
 			if latest, gerr := c.WVA.LlmdV1alpha1().VariantAutoscalings(va.Namespace).Get(ctx, va.Name, metav1.GetOptions{}); gerr == nil {
 				current = latest

@@ -123,11 +123,8 @@ func DesiredHPA(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities) (*autosc
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      va.Name,
 			Namespace: va.Namespace,
-			Labels:    map[string]string{ManagedByLabel: ManagedByValue, VariantLabel: va.Name},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: llmdv1alpha1.SchemeGroupVersion.String(), Kind: llmdv1alpha1.VariantAutoscalingKind,
-				Name: va.Name, UID: va.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
+			Labels:          map[string]string{ManagedByLabel: ManagedByValue, VariantLabel: va.Name},
+			OwnerReferences: []metav1.OwnerReference{vaOwnerRef(va)},
 		},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: apiVersion, Kind: ref.Kind, Name: ref.Name},
@@ -152,38 +149,61 @@ func DesiredHPA(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities) (*autosc
 // InSync says whether the live HPA already has everything DesiredHPA sets.
 // Semantic equality (quantities, nil vs empty) avoids update storms.
 func InSync(live, desired *autoscalingv2.HorizontalPodAutoscaler) bool {
-	for k, v := range desired.Labels {
-		if live.Labels[k] != v {
-			return false
-		}
-	}
-	return equality.Semantic.DeepEqual(live.Spec, desired.Spec) && ownedBy(live, desired.OwnerReferences[0].UID)
+	return labelsInclude(live, desired) && equality.Semantic.DeepEqual(live.Spec, desired.Spec) &&
+		ownedBy(live, desired.OwnerReferences[0].UID)
 }
 
 // Apply copies the wva-owned fields of desired onto live, keeping other
 // labels, annotations and the status.
 func Apply(live, desired *autoscalingv2.HorizontalPodAutoscaler) *autoscalingv2.HorizontalPodAutoscaler {
 	out := live.DeepCopy()
-	if out.Labels == nil {
-		out.Labels = map[string]string{}
-	}
-	for k, v := range desired.Labels {
-		out.Labels[k] = v
-	}
+	applyMeta(out, desired)
 	out.Spec = desired.Spec
-	refs := []metav1.OwnerReference{desired.OwnerReferences[0]}
-	for _, r := range out.OwnerReferences {
+	return out
+}
+
+// vaOwnerRef makes the VA the controller of an object wva creates for it,
+// so the garbage collector removes the object with the VA.
+func vaOwnerRef(va *llmdv1alpha1.VariantAutoscaling) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion: llmdv1alpha1.SchemeGroupVersion.String(), Kind: llmdv1alpha1.VariantAutoscalingKind,
+		Name: va.Name, UID: va.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+// labelsInclude says whether live carries every label of desired.
+func labelsInclude(live, desired metav1.Object) bool {
+	for k, v := range desired.GetLabels() {
+		if live.GetLabels()[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// applyMeta adds desired's labels to out and makes desired's controller
+// reference the only one, keeping other owner references.
+func applyMeta(out, desired metav1.Object) {
+	labels := out.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range desired.GetLabels() {
+		labels[k] = v
+	}
+	out.SetLabels(labels)
+	refs := []metav1.OwnerReference{desired.GetOwnerReferences()[0]}
+	for _, r := range out.GetOwnerReferences() {
 		if r.Controller == nil || !*r.Controller {
 			refs = append(refs, r)
 		}
 	}
-	out.OwnerReferences = refs
-	return out
+	out.SetOwnerReferences(refs)
 }
 
-// OwnedBy says whether the HPA's controller reference is the VA with uid.
-func ownedBy(hpa *autoscalingv2.HorizontalPodAutoscaler, uid types.UID) bool {
-	for _, r := range hpa.OwnerReferences {
+// ownedBy says whether obj's controller reference is the VA with uid.
+func ownedBy(obj metav1.Object, uid types.UID) bool {
+	for _, r := range obj.GetOwnerReferences() {
 		if r.Controller != nil && *r.Controller && r.UID == uid {
 			return true
 		}

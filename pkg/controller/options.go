@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -23,6 +24,8 @@ type Options struct {
 	WatchNamespace     string
 	MetricsBindAddress string
 	Lease              daemon.Lease
+	Output             string
+	KedaScalerAddress  string
 }
 
 // NewOptions returns the defaults.
@@ -34,6 +37,7 @@ func NewOptions() *Options {
 	return &Options{
 		Workers: 2, Resync: 30 * time.Second, StaleAfter: 5 * time.Minute,
 		HPATolerance: "auto", HPAScaleToZero: "auto", ProbeNamespace: ns,
+		Output:             string(OutputHPA),
 		MetricsBindAddress: ":8082", Lease: daemon.DefaultLease("wva-controller", ns, true),
 	}
 }
@@ -49,6 +53,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ProbeNamespace, "probe-namespace", o.ProbeNamespace, "Namespace for the dry-run capability probes (default: $POD_NAMESPACE or wva-system)")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Only manage VAs in this namespace (default: all)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics, /healthz and /readyz (\"0\" disables)")
+	fs.StringVar(&o.Output, "output", o.Output, "What to keep per VA: hpa (an autoscaling/v2 HPA on the external metrics API) or "+
+		"scaledobject (a KEDA ScaledObject whose external-push trigger reads the adapter's --keda-scaler-address)")
+	fs.StringVar(&o.KedaScalerAddress, "keda-scaler-address", o.KedaScalerAddress,
+		"With --output=scaledobject: host:port KEDA dials for the adapter's external scaler, e.g. wva-adapter.wva-system.svc:9090")
 	o.Lease.AddFlags(fs, "Run one active replica (Lease)")
 }
 
@@ -59,6 +67,15 @@ func (o *Options) Validate() error {
 		if v != "auto" && v != "true" && v != "false" {
 			errs = append(errs, fmt.Errorf("%s=%q: want auto, true or false", flag, v))
 		}
+	}
+	switch Output(o.Output) {
+	case OutputHPA:
+	case OutputScaledObject:
+		if _, port, err := net.SplitHostPort(o.KedaScalerAddress); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("--keda-scaler-address=%q: --output=scaledobject needs the adapter scaler's host:port", o.KedaScalerAddress))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--output=%q: want hpa or scaledobject", o.Output))
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers=%d: must be >= 1", o.Workers))

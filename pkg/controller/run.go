@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -46,11 +47,15 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	caps, err := capabilities(ctx, kube, o)
-	if err != nil {
-		return err
+	// KEDA makes the HPA in ScaledObject mode; wva sets no tolerance there
+	// and leaves 0 <-> 1 to KEDA, so the probes would not change anything.
+	var caps Capabilities
+	if Output(o.Output) == OutputHPA {
+		if caps, err = capabilities(ctx, kube, o); err != nil {
+			return err
+		}
+		klog.InfoS("HPA capabilities", "tolerance", caps.Tolerance, "scaleToZero", caps.ScaleToZero)
 	}
-	klog.InfoS("HPA capabilities", "tolerance", caps.Tolerance, "scaleToZero", caps.ScaleToZero)
 
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
 	scales, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(kube.Discovery()))
@@ -71,20 +76,37 @@ func Run(ctx context.Context, o *Options) error {
 	c := &Controller{
 		Kube: kube, WVA: wva, VAs: vaInformer.Lister(), HPAs: hpaInformer.Lister(), Scales: scales, Mapper: mapper,
 		Recorder: recorder, Clock: clock.RealClock{}, Caps: caps, StaleAfter: o.StaleAfter,
+		Output: Output(o.Output), KedaScalerAddress: o.KedaScalerAddress,
 	}
 	c.NewQueue()
-	vaHandler, hpaHandler := c.Handlers()
+	vaHandler, ownedHandler := c.Handlers()
 	if _, err := vaInformer.Informer().AddEventHandler(vaHandler); err != nil {
 		return err
 	}
-	if _, err := hpaInformer.Informer().AddEventHandler(hpaHandler); err != nil {
+	if _, err := hpaInformer.Informer().AddEventHandler(ownedHandler); err != nil {
 		return err
+	}
+	synced := []cache.InformerSynced{vaInformer.Informer().HasSynced, hpaInformer.Informer().HasSynced}
+	var dynInformers dynamicinformer.DynamicSharedInformerFactory
+	if c.Output == OutputScaledObject {
+		if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+			return err
+		}
+		dynInformers = dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Dynamic, o.Resync, o.WatchNamespace, nil)
+		soInformer := dynInformers.ForResource(ScaledObjectGVR)
+		c.ScaledObjects = soInformer.Lister()
+		if _, err := soInformer.Informer().AddEventHandler(ownedHandler); err != nil {
+			return err
+		}
+		synced = append(synced, soInformer.Informer().HasSynced)
 	}
 
 	var leading atomic.Bool
 	ready := func() error {
-		if !vaInformer.Informer().HasSynced() || !hpaInformer.Informer().HasSynced() {
-			return errors.New("informers not synced")
+		for _, ok := range synced {
+			if !ok() {
+				return errors.New("informers not synced")
+			}
 		}
 		return nil
 	}
@@ -93,8 +115,11 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	kubeInformers.Start(ctx.Done())
 	wvaInformers.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), vaInformer.Informer().HasSynced, hpaInformer.Informer().HasSynced) {
-		return errors.New("informers did not sync")
+	if dynInformers != nil {
+		dynInformers.Start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("informers did not sync (with --output=%s: is KEDA's ScaledObject CRD installed?)", o.Output)
 	}
 	return daemon.RunLeaderElected(ctx, kube, o.Lease, recorder, leading.Store, func(ctx context.Context) { c.Run(ctx, o.Workers) })
 }

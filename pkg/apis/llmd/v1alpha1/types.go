@@ -93,6 +93,10 @@ const (
 	ReasonHPAConflict        = "HPAConflict"
 	ReasonHPAError           = "HPAError"
 	ReasonInvalidHPABehavior = "InvalidHPABehavior"
+	// With `wva controller --output=scaledobject` the HPA is KEDA's, made
+	// from wva's ScaledObject; HPAReady then reports on the ScaledObject.
+	ReasonScaledObjectSynced   = "ScaledObjectSynced"
+	ReasonScaledObjectConflict = "ScaledObjectConflict"
 )
 
 // CrossVersionObjectReference identifies the workload a VariantAutoscaling

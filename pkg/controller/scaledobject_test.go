@@ -1,0 +1,169 @@
+package controller
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+)
+
+const scalerAddr = "wva-adapter.wva-system.svc:9090"
+
+func TestDesiredScaledObject(t *testing.T) {
+	cases := []struct {
+		name     string
+		va       *llmdv1alpha1.VariantAutoscaling
+		address  string
+		min, max int64
+		downStab int64
+		errText  string
+	}{
+		{name: "min 0 goes to KEDA as is", va: testVA(0, 8, nil), address: scalerAddr, min: 0, max: 8, downStab: 30},
+		{name: "min and max from the VA", va: testVA(2, 5, nil), address: scalerAddr, min: 2, max: 5, downStab: 30},
+		{name: "behavior annotation reaches KEDA's HPA", va: testVA(1, 8, map[string]string{BehaviorAnnotation: "scaleDown:\n  stabilizationWindowSeconds: 120"}),
+			address: scalerAddr, min: 1, max: 8, downStab: 120},
+		{name: "invalid annotation falls back with an error", va: testVA(1, 8, map[string]string{BehaviorAnnotation: "scaleDown: {stabilisation: 1}"}),
+			address: scalerAddr, min: 1, max: 8, downStab: 30, errText: "annotation wva.llmd.ai/hpa-behavior"},
+		{name: "no scaler address", va: testVA(1, 8, nil), errText: "--keda-scaler-address is empty"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			so, err := DesiredScaledObject(tc.va, tc.address)
+			if tc.errText != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.errText)
+			} else {
+				require.NoError(t, err)
+			}
+			if tc.address == "" {
+				assert.Nil(t, so)
+				return
+			}
+			assert.Equal(t, "keda.sh/v1alpha1", so.GetAPIVersion())
+			assert.Equal(t, "ScaledObject", so.GetKind())
+			assert.Equal(t, "llama-l4", so.GetName())
+			assert.Equal(t, "prod", so.GetNamespace())
+			assert.Equal(t, map[string]string{ManagedByLabel: ManagedByValue, VariantLabel: "llama-l4"}, so.GetLabels())
+			require.Len(t, so.GetOwnerReferences(), 1)
+			assert.Equal(t, "VariantAutoscaling", so.GetOwnerReferences()[0].Kind)
+			assert.True(t, *so.GetOwnerReferences()[0].Controller)
+
+			spec := so.Object["spec"].(map[string]any)
+			assert.Equal(t, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-l4-deploy"}, spec["scaleTargetRef"])
+			assert.Equal(t, tc.min, spec["minReplicaCount"])
+			assert.Equal(t, tc.max, spec["maxReplicaCount"])
+			assert.Equal(t, []any{map[string]any{"type": "external-push", "name": "wva", "metadata": map[string]any{
+				"scalerAddress": scalerAddr, "namespace": "prod", "variantAutoscaling": "llama-l4"}}}, spec["triggers"])
+			down, _, _ := unstructured.NestedInt64(so.Object, "spec", "advanced", "horizontalPodAutoscalerConfig", "behavior", "scaleDown", "stabilizationWindowSeconds")
+			assert.Equal(t, tc.downStab, down)
+			_, hasTol, _ := unstructured.NestedFieldNoCopy(so.Object, "spec", "advanced", "horizontalPodAutoscalerConfig", "behavior", "scaleUp", "tolerance")
+			assert.False(t, hasTol, "no tolerance: KEDA CRDs without the field would prune it and never compare equal")
+		})
+	}
+}
+
+// roundTrip is what the API server hands back: JSON-decoded, so every
+// number is int64 and every map map[string]any.
+func roundTrip(t *testing.T, u *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := json.Marshal(u.Object)
+	require.NoError(t, err)
+	out := &unstructured.Unstructured{}
+	require.NoError(t, out.UnmarshalJSON(raw))
+	return out
+}
+
+func TestScaledObjectInSyncAndApply(t *testing.T) {
+	desired, err := DesiredScaledObject(testVA(1, 8, nil), scalerAddr)
+	require.NoError(t, err)
+	live := roundTrip(t, desired)
+	live.SetLabels(map[string]string{ManagedByLabel: ManagedByValue, VariantLabel: "llama-l4", "team": "inference"})
+	require.NoError(t, unstructured.SetNestedField(live.Object, int64(15), "spec", "pollingInterval"))
+	require.NoError(t, unstructured.SetNestedField(live.Object, "True", "status", "conditions"))
+
+	cases := []struct {
+		name   string
+		mutate func(*unstructured.Unstructured)
+		inSync bool
+	}{
+		{name: "as the API server returns it, with user fields", mutate: func(*unstructured.Unstructured) {}, inSync: true},
+		{name: "hand-edited max", mutate: func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(99), "spec", "maxReplicaCount")
+		}, inSync: false},
+		{name: "trigger pointed elsewhere", mutate: func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "prometheus", "metadata": map[string]any{}}}, "spec", "triggers")
+		}, inSync: false},
+		{name: "behavior removed", mutate: func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "advanced") }, inSync: false},
+		{name: "managed-by label removed", mutate: func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"team": "inference"}) }, inSync: false},
+		{name: "not owned", mutate: func(u *unstructured.Unstructured) { u.SetOwnerReferences(nil) }, inSync: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			edited := live.DeepCopy()
+			tc.mutate(edited)
+			assert.Equal(t, tc.inSync, ScaledObjectInSync(edited, desired))
+			fixed := roundTrip(t, ApplyScaledObject(edited, desired))
+			assert.True(t, ScaledObjectInSync(fixed, desired), "Apply repairs it")
+			poll, _, _ := unstructured.NestedInt64(fixed.Object, "spec", "pollingInterval")
+			assert.Equal(t, int64(15), poll, "user's pollingInterval kept")
+			_, hasStatus, _ := unstructured.NestedFieldNoCopy(fixed.Object, "status")
+			assert.True(t, hasStatus, "status kept")
+		})
+	}
+}
+
+func TestPlanDirectScaleForScaledObjects(t *testing.T) {
+	cases := []struct {
+		name    string
+		output  Output
+		va      *llmdv1alpha1.VariantAutoscaling
+		current int32
+		want    int32
+		act     bool
+	}{
+		{"hpa mode: to 0", OutputHPA, decided(testVA(0, 8, nil), 0, time.Second), 3, 0, true},
+		{"scaledobject mode: KEDA scales to 0", OutputScaledObject, decided(testVA(0, 8, nil), 0, time.Second), 3, 0, false},
+		{"hpa mode: from 0", OutputHPA, decided(testVA(0, 8, nil), 2, time.Second), 0, 2, true},
+		{"scaledobject mode: KEDA scales from 0", OutputScaledObject, decided(testVA(0, 8, nil), 2, time.Second), 0, 0, false},
+		{"scaledobject mode: in-band step still taken", OutputScaledObject, decided(testVA(1, 30, nil), 21, time.Second), 20, 21, true},
+		{"scaledobject mode: out of band is KEDA's HPA's", OutputScaledObject, decided(testVA(1, 30, nil), 5, time.Second), 2, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, act := PlanDirectScaleFor(tc.output, tc.va, Capabilities{}, tc.current, now, 5*time.Minute)
+			assert.Equal(t, tc.act, act)
+			assert.Equal(t, tc.want, plan.Replicas)
+		})
+	}
+}
+
+func TestOptionsValidateOutput(t *testing.T) {
+	cases := []struct {
+		output, address string
+		errText         string
+	}{
+		{output: "hpa"},
+		{output: "scaledobject", address: scalerAddr},
+		{output: "scaledobject", errText: `--keda-scaler-address="": --output=scaledobject needs`},
+		{output: "scaledobject", address: "wva-adapter", errText: `--keda-scaler-address="wva-adapter"`},
+		{output: "keda", errText: `--output="keda": want hpa or scaledobject`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.output+" "+tc.address, func(t *testing.T) {
+			o := NewOptions()
+			o.Output, o.KedaScalerAddress = tc.output, tc.address
+			err := o.Validate()
+			if tc.errText == "" {
+				assert.NoError(t, err)
+			} else {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.errText)
+			}
+		})
+	}
+}
