@@ -11,8 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -185,7 +185,7 @@ type status struct {
 type kept[T metav1.Object] struct {
 	kind     string // for events and messages
 	conflict string // HPAReady condition reason
-	get              func(namespace, name string) (T, error)
+	get      func(namespace, name string) (T, error)
 	// competing describes another object ("HPA x") already scaling the
 	// VA's target: two scalers on one target fight.
 	competing func(va *llmdv1alpha1.VariantAutoscaling) string

@@ -121,8 +121,8 @@ func DesiredHPA(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities) (*autosc
 	}
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      va.Name,
-			Namespace: va.Namespace,
+			Name:            va.Name,
+			Namespace:       va.Namespace,
 			Labels:          map[string]string{ManagedByLabel: ManagedByValue, VariantLabel: va.Name},
 			OwnerReferences: []metav1.OwnerReference{vaOwnerRef(va)},
 		},
