@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,13 +49,7 @@ func startHPARig(ctx context.Context, t *testing.T, gates map[string]bool, contr
 	createNamespace(ctx, t, r.kube, "wva-system")
 	createNamespace(ctx, t, r.kube, "prod")
 
-	// Hold the adapter's Lease for the whole test.
-	_, err = r.kube.CoordinationV1().Leases("wva-system").Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "wva-adapter"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("the-test"), LeaseDurationSeconds: ptr.To[int32](3600),
-			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	holdAdapterLease(ctx, t, r.kube)
 	svc := harness.APIServiceOptions{Group: "external.metrics.k8s.io", Version: "v1beta1", Namespace: "wva-system", ServiceName: "wva-adapter"}
 	cert, key, err := cluster.IssueServingCert([]string{svc.ServiceDNSName()}, []net.IP{net.ParseIP("127.0.0.1")})
 	require.NoError(t, err)
