@@ -303,7 +303,8 @@ func dryRunApply(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.
 	if err != nil {
 		return err
 	}
-	opts := metav1.PatchOptions{FieldManager: "wva-manifests-test", Force: ptr.To(true), DryRun: []string{metav1.DryRunAll}}
+	// Strict: a field the schema does not know is an error, not pruned.
+	opts := metav1.PatchOptions{FieldManager: "wva-manifests-test", Force: ptr.To(true), DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}
 	var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
 	if m.Scope.Name() == "namespace" {
 		if o.GetNamespace() == "" {

@@ -1,0 +1,181 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/controller"
+	"github.com/wva-project/wva/test/harness"
+)
+
+func renderDir(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := renderKustomization(filepath.Join(repoRoot(), dir))
+	require.NoError(t, err, dir)
+	require.NotEmpty(t, objs, dir)
+	return objs
+}
+
+func byKey(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	out := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		out[objKey(o)] = o
+	}
+	return out
+}
+
+func typed[T any](t *testing.T, o *unstructured.Unstructured) *T {
+	t.Helper()
+	require.NotNil(t, o)
+	var out T
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &out))
+	return &out
+}
+
+// TestKedaManifestsRender: deploy/keda is deploy/default without the
+// APIService and the HPA controller's external-metrics access, with the
+// adapter serving the external scaler and the controller making
+// ScaledObjects; every object it shares with deploy/default is identical,
+// so the copies cannot drift.
+func TestKedaManifestsRender(t *testing.T) {
+	def, keda := byKey(renderDefault(t)), byKey(renderDir(t, "deploy/keda"))
+	// true: only in deploy/default; false: in deploy/keda, changed or added.
+	dropped := map[string]bool{
+		"apiregistration.k8s.io/v1/APIService /v1beta1.external.metrics.k8s.io":        true,
+		"rbac.authorization.k8s.io/v1/ClusterRole /wva-external-metrics-reader":        true,
+		"rbac.authorization.k8s.io/v1/ClusterRoleBinding /wva-external-metrics-reader": true,
+		"rbac.authorization.k8s.io/v1/ClusterRole /wva-controller-keda":                false,
+		"rbac.authorization.k8s.io/v1/ClusterRoleBinding /wva-controller-keda":         false,
+		"apps/v1/Deployment wva-system/wva-adapter":                                    false,
+		"v1/Service wva-system/wva-adapter":                                            false,
+		"apps/v1/Deployment wva-system/wva-controller":                                 false,
+	}
+	for key, o := range def {
+		drop, listed := dropped[key]
+		switch {
+		case drop:
+			assert.NotContains(t, keda, key, "deploy/keda must not have %s", key)
+		case listed:
+			assert.Contains(t, keda, key)
+		default:
+			require.Contains(t, keda, key, "deploy/keda lacks %s of deploy/default", key)
+			assert.True(t, equality.Semantic.DeepEqual(o.Object, keda[key].Object), "%s differs from deploy/default's copy", key)
+		}
+	}
+	for key := range keda {
+		if _, ok := def[key]; !ok {
+			_, listed := dropped[key]
+			assert.True(t, listed, "deploy/keda adds %s, not listed here", key)
+		}
+	}
+
+	adapter := typed[appsv1.Deployment](t, keda["apps/v1/Deployment wva-system/wva-adapter"])
+	c := adapter.Spec.Template.Spec.Containers[0]
+	assert.Contains(t, c.Args, "--keda-scaler-address=:9090")
+	assert.Contains(t, c.Ports, corev1.ContainerPort{Name: "keda-scaler", ContainerPort: 9090})
+	for _, v := range adapter.Spec.Template.Spec.Volumes {
+		assert.Nil(t, v.Secret, "volume %s: no serving-cert Secret is needed without an APIService", v.Name)
+	}
+	svc := typed[corev1.Service](t, keda["v1/Service wva-system/wva-adapter"])
+	var scalerPort *corev1.ServicePort
+	for i := range svc.Spec.Ports {
+		if svc.Spec.Ports[i].TargetPort.StrVal == "keda-scaler" {
+			scalerPort = &svc.Spec.Ports[i]
+		}
+	}
+	require.NotNil(t, scalerPort, "Service port to keda-scaler")
+
+	// The controller's flags parse and validate as the binary would, and
+	// its scaler address is the adapter Service's port.
+	ctrl := typed[appsv1.Deployment](t, keda["apps/v1/Deployment wva-system/wva-controller"])
+	opts := controller.NewOptions()
+	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	require.NoError(t, fs.Parse(ctrl.Spec.Template.Spec.Containers[0].Args[1:]))
+	require.NoError(t, opts.Validate())
+	assert.Equal(t, string(controller.OutputScaledObject), opts.Output)
+	assert.Equal(t, fmt.Sprintf("%s.%s.svc:%d", svc.Name, svc.Namespace, scalerPort.Port), opts.KedaScalerAddress)
+}
+
+// TestKedaExampleScaledObject: examples/keda/scaledobject.yaml is what the
+// controller builds for the example's VA, so the README does not lie.
+func TestKedaExampleScaledObject(t *testing.T) {
+	var vaObj *unstructured.Unstructured
+	for _, o := range renderDir(t, "examples/keda") {
+		if o.GetKind() == llmdv1alpha1.VariantAutoscalingKind {
+			vaObj = o
+		}
+	}
+	va := typed[llmdv1alpha1.VariantAutoscaling](t, vaObj)
+	file, err := readYAMLObjects(filepath.Join(repoRoot(), "examples", "keda", "scaledobject.yaml"))
+	require.NoError(t, err)
+	require.Len(t, file, 1)
+	example := file[0]
+	md, _, _ := unstructured.NestedSlice(example.Object, "spec", "triggers")
+	address, _, _ := unstructured.NestedString(md[0].(map[string]any), "metadata", "scalerAddress")
+	desired, err := controller.DesiredScaledObject(va, address)
+	require.NoError(t, err)
+	desired.SetOwnerReferences(nil) // the VA's UID exists only in a cluster
+	assert.Equal(t, viaJSON(t, desired).Object, viaJSON(t, example).Object)
+	assert.True(t, strings.HasSuffix(address, ".svc:9090"), address)
+}
+
+// TestKedaManifestsServerSideDryRun applies deploy/keda, examples/keda and
+// the example ScaledObject with a strict server-side dry run on a real
+// kube-apiserver that has wva's CRD and the ScaledObject CRD fixture.
+func TestKedaManifestsServerSideDryRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cluster := harness.StartT(t, harness.Options{})
+	installCRD(ctx, t, cluster)
+	installCRDFile(ctx, t, cluster, scaledObjectCRD(), controller.ScaledObjectGVR)
+	createNamespace(ctx, t, cluster.Clientset(), "wva-system")
+	createNamespace(ctx, t, cluster.Clientset(), "llm")
+	dyn, err := dynamic.NewForConfig(cluster.RESTConfig)
+	require.NoError(t, err)
+	dc, err := discovery.NewDiscoveryClientForConfig(cluster.RESTConfig)
+	require.NoError(t, err)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+
+	objs := append(renderDir(t, "deploy/keda"), renderDir(t, "examples/keda")...)
+	example, err := readYAMLObjects(filepath.Join(repoRoot(), "examples", "keda", "scaledobject.yaml"))
+	require.NoError(t, err)
+	objs = append(objs, example...)
+	var rejected []string
+	for _, o := range objs {
+		if err := dryRunApply(ctx, dyn, mapper, o); err != nil {
+			rejected = append(rejected, fmt.Sprintf("%s: %v", objKey(o), err))
+		}
+	}
+	require.Empty(t, rejected, "objects rejected by the apiserver")
+	t.Logf("%d objects accepted by strict server-side dry run", len(objs))
+}
+
+// viaJSON decodes u as the API server's JSON would: integers as int64
+// (YAML decoding gives float64).
+func viaJSON(t *testing.T, u *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := u.MarshalJSON()
+	require.NoError(t, err)
+	out := &unstructured.Unstructured{}
+	require.NoError(t, out.UnmarshalJSON(raw))
+	return out
+}
