@@ -96,6 +96,10 @@ func (e *Engine) triggerChan() chan struct{} {
 func (e *Engine) Run(ctx context.Context) {
 	ticker := time.NewTicker(e.Interval)
 	defer ticker.Stop()
+	// A deposed leader stops deciding: its per-variant gauges go too, so
+	// Prometheus (and prometheus-adapter rules on wva_desired_replicas)
+	// see only the current leader's decisions, not a frozen second series.
+	defer e.Observe.Publish(nil, nil)
 	for {
 		if _, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			klog.ErrorS(err, "engine cycle failed")

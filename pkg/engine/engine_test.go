@@ -234,3 +234,23 @@ func nextEvent(t *testing.T, rec *record.FakeRecorder) string {
 		return ""
 	}
 }
+
+// TestRunClearsGaugesWhenItStops: the engine stops when its replica loses
+// the Lease; that replica must not keep exporting the decisions it made.
+func TestRunClearsGaugesWhenItStops(t *testing.T) {
+	v := va("prod", "l4", "llama", "5", 1, 5)
+	e := &Engine{Views: &fakeViews{views: []View{{VA: v, Target: resolved(2, "p1", "p2")}}},
+		Metrics: &fakeMetrics{res: collector.Result{Queries: 6, Pods: pods("prod", 0.5, "p1", "p2")}},
+		Status:  &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}, Config: config.NewStore(), Pipeline: pipeline.Default(),
+		Recorder: record.NewFakeRecorder(10), Observe: NewMetrics(prometheus.NewRegistry()), Clock: clocktesting.NewFakeClock(t0),
+		Interval: time.Hour, StatusHeartbeat: 2 * time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	require.Eventually(t, func() bool { return !e.LastSuccess().IsZero() }, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 1, testutil.CollectAndCount(e.Observe.DesiredReplicas), "leader exports its decision")
+	cancel()
+	<-done
+	assert.Equal(t, 0, testutil.CollectAndCount(e.Observe.DesiredReplicas), "gone once it stops leading")
+	assert.Equal(t, 0, testutil.CollectAndCount(e.Observe.CurrentReplicas))
+}
