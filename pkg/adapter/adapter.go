@@ -147,7 +147,14 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 
 // watch wires change triggers: VA spec changes and wva ConfigMaps.
 func (a *Adapter) watch() {
-	trigger := func(any) { a.Engine.Trigger() }
+	// KEDA's StreamIsActive streams re-check on every VA that appears, goes
+	// or gets a new decision.
+	notify := func() {
+		if a.Scaler != nil {
+			a.Scaler.Notify()
+		}
+	}
+	trigger := func(any) { a.Engine.Trigger(); notify() }
 	_, _ = a.wva.Llmd().V1alpha1().VariantAutoscalings().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: trigger,
 		UpdateFunc: func(oldObj, newObj any) {
@@ -155,8 +162,9 @@ func (a *Adapter) watch() {
 			if o.Generation != n.Generation { // spec changes only: our own status writes must not loop
 				a.Engine.Trigger()
 			}
-			if a.Scaler != nil && o.Status.DesiredOptimizedAlloc.NumReplicas != n.Status.DesiredOptimizedAlloc.NumReplicas {
-				a.Scaler.Notify() // KEDA streams see a new decision at once
+			od, nd := o.Status.DesiredOptimizedAlloc, n.Status.DesiredOptimizedAlloc
+			if od.NumReplicas != nd.NumReplicas || od.LastRunTime.IsZero() != nd.LastRunTime.IsZero() {
+				notify()
 			}
 		},
 		DeleteFunc: trigger,
