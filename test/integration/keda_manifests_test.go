@@ -16,10 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/controller"
@@ -149,23 +145,11 @@ func TestKedaManifestsServerSideDryRun(t *testing.T) {
 	installCRDFile(ctx, t, cluster, scaledObjectCRD(), controller.ScaledObjectGVR)
 	createNamespace(ctx, t, cluster.Clientset(), "wva-system")
 	createNamespace(ctx, t, cluster.Clientset(), "llm")
-	dyn, err := dynamic.NewForConfig(cluster.RESTConfig)
-	require.NoError(t, err)
-	dc, err := discovery.NewDiscoveryClientForConfig(cluster.RESTConfig)
-	require.NoError(t, err)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-
 	objs := append(renderDir(t, "deploy/keda"), renderDir(t, "examples/keda")...)
 	example, err := readYAMLObjects(filepath.Join(repoRoot(), "examples", "keda", "scaledobject.yaml"))
 	require.NoError(t, err)
 	objs = append(objs, example...)
-	var rejected []string
-	for _, o := range objs {
-		if err := dryRunApply(ctx, dyn, mapper, o); err != nil {
-			rejected = append(rejected, fmt.Sprintf("%s: %v", objKey(o), err))
-		}
-	}
-	require.Empty(t, rejected, "objects rejected by the apiserver")
+	require.Empty(t, dryRunAll(ctx, t, cluster, objs), "objects rejected by the apiserver")
 	t.Logf("%d objects accepted by strict server-side dry run", len(objs))
 }
 

@@ -273,21 +273,26 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 	installCRD(ctx, t, cluster)
 	createNamespace(ctx, t, cluster.Clientset(), "wva-system")
 
+	require.Empty(t, dryRunAll(ctx, t, cluster, objs), "objects rejected by the apiserver")
+	t.Logf("%d objects accepted by server-side dry run (%s incl. control plane start)", len(objs), time.Since(start).Round(time.Millisecond))
+}
+
+// dryRunAll applies objs with a server-side dry run and lists the rejected
+// ones with the API server's reasons.
+func dryRunAll(ctx context.Context, t *testing.T, cluster *harness.Cluster, objs []*unstructured.Unstructured) []string {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(cluster.RESTConfig)
 	require.NoError(t, err)
 	dc, err := discovery.NewDiscoveryClientForConfig(cluster.RESTConfig)
 	require.NoError(t, err)
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-
 	var rejected []string
 	for _, o := range objs {
 		if err := dryRunApply(ctx, dyn, mapper, o); err != nil {
 			rejected = append(rejected, fmt.Sprintf("%s: %v", objKey(o), err))
-			continue
 		}
 	}
-	require.Empty(t, rejected, "objects rejected by the apiserver")
-	t.Logf("%d objects accepted by server-side dry run (%s incl. control plane start)", len(objs), time.Since(start).Round(time.Millisecond))
+	return rejected
 }
 
 func dryRunApply(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, o *unstructured.Unstructured) error {
