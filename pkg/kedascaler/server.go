@@ -56,6 +56,8 @@ type Scaler struct {
 	requests *prometheus.CounterVec
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every Notify
+	stopping chan struct{} // closed when serving ends: streams return
+	stopOnce sync.Once
 }
 
 // New returns a server reading VAs; reg may be nil.
@@ -63,7 +65,7 @@ func New(vas llmdlisters.VariantAutoscalingLister, resend time.Duration, reg pro
 	if resend <= 0 {
 		resend = DefaultResendInterval
 	}
-	s := &Scaler{VAs: vas, ResendInterval: resend, changed: make(chan struct{}),
+	s := &Scaler{VAs: vas, ResendInterval: resend, changed: make(chan struct{}), stopping: make(chan struct{}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wva_keda_scaler_requests_total",
 			Help: "KEDA external scaler calls by method and gRPC code."}, []string{"method", "code"})}
 	if reg != nil {
@@ -87,13 +89,14 @@ func (s *Scaler) changes() <-chan struct{} {
 	return s.changed
 }
 
-// ServeListener serves on lis until ctx ends, then stops gracefully
-// (open streams end with ctx).
+// ServeListener serves on lis until ctx ends, then ends the open streams
+// (KEDA reconnects to another replica) and stops gracefully.
 func (s *Scaler) ServeListener(ctx context.Context, lis net.Listener) error {
 	g := grpc.NewServer()
 	pb.RegisterExternalScalerServer(g, s)
 	go func() {
 		<-ctx.Done()
+		s.stopOnce.Do(func() { close(s.stopping) })
 		g.GracefulStop()
 	}()
 	if err := g.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -179,6 +182,8 @@ func (s *Scaler) StreamIsActive(ref *pb.ScaledObjectRef, stream grpc.ServerStrea
 		case <-stream.Context().Done():
 			s.count("StreamIsActive", nil)
 			return nil
+		case <-s.stopping:
+			return status.Error(codes.Unavailable, "wva adapter shutting down")
 		case <-changed:
 		case <-ticker.C:
 			last = nil // re-send even if unchanged
@@ -232,6 +237,10 @@ func (s *Scaler) StreamMetricSpec(ref *pb.ScaledObjectRef, stream grpc.ServerStr
 	if err := stream.Send(spec); err != nil {
 		return err
 	}
-	<-stream.Context().Done()
-	return nil
+	select {
+	case <-stream.Context().Done():
+		return nil
+	case <-s.stopping:
+		return status.Error(codes.Unavailable, "wva adapter shutting down")
+	}
 }

@@ -204,3 +204,39 @@ func TestStreamMetricSpec(t *testing.T) {
 	assert.Equal(t, "wva_desired_replicas", spec.MetricSpecs[0].MetricName)
 	assert.InDelta(t, 1.0, spec.MetricSpecs[0].TargetSizeFloat, 0)
 }
+
+// TestShutdownEndsOpenStreams: KEDA holds its streams open for good; the
+// adapter must still stop (and KEDA reconnect elsewhere).
+func TestShutdownEndsOpenStreams(t *testing.T) {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, idx.Add(va("prod", "llama-l4", 1, true)))
+	srv := New(llmdlisters.NewVariantAutoscalingLister(idx), time.Hour, nil)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeListener(ctx, lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	client := pb.NewExternalScalerClient(conn)
+	active, err := client.StreamIsActive(context.Background(), ref("llama-l4", nil))
+	require.NoError(t, err)
+	assert.True(t, recv(t, active, 5*time.Second))
+	specs, err := client.StreamMetricSpec(context.Background(), ref("llama-l4", nil))
+	require.NoError(t, err)
+	_, err = specs.Recv()
+	require.NoError(t, err)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("server did not stop with two streams open")
+	}
+	_, err = active.Recv()
+	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	_, err = specs.Recv()
+	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+}
