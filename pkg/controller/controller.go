@@ -181,7 +181,7 @@ type status struct {
 }
 
 // kept describes one kind of object the controller keeps per VA (an HPA
-// or a KEDA ScaledObject): sync is the same for both apart from these.
+// or a KEDA ScaledObject): syncKept is the same for both apart from these.
 type kept[T metav1.Object] struct {
 	kind     string // for events and messages
 	conflict string // HPAReady condition reason
@@ -195,8 +195,8 @@ type kept[T metav1.Object] struct {
 	apply     func(live, desired T) T
 }
 
-// sync creates or repairs the VA's object, or reports a conflict in st.
-func sync[T metav1.Object](ctx context.Context, c *Controller, va *llmdv1alpha1.VariantAutoscaling, k kept[T], desired T, bounds string, st *status) error {
+// syncKept creates or repairs the VA's object, or reports a conflict in st.
+func syncKept[T metav1.Object](ctx context.Context, c *Controller, va *llmdv1alpha1.VariantAutoscaling, k kept[T], desired T, bounds string, st *status) error {
 	live, err := k.get(va.Namespace, va.Name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -241,7 +241,7 @@ func sync[T metav1.Object](ctx context.Context, c *Controller, va *llmdv1alpha1.
 func (c *Controller) syncHPA(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, desired *autoscalingv2.HorizontalPodAutoscaler, st *status) error {
 	hpas := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(va.Namespace)
 	opts := metav1.CreateOptions{FieldManager: fieldManager}
-	return sync(ctx, c, va, kept[*autoscalingv2.HorizontalPodAutoscaler]{
+	return syncKept(ctx, c, va, kept[*autoscalingv2.HorizontalPodAutoscaler]{
 		kind: "HPA", conflict: llmdv1alpha1.ReasonHPAConflict,
 		get: func(ns, name string) (*autoscalingv2.HorizontalPodAutoscaler, error) {
 			return c.HPAs.HorizontalPodAutoscalers(ns).Get(name)

@@ -27,7 +27,7 @@ func (c *Controller) syncScaledObject(ctx context.Context, va *llmdv1alpha1.Vari
 	sos := c.Dynamic.Resource(ScaledObjectGVR).Namespace(va.Namespace)
 	min, _, _ := unstructured.NestedInt64(desired.Object, "spec", "minReplicaCount")
 	max, _, _ := unstructured.NestedInt64(desired.Object, "spec", "maxReplicaCount")
-	return sync(ctx, c, va, kept[*unstructured.Unstructured]{
+	return syncKept(ctx, c, va, kept[*unstructured.Unstructured]{
 		kind: "ScaledObject", conflict: llmdv1alpha1.ReasonScaledObjectConflict,
 		get: func(ns, name string) (*unstructured.Unstructured, error) {
 			obj, err := c.ScaledObjects.ByNamespace(ns).Get(name)
