@@ -7,7 +7,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
+	"k8s.io/client-go/tools/cache"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
@@ -164,6 +168,38 @@ func TestOptionsValidateOutput(t *testing.T) {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.errText)
 			}
+		})
+	}
+}
+
+func TestCompetingHPAInScaledObjectMode(t *testing.T) {
+	va := testVA(1, 8, nil)
+	target := autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "llama-l4-deploy"}
+	hpa := func(name string, owner metav1.OwnerReference) *autoscalingv2.HorizontalPodAutoscaler {
+		return &autoscalingv2.HorizontalPodAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: name, OwnerReferences: []metav1.OwnerReference{owner}},
+			Spec:       autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: target, MaxReplicas: 8},
+		}
+	}
+	cases := []struct {
+		name string
+		hpa  *autoscalingv2.HorizontalPodAutoscaler
+		want string
+	}{
+		{name: "KEDA's HPA for wva's ScaledObject", want: "",
+			hpa: hpa("keda-hpa-llama-l4", metav1.OwnerReference{APIVersion: "keda.sh/v1alpha1", Kind: "ScaledObject", Name: "llama-l4"})},
+		{name: "KEDA's HPA for someone else's ScaledObject", want: "HPA keda-hpa-other",
+			hpa: hpa("keda-hpa-other", metav1.OwnerReference{APIVersion: "keda.sh/v1alpha1", Kind: "ScaledObject", Name: "other"})},
+		{name: "a hand-made HPA on the target", want: "HPA mine",
+			hpa: hpa("mine", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "x"})},
+		{name: "wva's own HPA of the same name", want: "", hpa: hpa("llama-l4", vaOwnerRef(va))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+			require.NoError(t, idx.Add(tc.hpa))
+			c := &Controller{HPAs: autoscalinglisters.NewHorizontalPodAutoscalerLister(idx)}
+			assert.Equal(t, tc.want, c.competingHPA(va))
 		})
 	}
 }
