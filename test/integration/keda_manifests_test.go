@@ -12,10 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/controller"
@@ -151,6 +154,62 @@ func TestKedaManifestsServerSideDryRun(t *testing.T) {
 	objs = append(objs, example...)
 	require.Empty(t, dryRunAll(ctx, t, cluster, objs), "objects rejected by the apiserver")
 	t.Logf("%d objects accepted by strict server-side dry run", len(objs))
+
+	t.Run("RBAC lets the controller keep ScaledObjects, and no more on them", func(t *testing.T) {
+		createRBAC(ctx, t, cluster, renderDir(t, "deploy/keda"))
+		cases := []struct {
+			verb, group, resource, subresource string
+			allowed                            bool
+		}{
+			{"list", "keda.sh", "scaledobjects", "", true},
+			{"watch", "keda.sh", "scaledobjects", "", true},
+			{"create", "keda.sh", "scaledobjects", "", true},
+			{"update", "keda.sh", "scaledobjects", "", true},
+			{"delete", "keda.sh", "scaledobjects", "", false}, // the garbage collector's job
+			{"create", "keda.sh", "scaledjobs", "", false},
+			{"create", "keda.sh", "triggerauthentications", "", false},
+			{"delete", "autoscaling", "horizontalpodautoscalers", "", true}, // an HPA left from --output=hpa
+			{"update", "apps", "deployments", "scale", true},                // steps inside KEDA's HPA tolerance band
+			{"update", "llmd.ai", "variantautoscalings", "status", true},
+		}
+		for _, tc := range cases {
+			review, err := cluster.Clientset().AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+				Spec: authorizationv1.SubjectAccessReviewSpec{
+					User:   "system:serviceaccount:wva-system:wva-controller",
+					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:wva-system", "system:authenticated"},
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "llm", Verb: tc.verb, Group: tc.group,
+						Resource: tc.resource, Subresource: tc.subresource},
+				},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.allowed, review.Status.Allowed, "wva-controller %s %s.%s/%s", tc.verb, tc.resource, tc.group, tc.subresource)
+		}
+	})
+}
+
+// createRBAC creates the ServiceAccounts and RBAC objects among objs for
+// real, so SubjectAccessReviews see them.
+func createRBAC(ctx context.Context, t *testing.T, cluster *harness.Cluster, objs []*unstructured.Unstructured) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cluster.RESTConfig)
+	require.NoError(t, err)
+	resources := map[string]string{"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
+		"ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings"}
+	for _, o := range objs {
+		res, ok := resources[o.GetKind()]
+		if !ok {
+			continue
+		}
+		gv := o.GroupVersionKind().GroupVersion()
+		ri := dyn.Resource(gv.WithResource(res))
+		var err error
+		if ns := o.GetNamespace(); ns != "" { // wva-system, kube-system: both exist
+			_, err = ri.Namespace(ns).Create(ctx, o, metav1.CreateOptions{})
+		} else {
+			_, err = ri.Create(ctx, o, metav1.CreateOptions{})
+		}
+		require.NoError(t, err, objKey(o))
+	}
 }
 
 // viaJSON decodes u as the API server's JSON would: integers as int64
