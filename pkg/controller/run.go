@@ -89,6 +89,12 @@ func Run(ctx context.Context, o *Options) error {
 	synced := []cache.InformerSynced{vaInformer.Informer().HasSynced, hpaInformer.Informer().HasSynced}
 	var dynInformers dynamicinformer.DynamicSharedInformerFactory
 	if c.Output == OutputScaledObject {
+		// Without KEDA the informer would never sync and the controller
+		// would sit unready without saying why.
+		if !daemon.APIServed(kube, ScaledObjectGVR) {
+			return fmt.Errorf("--output=scaledobject: the API server does not serve %s; install KEDA (its ScaledObject CRD) first",
+				ScaledObjectGVR.GroupResource().String()+"/"+ScaledObjectGVR.Version)
+		}
 		if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 			return err
 		}
@@ -119,7 +125,7 @@ func Run(ctx context.Context, o *Options) error {
 		dynInformers.Start(ctx.Done())
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("informers did not sync (with --output=%s: is KEDA's ScaledObject CRD installed?)", o.Output)
+		return errors.New("informers did not sync")
 	}
 	return daemon.RunLeaderElected(ctx, kube, o.Lease, recorder, leading.Store, func(ctx context.Context) { c.Run(ctx, o.Workers) })
 }

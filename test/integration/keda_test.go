@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -274,4 +275,16 @@ func TestControllerScaledObjects(t *testing.T) {
 		_, err = getSO("llama-h100")
 		assert.True(t, apierrors.IsNotFound(err), "no second ScaledObject: %v", err)
 	})
+}
+
+// TestControllerScaledObjectsWithoutKEDA: asked for ScaledObjects on a
+// cluster without KEDA, the controller exits at once and says why.
+func TestControllerScaledObjectsWithoutKEDA(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cluster, _, _ := startCluster(ctx, t, "wva-system")
+	out, err := exec.CommandContext(ctx, wvaBinary, "controller", "--kubeconfig="+cluster.KubeconfigPath, "--leader-elect=false",
+		"--metrics-bind-address=0", "--output=scaledobject", "--keda-scaler-address=127.0.0.1:9090").CombinedOutput()
+	require.Error(t, err, "must not run without the ScaledObject API")
+	assert.Contains(t, string(out), "--output=scaledobject: the API server does not serve scaledobjects.keda.sh/v1alpha1; install KEDA")
 }
