@@ -6,6 +6,7 @@ package adapter
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"time"
@@ -120,6 +121,11 @@ func (o *Options) Validate() error {
 		"--status-heartbeat": o.StatusHeartbeat, "--keda-scaler-resend-interval": o.KedaScalerResendInterval} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s=%s: must be positive", name, d))
+		}
+	}
+	if o.KedaScalerAddress != "" {
+		if _, port, err := net.SplitHostPort(o.KedaScalerAddress); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("--keda-scaler-address=%q: want [host]:port, e.g. :9090", o.KedaScalerAddress))
 		}
 	}
 	if err := o.Lease.Validate(); err != nil {
