@@ -3,6 +3,7 @@ package kedascaler
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,9 +31,18 @@ func va(ns, name string, replicas int32, decided bool) *llmdv1alpha1.VariantAuto
 	return v
 }
 
-// start runs the real gRPC server on a loopback port and returns a real
-// client connected to it, the store behind the server, and the server.
-func start(t *testing.T, resend time.Duration, vas ...*llmdv1alpha1.VariantAutoscaling) (pb.ExternalScalerClient, cache.Indexer, *Scaler) {
+// rig is the real gRPC server on a loopback port, a real client connected
+// to it, and the store behind the server.
+type rig struct {
+	client pb.ExternalScalerClient
+	store  cache.Indexer
+	srv    *Scaler
+	// stop ends serving and returns ServeListener's result, or fails the
+	// test if it does not return within 5 s.
+	stop func() error
+}
+
+func serve(t *testing.T, resend time.Duration, vas ...*llmdv1alpha1.VariantAutoscaling) rig {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, v := range vas {
@@ -46,12 +56,30 @@ func start(t *testing.T, resend time.Duration, vas ...*llmdv1alpha1.VariantAutos
 	go func() { done <- srv.ServeListener(ctx, lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
+	var once sync.Once
+	var result error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case result = <-done:
+			case <-time.After(5 * time.Second):
+				t.Error("server did not stop within 5 s")
+			}
+		})
+		return result
+	}
 	t.Cleanup(func() {
 		_ = conn.Close()
-		cancel()
-		require.NoError(t, <-done)
+		require.NoError(t, stop())
 	})
-	return pb.NewExternalScalerClient(conn), idx, srv
+	return rig{client: pb.NewExternalScalerClient(conn), store: idx, srv: srv, stop: stop}
+}
+
+func start(t *testing.T, resend time.Duration, vas ...*llmdv1alpha1.VariantAutoscaling) (pb.ExternalScalerClient, cache.Indexer, *Scaler) {
+	t.Helper()
+	r := serve(t, resend, vas...)
+	return r.client, r.store, r.srv
 }
 
 func ref(name string, md map[string]string) *pb.ScaledObjectRef {
@@ -208,18 +236,8 @@ func TestStreamMetricSpec(t *testing.T) {
 // TestShutdownEndsOpenStreams: KEDA holds its streams open for good; the
 // adapter must still stop (and KEDA reconnect elsewhere).
 func TestShutdownEndsOpenStreams(t *testing.T) {
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	require.NoError(t, idx.Add(va("prod", "llama-l4", 1, true)))
-	srv := New(llmdlisters.NewVariantAutoscalingLister(idx), time.Hour, nil)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeListener(ctx, lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	client := pb.NewExternalScalerClient(conn)
+	r := serve(t, time.Hour, va("prod", "llama-l4", 1, true))
+	client := r.client
 	active, err := client.StreamIsActive(context.Background(), ref("llama-l4", nil))
 	require.NoError(t, err)
 	assert.True(t, recv(t, active, 5*time.Second))
@@ -228,13 +246,7 @@ func TestShutdownEndsOpenStreams(t *testing.T) {
 	_, err = specs.Recv()
 	require.NoError(t, err)
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("server did not stop with two streams open")
-	}
+	require.NoError(t, r.stop(), "server stops with two streams open")
 	_, err = active.Recv()
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 	_, err = specs.Recv()
