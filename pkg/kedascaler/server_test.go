@@ -2,6 +2,7 @@ package kedascaler
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -64,7 +65,7 @@ func serve(t *testing.T, resend time.Duration, vas ...*llmdv1alpha1.VariantAutos
 			select {
 			case result = <-done:
 			case <-time.After(5 * time.Second):
-				t.Error("server did not stop within 5 s")
+				result = errors.New("server did not stop within 5 s")
 			}
 		})
 		return result
