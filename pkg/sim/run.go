@@ -282,7 +282,6 @@ func summarize(name string, f *fleet) PolicySummary {
 	ttft := make([]float64, 0, len(f.results))
 	itl := make([]float64, 0, len(f.results))
 	met := 0
-	slo := f.sc.SLO
 	for i, r := range f.results {
 		if i < f.skip {
 			continue
@@ -300,7 +299,7 @@ func summarize(name string, f *fleet) PolicySummary {
 		if f.trace.Requests[i].Output > 1 {
 			itl = append(itl, float64(r.itl))
 		}
-		if float64(r.ttft) <= slo.TTFT.D().Seconds()+1e-9 && float64(r.itl) <= slo.ITL.D().Seconds()+1e-9 {
+		if f.met(i) {
 			met++
 		}
 	}

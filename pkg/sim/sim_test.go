@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -114,10 +115,10 @@ func TestOracleIsALowerBound(t *testing.T) {
 func meetsEveryInterval(f *fleet) bool {
 	interval := f.sc.Control.OracleInterval.D()
 	met, total := map[int]int{}, map[int]int{}
-	for i, r := range f.results {
+	for i := range f.results {
 		k := int(f.trace.Requests[i].Arrival / interval)
 		total[k]++
-		if r.state == reqDone && float64(r.ttft) <= f.sc.SLO.TTFT.D().Seconds() && float64(r.itl) <= f.sc.SLO.ITL.D().Seconds() {
+		if f.met(i) {
 			met[k]++
 		}
 	}
@@ -131,17 +132,51 @@ func meetsEveryInterval(f *fleet) bool {
 
 func TestCheapestMix(t *testing.T) {
 	vs := []VariantSpec{{Name: "a", Cost: 8, MaxReplicas: 10}, {Name: "b", Cost: 20, MaxReplicas: 4}}
-	mix, ok := cheapestMix(vs, []float64{1, 3}, 2.5)
+	calls := 0
+	covers := func(capacity []float64, demand float64) func([]int32) bool {
+		return func(mix []int32) bool {
+			calls++
+			var c float64
+			for v, n := range mix {
+				c += float64(n) * capacity[v]
+			}
+			return c+1e-9 >= demand
+		}
+	}
+	mix, ok := cheapestMix(vs, covers([]float64{1, 3}, 2.5))
 	assert.True(t, ok)
 	assert.Equal(t, []int32{0, 1}, mix, "one b (20) covers 2.5 for less than three a (24)")
-	mix, _ = cheapestMix(vs, []float64{1, 3}, 3)
+	mix, _ = cheapestMix(vs, covers([]float64{1, 3}, 3))
 	assert.Equal(t, []int32{0, 1}, mix)
-	mix, ok = cheapestMix(vs, []float64{1, 3}, 100)
+	mix, _ = cheapestMix(vs, covers([]float64{1, 3}, 7))
+	assert.Equal(t, []int32{1, 2}, mix, "1a+2b (48) beats 4a+1b (52), 7a (56) and 3b (60): %v", mix)
+	mix, ok = cheapestMix(vs, covers([]float64{1, 3}, 100))
 	assert.False(t, ok)
 	assert.Equal(t, []int32{10, 4}, mix)
 	vs[0].MinReplicas = 1
-	mix, _ = cheapestMix(vs, []float64{1, 3}, 0)
+	mix, _ = cheapestMix(vs, covers([]float64{1, 3}, 0))
 	assert.Equal(t, []int32{1, 0}, mix, "minReplicas hold when idle")
+
+	// Against brute force over every mix: same cost, far fewer tests.
+	vs = []VariantSpec{{Name: "a", Cost: 8, MaxReplicas: 24}, {Name: "b", Cost: 20, MaxReplicas: 12}}
+	for demand := 0.0; demand <= 60; demand += 1.7 {
+		calls = 0
+		mix, ok := cheapestMix(vs, covers([]float64{1, 2.4}, demand))
+		best := math.Inf(1)
+		for a := range int32(25) {
+			for b := range int32(13) {
+				if covers([]float64{1, 2.4}, demand)([]int32{a, b}) {
+					best = math.Min(best, mixCost(vs, []int32{a, b}))
+				}
+			}
+		}
+		if math.IsInf(best, 1) {
+			assert.False(t, ok, "demand %v", demand)
+			continue
+		}
+		assert.True(t, ok, "demand %v", demand)
+		assert.InDelta(t, best, mixCost(vs, mix), 1e-9, "demand %v: %v", demand, mix)
+	}
 }
 
 func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
