@@ -50,6 +50,12 @@ type OraclePlan struct {
 	// Demand[i] is interval i's arrival rate (requests/s).
 	Demand []float64 `json:"demand"`
 	Cost   float64   `json:"cost"`
+	// StartupCost is a tighter bound for policies that pay for replicas
+	// while they load the model (as every simulated policy does): a replica
+	// that serves in interval j exists, and is paid for, from at least the
+	// shortest start-up delay before, so interval i costs at least the
+	// costliest plan of the intervals it precedes by up to that delay.
+	StartupCost float64 `json:"startupCost"`
 	// Replays counts the fleet replays the search ran.
 	Replays int `json:"replays"`
 	// Infeasible counts intervals where even maxReplicas of every variant
@@ -101,6 +107,11 @@ func PlanOracle(sc *Scenario, trace *Trace) OraclePlan {
 	}
 	lead += sc.Control.EngineInterval.D() + sc.Control.MetricsWindow.D()
 	peakCost, warmCost := -1.0, -1.0
+	shortest := sc.Variants[0].StartupDelay.D()
+	for _, v := range sc.Variants {
+		shortest = min(shortest, v.StartupDelay.D())
+	}
+	ahead := int(shortest / interval)
 	for i := range n {
 		if infeasible[i] {
 			plan.Infeasible++
@@ -108,6 +119,11 @@ func PlanOracle(sc *Scenario, trace *Trace) OraclePlan {
 		plan.Replays += replays[i]
 		c := mixCost(sc.Variants, plan.Replicas[i])
 		plan.Cost += c * interval.Hours()
+		held := c
+		for j := i + 1; j <= min(n-1, i+ahead); j++ {
+			held = max(held, mixCost(sc.Variants, plan.Replicas[j]))
+		}
+		plan.StartupCost += held * interval.Hours()
 		if c > peakCost {
 			peakCost, plan.Peak = c, plan.Replicas[i]
 		}

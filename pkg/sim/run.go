@@ -194,7 +194,7 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 				s.Cost = plan.Cost
 				s.ReplicaHours = planReplicaHours(&sc, plan)
 				s.Plan = plan
-				s.Note = "cost: the plan (lower bound); latencies: the plan replayed with no start-up delay"
+				s.Note = fmt.Sprintf("cost: the plan (lower bound; %.1f with replicas paid from the shortest start-up delay before they serve); latencies: the plan replayed with no start-up delay", plan.StartupCost)
 				if plan.Infeasible > 0 {
 					s.Note += fmt.Sprintf("; %d intervals exceed every variant's maxReplicas", plan.Infeasible)
 				}

@@ -395,6 +395,11 @@ func TestSpikeOutrunsStartup(t *testing.T) {
 	tr, err := sc.LoadTraffic()
 	require.NoError(t, err)
 	plan := PlanOracle(&sc, &tr)
+	// Paying for replicas from 3 minutes before they serve costs more
+	// around the spike, and never less than the plan, nor more than its
+	// peak held throughout.
+	assert.Greater(t, plan.StartupCost, plan.Cost)
+	assert.LessOrEqual(t, plan.StartupCost, mixCost(sc.Variants, plan.Peak)*float64(len(plan.Replicas))*plan.Interval.Hours()+1e-9)
 	start := time.Duration(syn.withDefaults().SpikeStart)
 	before := plan.Replicas[int(start/plan.Interval)-1]
 	var fastest time.Duration = -1

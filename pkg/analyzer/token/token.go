@@ -513,6 +513,7 @@ func (a *Analysis) signal(cfg config.Saturation, st *State) decision.Signal {
 		a.Total.ReplicaDemand += t.ReplicaDemand
 		a.Total.SchedulerQueueDemand += t.SchedulerQueueDemand
 		a.Total.Demand += t.Demand
+		a.Total.PeakDemand += t.PeakDemand
 		a.Total.Supply += t.Supply
 		a.Total.AnticipatedSupply += t.AnticipatedSupply
 		a.Total.RequiredCapacity += t.RequiredCapacity
