@@ -235,3 +235,15 @@ func owner(variants []Variant, p Pod) string {
 	}
 	return ""
 }
+
+// FreeGPUs is the GPUs left in each pool with a GPU limit, keyed by pool
+// name (pools without one are absent: not limited).
+func FreeGPUs(usage map[string]Usage) map[string]int64 {
+	out := map[string]int64{}
+	for name, u := range usage {
+		if u.Total.GPUs != Unlimited {
+			out[name] = u.Available().GPUs
+		}
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
@@ -36,6 +37,11 @@ type Target struct {
 	// when not set there.
 	MaxNumSeqs          int64
 	MaxNumBatchedTokens int64
+	// PodSelector selects every pod of the target (for an LWS, workers
+	// too: they hold GPUs) and NodeSelector is its pod template's; the GPU
+	// budget uses them to see what the variant holds and on which pool.
+	PodSelector  labels.Selector
+	NodeSelector map[string]string
 }
 
 // View is one VA with its target.

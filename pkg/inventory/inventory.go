@@ -78,13 +78,13 @@ func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target
 		if err != nil {
 			return notFound(err)
 		}
-		return withEngineArgs(inv.withPods(va.Namespace, replicasOf(d.Spec.Replicas), d.Spec.Selector), &d.Spec.Template.Spec)
+		return withTemplate(inv.withPods(va.Namespace, replicasOf(d.Spec.Replicas), d.Spec.Selector), &d.Spec.Template.Spec, d.Spec.Selector)
 	case llmdv1alpha1.ScaleTargetKindStatefulSet:
 		s, err := inv.StatefulSets.StatefulSets(va.Namespace).Get(ref.Name)
 		if err != nil {
 			return notFound(err)
 		}
-		return withEngineArgs(inv.withPods(va.Namespace, replicasOf(s.Spec.Replicas), s.Spec.Selector), &s.Spec.Template.Spec)
+		return withTemplate(inv.withPods(va.Namespace, replicasOf(s.Spec.Replicas), s.Spec.Selector), &s.Spec.Template.Spec, s.Spec.Selector)
 	case llmdv1alpha1.ScaleTargetKindLeaderWorkerSet:
 		if inv.LeaderWorkerSets == nil {
 			return engine.Target{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind,
@@ -110,10 +110,8 @@ func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target
 			tmpl, _, _ = unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", "workerTemplate", "spec")
 		}
 		var spec corev1.PodSpec
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &spec) == nil {
-			t = withEngineArgs(t, &spec)
-		}
-		return t
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &spec) // a malformed template reads as empty
+		return withTemplate(t, &spec, &metav1.LabelSelector{MatchLabels: map[string]string{LWSNameLabel: ref.Name}})
 	}
 	return engine.Target{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: fmt.Sprintf("unsupported scale target kind %q", ref.Kind)}
 }
@@ -143,9 +141,16 @@ func (inv *Inventory) withPods(namespace string, replicas int32, selector *metav
 	return t
 }
 
-func withEngineArgs(t engine.Target, spec *corev1.PodSpec) engine.Target {
-	if t.Resolved {
-		t.MaxNumSeqs, t.MaxNumBatchedTokens = EngineArgs(spec)
+// withTemplate adds what the pod template and the selector of every pod of
+// the target say: engine args, node selector, pod selector.
+func withTemplate(t engine.Target, spec *corev1.PodSpec, allPods *metav1.LabelSelector) engine.Target {
+	if !t.Resolved {
+		return t
+	}
+	t.MaxNumSeqs, t.MaxNumBatchedTokens = EngineArgs(spec)
+	t.NodeSelector = spec.NodeSelector
+	if sel, err := metav1.LabelSelectorAsSelector(allPods); err == nil && !sel.Empty() {
+		t.PodSelector = sel
 	}
 	return t
 }
