@@ -87,7 +87,9 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 	// low until a minute of samples exists. The driver runs on a loaded
 	// machine, so the rate is checked within 25%; the means are ratios of
 	// two rates of the same requests, so they are exact.
-	pod := func(name string) collector.PodMetrics { return res.Pods[collector.PodKey{Namespace: "prod", Pod: name}] }
+	pod := func(name string) collector.PodMetrics {
+		return res.Pods[collector.PodKey{Namespace: "prod", Pod: name}]
+	}
 	eventually(ctx, t, "arrival rate of both pods at 4 and 2 req/s within 25%", func() (bool, string) {
 		res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, Time: time.Now()})
 		if err != nil {
