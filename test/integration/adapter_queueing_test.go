@@ -119,6 +119,7 @@ func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
 	t.Run("more arrivals want more replicas; no GPU free, so the limiter holds and says so", func(t *testing.T) {
 		load.set(25)
 		eventually(ctx, t, "gpu-limited hold at 1", decided(1, "GPU limiter", "llama-h100 +", "cut to +0", "H100 budget 0 GPUs"))
+		logDecision(t, alloc)
 	})
 
 	t.Run("GPUs added to the Node lift the cap, never past it", func(t *testing.T) {
@@ -127,6 +128,7 @@ func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
 		eventually(ctx, t, "arrival rate at least 15 req/s", arrival(15))
 		setGPUs(4)
 		eventually(ctx, t, "4 replicas, cut by the budget", decided(4, "cut to +3", "H100 budget 3 GPUs"))
+		logDecision(t, alloc)
 		// The Deployment does not follow (no HPA here): the decision holds
 		// and never goes past the budget.
 		for range 6 {
@@ -136,4 +138,10 @@ func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		}
 	})
+}
+
+func logDecision(t *testing.T, alloc func() (llmdv1alpha1.OptimizedAlloc, error)) {
+	if a, err := alloc(); err == nil {
+		t.Logf("decision of record: %d replicas: %s", a.NumReplicas, a.Reason)
+	}
 }
