@@ -33,6 +33,7 @@ import (
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/daemon"
@@ -63,9 +64,13 @@ type Adapter struct {
 	cmInformer informers.SharedInformerFactory
 	wva        wvainformers.SharedInformerFactory
 	dyn        dynamicinformer.DynamicSharedInformerFactory
-	recorder   record.EventRecorder
-	broadcast  record.EventBroadcaster
-	leading    atomic.Bool
+	// budgetStart and budgetSynced are the GPU budget's informers (nil
+	// when no budget is configured).
+	budgetStart  []func(<-chan struct{})
+	budgetSynced []cache.InformerSynced
+	recorder     record.EventRecorder
+	broadcast    record.EventBroadcaster
+	leading      atomic.Bool
 }
 
 // New builds the adapter. base must have had InstallFlags called and its
@@ -135,6 +140,15 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		Interval:        opts.EngineInterval,
 		CycleTimeout:    opts.CycleTimeout,
 		StatusHeartbeat: opts.StatusHeartbeat,
+	}
+	if opts.Budgeted() {
+		src, start, synced, err := budget.NewInformerSource(a.kube, budget.InformerOptions{PoolLabel: opts.BudgetPoolLabel,
+			ConfigMapNamespace: opts.ConfigNamespace, ConfigMapName: opts.BudgetConfigMap, GPUResource: corev1.ResourceName(opts.GPUResource)})
+		if err != nil {
+			return nil, err
+		}
+		a.Engine.Budget = inventory.GPUBudget{Source: src}
+		a.budgetStart, a.budgetSynced = start, synced
 	}
 	a.Provider = provider.New(inv.VAs, clock.RealClock{}, opts.StaleAfter, a.Registry)
 	base.WithExternalMetrics(a.Provider)
@@ -215,6 +229,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if a.dyn != nil {
 		a.dyn.Start(ctx.Done())
 	}
+	for _, start := range a.budgetStart {
+		start(ctx.Done())
+	}
 	if err := daemon.Serve(ctx, a.Options.MetricsBindAddress, prometheus.Gatherers{a.Registry, legacyregistry.DefaultGatherer}, a.ready); err != nil {
 		return err
 	}
@@ -230,6 +247,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 	if a.dyn != nil {
 		a.dyn.WaitForCacheSync(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), a.budgetSynced...) {
+		return errors.New("GPU budget informers (nodes, pods, budget ConfigMap) did not sync")
 	}
 	klog.InfoS("informers synced; starting engine", "interval", a.Options.EngineInterval, "leaderElect", a.Options.Lease.Enabled)
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/daemon"
 	"github.com/wva-project/wva/pkg/kedascaler"
@@ -36,6 +37,11 @@ type Options struct {
 
 	ConfigNamespace string
 	WatchNamespace  string
+
+	// GPU budget of enableLimiter groups; neither flag set = no budget.
+	BudgetConfigMap string
+	BudgetPoolLabel string
+	GPUResource     string
 
 	Lease                daemon.Lease
 	MetricsBindAddress   string
@@ -61,6 +67,7 @@ func NewOptions() *Options {
 		EngineInterval:           30 * time.Second,
 		StatusHeartbeat:          2 * time.Minute,
 		ConfigNamespace:          ns,
+		GPUResource:              "nvidia.com/gpu",
 		Lease:                    daemon.DefaultLease("wva-adapter", "", true),
 		MetricsBindAddress:       ":8080",
 		KedaScalerResendInterval: kedascaler.DefaultResendInterval,
@@ -82,6 +89,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "Age past which a served decision counts as stale in metrics (default: heartbeat + 2 intervals)")
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "Namespace of the wva ConfigMaps (default: $POD_NAMESPACE or wva-system)")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Only manage VAs in this namespace (default: all)")
+	fs.StringVar(&o.BudgetPoolLabel, "budget-node-pool-label", o.BudgetPoolLabel,
+		"GPU budget of enableLimiter groups from nodes: one pool per value of this node label (the accelerator label, e.g. nvidia.com/gpu.product, so pools match acceleratorName), GPUs = allocatable --gpu-resource minus what pods request")
+	fs.StringVar(&o.BudgetConfigMap, "budget-configmap", o.BudgetConfigMap,
+		"GPU budget of enableLimiter groups from this ConfigMap in --config-namespace (data key = acceleratorName, value = {nodeSelector, gpus}), the same format as wva scale-from-zero's")
+	fs.StringVar(&o.GPUResource, "gpu-resource", o.GPUResource, "Extended resource counted as GPUs")
 	o.Lease.AddFlags(fs, "Elect one replica to run the engine (all replicas serve metrics)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the plain-HTTP /metrics, /healthz and /readyz endpoints (\"0\" disables)")
 	fs.StringVar(&o.KedaScalerAddress, "keda-scaler-address", o.KedaScalerAddress,
@@ -89,6 +101,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.KedaScalerResendInterval, "keda-scaler-resend-interval", o.KedaScalerResendInterval,
 		"Longest silence on a KEDA StreamIsActive stream: activity is pushed on every change and re-sent at least this often")
 }
+
+// Budgeted reports whether a GPU budget source is configured.
+func (o *Options) Budgeted() bool { return o.BudgetConfigMap != "" || o.BudgetPoolLabel != "" }
 
 // Complete fills in derived defaults.
 func (o *Options) Complete() {
@@ -128,6 +143,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--keda-scaler-address=%q: want [host]:port, e.g. :9090", o.KedaScalerAddress))
 		}
 	}
+	errs = append(errs, budget.ValidateFlags(o.BudgetConfigMap, o.BudgetPoolLabel)...)
 	if err := o.Lease.Validate(); err != nil {
 		errs = append(errs, err)
 	}

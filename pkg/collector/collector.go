@@ -40,6 +40,13 @@ type PodMetrics struct {
 	// Averages over 5m; zero when the pod served no request.
 	AvgInputTokens  float64
 	AvgOutputTokens float64
+	// ArrivalRate is completed requests per second over RateWindow (see
+	// QueryArrivalRate); AvgTTFTms and AvgITLms are mean time to first
+	// token and inter-token latency over RateWindow, in milliseconds as the
+	// SLO analyzer reads them; zero when the pod observed none.
+	ArrivalRate float64
+	AvgTTFTms   float64
+	AvgITLms    float64
 }
 
 // Reporting says whether the pod exports the saturation inputs.
@@ -50,6 +57,10 @@ type Result struct {
 	Pods map[PodKey]PodMetrics
 	// Requests holds successful requests per model over each window.
 	Requests map[time.Duration]map[ModelKey]float64
+	// SchedulerQueues is the EPP flow-control queue per model. The EPP has
+	// no namespace label: Namespace is the scrape's namespace label (the
+	// EPP pod's), "" when the scrape does not add one.
+	SchedulerQueues map[ModelKey]EPPQueue
 	// Queries is how many PromQL queries the cycle ran.
 	Queries int
 	// Dropped counts samples rejected as NaN, infinite, negative or out of
@@ -68,6 +79,25 @@ func (r Result) RequestsOver(window time.Duration, key ModelKey) (float64, bool)
 	}
 	// No series for the model means no request succeeded in the window.
 	return byModel[key], true
+}
+
+// EPPQueue is what an EPP's flow-control queue holds for a model.
+type EPPQueue struct {
+	Size  float64
+	Bytes float64
+}
+
+// SchedulerQueueFor is the EPP queue of a model served in namespace: series
+// from that namespace, plus series without a namespace label (which cannot
+// be told apart, so they count for every namespace serving the model).
+func (r Result) SchedulerQueueFor(namespace, model string) EPPQueue {
+	q := r.SchedulerQueues[ModelKey{Namespace: namespace, Model: model}]
+	if namespace != "" {
+		anyNS := r.SchedulerQueues[ModelKey{Model: model}]
+		q.Size += anyNS.Size
+		q.Bytes += anyNS.Bytes
+	}
+	return q
 }
 
 // Querier is the part of the Prometheus API client the collector uses.
@@ -97,9 +127,10 @@ type Request struct {
 // path handles better.
 func (c Collector) Collect(ctx context.Context, req Request) (Result, error) {
 	res := Result{
-		Pods:     map[PodKey]PodMetrics{},
-		Requests: map[time.Duration]map[ModelKey]float64{},
-		Dropped:  map[string]int{},
+		Pods:            map[PodKey]PodMetrics{},
+		Requests:        map[time.Duration]map[ModelKey]float64{},
+		SchedulerQueues: map[ModelKey]EPPQueue{},
+		Dropped:         map[string]int{},
 	}
 	for _, q := range Queries(c.Labels, req.Namespaces, req.RetentionWindows) {
 		res.Queries++
@@ -118,7 +149,9 @@ func (c Collector) Collect(ctx context.Context, req Request) (Result, error) {
 }
 
 func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
-	if q.Name == "request_count" {
+	nsLabel := model.LabelName(c.Labels.Namespace)
+	switch q.Name {
+	case QueryRequestCount:
 		byModel := map[ModelKey]float64{}
 		for _, s := range vec {
 			v := float64(s.Value)
@@ -126,16 +159,37 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 				res.Dropped[q.Name]++
 				continue
 			}
-			key := ModelKey{Namespace: string(s.Metric[model.LabelName(c.Labels.Namespace)]), Model: string(s.Metric[LabelModelName])}
+			key := ModelKey{Namespace: string(s.Metric[nsLabel]), Model: string(s.Metric[LabelModelName])}
 			byModel[key] += v
 		}
 		res.Requests[q.Window] = byModel
 		return
+	case QueryEPPQueueSize, QueryEPPQueueBytes:
+		for _, s := range vec {
+			v := float64(s.Value)
+			m := string(s.Metric[LabelTargetModelName])
+			if m == "" {
+				m = string(s.Metric[LabelModelName])
+			}
+			if m == "" || !finite(v) || v < 0 {
+				res.Dropped[q.Name]++
+				continue
+			}
+			key := ModelKey{Namespace: string(s.Metric[nsLabel]), Model: m}
+			eq := res.SchedulerQueues[key]
+			if q.Name == QueryEPPQueueSize {
+				eq.Size += v
+			} else {
+				eq.Bytes += v
+			}
+			res.SchedulerQueues[key] = eq
+		}
+		return
 	}
 	for _, s := range vec {
-		key := PodKey{Namespace: string(s.Metric[model.LabelName(c.Labels.Namespace)]), Pod: string(s.Metric[model.LabelName(c.Labels.Pod)])}
+		key := PodKey{Namespace: string(s.Metric[nsLabel]), Pod: string(s.Metric[model.LabelName(c.Labels.Pod)])}
 		v := float64(s.Value)
-		if math.IsNaN(v) && (q.Name == "avg_input_tokens" || q.Name == "avg_output_tokens") {
+		if math.IsNaN(v) && meanQuery(q.Name) {
 			continue // 0/0: the pod served no request in the window
 		}
 		if key.Pod == "" || !valid(q.Name, v) {
@@ -144,11 +198,11 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		}
 		pm := res.Pods[key]
 		switch q.Name {
-		case "kv_cache_usage":
+		case QueryKvCacheUsage:
 			pm.KvCacheUsage, pm.HasKvCacheUsage = v, true
-		case "queue_length":
+		case QueryQueueLength:
 			pm.QueueLength, pm.HasQueueLength = v, true
-		case "cache_config_info":
+		case QueryCacheConfigInfo:
 			blocks, err1 := strconv.ParseInt(string(s.Metric["num_gpu_blocks"]), 10, 64)
 			size, err2 := strconv.ParseInt(string(s.Metric["block_size"]), 10, 64)
 			if err1 != nil || err2 != nil || blocks <= 0 || size <= 0 {
@@ -156,13 +210,29 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 				continue
 			}
 			pm.NumGPUBlocks, pm.BlockSize = blocks, size
-		case "avg_input_tokens":
+		case QueryAvgInputTokens:
 			pm.AvgInputTokens = v
-		case "avg_output_tokens":
+		case QueryAvgOutputTokens:
 			pm.AvgOutputTokens = v
+		case QueryArrivalRate:
+			pm.ArrivalRate = v
+		case QueryAvgTTFT:
+			pm.AvgTTFTms = v * 1000 // vLLM observes seconds
+		case QueryAvgITL:
+			pm.AvgITLms = v * 1000
 		}
 		res.Pods[key] = pm
 	}
+}
+
+// meanQuery reports whether the query divides two rates, whose 0/0 (NaN)
+// means "nothing observed" rather than a bad sample.
+func meanQuery(name string) bool {
+	switch name {
+	case QueryAvgInputTokens, QueryAvgOutputTokens, QueryAvgTTFT, QueryAvgITL:
+		return true
+	}
+	return false
 }
 
 // valid rejects NaN, infinities, negatives, and KV usage above 1.
@@ -170,7 +240,7 @@ func valid(query string, v float64) bool {
 	if !finite(v) || v < 0 {
 		return false
 	}
-	return query != "kv_cache_usage" || v <= 1
+	return query != QueryKvCacheUsage || v <= 1
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -46,9 +46,9 @@ func sample(v float64, labels ...string) *model.Sample {
 func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	few := Queries(DefaultLabels(), []string{"prod"}, []time.Duration{10 * time.Minute})
 	many := Queries(DefaultLabels(), []string{"a", "b", "c", "d"}, []time.Duration{10 * time.Minute, 10 * time.Minute})
-	assert.Len(t, few, 6)
-	assert.Len(t, many, 6, "same number of queries whatever the number of namespaces or models")
-	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 7, "one more per distinct window")
+	assert.Len(t, few, 11)
+	assert.Len(t, many, 11, "same number of queries whatever the number of namespaces or models")
+	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 12, "one more per distinct window")
 
 	evil := `prod"}) or vector(1) #`
 	q := Queries(DefaultLabels(), []string{evil, "x.y"}, nil)[1].Expr
@@ -58,7 +58,45 @@ func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	kv := few[0].Expr
 	assert.Contains(t, kv, "vllm:kv_cache_usage_perc")
 	assert.Contains(t, kv, "or max by (namespace, pod) (max_over_time(vllm:gpu_cache_usage_perc")
-	assert.Contains(t, few[5].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
+	assert.Contains(t, few[10].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
+}
+
+func TestQueryExpressions(t *testing.T) {
+	byName := map[string]string{}
+	for _, q := range Queries(Labels{Namespace: "ns", Pod: "pod_name"}, []string{"prod"}, nil) {
+		byName[q.Name] = q.Expr
+	}
+	tests := []struct {
+		query string
+		want  []string
+		not   []string
+	}{
+		{QueryArrivalRate, []string{`sum by (ns, pod_name) (rate(vllm:request_success_total{ns=~"prod"}[60s]))`}, nil},
+		{QueryAvgTTFT, []string{
+			`sum by (ns, pod_name) (rate(vllm:time_to_first_token_seconds_sum{ns=~"prod"}[60s])) / ` +
+				`sum by (ns, pod_name) (rate(vllm:time_to_first_token_seconds_count{ns=~"prod"}[60s]))`}, nil},
+		{QueryAvgITL, []string{
+			`(rate(vllm:inter_token_latency_seconds_sum{ns=~"prod"}[60s])) / sum by (ns, pod_name) (rate(vllm:inter_token_latency_seconds_count{ns=~"prod"}[60s])) or `,
+			`(rate(vllm:time_per_output_token_seconds_sum{ns=~"prod"}[60s])) / sum by (ns, pod_name) (rate(vllm:time_per_output_token_seconds_count{ns=~"prod"}[60s]))`}, nil},
+		{QueryEPPQueueSize, []string{
+			"sum by (ns, target_model_name, model_name) (llm_d_epp_flow_control_queue_size) or " +
+				"sum by (ns, target_model_name, model_name) (inference_extension_flow_control_queue_size)"},
+			[]string{`ns=~`}},
+		{QueryEPPQueueBytes, []string{"(llm_d_epp_flow_control_queue_bytes) or ", "(inference_extension_flow_control_queue_bytes)"}, []string{`ns=~`}},
+		{QueryAvgInputTokens, []string{`rate(vllm:request_prompt_tokens_sum{ns=~"prod"}[5m])`}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			expr, ok := byName[tt.query]
+			require.True(t, ok, "query %s missing", tt.query)
+			for _, w := range tt.want {
+				assert.Contains(t, expr, w)
+			}
+			for _, n := range tt.not {
+				assert.NotContains(t, expr, n, "the EPP series have no namespace to select on")
+			}
+		})
+	}
 }
 
 func TestLabelsValidate(t *testing.T) {
@@ -86,8 +124,8 @@ func TestCollect(t *testing.T) {
 	c := Collector{API: fq, Labels: DefaultLabels()}
 	res, err := c.Collect(context.Background(), Request{Namespaces: []string{"prod"}, RetentionWindows: []time.Duration{10 * time.Minute}, Time: time.Now()})
 	require.NoError(t, err)
-	assert.Equal(t, 6, res.Queries)
-	assert.Len(t, fq.seen, 6)
+	assert.Equal(t, 11, res.Queries)
+	assert.Len(t, fq.seen, 11)
 	a := res.Pods[PodKey{"prod", "a"}]
 	assert.True(t, a.Reporting())
 	assert.Equal(t, 0.5, a.KvCacheUsage)
@@ -98,7 +136,9 @@ func TestCollect(t *testing.T) {
 	assert.Equal(t, 128.0, a.AvgOutputTokens)
 	assert.NotContains(t, res.Pods, PodKey{"prod", "bad-kv"})
 	assert.NotContains(t, res.Pods, PodKey{"prod", "idle"}, "0/0 token average is no data, not a pod")
-	assert.Equal(t, map[string]int{"kv_cache_usage": 3, "queue_length": 1, "cache_config_info": 1, "request_count": 1}, res.Dropped)
+	// The arrival-rate query reads the same counter; its per-model samples
+	// have no pod label.
+	assert.Equal(t, map[string]int{"kv_cache_usage": 3, "queue_length": 1, "cache_config_info": 1, "request_count": 1, "arrival_rate": 2}, res.Dropped)
 
 	n, ok := res.RequestsOver(10*time.Minute, ModelKey{"prod", "meta/llama"})
 	assert.True(t, ok)
@@ -116,4 +156,75 @@ func TestCollectFailsOnAnyQueryError(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, IsQueryError(err))
 	assert.Contains(t, err.Error(), "prometheus query queue_length: connection refused")
+}
+
+func TestCollectLatencyArrivalAndEPPQueue(t *testing.T) {
+	tests := []struct {
+		name    string
+		answers map[string]model.Vector
+		check   func(t *testing.T, res Result)
+		dropped map[string]int
+	}{
+		{
+			name: "seconds become milliseconds; arrival rate passes through",
+			answers: map[string]model.Vector{
+				"request_success_total":         {sample(2.5, "namespace", "prod", "pod", "a")},
+				"time_to_first_token_seconds":   {sample(0.120, "namespace", "prod", "pod", "a")},
+				"inter_token_latency_seconds":   {sample(0.015, "namespace", "prod", "pod", "a")},
+				"llm_d_epp_flow_control_queue_": {},
+			},
+			check: func(t *testing.T, res Result) {
+				a := res.Pods[PodKey{"prod", "a"}]
+				assert.Equal(t, 2.5, a.ArrivalRate)
+				assert.InDelta(t, 120, a.AvgTTFTms, 1e-9)
+				assert.InDelta(t, 15, a.AvgITLms, 1e-9)
+			},
+		},
+		{
+			name: "0/0 latency is no data, negative and infinite are dropped",
+			answers: map[string]model.Vector{
+				"time_to_first_token_seconds": {
+					sample(math.NaN(), "namespace", "prod", "pod", "idle"),
+					sample(-0.1, "namespace", "prod", "pod", "neg"),
+				},
+				"inter_token_latency_seconds": {sample(math.Inf(1), "namespace", "prod", "pod", "inf")},
+			},
+			check: func(t *testing.T, res Result) {
+				assert.Empty(t, res.Pods)
+			},
+			dropped: map[string]int{QueryAvgTTFT: 1, QueryAvgITL: 1},
+		},
+		{
+			name: "EPP queue keyed by target model, else model name; namespace from the scrape when present",
+			answers: map[string]model.Vector{
+				"flow_control_queue_size": {
+					sample(4, "namespace", "prod", "target_model_name", "meta/llama", "model_name", "alias"),
+					sample(3, "model_name", "meta/llama"),
+					sample(7, "namespace", "staging", "target_model_name", "meta/llama"),
+					sample(1), // no model at all
+				},
+				"flow_control_queue_bytes": {sample(4096, "namespace", "prod", "target_model_name", "meta/llama")},
+			},
+			check: func(t *testing.T, res Result) {
+				assert.Equal(t, EPPQueue{Size: 7, Bytes: 4096}, res.SchedulerQueueFor("prod", "meta/llama"),
+					"prod's own series plus the one without namespace")
+				assert.Equal(t, EPPQueue{Size: 10}, res.SchedulerQueueFor("staging", "meta/llama"))
+				assert.Equal(t, EPPQueue{Size: 3}, res.SchedulerQueueFor("dev", "meta/llama"))
+				assert.Equal(t, EPPQueue{}, res.SchedulerQueueFor("prod", "alias"), "target_model_name wins over model_name")
+			},
+			dropped: map[string]int{QueryEPPQueueSize: 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Collector{API: &fakeQuerier{answers: tt.answers}, Labels: DefaultLabels()}
+			res, err := c.Collect(context.Background(), Request{Namespaces: []string{"prod"}, Time: time.Now()})
+			require.NoError(t, err)
+			tt.check(t, res)
+			if tt.dropped == nil {
+				tt.dropped = map[string]int{}
+			}
+			assert.Equal(t, tt.dropped, res.Dropped)
+		})
+	}
 }

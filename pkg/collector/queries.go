@@ -19,6 +19,20 @@ const (
 	MetricRequestSuccess     = "vllm:request_success_total"
 	MetricPromptTokens       = "vllm:request_prompt_tokens"
 	MetricGenerationTokens   = "vllm:request_generation_tokens"
+	// Latency histograms (seconds). vLLM renamed the per-token latency
+	// histogram to inter_token_latency; the old name is the fallback.
+	MetricTTFT      = "vllm:time_to_first_token_seconds"
+	MetricITL       = "vllm:inter_token_latency_seconds"
+	MetricITLLegacy = "vllm:time_per_output_token_seconds"
+	// EPP flow-control queue gauges; the inference_extension_ names are the
+	// deprecated ones, still exported by older EPPs.
+	MetricEPPQueueSize        = "llm_d_epp_flow_control_queue_size"
+	MetricEPPQueueSizeLegacy  = "inference_extension_flow_control_queue_size"
+	MetricEPPQueueBytes       = "llm_d_epp_flow_control_queue_bytes"
+	MetricEPPQueueBytesLegacy = "inference_extension_flow_control_queue_bytes"
+	// LabelTargetModelName is the EPP's model after rewrites (what the
+	// serving pods see); LabelModelName is the fallback when it is empty.
+	LabelTargetModelName = "target_model_name"
 	// LabelModelName is vLLM's served model name, matched to a VA's modelID.
 	LabelModelName = "model_name"
 )
@@ -46,6 +60,26 @@ func (l Labels) Validate() error {
 	return nil
 }
 
+// RateWindow is the range of the arrival-rate and latency queries: the
+// design's 1m, long enough for two samples at a 30s scrape interval. The
+// three share it so the tuner sees rate and latencies over the same period.
+const RateWindow = time.Minute
+
+// Query names.
+const (
+	QueryKvCacheUsage    = "kv_cache_usage"
+	QueryQueueLength     = "queue_length"
+	QueryCacheConfigInfo = "cache_config_info"
+	QueryAvgInputTokens  = "avg_input_tokens"
+	QueryAvgOutputTokens = "avg_output_tokens"
+	QueryArrivalRate     = "arrival_rate"
+	QueryAvgTTFT         = "avg_ttft"
+	QueryAvgITL          = "avg_itl"
+	QueryEPPQueueSize    = "scheduler_queue_size"
+	QueryEPPQueueBytes   = "scheduler_queue_bytes"
+	QueryRequestCount    = "request_count"
+)
+
 // Query is one named PromQL expression of a collection cycle.
 type Query struct {
 	Name string
@@ -61,24 +95,47 @@ type Query struct {
 func Queries(labels Labels, namespaces []string, windows []time.Duration) []Query {
 	sel := selector(labels, namespaces)
 	byPod := labels.Namespace + ", " + labels.Pod
+	rw := promDuration(RateWindow)
 	qs := []Query{
-		{Name: "kv_cache_usage", Expr: fmt.Sprintf(
+		{Name: QueryKvCacheUsage, Expr: fmt.Sprintf(
 			"max by (%[1]s) (max_over_time(%[2]s%[4]s[1m])) or max by (%[1]s) (max_over_time(%[3]s%[4]s[1m]))",
 			byPod, MetricKvCacheUsage, MetricKvCacheUsageLegacy, sel)},
-		{Name: "queue_length", Expr: fmt.Sprintf("max by (%s) (max_over_time(%s%s[1m]))", byPod, MetricRequestsWaiting, sel)},
-		{Name: "cache_config_info", Expr: fmt.Sprintf("max by (%s, num_gpu_blocks, block_size) (%s%s)", byPod, MetricCacheConfigInfo, sel)},
-		{Name: "avg_input_tokens", Expr: avgTokens(byPod, MetricPromptTokens, sel)},
-		{Name: "avg_output_tokens", Expr: avgTokens(byPod, MetricGenerationTokens, sel)},
+		{Name: QueryQueueLength, Expr: fmt.Sprintf("max by (%s) (max_over_time(%s%s[1m]))", byPod, MetricRequestsWaiting, sel)},
+		{Name: QueryCacheConfigInfo, Expr: fmt.Sprintf("max by (%s, num_gpu_blocks, block_size) (%s%s)", byPod, MetricCacheConfigInfo, sel)},
+		{Name: QueryAvgInputTokens, Expr: histogramMean(byPod, MetricPromptTokens, sel, "5m")},
+		{Name: QueryAvgOutputTokens, Expr: histogramMean(byPod, MetricGenerationTokens, sel, "5m")},
+		// Completions per second stand for arrivals: in steady state they
+		// are equal, every vLLM exports the counter with the pod's
+		// namespace, and the EPP's per-pod dispatch counter has no
+		// namespace label to join on.
+		{Name: QueryArrivalRate, Expr: fmt.Sprintf("sum by (%s) (rate(%s%s[%s]))", byPod, MetricRequestSuccess, sel, rw)},
+		{Name: QueryAvgTTFT, Expr: histogramMean(byPod, MetricTTFT, sel, rw)},
+		{Name: QueryAvgITL, Expr: histogramMean(byPod, MetricITL, sel, rw) + " or " + histogramMean(byPod, MetricITLLegacy, sel, rw)},
+		// The EPP exports no namespace label of its own: the scrape's
+		// namespace label (the EPP pod's) is kept when present, and no
+		// namespace selector applies (the EPP may run elsewhere).
+		{Name: QueryEPPQueueSize, Expr: eppQueue(labels.Namespace, MetricEPPQueueSize, MetricEPPQueueSizeLegacy)},
+		{Name: QueryEPPQueueBytes, Expr: eppQueue(labels.Namespace, MetricEPPQueueBytes, MetricEPPQueueBytesLegacy)},
 	}
 	for _, w := range dedupe(windows) {
-		qs = append(qs, Query{Name: "request_count", Window: w, Expr: fmt.Sprintf(
+		qs = append(qs, Query{Name: QueryRequestCount, Window: w, Expr: fmt.Sprintf(
 			"sum by (%s, %s) (increase(%s%s[%s]))", labels.Namespace, LabelModelName, MetricRequestSuccess, sel, promDuration(w))})
 	}
 	return qs
 }
 
-func avgTokens(byPod, histogram, sel string) string {
-	return fmt.Sprintf("sum by (%[1]s) (rate(%[2]s_sum%[3]s[5m])) / sum by (%[1]s) (rate(%[2]s_count%[3]s[5m]))", byPod, histogram, sel)
+// histogramMean is a histogram's mean observation per pod over window (NaN
+// for a pod that observed nothing).
+func histogramMean(byPod, histogram, sel, window string) string {
+	return fmt.Sprintf("sum by (%[1]s) (rate(%[2]s_sum%[3]s[%[4]s])) / sum by (%[1]s) (rate(%[2]s_count%[3]s[%[4]s]))", byPod, histogram, sel, window)
+}
+
+// eppQueue sums an EPP queue gauge per model; `or` keeps the new name's
+// series and adds the deprecated name's only where the new one is absent,
+// so an EPP exporting both is not counted twice.
+func eppQueue(nsLabel, metric, legacy string) string {
+	by := fmt.Sprintf("%s, %s, %s", nsLabel, LabelTargetModelName, LabelModelName)
+	return fmt.Sprintf("sum by (%[1]s) (%[2]s) or sum by (%[1]s) (%[3]s)", by, metric, legacy)
 }
 
 // selector restricts series to the namespaces that hold VAs. Namespace names

@@ -35,8 +35,10 @@ type saturationEntry struct {
 	QueueSpareTrigger    *float64 `json:"queueSpareTrigger,omitempty"`
 	ScaleUpThreshold     *float64 `json:"scaleUpThreshold,omitempty"`
 	ScaleDownBoundary    *float64 `json:"scaleDownBoundary,omitempty"`
-	EnableLimiter        *bool    `json:"enableLimiter,omitempty"`
-	Priority             *float64 `json:"priority,omitempty"`
+	// ScaleDownStabilizationCycles: see Saturation.
+	ScaleDownStabilizationCycles *int     `json:"scaleDownStabilizationCycles,omitempty"`
+	EnableLimiter                *bool    `json:"enableLimiter,omitempty"`
+	Priority                     *float64 `json:"priority,omitempty"`
 }
 
 func (e saturationEntry) scope() scope { return scopeOf(e.ModelID, e.Namespace) }
@@ -49,6 +51,7 @@ func (e saturationEntry) over(base Saturation) Saturation {
 	set(&base.QueueSpareTrigger, e.QueueSpareTrigger)
 	set(&base.ScaleUpThreshold, e.ScaleUpThreshold)
 	set(&base.ScaleDownBoundary, e.ScaleDownBoundary)
+	set(&base.ScaleDownStabilizationCycles, e.ScaleDownStabilizationCycles)
 	set(&base.EnableLimiter, e.EnableLimiter)
 	set(&base.Priority, e.Priority)
 	base.AnalyzerName = NormalizeAnalyzerName(base.AnalyzerName)
@@ -69,6 +72,10 @@ func NormalizeAnalyzerName(name string) string {
 		return name
 	}
 }
+
+// MaxScaleDownStabilizationCycles bounds the token analyzer's demand memory
+// (an hour at the upstream 15 s engine interval).
+const MaxScaleDownStabilizationCycles = 240
 
 // Validate checks ranges and the relations between thresholds and triggers.
 func (s Saturation) Validate() error {
@@ -96,6 +103,10 @@ func (s Saturation) Validate() error {
 		if !c.ok {
 			return &FieldError{Field: c.field, Value: c.value, Reason: c.want}
 		}
+	}
+	if c := s.ScaleDownStabilizationCycles; c < 0 || c > MaxScaleDownStabilizationCycles {
+		return &FieldError{Field: "scaleDownStabilizationCycles", Value: c,
+			Reason: fmt.Sprintf("must be in [0, %d]", MaxScaleDownStabilizationCycles)}
 	}
 	switch s.AnalyzerName {
 	case AnalyzerSaturationPercentage, AnalyzerSaturationToken, AnalyzerQueueingModel:

@@ -35,8 +35,14 @@ type Saturation struct {
 	QueueSpareTrigger    float64 `json:"queueSpareTrigger"`
 	ScaleUpThreshold     float64 `json:"scaleUpThreshold"`
 	ScaleDownBoundary    float64 `json:"scaleDownBoundary"`
-	EnableLimiter        bool    `json:"enableLimiter"`
-	Priority             float64 `json:"priority"`
+	// ScaleDownStabilizationCycles (token-based analyzer): spare capacity
+	// is computed from the highest demand of the last this many engine
+	// cycles, the current one included, so a dip right after a burst does
+	// not release replicas the next burst needs. 0 or 1: the current
+	// demand only.
+	ScaleDownStabilizationCycles int     `json:"scaleDownStabilizationCycles"`
+	EnableLimiter                bool    `json:"enableLimiter"`
+	Priority                     float64 `json:"priority"`
 }
 
 // ScaleToZero is the resolved scale-to-zero configuration of one group.

@@ -19,6 +19,7 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/optimizer"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
 
@@ -30,6 +31,13 @@ type ViewSource interface {
 // MetricsSource collects the cycle's metrics (Prometheus).
 type MetricsSource interface {
 	Collect(ctx context.Context, req collector.Request) (collector.Result, error)
+}
+
+// BudgetSource gives the GPU budget of limited-mode groups
+// (enableLimiter): GPUs free for new replicas per accelerator, the views'
+// own replicas already counted as held. nil means none is configured.
+type BudgetSource interface {
+	Budget(views []View) (optimizer.Budget, error)
 }
 
 // StatusWriter persists a VA's status; it retries conflicts by re-reading
@@ -46,6 +54,9 @@ type Engine struct {
 	Status   StatusWriter
 	Config   *config.Store
 	Pipeline pipeline.Pipeline
+	// Budget, when set, is read each cycle that has a limited group and
+	// handed to the pipeline; nil leaves limited groups unlimited.
+	Budget   BudgetSource
 	Recorder record.EventRecorder
 	Observe  *Metrics
 	Clock    clock.PassiveClock
@@ -74,6 +85,8 @@ type Cycle struct {
 	Duration      time.Duration
 	Results       []pipeline.GroupResult
 	WriteFailures int
+	// Budget is what the limited groups shared (nil: none read).
+	Budget optimizer.Budget
 }
 
 // Trigger asks for a cycle as soon as possible (VA or ConfigMap change). It
@@ -161,8 +174,19 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 		inputs[i] = p.Input
 		inputs[i].State = e.state[p.Key]
 	}
+	pipe := e.Pipeline
+	if e.Budget != nil && anyLimited(plans) {
+		b, err := e.Budget.Budget(views)
+		if err != nil {
+			// Informer caches do not fail in practice; deciding unlimited
+			// beats holding every group for a budget read.
+			klog.ErrorS(err, "reading the GPU budget; limited groups decide without it this cycle")
+		} else {
+			pipe.Budget, c.Budget = b, b
+		}
+	}
 	now := e.Clock.Now()
-	c.Results = e.Pipeline.Run(now, inputs)
+	c.Results = pipe.Run(now, inputs)
 	next := make(map[GroupKey]any, len(plans))
 	for i, p := range plans {
 		if c.Results[i].State != nil {
@@ -294,6 +318,15 @@ func groupSample(p Plan, res pipeline.GroupResult) GroupSample {
 		g.HasAnalysis, g.AvgSpareKv, g.AvgSpareQueue = true, a.AvgSpareKv, a.AvgSpareQueue
 	}
 	return g
+}
+
+func anyLimited(plans []Plan) bool {
+	for _, p := range plans {
+		if p.Input.Config.Saturation.EnableLimiter {
+			return true
+		}
+	}
+	return false
 }
 
 func conditionFalse(va *llmdv1alpha1.VariantAutoscaling, condType string) bool {

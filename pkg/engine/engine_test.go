@@ -19,7 +19,9 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/enforcer"
+	"github.com/wva-project/wva/pkg/optimizer"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
 
@@ -253,4 +255,112 @@ func TestRunClearsGaugesWhenItStops(t *testing.T) {
 	<-done
 	assert.Equal(t, 0, testutil.CollectAndCount(e.Observe.DesiredReplicas), "gone once it stops leading")
 	assert.Equal(t, 0, testutil.CollectAndCount(e.Observe.CurrentReplicas))
+}
+
+func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
+	l4 := va("prod", "l4", "llama", "5", 1, 4)
+	views := []View{{VA: l4, Target: Target{Resolved: true, SpecReplicas: 2, ReadyPods: []string{"p1", "p2"}, MaxNumSeqs: 64, MaxNumBatchedTokens: 4096}}}
+	reporting := collector.PodMetrics{HasKvCacheUsage: true, HasQueueLength: true, ArrivalRate: 2.5, AvgTTFTms: 120, AvgITLms: 15, AvgInputTokens: 512, AvgOutputTokens: 128}
+	tests := []struct {
+		name      string
+		metrics   collector.Result
+		err       error
+		wantRate  []float64
+		wantQueue [2]float64
+	}{
+		{
+			name: "per-pod rate and latencies, EPP queue of the model in the namespace and unlabelled",
+			metrics: collector.Result{
+				Pods: map[collector.PodKey]collector.PodMetrics{{Namespace: "prod", Pod: "p1"}: reporting, {Namespace: "prod", Pod: "p2"}: reporting},
+				SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{
+					{Namespace: "prod", Model: "llama"}: {Size: 3, Bytes: 300}, {Model: "llama"}: {Size: 1, Bytes: 100},
+					{Namespace: "dev", Model: "llama"}: {Size: 50}, {Namespace: "prod", Model: "other"}: {Size: 70},
+				},
+			},
+			wantRate:  []float64{2.5, 2.5},
+			wantQueue: [2]float64{4, 400},
+		},
+		{
+			name:      "a pod without the saturation gauges is not a replica, whatever else it reports",
+			metrics:   collector.Result{Pods: map[collector.PodKey]collector.PodMetrics{{Namespace: "prod", Pod: "p1"}: reporting, {Namespace: "prod", Pod: "p2"}: {ArrivalRate: 9}}},
+			wantRate:  []float64{2.5},
+			wantQueue: [2]float64{0, 0},
+		},
+		{
+			name:    "metrics unreachable: no queue is made up",
+			metrics: collector.Result{SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{{Namespace: "prod", Model: "llama"}: {Size: 3}}},
+			err:     errors.New("connection refused"),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plans := BuildPlans(views, tt.metrics, tt.err, defaults)
+			require.Len(t, plans, 1)
+			g := plans[0].Input.Group
+			require.Len(t, g.Variants, 1)
+			assert.Equal(t, int64(64), g.Variants[0].MaxNumSeqs, "engine args from the target")
+			assert.Equal(t, int64(4096), g.Variants[0].MaxNumBatchedTokens)
+			var rates []float64
+			for _, r := range g.Replicas {
+				rates = append(rates, r.ArrivalRate)
+				assert.Equal(t, 120.0, r.AvgTTFTms)
+				assert.Equal(t, 15.0, r.AvgITLms)
+			}
+			assert.Equal(t, tt.wantRate, rates)
+			assert.Equal(t, tt.wantQueue, [2]float64{g.SchedulerQueueSize, g.SchedulerQueueBytes})
+		})
+	}
+}
+
+type fixedBudget struct {
+	budget optimizer.Budget
+	calls  int
+}
+
+func (f *fixedBudget) Budget([]View) (optimizer.Budget, error) {
+	f.calls++
+	return f.budget.Copy(), nil
+}
+
+func TestRunOnceLimitedGroupGetsTheBudget(t *testing.T) {
+	h100 := va("prod", "h100", "llama", "5", 1, 8)
+	h100.Spec.AcceleratorName, h100.Spec.GPUsPerReplica = "H100", ptr.To(int32(2))
+	newEngine := func(limiter bool, b *fixedBudget) (*Engine, *fakeWriter) {
+		store := config.NewStore()
+		if limiter {
+			require.NoError(t, store.Apply("wva-saturation-scaling-config", map[string]string{"default": "enableLimiter: true"}))
+		}
+		writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
+		// KV 0.95 on both: saturated, the analyzer asks for more.
+		metrics := &fakeMetrics{res: collector.Result{Pods: pods("prod", 0.95, "p1", "p2")}}
+		return &Engine{Views: &fakeViews{views: []View{{VA: h100.DeepCopy(), Target: resolved(2, "p1", "p2")}}}, Metrics: metrics,
+			Status: writer, Config: store, Pipeline: pipeline.Default(), Budget: b, Clock: clocktesting.NewFakeClock(t0)}, writer
+	}
+	tests := []struct {
+		name      string
+		limiter   bool
+		budget    optimizer.Budget
+		want      int32
+		wantRule  string
+		wantCalls int
+	}{
+		{name: "no room: held at current, reason says what was cut", limiter: true, budget: optimizer.Budget{"H100": 1}, want: 2, wantRule: string(decision.RuleGPULimited), wantCalls: 1},
+		{name: "room for one more", limiter: true, budget: optimizer.Budget{"H100": 2}, want: 3, wantCalls: 1},
+		{name: "limiter off: budget not even read", limiter: false, budget: optimizer.Budget{"H100": 0}, want: 3, wantCalls: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &fixedBudget{budget: tt.budget}
+			e, writer := newEngine(tt.limiter, b)
+			c, err := e.RunOnce(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantCalls, b.calls)
+			alloc := writer.writes["h100"].DesiredOptimizedAlloc
+			assert.Equal(t, tt.want, alloc.NumReplicas, alloc.Reason)
+			if tt.wantRule != "" {
+				assert.Equal(t, tt.wantRule, string(c.Results[0].Targets[0].Rule))
+				assert.Contains(t, alloc.Reason, "H100 budget 1 GPUs")
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
@@ -31,6 +32,16 @@ type Target struct {
 	ReadyPods []string
 	// PendingPods counts non-terminating pods that are not Ready yet.
 	PendingPods int32
+	// MaxNumSeqs and MaxNumBatchedTokens are the vLLM engine args in the
+	// target's pod template (--max-num-seqs, --max-num-batched-tokens); 0
+	// when not set there.
+	MaxNumSeqs          int64
+	MaxNumBatchedTokens int64
+	// PodSelector selects every pod of the target (for an LWS, workers
+	// too: they hold GPUs) and NodeSelector is its pod template's; the GPU
+	// budget uses them to see what the variant holds and on which pool.
+	PodSelector  labels.Selector
+	NodeSelector map[string]string
 }
 
 // View is one VA with its target.
@@ -103,6 +114,7 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 					Pod: pod, Variant: m.VA.Name, KvCacheUsage: pm.KvCacheUsage, QueueLength: pm.QueueLength,
 					NumGPUBlocks: pm.NumGPUBlocks, BlockSize: pm.BlockSize,
 					AvgInputTokens: pm.AvgInputTokens, AvgOutputTokens: pm.AvgOutputTokens,
+					ArrivalRate: pm.ArrivalRate, AvgTTFTms: pm.AvgTTFTms, AvgITLms: pm.AvgITLms,
 				})
 			}
 			if t := metricsLostAt(m.VA); t.After(p.Input.MetricsLastSeen) {
@@ -120,6 +132,8 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 			p.Input.Metrics = enforcer.MetricsAbsent
 		}
 		if metricsErr == nil {
+			q := metrics.SchedulerQueueFor(k.Namespace, k.ModelID)
+			p.Input.Group.SchedulerQueueSize, p.Input.Group.SchedulerQueueBytes = q.Size, q.Bytes
 			window := cfg.ScaleToZero.RetentionPeriod.D()
 			if n, ok := metrics.RequestsOver(window, collector.ModelKey{Namespace: k.Namespace, Model: k.ModelID}); ok {
 				p.Input.RequestsInRetention = &n
@@ -141,16 +155,18 @@ func variantOf(v View) decision.Variant {
 		gpus = *va.Spec.GPUsPerReplica
 	}
 	return decision.Variant{
-		Name:            va.Name,
-		Accelerator:     va.Spec.AcceleratorName,
-		Cost:            cost,
-		MinReplicas:     va.MinReplicasOrDefault(),
-		MaxReplicas:     va.MaxReplicasOrDefault(),
-		CurrentReplicas: v.Target.SpecReplicas,
-		PendingReplicas: v.Target.PendingPods,
-		DesiredReplicas: va.Status.DesiredOptimizedAlloc.NumReplicas,
-		LastUpdate:      va.Status.DesiredOptimizedAlloc.LastUpdate.Time,
-		GPUsPerReplica:  gpus,
+		Name:                va.Name,
+		Accelerator:         va.Spec.AcceleratorName,
+		Cost:                cost,
+		MinReplicas:         va.MinReplicasOrDefault(),
+		MaxReplicas:         va.MaxReplicasOrDefault(),
+		CurrentReplicas:     v.Target.SpecReplicas,
+		PendingReplicas:     v.Target.PendingPods,
+		DesiredReplicas:     va.Status.DesiredOptimizedAlloc.NumReplicas,
+		LastUpdate:          va.Status.DesiredOptimizedAlloc.LastUpdate.Time,
+		GPUsPerReplica:      gpus,
+		MaxNumSeqs:          v.Target.MaxNumSeqs,
+		MaxNumBatchedTokens: v.Target.MaxNumBatchedTokens,
 	}
 }
 

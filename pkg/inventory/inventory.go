@@ -5,12 +5,15 @@ package inventory
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -75,13 +78,13 @@ func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target
 		if err != nil {
 			return notFound(err)
 		}
-		return inv.withPods(va.Namespace, replicasOf(d.Spec.Replicas), d.Spec.Selector)
+		return withTemplate(inv.withPods(va.Namespace, replicasOf(d.Spec.Replicas), d.Spec.Selector), &d.Spec.Template.Spec, d.Spec.Selector)
 	case llmdv1alpha1.ScaleTargetKindStatefulSet:
 		s, err := inv.StatefulSets.StatefulSets(va.Namespace).Get(ref.Name)
 		if err != nil {
 			return notFound(err)
 		}
-		return inv.withPods(va.Namespace, replicasOf(s.Spec.Replicas), s.Spec.Selector)
+		return withTemplate(inv.withPods(va.Namespace, replicasOf(s.Spec.Replicas), s.Spec.Selector), &s.Spec.Template.Spec, s.Spec.Selector)
 	case llmdv1alpha1.ScaleTargetKindLeaderWorkerSet:
 		if inv.LeaderWorkerSets == nil {
 			return engine.Target{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind,
@@ -100,7 +103,15 @@ func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target
 			replicas = 1
 		}
 		sel := &metav1.LabelSelector{MatchLabels: map[string]string{LWSNameLabel: ref.Name, LWSWorkerIndexLabel: "0"}}
-		return inv.withPods(va.Namespace, int32(replicas), sel)
+		t := inv.withPods(va.Namespace, int32(replicas), sel)
+		// The leader serves; its template defaults to the workers'.
+		tmpl, found, _ := unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", "leaderTemplate", "spec")
+		if !found {
+			tmpl, _, _ = unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", "workerTemplate", "spec")
+		}
+		var spec corev1.PodSpec
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &spec) // a malformed template reads as empty
+		return withTemplate(t, &spec, &metav1.LabelSelector{MatchLabels: map[string]string{LWSNameLabel: ref.Name}})
 	}
 	return engine.Target{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: fmt.Sprintf("unsupported scale target kind %q", ref.Kind)}
 }
@@ -128,6 +139,51 @@ func (inv *Inventory) withPods(namespace string, replicas int32, selector *metav
 		}
 	}
 	return t
+}
+
+// withTemplate adds what the pod template and the selector of every pod of
+// the target say: engine args, node selector, pod selector.
+func withTemplate(t engine.Target, spec *corev1.PodSpec, allPods *metav1.LabelSelector) engine.Target {
+	if !t.Resolved {
+		return t
+	}
+	t.MaxNumSeqs, t.MaxNumBatchedTokens = EngineArgs(spec)
+	t.NodeSelector = spec.NodeSelector
+	if sel, err := metav1.LabelSelectorAsSelector(allPods); err == nil && !sel.Empty() {
+		t.PodSelector = sel
+	}
+	return t
+}
+
+// EngineArgs finds vLLM's --max-num-seqs and --max-num-batched-tokens in
+// the containers' command and args, as "--flag=N" or "--flag N", also
+// inside a shell command line ("sh -c 'vllm serve ... --max-num-seqs 64'").
+// A flag absent, not a positive integer, or set from an environment
+// variable reads 0, and the analyzers use vLLM's default.
+func EngineArgs(spec *corev1.PodSpec) (maxNumSeqs, maxNumBatchedTokens int64) {
+	for _, c := range spec.Containers {
+		var words []string
+		for _, a := range append(append([]string(nil), c.Command...), c.Args...) {
+			words = append(words, strings.Fields(a)...)
+		}
+		for i, w := range words {
+			name, value, hasValue := strings.Cut(w, "=")
+			if !hasValue && i+1 < len(words) {
+				value = words[i+1]
+			}
+			n, err := strconv.ParseInt(strings.Trim(value, `"'`), 10, 64)
+			if err != nil || n <= 0 {
+				continue
+			}
+			switch name {
+			case "--max-num-seqs":
+				maxNumSeqs = n
+			case "--max-num-batched-tokens":
+				maxNumBatchedTokens = n
+			}
+		}
+	}
+	return maxNumSeqs, maxNumBatchedTokens
 }
 
 // PodReady reports whether the pod's Ready condition is True.

@@ -52,7 +52,9 @@ func vaFor(name, kind, target string) *llmdv1alpha1.VariantAutoscaling {
 func TestResolve(t *testing.T) {
 	l4 := map[string]string{"app": "l4"}
 	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "l4"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: l4}}}
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: l4},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+				{Name: "vllm", Command: []string{"vllm", "serve"}, Args: []string{"meta/llama", "--max-num-seqs=64", "--max-num-batched-tokens", "4096"}}}}}}}
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "h100"},
 		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "h100"}}}}
 	now := metav1.NewTime(time.Now())
@@ -80,6 +82,11 @@ func TestResolve(t *testing.T) {
 				assert.Equal(t, int32(4), spec)
 				assert.Equal(t, []string{"l4-ready-0", "l4-ready-1"}, ready)
 				assert.Equal(t, int32(1), pending)
+			}},
+		{"deployment: engine args from the pod template", vaFor("a", "Deployment", "l4"),
+			func(t *testing.T, resolved bool, _, _ string, _ int32, _ []string, _ int32) {
+				got := inv.Resolve(vaFor("a", "Deployment", "l4"))
+				assert.Equal(t, [2]int64{64, 4096}, [2]int64{got.MaxNumSeqs, got.MaxNumBatchedTokens})
 			}},
 		{"statefulset without replicas defaults to 1", vaFor("b", "StatefulSet", "h100"),
 			func(t *testing.T, resolved bool, _, _ string, spec int32, ready []string, _ int32) {
@@ -115,4 +122,28 @@ func TestResolve(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, views, 2)
 	assert.Equal(t, "a", views[0].VA.Name)
+}
+
+func TestEngineArgs(t *testing.T) {
+	tests := []struct {
+		name       string
+		containers []corev1.Container
+		seqs, toks int64
+	}{
+		{"flag=value in args", []corev1.Container{{Args: []string{"--max-num-seqs=128", "--max-num-batched-tokens=16384"}}}, 128, 16384},
+		{"flag value in command", []corev1.Container{{Command: []string{"vllm", "serve", "m", "--max-num-seqs", "32"}}}, 32, 0},
+		{"inside a shell command line", []corev1.Container{{Command: []string{"/bin/sh", "-c"}, Args: []string{"exec vllm serve m --max-num-batched-tokens 2048 --max-num-seqs '16'"}}}, 16, 2048},
+		{"sidecar first, server second", []corev1.Container{{Name: "proxy", Args: []string{"--port=8000"}}, {Name: "vllm", Args: []string{"--max-num-seqs=8"}}}, 8, 0},
+		{"environment variable, zero, garbage and a missing value read 0", []corev1.Container{{Args: []string{
+			"--max-num-seqs=$(SEQS)", "--max-num-batched-tokens=0", "--max-num-seqs", "lots", "--max-num-batched-tokens"}}}, 0, 0},
+		{"similar flag names do not count", []corev1.Container{{Args: []string{"--max-num-seqs-per-lora=4", "--max-model-len=8192"}}}, 0, 0},
+		{"nothing set", nil, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seqs, toks := EngineArgs(&corev1.PodSpec{Containers: tt.containers})
+			assert.Equal(t, tt.seqs, seqs, "max-num-seqs")
+			assert.Equal(t, tt.toks, toks, "max-num-batched-tokens")
+		})
+	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/scalefromzero/budget"
+	"github.com/wva-project/wva/pkg/budget"
 )
 
 type fakeModelWaker struct {

@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/scalefromzero/budget"
+	"github.com/wva-project/wva/pkg/budget"
 )
 
 // ScaledFromZeroAnnotation is set on the woken VA to the time of the scale

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/wva-project/wva/pkg/scalefromzero/budget"
+	"github.com/wva-project/wva/pkg/budget"
 )
 
 func TestAtZero(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wva-project/wva/pkg/scalefromzero/budget"
+	"github.com/wva-project/wva/pkg/budget"
 )
 
 // Metrics are the fast path's Prometheus metrics.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/daemon"
 )
 
@@ -155,14 +155,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--epp-bearer-token-file: %w", err))
 		}
 	}
-	if o.BudgetConfigMap != "" && o.BudgetPoolLabel != "" {
-		errs = append(errs, fmt.Errorf("--budget-configmap=%q and --budget-node-pool-label=%q: choose one budget source", o.BudgetConfigMap, o.BudgetPoolLabel))
-	}
-	if o.BudgetPoolLabel != "" {
-		for _, msg := range validation.IsQualifiedName(o.BudgetPoolLabel) {
-			errs = append(errs, fmt.Errorf("--budget-node-pool-label=%q: %s", o.BudgetPoolLabel, msg))
-		}
-	}
+	errs = append(errs, budget.ValidateFlags(o.BudgetConfigMap, o.BudgetPoolLabel)...)
 	if _, err := ParseBackends(o.ActivatorBackends); err != nil {
 		errs = append(errs, err)
 	}

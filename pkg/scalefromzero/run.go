@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -32,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/daemon"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
@@ -110,7 +110,8 @@ func Run(ctx context.Context, o *Options) error {
 
 	budgeted := o.BudgetConfigMap != "" || o.BudgetPoolLabel != ""
 	if budgeted {
-		b, start, hasSynced, err := budgetSource(kube, o)
+		b, start, hasSynced, err := budget.NewInformerSource(kube, budget.InformerOptions{PoolLabel: o.BudgetPoolLabel,
+			GPUResource: corev1.ResourceName(o.GPUResource), ConfigMapNamespace: o.ConfigNamespace, ConfigMapName: o.BudgetConfigMap})
 		if err != nil {
 			return err
 		}
@@ -169,34 +170,6 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	klog.InfoS("informers synced; polling EPPs of groups at zero", "interval", o.PollInterval, "budget", budgeted, "leaderElect", o.Lease.Enabled)
 	return daemon.RunLeaderElected(ctx, kube, o.Lease, recorder, nil, runner.Run)
-}
-
-// budgetSource builds the budget's informers: every bound, non-terminal
-// pod of the cluster (trimmed), nodes, and the ConfigMap when configured.
-func budgetSource(kube kubernetes.Interface, o *Options) (*BudgetSource, []func(<-chan struct{}), []cache.InformerSynced, error) {
-	podInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-		lo.FieldSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
-	}))
-	pods := podInf.Core().V1().Pods()
-	if err := pods.Informer().SetTransform(PodTransform); err != nil {
-		return nil, nil, nil, err
-	}
-	nodeInf := informers.NewSharedInformerFactory(kube, 0)
-	nodes := nodeInf.Core().V1().Nodes()
-	b := &BudgetSource{Nodes: nodes.Lister(), Pods: pods.Lister(), PoolLabel: o.BudgetPoolLabel, GPUResource: corev1.ResourceName(o.GPUResource)}
-	starts := []func(<-chan struct{}){podInf.Start, nodeInf.Start}
-	synced := []cache.InformerSynced{pods.Informer().HasSynced, nodes.Informer().HasSynced}
-	if o.BudgetConfigMap != "" {
-		cmInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(o.ConfigNamespace),
-			informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-				lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.BudgetConfigMap).String()
-			}))
-		cms := cmInf.Core().V1().ConfigMaps()
-		b.ConfigMaps, b.ConfigMapNamespace, b.ConfigMapName = cms.Lister(), o.ConfigNamespace, o.BudgetConfigMap
-		starts = append(starts, cmInf.Start)
-		synced = append(synced, cms.Informer().HasSynced)
-	}
-	return b, starts, synced, nil
 }
 
 func eppClient(o *Options) (*http.Client, error) {

@@ -3,20 +3,18 @@ package scalefromzero
 import (
 	"fmt"
 	"sort"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/budget"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/scalefromzero/budget"
 )
 
 // lwsNameLabel is set by the LeaderWorkerSet controller on every pod of a
@@ -82,11 +80,11 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 	var nodes []budget.Node
 	withBudget = withBudget && s.Budget != nil
 	if withBudget {
-		nodes, err = s.Budget.nodes()
+		nodes, err = s.Budget.ReadNodes()
 		if err != nil {
 			return Snapshot{}, err
 		}
-		pools = s.Budget.pools(nodes)
+		pools = s.Budget.Pools(nodes)
 	}
 	snap := Snapshot{Groups: map[GroupKey]Group{}}
 	var bvs []budget.Variant
@@ -120,7 +118,7 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 	// No pool defined (e.g. the ConfigMap is absent) is no budget at all,
 	// even for a variant whose annotation names a pool.
 	if withBudget && len(pools) > 0 {
-		pods, err := s.Budget.pods()
+		pods, err := s.Budget.ReadPods()
 		if err != nil {
 			return Snapshot{}, err
 		}
@@ -201,136 +199,6 @@ func replicasOr1(r *int32) int32 {
 	return *r
 }
 
-// BudgetSource reads pools and GPU usage from informer caches: pools from
-// a ConfigMap when ConfigMaps is set, else from nodes labelled PoolLabel.
-type BudgetSource struct {
-	Nodes corelisters.NodeLister
-	// Pods lists non-terminal pods bound to a node (see PodTransform).
-	Pods corelisters.PodLister
-
-	ConfigMaps                        corelisters.ConfigMapLister
-	ConfigMapNamespace, ConfigMapName string
-
-	PoolLabel   string
-	GPUResource corev1.ResourceName
-
-	mu        sync.Mutex
-	lastRV    string
-	lastPools []budget.Pool
-}
-
-func (b *BudgetSource) nodes() ([]budget.Node, error) {
-	list, err := b.Nodes.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	out := make([]budget.Node, 0, len(list))
-	for _, n := range list {
-		bn := budget.Node{Name: n.Name, Labels: n.Labels}
-		if q, ok := n.Status.Allocatable[b.GPUResource]; ok {
-			bn.GPUs = q.Value()
-		}
-		if mib, ok := n.Labels[budget.GPUMemoryLabel]; ok {
-			var v int64
-			if _, err := fmt.Sscanf(mib, "%d", &v); err == nil && v > 0 {
-				bn.GPUMemoryPerGPU = v << 20
-			}
-		}
-		out = append(out, bn)
-	}
-	return out, nil
-}
-
-// pools returns the current pools. An invalid ConfigMap keeps the last
-// valid pools in force (none before the first valid one: no limit), the
-// same rule the adapter applies to its ConfigMaps.
-func (b *BudgetSource) pools(nodes []budget.Node) []budget.Pool {
-	if b.ConfigMaps == nil {
-		return budget.PoolsFromNodes(nodes, b.PoolLabel)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	cm, err := b.ConfigMaps.ConfigMaps(b.ConfigMapNamespace).Get(b.ConfigMapName)
-	if err != nil {
-		if b.lastRV != "absent" {
-			klog.InfoS("budget ConfigMap not found: no GPU budget applies", "configmap", b.ConfigMapNamespace+"/"+b.ConfigMapName, "err", err)
-		}
-		b.lastRV, b.lastPools = "absent", nil
-		return nil
-	}
-	if cm.ResourceVersion == b.lastRV {
-		return b.lastPools
-	}
-	b.lastRV = cm.ResourceVersion
-	pools, err := budget.ParseConfigMap(cm.Data)
-	if err != nil {
-		klog.ErrorS(err, "rejected budget ConfigMap; the last valid budget stays in force", "configmap", klog.KObj(cm))
-		return b.lastPools
-	}
-	klog.InfoS("applied budget ConfigMap", "configmap", klog.KObj(cm), "pools", len(pools))
-	b.lastPools = pools
-	return pools
-}
-
-func (b *BudgetSource) pods() ([]budget.Pod, error) {
-	list, err := b.Pods.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
-	}
-	out := make([]budget.Pod, 0, len(list))
-	for _, p := range list {
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if g := PodGPUs(p, b.GPUResource); g > 0 {
-			out = append(out, budget.Pod{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName, Labels: p.Labels, GPUs: g})
-		}
-	}
-	return out, nil
-}
-
-// PodGPUs is what the scheduler reserves for the pod: the larger of the
-// sum over containers and the largest init container (requests, else
-// limits, which extended resources must equal).
-func PodGPUs(p *corev1.Pod, res corev1.ResourceName) int64 {
-	get := func(c corev1.Container) int64 {
-		if q, ok := c.Resources.Requests[res]; ok {
-			return q.Value()
-		}
-		if q, ok := c.Resources.Limits[res]; ok {
-			return q.Value()
-		}
-		return 0
-	}
-	var sum, initMax int64
-	for _, c := range p.Spec.Containers {
-		sum += get(c)
-	}
-	for _, c := range p.Spec.InitContainers {
-		initMax = max(initMax, get(c))
-	}
-	return max(sum, initMax)
-}
-
-// PodTransform trims pods in the budget informer's cache to what the
-// budget reads: every bound pod of the cluster is cached, so this keeps
-// memory near a few hundred bytes per pod.
-func PodTransform(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	trim := func(cs []corev1.Container) []corev1.Container {
-		out := make([]corev1.Container, 0, len(cs))
-		for _, c := range cs {
-			out = append(out, corev1.Container{Name: c.Name, Resources: c.Resources})
-		}
-		return out
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, UID: p.UID,
-			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, Containers: trim(p.Spec.Containers), InitContainers: trim(p.Spec.InitContainers)},
-		Status: corev1.PodStatus{Phase: p.Status.Phase},
-	}, nil
-}
+// BudgetSource reads pools and GPU usage from informer caches; the adapter's
+// limiter uses the same code.
+type BudgetSource = budget.Source

@@ -5,8 +5,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -14,7 +12,7 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 
-	"github.com/wva-project/wva/pkg/scalefromzero/budget"
+	"github.com/wva-project/wva/pkg/budget"
 )
 
 // budgetCluster: 8 GPUs in pool gpu-a, a running variant holding 6, and two
@@ -110,22 +108,6 @@ func TestSnapshotGroups(t *testing.T) {
 	assert.Equal(t, []Group{g}, snap.ZeroGroups()[:1])
 	assert.Nil(t, snap.Usage)
 	assert.Equal(t, "1", g.Variants[0].Target.ResourceVersion)
-}
-
-func TestPodGPUs(t *testing.T) {
-	q := func(n int64) corev1.ResourceList {
-		return corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(n, resource.DecimalSI)}
-	}
-	p := &corev1.Pod{Spec: corev1.PodSpec{
-		Containers:     []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: q(2)}}, {Resources: corev1.ResourceRequirements{Limits: q(1)}}},
-		InitContainers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: q(2)}}},
-	}}
-	assert.Equal(t, int64(3), PodGPUs(p, "nvidia.com/gpu"))
-	p.Spec.InitContainers[0].Resources.Requests = q(4)
-	assert.Equal(t, int64(4), PodGPUs(p, "nvidia.com/gpu"), "a larger init container sets the reservation")
-	trimmed, err := PodTransform(p)
-	require.NoError(t, err)
-	assert.Equal(t, int64(4), PodGPUs(trimmed.(*corev1.Pod), "nvidia.com/gpu"))
 }
 
 func TestSnapshotLeaderWorkerSet(t *testing.T) {

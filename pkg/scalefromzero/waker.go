@@ -13,7 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/wva-project/wva/pkg/scalefromzero/budget"
+	"github.com/wva-project/wva/pkg/budget"
 )
 
 // Event reasons recorded on VAs.

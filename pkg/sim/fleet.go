@@ -429,6 +429,13 @@ func (f *fleet) finish(q *seq) {
 	f.bucketTTFT = append(f.bucketTTFT, float64(r.ttft))
 }
 
+// met says whether request i finished within the SLO.
+func (f *fleet) met(i int) bool {
+	r := f.results[i]
+	slo := f.sc.SLO
+	return r.state == reqDone && float64(r.ttft) <= slo.TTFT.D().Seconds()+1e-9 && float64(r.itl) <= slo.ITL.D().Seconds()+1e-9
+}
+
 func (f *fleet) arrive() {
 	r := f.trace.Requests[f.next]
 	q := &f.seqs[f.next]

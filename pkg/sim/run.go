@@ -194,7 +194,7 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 				s.Cost = plan.Cost
 				s.ReplicaHours = planReplicaHours(&sc, plan)
 				s.Plan = plan
-				s.Note = "cost: the plan (lower bound); latencies: the plan replayed with no start-up delay"
+				s.Note = fmt.Sprintf("cost: the plan (lower bound; %.1f with replicas paid from the shortest start-up delay before they serve); latencies: the plan replayed with no start-up delay", plan.StartupCost)
 				if plan.Infeasible > 0 {
 					s.Note += fmt.Sprintf("; %d intervals exceed every variant's maxReplicas", plan.Infeasible)
 				}
@@ -282,7 +282,6 @@ func summarize(name string, f *fleet) PolicySummary {
 	ttft := make([]float64, 0, len(f.results))
 	itl := make([]float64, 0, len(f.results))
 	met := 0
-	slo := f.sc.SLO
 	for i, r := range f.results {
 		if i < f.skip {
 			continue
@@ -300,7 +299,7 @@ func summarize(name string, f *fleet) PolicySummary {
 		if f.trace.Requests[i].Output > 1 {
 			itl = append(itl, float64(r.itl))
 		}
-		if float64(r.ttft) <= slo.TTFT.D().Seconds()+1e-9 && float64(r.itl) <= slo.ITL.D().Seconds()+1e-9 {
+		if f.met(i) {
 			met++
 		}
 	}

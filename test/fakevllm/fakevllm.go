@@ -31,6 +31,12 @@ type Exporter struct {
 	running  *prometheus.GaugeVec
 	config   *prometheus.GaugeVec
 	success  *prometheus.CounterVec
+	prompt   *prometheus.HistogramVec
+	output   *prometheus.HistogramVec
+	ttft     *prometheus.HistogramVec
+	itl      *prometheus.HistogramVec
+	eppSize  *prometheus.GaugeVec
+	eppBytes *prometheus.GaugeVec
 	srv      *http.Server
 	ln       net.Listener
 	legacyKV bool
@@ -38,13 +44,21 @@ type Exporter struct {
 
 var podLabels = []string{"namespace", "pod", "model_name"}
 
-// Start serves on 127.0.0.1 at a free port. legacyKV exports the pre-0.10
-// KV gauge name (vllm:gpu_cache_usage_perc) instead of the new one.
+// eppLabels are the EPP flow-control queue's labels: no namespace.
+var eppLabels = []string{"target_model_name", "model_name", "inference_pool"}
+
+// Start serves on 127.0.0.1 at a free port. legacyKV exports the older
+// names instead of the new ones: the pre-0.10 KV gauge
+// (vllm:gpu_cache_usage_perc), the per-token latency histogram
+// vllm:time_per_output_token_seconds, and the EPP's deprecated
+// inference_extension_flow_control_queue_* gauges.
 func Start(legacyKV bool) (*Exporter, error) {
-	kvName := "vllm:kv_cache_usage_perc"
+	kvName, itlName, eppPrefix := "vllm:kv_cache_usage_perc", "vllm:inter_token_latency_seconds", "llm_d_epp"
 	if legacyKV {
-		kvName = "vllm:gpu_cache_usage_perc"
+		kvName, itlName, eppPrefix = "vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds", "inference_extension"
 	}
+	tokenBuckets := prometheus.ExponentialBuckets(1, 4, 8)
+	latencyBuckets := prometheus.ExponentialBuckets(0.001, 2, 16)
 	e := &Exporter{
 		reg:      prometheus.NewRegistry(),
 		legacyKV: legacyKV,
@@ -55,8 +69,15 @@ func Start(legacyKV bool) (*Exporter, error) {
 			append(append([]string{}, podLabels...), "num_gpu_blocks", "block_size")),
 		success: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:request_success_total", Help: "Finished requests."},
 			append(append([]string{}, podLabels...), "finished_reason")),
+		prompt: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vllm:request_prompt_tokens", Help: "Prompt tokens.", Buckets: tokenBuckets}, podLabels),
+		output: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vllm:request_generation_tokens", Help: "Generated tokens.", Buckets: tokenBuckets}, podLabels),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vllm:time_to_first_token_seconds", Help: "Time to first token.",
+			Buckets: latencyBuckets}, podLabels),
+		itl:      prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: itlName, Help: "Inter-token latency.", Buckets: latencyBuckets}, podLabels),
+		eppSize:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: eppPrefix + "_flow_control_queue_size", Help: "EPP queued requests."}, eppLabels),
+		eppBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: eppPrefix + "_flow_control_queue_bytes", Help: "EPP queued bytes."}, eppLabels),
 	}
-	e.reg.MustRegister(e.kv, e.waiting, e.running, e.config, e.success)
+	e.reg.MustRegister(e.kv, e.waiting, e.running, e.config, e.success, e.prompt, e.output, e.ttft, e.itl, e.eppSize, e.eppBytes)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -85,6 +106,35 @@ func (e *Exporter) Served(p Pod, n float64) {
 	e.success.WithLabelValues(p.Namespace, p.Name, p.Model, "stop").Add(n)
 }
 
+// Request is what one finished request looked like.
+type Request struct {
+	PromptTokens, OutputTokens float64
+	// TTFT and ITL in seconds, as vLLM observes them.
+	TTFT, ITL float64
+}
+
+// Finished records n finished requests like r for the pod: the success
+// counter and the token and latency histograms (ITL once per request,
+// which keeps its mean).
+func (e *Exporter) Finished(p Pod, n int, r Request) {
+	l := []string{p.Namespace, p.Name, p.Model}
+	e.success.WithLabelValues(append(l, "stop")...).Add(float64(n))
+	for range n {
+		e.prompt.WithLabelValues(l...).Observe(r.PromptTokens)
+		e.output.WithLabelValues(l...).Observe(r.OutputTokens)
+		e.ttft.WithLabelValues(l...).Observe(r.TTFT)
+		e.itl.WithLabelValues(l...).Observe(r.ITL)
+	}
+}
+
+// SetEPPQueue publishes the EPP flow-control queue for a model (labels
+// target_model_name and model_name both set to it; no namespace, as the
+// EPP exports none).
+func (e *Exporter) SetEPPQueue(model, pool string, size, bytes float64) {
+	e.eppSize.WithLabelValues(model, model, pool).Set(size)
+	e.eppBytes.WithLabelValues(model, model, pool).Set(bytes)
+}
+
 // Remove stops exporting a pod's series (the pod went away).
 func (e *Exporter) Remove(p Pod) {
 	e.mu.Lock()
@@ -95,6 +145,9 @@ func (e *Exporter) Remove(p Pod) {
 	e.running.Delete(l)
 	e.config.DeletePartialMatch(l)
 	e.success.DeletePartialMatch(l)
+	for _, h := range []*prometheus.HistogramVec{e.prompt, e.output, e.ttft, e.itl} {
+		h.Delete(l)
+	}
 }
 
 // Close stops the server.

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -16,10 +17,12 @@ import (
 )
 
 // TestCollectorAgainstPrometheus runs the collector's real PromQL against
-// Debian's Prometheus: new and legacy KV gauge names, namespace filtering,
-// and a model ID full of PromQL syntax.
+// Debian's Prometheus: new and legacy KV gauge and ITL histogram names,
+// namespace filtering, a model ID full of PromQL syntax, the arrival rate,
+// mean TTFT and ITL, and the EPP queue (new and deprecated names, no
+// namespace label).
 func TestCollectorAgainstPrometheus(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
 	current, err := fakevllm.Start(false)
@@ -39,6 +42,13 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 	current.Set(other, 0.99, 9)
 	legacy.Set(b, 0.61, 1)
 	current.Served(c, 5)
+	// Steady traffic: 4 req/s on new-0 (inter_token_latency), 2 req/s on
+	// old-0 (time_per_output_token, the fallback).
+	startTraffic(t, current, a, 4, fakevllm.Request{PromptTokens: 500, OutputTokens: 100, TTFT: 0.080, ITL: 0.012})
+	startTraffic(t, legacy, b, 2, fakevllm.Request{PromptTokens: 200, OutputTokens: 50, TTFT: 0.250, ITL: 0.030})
+	current.SetEPPQueue("meta/llama", "llama-pool", 6, 6000)
+	legacy.SetEPPQueue("meta/llama", "llama-pool", 100, 1) // deprecated name for the same model: ignored
+	legacy.SetEPPQueue("other/model", "other-pool", 2, 200)
 
 	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: vllm\n    honor_labels: true\n" +
 		"    static_configs:\n      - targets: [\"" + current.Addr + "\", \"" + legacy.Addr + "\"]\n"
@@ -55,7 +65,7 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 		}
 		return len(res.Pods) == 3 && res.Pods[collector.PodKey{Namespace: "prod", Pod: "old-0"}].Reporting(), fmt_(res.Pods, nil)
 	})
-	assert.Equal(t, 6, res.Queries, "5 metric queries + 1 per retention window")
+	assert.Equal(t, 11, res.Queries, "10 metric queries + 1 per retention window")
 	assert.Equal(t, 0.42, res.Pods[collector.PodKey{Namespace: "prod", Pod: "new-0"}].KvCacheUsage)
 	assert.Equal(t, 3.0, res.Pods[collector.PodKey{Namespace: "prod", Pod: "new-0"}].QueueLength)
 	assert.Equal(t, 0.61, res.Pods[collector.PodKey{Namespace: "prod", Pod: "old-0"}].KvCacheUsage, "legacy gauge name as fallback")
@@ -72,4 +82,32 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 		n, _ := res.RequestsOver(time.Minute, collector.ModelKey{Namespace: "prod", Model: evilModel})
 		return n > 0, fmt_(res.Requests, nil)
 	})
+
+	// rate() over the 60s window divides by the whole window: it reads
+	// low until a minute of samples exists. The driver runs on a loaded
+	// machine, so the rate is checked within 25%; the means are ratios of
+	// two rates of the same requests, so they are exact.
+	pod := func(name string) collector.PodMetrics {
+		return res.Pods[collector.PodKey{Namespace: "prod", Pod: name}]
+	}
+	eventually(ctx, t, "arrival rate of both pods at 4 and 2 req/s within 25%", func() (bool, string) {
+		res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, Time: time.Now()})
+		if err != nil {
+			return false, err.Error()
+		}
+		return math.Abs(pod("new-0").ArrivalRate-4) <= 1 && math.Abs(pod("old-0").ArrivalRate-2) <= 0.5, fmt_(res.Pods, nil)
+	})
+	pa, pb := pod("new-0"), pod("old-0")
+	assert.InDelta(t, 80, pa.AvgTTFTms, 0.01, "seconds to ms")
+	assert.InDelta(t, 12, pa.AvgITLms, 0.01)
+	assert.InDelta(t, 250, pb.AvgTTFTms, 0.01)
+	assert.InDelta(t, 30, pb.AvgITLms, 0.01, "legacy ITL histogram as fallback")
+	assert.InDelta(t, 500, pa.AvgInputTokens, 0.01)
+	assert.InDelta(t, 50, pb.AvgOutputTokens, 0.01)
+
+	// The EPP series have no namespace label: they count for the model in
+	// any namespace. Where the new name has the model, the deprecated one
+	// is ignored (an EPP exports both); elsewhere it is the fallback.
+	assert.Equal(t, collector.EPPQueue{Size: 6, Bytes: 6000}, res.SchedulerQueueFor("prod", "meta/llama"))
+	assert.Equal(t, collector.EPPQueue{Size: 2, Bytes: 200}, res.SchedulerQueueFor("staging", "other/model"))
 }

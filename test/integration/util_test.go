@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/testenv"
 )
 
@@ -34,3 +37,43 @@ func httpGet(ctx context.Context, t *testing.T, url string) string {
 
 // tryGet is httpGet without failing the test (for polling).
 func tryGet(ctx context.Context, url string) (string, error) { return testenv.Get(ctx, url) }
+
+// traffic finishes requests on a fake vLLM pod at a steady rate (req/s)
+// until the test ends, every 100ms, carrying fractions over.
+type traffic struct {
+	mu   sync.Mutex
+	rate float64
+}
+
+func startTraffic(t *testing.T, e *fakevllm.Exporter, p fakevllm.Pod, rate float64, r fakevllm.Request) *traffic {
+	tr := &traffic{rate: rate}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		last, carry := time.Now(), 0.0
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				tr.mu.Lock()
+				carry += tr.rate * now.Sub(last).Seconds()
+				tr.mu.Unlock()
+				last = now
+				if n := int(carry); n > 0 {
+					e.Finished(p, n, r)
+					carry -= float64(n)
+				}
+			}
+		}
+	}()
+	return tr
+}
+
+func (tr *traffic) set(rate float64) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.rate = rate
+}

@@ -91,11 +91,14 @@ type Totals struct {
 	ReplicaDemand        float64       `json:"replicaDemand"`
 	SchedulerQueueDemand float64       `json:"schedulerQueueDemand"`
 	Demand               float64       `json:"demand"`
-	Supply               float64       `json:"supply"`
-	AnticipatedSupply    float64       `json:"anticipatedSupply"`
-	Utilization          float64       `json:"utilization"`
-	RequiredCapacity     float64       `json:"requiredCapacity"`
-	SpareCapacity        float64       `json:"spareCapacity"`
+	// PeakDemand is the highest demand of the scale-down stabilization
+	// window (this cycle's included); spare capacity is computed from it.
+	PeakDemand        float64 `json:"peakDemand"`
+	Supply            float64 `json:"supply"`
+	AnticipatedSupply float64 `json:"anticipatedSupply"`
+	Utilization       float64 `json:"utilization"`
+	RequiredCapacity  float64 `json:"requiredCapacity"`
+	SpareCapacity     float64 `json:"spareCapacity"`
 }
 
 // Analysis is the analyzer's intermediate quantities.
@@ -158,6 +161,9 @@ type State struct {
 	Variants map[string]VariantMemory `json:"variants,omitempty"`
 	// Workload is the last workload average seen on any replica.
 	Workload *Workload `json:"workload,omitempty"`
+	// Demand holds the last scaleDownStabilizationCycles demands per role
+	// (oldest first), for scale-down stabilization.
+	Demand map[decision.Role][]float64 `json:"demand,omitempty"`
 }
 
 // VariantMemory is a variant's capacity as last measured.
@@ -191,6 +197,12 @@ func (s State) clone(g decision.Group) State {
 	if s.Workload != nil {
 		w := *s.Workload
 		out.Workload = &w
+	}
+	for role, h := range s.Demand {
+		if out.Demand == nil {
+			out.Demand = map[decision.Role][]float64{}
+		}
+		out.Demand[role] = append([]float64(nil), h...)
 	}
 	return out
 }
@@ -407,7 +419,7 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 		}
 	}
 
-	return a, a.signal(cfg)
+	return a, a.signal(cfg, st)
 }
 
 // k2 walks the priority chain for one replica and records observations.
@@ -434,7 +446,7 @@ func (st *State) k2(v decision.Variant, queue, tokensInUse, in, out, queueThresh
 
 // signal totals demand and supply (per role when disaggregated) and turns
 // them into the optimizer's signal.
-func (a *Analysis) signal(cfg config.Saturation) decision.Signal {
+func (a *Analysis) signal(cfg config.Saturation, st *State) decision.Signal {
 	sig := decision.Signal{Analyzer: Name, Priority: cfg.Priority, CapacityPerReplica: map[string]float64{}}
 	parts := map[decision.Role]*Totals{}
 	pending := map[decision.Role]int32{}
@@ -477,7 +489,9 @@ func (a *Analysis) signal(cfg config.Saturation) decision.Signal {
 		if t.Supply > 0 {
 			t.Utilization = t.Demand / t.Supply
 		}
-		t.RequiredCapacity, t.SpareCapacity = Signals(t.Demand, t.Supply, t.AnticipatedSupply, cfg.ScaleUpThreshold, cfg.ScaleDownBoundary)
+		t.PeakDemand = st.peakDemand(role, t.Demand, cfg.ScaleDownStabilizationCycles)
+		t.RequiredCapacity, _ = Signals(t.Demand, t.Supply, t.AnticipatedSupply, cfg.ScaleUpThreshold, cfg.ScaleDownBoundary)
+		_, t.SpareCapacity = Signals(t.PeakDemand, t.Supply, t.AnticipatedSupply, cfg.ScaleUpThreshold, cfg.ScaleDownBoundary)
 		reason := a.describe(*t, cfg)
 		if t.RequiredCapacity > 0 && !a.hasCapacity(t.Variants) {
 			if pending[role] > 0 {
@@ -499,6 +513,7 @@ func (a *Analysis) signal(cfg config.Saturation) decision.Signal {
 		a.Total.ReplicaDemand += t.ReplicaDemand
 		a.Total.SchedulerQueueDemand += t.SchedulerQueueDemand
 		a.Total.Demand += t.Demand
+		a.Total.PeakDemand += t.PeakDemand
 		a.Total.Supply += t.Supply
 		a.Total.AnticipatedSupply += t.AnticipatedSupply
 		a.Total.RequiredCapacity += t.RequiredCapacity
@@ -526,6 +541,28 @@ func (a *Analysis) signal(cfg config.Saturation) decision.Signal {
 	return sig
 }
 
+// peakDemand records this cycle's demand of a role and returns the highest
+// of the last `cycles` (at least this one).
+func (st *State) peakDemand(role decision.Role, demand float64, cycles int) float64 {
+	if cycles <= 1 {
+		delete(st.Demand, role)
+		return demand
+	}
+	if st.Demand == nil {
+		st.Demand = map[decision.Role][]float64{}
+	}
+	h := append(st.Demand[role], demand)
+	if len(h) > cycles {
+		h = h[len(h)-cycles:]
+	}
+	st.Demand[role] = h
+	peak := demand
+	for _, d := range h {
+		peak = math.Max(peak, d)
+	}
+	return peak
+}
+
 func (a *Analysis) hasCapacity(names []string) bool {
 	for _, vc := range a.Variants {
 		for _, n := range names {
@@ -543,7 +580,7 @@ func (a *Analysis) describe(t Totals, cfg config.Saturation) string {
 	case t.RequiredCapacity > 0:
 		return fmt.Sprintf("%s; required %.0f tokens = %.0f/%.2f - %.0f", head, t.RequiredCapacity, t.Demand, cfg.ScaleUpThreshold, t.AnticipatedSupply)
 	case t.SpareCapacity > 0:
-		return fmt.Sprintf("%s; spare %.0f tokens = %.0f - %.0f/%.2f", head, t.SpareCapacity, t.Supply, t.Demand, cfg.ScaleDownBoundary)
+		return fmt.Sprintf("%s; spare %.0f tokens = %.0f - %.0f/%.2f", head, t.SpareCapacity, t.Supply, t.PeakDemand, cfg.ScaleDownBoundary)
 	default:
 		return fmt.Sprintf("%s; within [%.2f, %.2f]", head, cfg.ScaleDownBoundary, cfg.ScaleUpThreshold)
 	}

@@ -331,6 +331,7 @@ func TestMoreDemandNeverFewerReplicas(t *testing.T) {
 		blocks := map[string]int64{"a": 1000 + rng.Int64N(4000), "b": 1000 + rng.Int64N(4000)}
 		base := rng.Float64() * 0.5
 		prev := int32(-1)
+		var state any
 		for step := range 8 {
 			grow := float64(step) / 8
 			gg := g
@@ -342,8 +343,16 @@ func TestMoreDemandNeverFewerReplicas(t *testing.T) {
 					gg.Replicas = append(gg.Replicas, rep(fmt.Sprintf("%s-%d", v.Name, k), v.Name, base+grow*0.5, queue, blocks[v.Name]))
 				}
 			}
-			res, err := Analyzer{}.AnalyzeState(gg, defaults(), nil)
+			cfg := defaults()
+			if trial%2 == 1 {
+				// With stabilization on, from a remembered lower demand.
+				cfg.Saturation.ScaleDownStabilizationCycles = 10
+			}
+			res, err := Analyzer{}.AnalyzeState(gg, cfg, state)
 			require.NoError(t, err)
+			if trial%2 == 1 {
+				state = res.State
+			}
 			var total int32
 			for _, n := range targets(optimizer.OptimizeGroup(gg, res.Signal)) {
 				total += n
@@ -360,4 +369,54 @@ func targets(ts []decision.Target) map[string]int32 {
 		out[t.Variant] = t.Replicas
 	}
 	return out
+}
+
+// Scale-down stabilization: spare capacity comes from the highest demand
+// of the last scaleDownStabilizationCycles cycles. 4 L4 (k1 = 12,800 each,
+// supply 51,200); a cycle at 0.8 usage (D = 4*12,800 = 51,200) then cycles
+// at 0.2 usage (D = 12,800).
+func TestScaleDownStabilization(t *testing.T) {
+	g := func(usage float64) decision.Group {
+		g := decision.Group{ModelID: "m", Variants: []decision.Variant{{Name: "l4", Cost: 5, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 4}}}
+		for i := range 4 {
+			g.Replicas = append(g.Replicas, rep(fmt.Sprint(i), "l4", usage, 0, 1000))
+		}
+		return g
+	}
+	cases := []struct {
+		name   string
+		cycles int
+		// spare after each low cycle following the burst
+		spare []float64
+	}{
+		// Off: the first quiet cycle already frees 51,200 - 12,800/0.70.
+		{"off", 0, []float64{51200 - 12800/0.70, 51200 - 12800/0.70, 51200 - 12800/0.70}},
+		{"one cycle is off", 1, []float64{51200 - 12800/0.70, 51200 - 12800/0.70, 51200 - 12800/0.70}},
+		// 3 cycles: the burst is in the window for two more cycles (its
+		// demand 51,200/0.70 > supply: no spare), then drops out.
+		{"three cycles", 3, []float64{0, 0, 51200 - 12800/0.70}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := defaults()
+			cfg.Saturation.ScaleDownStabilizationCycles = c.cycles
+			res, err := Analyzer{}.AnalyzeState(g(0.8), cfg, nil)
+			require.NoError(t, err)
+			assert.Zero(t, res.Signal.SpareCapacity)
+			state := res.State
+			for i, want := range c.spare {
+				// Through JSON, as the engine stores it.
+				raw, err := json.Marshal(state)
+				require.NoError(t, err)
+				res, err = Analyzer{}.AnalyzeState(g(0.2), cfg, json.RawMessage(raw))
+				require.NoError(t, err)
+				assert.InDelta(t, want, res.Signal.SpareCapacity, 1e-6, "quiet cycle %d", i+1)
+				assert.Zero(t, res.Signal.RequiredCapacity, "stabilization never adds replicas")
+				state = res.State
+			}
+			if c.cycles > 1 {
+				assert.Len(t, res.State.(State).Demand[decision.RoleBoth], c.cycles, "the window is bounded")
+			}
+		})
+	}
 }

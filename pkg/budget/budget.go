@@ -1,7 +1,7 @@
 // Package budget accounts GPUs and GPU memory per node pool for the
 // scale-from-zero fast path: which pools exist, what the pods and variants
 // on them hold, whether one more replica fits and, when it does not, who
-// holds the budget. Everything here is pure; the caller gathers nodes, pods
+// holds the budget. The accounting is pure; Source (source.go) gathers nodes, pods
 // and variants from informer caches.
 package budget
 
@@ -234,4 +234,16 @@ func owner(variants []Variant, p Pod) string {
 		}
 	}
 	return ""
+}
+
+// FreeGPUs is the GPUs left in each pool with a GPU limit, keyed by pool
+// name (pools without one are absent: not limited).
+func FreeGPUs(usage map[string]Usage) map[string]int64 {
+	out := map[string]int64{}
+	for name, u := range usage {
+		if u.Total.GPUs != Unlimited {
+			out[name] = u.Available().GPUs
+		}
+	}
+	return out
 }

@@ -153,3 +153,32 @@ func TestAmountString(t *testing.T) {
 	assert.Equal(t, "6 GPUs, 80Gi GPU memory", Amount{GPUs: 6, GPUMemory: 80 * gi}.String())
 	assert.Equal(t, "unlimited GPUs, unlimited GPU memory", Amount{GPUs: Unlimited, GPUMemory: Unlimited}.String())
 }
+
+func TestFreeGPUs(t *testing.T) {
+	usage := map[string]Usage{
+		"H100":   {Total: Amount{GPUs: 8}, Allocated: Amount{GPUs: 5}},
+		"L4":     {Total: Amount{GPUs: 2}, Allocated: Amount{GPUs: 3}}, // over-committed: none free, never negative
+		"memory": {Total: Amount{GPUs: Unlimited, GPUMemory: 1 << 30}},
+	}
+	assert.Equal(t, map[string]int64{"H100": 3, "L4": 0}, FreeGPUs(usage), "a pool without a GPU limit is absent: not limited")
+}
+
+func TestValidateFlags(t *testing.T) {
+	tests := []struct {
+		configMap, poolLabel string
+		want                 []string
+	}{
+		{"", "", nil},
+		{"gpu-budget", "", nil},
+		{"", "nvidia.com/gpu.product", nil},
+		{"gpu-budget", "pool", []string{`--budget-configmap="gpu-budget" and --budget-node-pool-label="pool": choose one budget source`}},
+		{"", "bad label!", []string{`--budget-node-pool-label="bad label!"`}},
+	}
+	for _, tt := range tests {
+		errs := ValidateFlags(tt.configMap, tt.poolLabel)
+		require.Len(t, errs, len(tt.want), "%v", errs)
+		for i, w := range tt.want {
+			assert.Contains(t, errs[i].Error(), w)
+		}
+	}
+}
