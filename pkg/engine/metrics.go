@@ -11,6 +11,7 @@ type Metrics struct {
 	DesiredReplicas *prometheus.GaugeVec
 	CurrentReplicas *prometheus.GaugeVec
 	DesiredRatio    *prometheus.GaugeVec
+	VariantCost     *prometheus.GaugeVec
 	AvgSpareKv      *prometheus.GaugeVec
 	AvgSpareQueue   *prometheus.GaugeVec
 	Decisions       *prometheus.CounterVec
@@ -36,6 +37,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Replicas of the variant's scale target (spec.replicas) when the decision was made."}, variantLabelNames),
 		DesiredRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_desired_ratio",
 			Help: "Desired over current replicas (desired when current is 0)."}, variantLabelNames),
+		VariantCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_variant_cost",
+			Help: "Cost of one replica of the variant (spec.variantCost); times wva_current_replicas gives the variant's cost rate."}, variantLabelNames),
 		AvgSpareKv: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_saturation_avg_spare_kv",
 			Help: "Average spare KV cache fraction over non-saturated replicas of the model."}, []string{"namespace", "model_id"}),
 		AvgSpareQueue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_saturation_avg_spare_queue",
@@ -57,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		variantLabels: map[[4]string]bool{},
 		groupLabels:   map[[2]string]bool{},
 	}
-	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.AvgSpareKv, m.AvgSpareQueue, m.Decisions,
+	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.VariantCost, m.AvgSpareKv, m.AvgSpareQueue, m.Decisions,
 		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs)
 	return m
 }
@@ -67,7 +70,9 @@ type VariantSample struct {
 	Labels  [4]string // variant_name, namespace, model_id, accelerator
 	Desired int32
 	Current int32
-	Target  decision.Target
+	// Cost is the cost of one replica (spec.variantCost).
+	Cost   float64
+	Target decision.Target
 }
 
 // GroupSample is one group's analysis figures.
@@ -92,6 +97,7 @@ func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
 			ratio = float64(v.Desired) / float64(v.Current)
 		}
 		m.DesiredRatio.WithLabelValues(l...).Set(ratio)
+		m.VariantCost.WithLabelValues(l...).Set(v.Cost)
 		m.Decisions.WithLabelValues(string(v.Target.Action), string(v.Target.Rule)).Inc()
 	}
 	for l := range m.variantLabels {
@@ -99,6 +105,7 @@ func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
 			m.DesiredReplicas.DeleteLabelValues(l[:]...)
 			m.CurrentReplicas.DeleteLabelValues(l[:]...)
 			m.DesiredRatio.DeleteLabelValues(l[:]...)
+			m.VariantCost.DeleteLabelValues(l[:]...)
 		}
 	}
 	m.variantLabels = seenV
