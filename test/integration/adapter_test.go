@@ -2,6 +2,11 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"math/big"
 	"net"
 	"testing"
 	"time"
@@ -17,6 +22,7 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // TestAdapterEndToEnd runs `wva adapter` registered through a real
@@ -82,6 +88,31 @@ func TestAdapterEndToEnd(t *testing.T) {
 		assert.True(t, meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeTargetResolved))
 		assert.True(t, meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeOptimizationReady))
 		assert.Contains(t, va.Status.DesiredOptimizedAlloc.Reason, "no change")
+	})
+
+	t.Run("a renewed serving certificate is served without a restart", func(t *testing.T) {
+		before := servingCertSerial(ctx, t, adapter.Port, cluster.CAPEM, svc.ServiceDNSName())
+		cert, key, err := cluster.IssueServingCert([]string{svc.ServiceDNSName()}, []net.IP{net.ParseIP("127.0.0.1")})
+		require.NoError(t, err)
+		block, _ := pem.Decode(cert)
+		renewedCert, err := x509.ParseCertificate(block.Bytes)
+		require.NoError(t, err)
+		require.NotEqual(t, before.String(), renewedCert.SerialNumber.String())
+
+		// As the kubelet does when cert-manager renews Secret wva-adapter-tls.
+		swapped := time.Now()
+		require.NoError(t, testenv.WriteSecretVolume(adapter.CertDir, map[string][]byte{"tls.crt": cert, "tls.key": key}))
+		// k8s.io/apiserver's DynamicCertKeyPairContent (--tls-cert-file)
+		// watches the files with fsnotify and re-reads them every minute
+		// regardless: 90 s bounds it with margin for a loaded machine.
+		rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		eventually(rctx, t, "new serving certificate in a new TLS handshake", func() (bool, string) {
+			got := servingCertSerial(rctx, t, adapter.Port, cluster.CAPEM, svc.ServiceDNSName())
+			return got.Cmp(renewedCert.SerialNumber) == 0, got.String()
+		})
+		t.Logf("renewed serving certificate served %s after the Secret volume swap", time.Since(swapped).Round(10*time.Millisecond))
+		eventually(ctx, t, "the aggregator still reaches the adapter", served(2))
 	})
 
 	t.Run("unknown variant is NotFound", func(t *testing.T) {
@@ -163,4 +194,18 @@ func TestAdapterEndToEnd(t *testing.T) {
 		ok, got := served(3)()
 		assert.True(t, ok, "served %s after recovery", got)
 	})
+}
+
+// servingCertSerial completes a TLS handshake with the adapter, verifying
+// its certificate for serverName against caPEM as the aggregator does, and
+// returns the certificate's serial number.
+func servingCertSerial(ctx context.Context, t *testing.T, port int, caPEM []byte, serverName string) *big.Int {
+	t.Helper()
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(caPEM))
+	d := tls.Dialer{Config: &tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12}}
+	conn, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	require.NoError(t, err)
+	defer conn.Close()
+	return conn.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber
 }
