@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
@@ -386,4 +388,28 @@ func InstallCRDFiles(ctx context.Context, t testing.TB, cfg *rest.Config, files 
 			})
 		}
 	}
+}
+
+// WriteKubeconfig writes cfg (host, CA and client certificate as data) as a
+// kubeconfig file for a process's --kubeconfig flags.
+func WriteKubeconfig(path string, cfg *rest.Config) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, CertificateAuthority: cfg.CAFile}
+	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "user"}
+	kc.CurrentContext = "test"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+// RBACObjects are the ServiceAccounts, Roles, ClusterRoles and their
+// bindings among objs.
+func RBACObjects(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
+			out = append(out, o)
+		}
+	}
+	return out
 }
