@@ -63,6 +63,7 @@ func TestClosedLoop(t *testing.T) {
 	// Before the faults, which stop Prometheus and move the adapter.
 	t.Run("6 dashboard queries", func(t *testing.T) { checkDashboard(ctx, t, r) })
 	t.Run("6 alert expressions", func(t *testing.T) { checkAlerts(ctx, t, r) })
+	t.Run("6 RBAC", func(t *testing.T) { checkNoForbidden(t, r) })
 	t.Run("4 faults", func(t *testing.T) { faults(ctx, t, r) })
 }
 

@@ -163,3 +163,17 @@ func allZero(s []harness.Sample) bool {
 	}
 	return true
 }
+
+// checkNoForbidden fails on any request the API server refused to a wva
+// process: each runs as its deploy/ ServiceAccount, and a missing rule shows
+// as a "forbidden" error in its log long before it breaks a scenario.
+func checkNoForbidden(t *testing.T, r *rig) {
+	for _, p := range []*testenv.Process{r.adapter, r.controller, r.fastPath} {
+		for _, line := range strings.Split(p.Log(), "\n") {
+			if strings.Contains(line, "forbidden") {
+				t.Errorf("%s: %s", p.Name, line)
+			}
+		}
+	}
+	r.report.add("6 RBAC: adapter, controller and fast path ran scenarios 1-3 and 5 as their deploy/ ServiceAccounts with no forbidden request")
+}
