@@ -111,7 +111,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 			got := servingCertSerial(rctx, t, adapter.Port, cluster.CAPEM, svc.ServiceDNSName())
 			return got.Cmp(renewedCert.SerialNumber) == 0, got.String()
 		})
-		t.Logf("renewed serving certificate served %s after the Secret volume swap", time.Since(swapped).Round(10*time.Millisecond))
+		t.Logf("renewed serving certificate served %s after the Secret volume swap", time.Since(swapped).Round(100*time.Microsecond))
 		eventually(ctx, t, "the aggregator still reaches the adapter", served(2))
 	})
 
