@@ -13,10 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -207,6 +210,111 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 	require.Empty(t, rejected, "objects rejected by the apiserver")
 	t.Logf("%d objects of %d kustomizations accepted by server-side dry run (%s incl. control plane start)",
 		n, len(deployDirs)+len(exampleDirs), time.Since(start).Round(time.Millisecond))
+
+	t.Run("RBAC allows what each component needs and no more", func(t *testing.T) { checkPermissions(ctx, t, cluster) })
+	t.Run("examples add ConfigMap entries beside deploy/default's", func(t *testing.T) { checkConfigMapMerge(ctx, t, cluster) })
+}
+
+// access is one request a ServiceAccount of deploy/ makes (or must not).
+type access struct {
+	verb, group, resource, subresource, namespace, name string
+}
+
+// checkPermissions applies deploy/default's RBAC for real and asks the API
+// server (SubjectAccessReview) what each identity may do: everything the
+// components call, nothing beyond their job.
+func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluster) {
+	cs := cluster.Clientset()
+	applier, err := testenv.NewApplier(cluster.RESTConfig)
+	require.NoError(t, err)
+	for _, o := range testenv.RBACObjects(renderDefault(t)) {
+		require.NoError(t, applier.Apply(ctx, o, false), objKey(o))
+	}
+	const va, vaStatus = "variantautoscalings", "status"
+	cases := map[string]struct{ allowed, denied []access }{
+		"wva-system:wva-adapter": {
+			allowed: []access{{"list", "", "pods", "", "", ""}, {"watch", "apps", "deployments", "", "", ""}, {"watch", "llmd.ai", va, "", "", ""},
+				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"watch", "", "configmaps", "", "wva-system", ""},
+				{"update", "coordination.k8s.io", "leases", "", "wva-system", "wva-adapter"}, {"create", "", "events", "", "prod", ""},
+				{"get", "", "configmaps", "", "kube-system", "extension-apiserver-authentication"},
+				{"create", "authentication.k8s.io", "tokenreviews", "", "", ""}, {"create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""}},
+			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"list", "", "configmaps", "", "prod", ""},
+				{"update", "apps", "deployments", "scale", "prod", "x"}, {"update", "llmd.ai", va, "", "prod", "x"},
+				{"delete", "", "pods", "", "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "prod", "x"}},
+		},
+		"wva-system:wva-controller": {
+			allowed: []access{{"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""}, {"update", "apps", "deployments", "scale", "prod", "x"},
+				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "wva-system", "wva-controller"}},
+			denied: []access{{"list", "", "pods", "", "", ""}, {"get", "", "secrets", "", "prod", "x"}, {"update", "apps", "deployments", "", "prod", "x"},
+				{"list", "", "configmaps", "", "wva-system", ""}},
+		},
+		"wva-system:wva-scale-from-zero": {
+			allowed: []access{{"patch", "llmd.ai", va, "", "prod", "x"}, {"update", "apps", "deployments", "scale", "prod", "x"},
+				{"list", "", "nodes", "", "", ""}, {"list", "", "pods", "", "", ""}, {"watch", "", "configmaps", "", "wva-system", ""}},
+			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"delete", "", "pods", "", "prod", "x"},
+				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""}},
+		},
+		"kube-system:horizontal-pod-autoscaler": {
+			allowed: []access{{"get", "external.metrics.k8s.io", "wva_desired_replicas", "", "prod", ""}},
+		},
+	}
+	for sa, c := range cases {
+		ns, _, _ := strings.Cut(sa, ":")
+		user := "system:serviceaccount:" + sa
+		groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+		for want, list := range map[bool][]access{true: c.allowed, false: c.denied} {
+			for _, a := range list {
+				sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+					Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &authorizationv1.ResourceAttributes{
+						Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Namespace: a.namespace, Name: a.name}},
+				}, metav1.CreateOptions{})
+				require.NoError(t, err)
+				assert.Equal(t, want, sar.Status.Allowed, "%s %+v (allowed=%v, reason %q)", sa, a, sar.Status.Allowed, sar.Status.Reason)
+			}
+		}
+	}
+}
+
+// checkConfigMapMerge applies deploy/default's ConfigMaps, then each
+// example's wva ConfigMap under another field manager, as
+// `kubectl apply --server-side` would: the example's entries are added and
+// the `default` entries stay.
+func checkConfigMapMerge(ctx context.Context, t *testing.T, cluster *harness.Cluster) {
+	base := mustApplier(t, cluster)
+	base.FieldManager = "deploy-default"
+	example := mustApplier(t, cluster)
+	example.FieldManager = "example"
+	for _, o := range renderDefault(t) {
+		if o.GetKind() == "ConfigMap" {
+			require.NoError(t, base.Apply(ctx, o, false), objKey(o))
+		}
+	}
+	merged := 0
+	for _, dir := range exampleDirs {
+		for _, o := range render(t, dir) {
+			if o.GetKind() != "ConfigMap" || !config.IsConfigMapName(o.GetName()) {
+				continue
+			}
+			require.NoError(t, example.Apply(ctx, o, false), objKey(o))
+			live, err := cluster.Clientset().CoreV1().ConfigMaps(o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
+			require.NoError(t, err)
+			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+			for k := range data {
+				require.Contains(t, live.Data, k, "%s: example entry", dir)
+			}
+			if o.GetName() != config.QueueingModelConfigMapName {
+				require.Contains(t, live.Data, config.DefaultKey, "%s: deploy/default's entry must survive", dir)
+			}
+			merged++
+		}
+	}
+	require.Equal(t, 3, merged, "examples with wva ConfigMap entries")
+}
+
+func mustApplier(t *testing.T, cluster *harness.Cluster) *testenv.Applier {
+	a, err := testenv.NewApplier(cluster.RESTConfig)
+	require.NoError(t, err)
+	return a
 }
 
 func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {

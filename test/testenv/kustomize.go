@@ -285,8 +285,10 @@ func ObjKey(o *unstructured.Unstructured) string {
 // Applier server-side-applies objects (optionally as a dry run), finding
 // each kind's resource through discovery.
 type Applier struct {
-	dyn    dynamic.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	// FieldManager names the applier in managedFields ("wva-test" if empty).
+	FieldManager string
+	dyn          dynamic.Interface
+	mapper       *restmapper.DeferredDiscoveryRESTMapper
 }
 
 // NewApplier returns an Applier for cfg.
@@ -304,7 +306,11 @@ func NewApplier(cfg *rest.Config) (*Applier, error) {
 
 // Apply server-side-applies o with strict field validation.
 func (a *Applier) Apply(ctx context.Context, o *unstructured.Unstructured, dryRun bool) error {
-	return applyObject(ctx, a.dyn, a.mapper, o, dryRun)
+	manager := a.FieldManager
+	if manager == "" {
+		manager = "wva-test"
+	}
+	return applyObject(ctx, a.dyn, a.mapper, o, manager, dryRun)
 }
 
 // ApplyDirT renders a kustomization and applies every object for real.
@@ -326,7 +332,7 @@ func ApplyDirT(ctx context.Context, t testing.TB, cfg *rest.Config, dir string) 
 	return objs
 }
 
-func applyObject(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, o *unstructured.Unstructured, dryRun bool) error {
+func applyObject(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, o *unstructured.Unstructured, manager string, dryRun bool) error {
 	gvk := o.GroupVersionKind()
 	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
@@ -339,7 +345,7 @@ func applyObject(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.
 	if err != nil {
 		return err
 	}
-	opts := metav1.PatchOptions{FieldManager: "wva-test", Force: ptr.To(true), FieldValidation: "Strict"}
+	opts := metav1.PatchOptions{FieldManager: manager, Force: ptr.To(true), FieldValidation: "Strict"}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
