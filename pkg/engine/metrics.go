@@ -12,6 +12,7 @@ type Metrics struct {
 	CurrentReplicas *prometheus.GaugeVec
 	DesiredRatio    *prometheus.GaugeVec
 	VariantCost     *prometheus.GaugeVec
+	DecisionInfo    *prometheus.GaugeVec
 	AvgSpareKv      *prometheus.GaugeVec
 	AvgSpareQueue   *prometheus.GaugeVec
 	Decisions       *prometheus.CounterVec
@@ -23,7 +24,10 @@ type Metrics struct {
 	StatusWriteErrs prometheus.Counter
 
 	variantLabels map[[4]string]bool
-	groupLabels   map[[2]string]bool
+	// lastDecision is each variant's [action, rule] series of DecisionInfo,
+	// deleted when the decision changes so one series per variant remains.
+	lastDecision map[[4]string][2]string
+	groupLabels  map[[2]string]bool
 }
 
 var variantLabelNames = []string{"variant_name", "namespace", "model_id", "accelerator"}
@@ -39,6 +43,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Desired over current replicas (desired when current is 0)."}, variantLabelNames),
 		VariantCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_variant_cost",
 			Help: "Cost of one replica of the variant (spec.variantCost); times wva_current_replicas gives the variant's cost rate."}, variantLabelNames),
+		DecisionInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_variant_decision_info",
+			Help: "1 for the action and rule of the variant's latest decision (one series per variant)."}, append(append([]string{}, variantLabelNames...), "action", "rule")),
 		AvgSpareKv: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_saturation_avg_spare_kv",
 			Help: "Average spare KV cache fraction over non-saturated replicas of the model."}, []string{"namespace", "model_id"}),
 		AvgSpareQueue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_saturation_avg_spare_queue",
@@ -58,9 +64,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		StatusWriteErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "wva_status_write_errors_total",
 			Help: "VariantAutoscaling status writes that failed after retries."}),
 		variantLabels: map[[4]string]bool{},
+		lastDecision:  map[[4]string][2]string{},
 		groupLabels:   map[[2]string]bool{},
 	}
-	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.VariantCost, m.AvgSpareKv, m.AvgSpareQueue, m.Decisions,
+	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.VariantCost, m.DecisionInfo, m.AvgSpareKv, m.AvgSpareQueue, m.Decisions,
 		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs)
 	return m
 }
@@ -98,6 +105,12 @@ func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
 		}
 		m.DesiredRatio.WithLabelValues(l...).Set(ratio)
 		m.VariantCost.WithLabelValues(l...).Set(v.Cost)
+		decision := [2]string{string(v.Target.Action), string(v.Target.Rule)}
+		if prev, ok := m.lastDecision[v.Labels]; ok && prev != decision {
+			m.DecisionInfo.DeleteLabelValues(append(l[:4:4], prev[:]...)...)
+		}
+		m.lastDecision[v.Labels] = decision
+		m.DecisionInfo.WithLabelValues(append(l[:4:4], decision[:]...)...).Set(1)
 		m.Decisions.WithLabelValues(string(v.Target.Action), string(v.Target.Rule)).Inc()
 	}
 	for l := range m.variantLabels {
@@ -106,6 +119,9 @@ func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
 			m.CurrentReplicas.DeleteLabelValues(l[:]...)
 			m.DesiredRatio.DeleteLabelValues(l[:]...)
 			m.VariantCost.DeleteLabelValues(l[:]...)
+			prev := m.lastDecision[l]
+			m.DecisionInfo.DeleteLabelValues(append(l[:], prev[:]...)...)
+			delete(m.lastDecision, l)
 		}
 	}
 	m.variantLabels = seenV

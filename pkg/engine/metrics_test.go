@@ -35,3 +35,26 @@ wva_variant_cost{accelerator="L4",model_id="m",namespace="prod",variant_name="ch
 	require.Equal(t, 1, testutil.CollectAndCount(m.VariantCost), "a deleted variant's cost series must go")
 	require.InDelta(t, 5, testutil.ToFloat64(m.VariantCost.WithLabelValues(cheap.Labels[:]...)), 0)
 }
+
+// The decision info gauge holds one series per variant, carrying its latest
+// action and rule: a changed decision replaces the series, a deleted
+// variant removes it.
+func TestMetricsDecisionInfo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	v := VariantSample{Labels: [4]string{"cheap", "prod", "m", "L4"}, Desired: 2, Current: 1,
+		Target: decision.Target{Action: decision.ActionScaleUp, Rule: decision.RuleScaleUp}}
+	m.Publish([]VariantSample{v}, nil)
+	v.Target = decision.Target{Action: decision.ActionNone, Rule: decision.RuleSteady}
+	m.Publish([]VariantSample{v}, nil)
+
+	want := `
+# HELP wva_variant_decision_info 1 for the action and rule of the variant's latest decision (one series per variant).
+# TYPE wva_variant_decision_info gauge
+wva_variant_decision_info{accelerator="L4",action="none",model_id="m",namespace="prod",rule="steady",variant_name="cheap"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "wva_variant_decision_info"))
+
+	m.Publish(nil, nil)
+	require.Equal(t, 0, testutil.CollectAndCount(m.DecisionInfo), "a deleted variant's decision series must go")
+}
