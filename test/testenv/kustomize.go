@@ -194,7 +194,6 @@ func (op jsonPatchOp) apply(obj map[string]any) error {
 		}
 		return nil
 	case []any:
-		// Lists are changed in place through their parent: rebuild it.
 		return fmt.Errorf("path %q: patching list elements is not supported by the minimal renderer", op.Path)
 	default:
 		return fmt.Errorf("path %q: parent is not a map", op.Path)
