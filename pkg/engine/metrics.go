@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/decision"
 )
 
@@ -66,6 +69,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		variantLabels: map[[4]string]bool{},
 		lastDecision:  map[[4]string][2]string{},
 		groupLabels:   map[[2]string]bool{},
+	}
+	// Every query's error counter exists from the start at 0: a series that
+	// first appears at 1 has no increase to rate(), so an alert on
+	// rate(wva_prometheus_query_errors_total[5m]) would miss the first outage.
+	for _, q := range collector.Queries(collector.DefaultLabels(), nil, []time.Duration{time.Minute}) {
+		m.QueryErrors.WithLabelValues(q.Name)
 	}
 	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.VariantCost, m.DecisionInfo, m.AvgSpareKv, m.AvgSpareQueue, m.Decisions,
 		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs)

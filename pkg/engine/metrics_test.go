@@ -3,11 +3,13 @@ package engine
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/decision"
 )
 
@@ -57,4 +59,18 @@ wva_variant_decision_info{accelerator="L4",action="none",model_id="m",namespace=
 
 	m.Publish(nil, nil)
 	require.Equal(t, 0, testutil.CollectAndCount(m.DecisionInfo), "a deleted variant's decision series must go")
+}
+
+// Query error counters start at 0 for every query, so the first failure is
+// an increase that rate() and the WVAPrometheusQueryErrors alert can see.
+func TestMetricsQueryErrorsStartAtZero(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	names := map[string]bool{}
+	for _, q := range collector.Queries(collector.DefaultLabels(), nil, []time.Duration{time.Minute, time.Hour}) {
+		names[q.Name] = true
+	}
+	require.Equal(t, len(names), testutil.CollectAndCount(m.QueryErrors))
+	for name := range names {
+		require.Zero(t, testutil.ToFloat64(m.QueryErrors.WithLabelValues(name)), name)
+	}
 }

@@ -106,24 +106,7 @@ var healthyAlerts = map[string][2]string{
 // checkAlerts evaluates deploy/monitoring's alert expressions on the rig's
 // Prometheus: all parse; the engine, staleness and HPA ones hold false.
 func checkAlerts(ctx context.Context, t *testing.T, r *rig) {
-	objs, err := testenv.RenderKustomization(filepath.Join(testenv.RepoRoot(), "deploy", "monitoring"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	exprs := map[string]string{}
-	for _, o := range objs {
-		if o.GetKind() != "PrometheusRule" {
-			continue
-		}
-		groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "groups")
-		for _, g := range groups {
-			rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
-			for _, rule := range rules {
-				m := rule.(map[string]any)
-				exprs[m["alert"].(string)] = m["expr"].(string)
-			}
-		}
-	}
+	exprs := alertExprs(t)
 	for name := range healthyAlerts {
 		if _, ok := exprs[name]; !ok {
 			t.Fatalf("alert %s missing from deploy/monitoring", name)
@@ -153,6 +136,29 @@ func checkAlerts(ctx context.Context, t *testing.T, r *rig) {
 		cancel()
 	}
 	r.report.add("6 alerts: %d expressions parse; %d evaluate false on every series of the healthy rig", len(exprs), len(healthyAlerts))
+}
+
+// alertExprs are deploy/monitoring's alert expressions by alert name.
+func alertExprs(t *testing.T) map[string]string {
+	objs, err := testenv.RenderKustomization(filepath.Join(testenv.RepoRoot(), "deploy", "monitoring"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exprs := map[string]string{}
+	for _, o := range objs {
+		if o.GetKind() != "PrometheusRule" {
+			continue
+		}
+		groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "groups")
+		for _, g := range groups {
+			rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+			for _, rule := range rules {
+				m := rule.(map[string]any)
+				exprs[m["alert"].(string)] = m["expr"].(string)
+			}
+		}
+	}
+	return exprs
 }
 
 func allZero(s []harness.Sample) bool {
