@@ -138,6 +138,10 @@ func TestAdapterEndToEnd(t *testing.T) {
 		assert.Contains(t, body, `wva_decisions_total{action="scale-up",rule="scale-up"}`)
 		assert.Contains(t, body, "wva_engine_cycle_duration_seconds_count")
 		assert.Contains(t, body, "wva_engine_last_success_timestamp_seconds")
+		// Present at 0 before any failure, so rate() sees the first one.
+		assert.Contains(t, body, `wva_prometheus_query_errors_total{query="kv_cache_usage"} 0`)
+		assert.Contains(t, body, `wva_variant_decision_info{accelerator="",action="scale-up",model_id="meta/llama-3.1-8b",namespace="prod",rule="scale-up",variant_name="llama-l4"} 1`)
+		assert.Contains(t, body, `wva_variant_cost{accelerator="",model_id="meta/llama-3.1-8b",namespace="prod",variant_name="llama-l4"} 5`)
 		assert.Contains(t, body, `wva_decision_age_seconds{namespace="prod",variant_name="llama-l4"}`)
 		assert.Contains(t, body, `wva_external_metric_requests_total{result="ok"}`)
 		assert.Contains(t, body, "metrics_apiserver_metric_freshness_seconds")
