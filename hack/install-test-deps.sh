@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the real-component tests need, skipping what is present:
-#   - Prometheus from Debian's "prometheus" package
+#   - Prometheus and promtool (manifest rule checks) from Debian's "prometheus" package
 #   - kube-apiserver, kube-controller-manager, kube-scheduler and etcd built
 #     from the Go module proxy at pinned versions into a cache (test/tools)
 set -euo pipefail

@@ -212,7 +212,7 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 			logDecision(p, va, t, res)
 			samples = append(samples, VariantSample{
 				Labels:  [4]string{va.Name, va.Namespace, p.Key.ModelID, va.Spec.AcceleratorName},
-				Desired: t.Replicas, Current: tgt.SpecReplicas, Target: t,
+				Desired: t.Replicas, Current: tgt.SpecReplicas, Cost: variantCost(va), Target: t,
 			})
 			status := NextStatus(va, p, res, t, tgt, c.MetricsErr, now)
 			prev := va.Status.DesiredOptimizedAlloc

@@ -144,12 +144,19 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 	return plans
 }
 
-func variantOf(v View) decision.Variant {
-	va := v.VA
+// variantCost is spec.variantCost, or the CRD default for a value the
+// schema would have rejected.
+func variantCost(va *llmdv1alpha1.VariantAutoscaling) float64 {
 	cost, err := va.CostValue()
 	if err != nil {
 		cost, _ = llmdv1alpha1.ParseVariantCost(llmdv1alpha1.DefaultVariantCost)
 	}
+	return cost
+}
+
+func variantOf(v View) decision.Variant {
+	va := v.VA
+	cost := variantCost(va)
 	var gpus int32
 	if va.Spec.GPUsPerReplica != nil {
 		gpus = *va.Spec.GPUsPerReplica

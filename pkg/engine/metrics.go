@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/decision"
 )
 
@@ -11,6 +14,8 @@ type Metrics struct {
 	DesiredReplicas *prometheus.GaugeVec
 	CurrentReplicas *prometheus.GaugeVec
 	DesiredRatio    *prometheus.GaugeVec
+	VariantCost     *prometheus.GaugeVec
+	DecisionInfo    *prometheus.GaugeVec
 	AvgSpareKv      *prometheus.GaugeVec
 	AvgSpareQueue   *prometheus.GaugeVec
 	Decisions       *prometheus.CounterVec
@@ -22,7 +27,10 @@ type Metrics struct {
 	StatusWriteErrs prometheus.Counter
 
 	variantLabels map[[4]string]bool
-	groupLabels   map[[2]string]bool
+	// lastDecision is each variant's [action, rule] series of DecisionInfo,
+	// deleted when the decision changes so one series per variant remains.
+	lastDecision map[[4]string][2]string
+	groupLabels  map[[2]string]bool
 }
 
 var variantLabelNames = []string{"variant_name", "namespace", "model_id", "accelerator"}
@@ -36,6 +44,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Replicas of the variant's scale target (spec.replicas) when the decision was made."}, variantLabelNames),
 		DesiredRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_desired_ratio",
 			Help: "Desired over current replicas (desired when current is 0)."}, variantLabelNames),
+		VariantCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_variant_cost",
+			Help: "Cost of one replica of the variant (spec.variantCost); times wva_current_replicas gives the variant's cost rate."}, variantLabelNames),
+		DecisionInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_variant_decision_info",
+			Help: "1 for the action and rule of the variant's latest decision (one series per variant)."}, append(append([]string{}, variantLabelNames...), "action", "rule")),
 		AvgSpareKv: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_saturation_avg_spare_kv",
 			Help: "Average spare KV cache fraction over non-saturated replicas of the model."}, []string{"namespace", "model_id"}),
 		AvgSpareQueue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_saturation_avg_spare_queue",
@@ -55,9 +67,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		StatusWriteErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "wva_status_write_errors_total",
 			Help: "VariantAutoscaling status writes that failed after retries."}),
 		variantLabels: map[[4]string]bool{},
+		lastDecision:  map[[4]string][2]string{},
 		groupLabels:   map[[2]string]bool{},
 	}
-	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.AvgSpareKv, m.AvgSpareQueue, m.Decisions,
+	// Every query's error counter exists from the start at 0: a series that
+	// first appears at 1 has no increase to rate(), so an alert on
+	// rate(wva_prometheus_query_errors_total[5m]) would miss the first outage.
+	for _, q := range collector.Queries(collector.DefaultLabels(), nil, []time.Duration{time.Minute}) {
+		m.QueryErrors.WithLabelValues(q.Name)
+	}
+	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.VariantCost, m.DecisionInfo, m.AvgSpareKv, m.AvgSpareQueue, m.Decisions,
 		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs)
 	return m
 }
@@ -67,7 +86,9 @@ type VariantSample struct {
 	Labels  [4]string // variant_name, namespace, model_id, accelerator
 	Desired int32
 	Current int32
-	Target  decision.Target
+	// Cost is the cost of one replica (spec.variantCost).
+	Cost   float64
+	Target decision.Target
 }
 
 // GroupSample is one group's analysis figures.
@@ -92,6 +113,13 @@ func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
 			ratio = float64(v.Desired) / float64(v.Current)
 		}
 		m.DesiredRatio.WithLabelValues(l...).Set(ratio)
+		m.VariantCost.WithLabelValues(l...).Set(v.Cost)
+		decision := [2]string{string(v.Target.Action), string(v.Target.Rule)}
+		if prev, ok := m.lastDecision[v.Labels]; ok && prev != decision {
+			m.DecisionInfo.DeleteLabelValues(append(l[:4:4], prev[:]...)...)
+		}
+		m.lastDecision[v.Labels] = decision
+		m.DecisionInfo.WithLabelValues(append(l[:4:4], decision[:]...)...).Set(1)
 		m.Decisions.WithLabelValues(string(v.Target.Action), string(v.Target.Rule)).Inc()
 	}
 	for l := range m.variantLabels {
@@ -99,6 +127,10 @@ func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
 			m.DesiredReplicas.DeleteLabelValues(l[:]...)
 			m.CurrentReplicas.DeleteLabelValues(l[:]...)
 			m.DesiredRatio.DeleteLabelValues(l[:]...)
+			m.VariantCost.DeleteLabelValues(l[:]...)
+			prev := m.lastDecision[l]
+			m.DecisionInfo.DeleteLabelValues(append(l[:], prev[:]...)...)
+			delete(m.lastDecision, l)
 		}
 	}
 	m.variantLabels = seenV

@@ -60,6 +60,10 @@ func TestClosedLoop(t *testing.T) {
 	t.Run("1 scale-up without cascade", func(t *testing.T) { scaleUpNoCascade(ctx, t, r) })
 	t.Run("2 cost-aware placement", func(t *testing.T) { costAware(ctx, t, r) })
 	t.Run("3 scale to zero", func(t *testing.T) { scaleToZero(ctx, t, r) })
+	// Before the faults, which stop Prometheus and move the adapter.
+	t.Run("6 dashboard queries", func(t *testing.T) { checkDashboard(ctx, t, r) })
+	t.Run("6 alert expressions", func(t *testing.T) { checkAlerts(ctx, t, r) })
+	t.Run("6 RBAC", func(t *testing.T) { checkNoForbidden(t, r) })
 	t.Run("4 faults", func(t *testing.T) { faults(ctx, t, r) })
 }
 

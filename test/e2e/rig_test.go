@@ -13,6 +13,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +58,11 @@ type rig struct {
 	adapterPort int
 	controller  *testenv.Process
 	fastPath    *testenv.Process
+	// kubeconfigs are per ServiceAccount of deploy/: the wva processes run
+	// with their permissions, not as admin.
+	kubeconfigs map[string]string
+	// ksm serves kube-state-metrics' HPA series for the alert checks.
+	ksm *httptest.Server
 	// t is the whole test's T: processes started in a subtest with it
 	// outlive that subtest.
 	t      *testing.T
@@ -77,7 +84,11 @@ func startRig(ctx context.Context, t *testing.T, variants []fleet.Variant) *rig 
 		t.Fatal(err)
 	}
 	testenv.InstallCRD(ctx, t, r.cluster)
-	r.cluster.StartControllerManagerT(t, harness.ControllerManagerOptions{HPASyncPeriod: time.Second})
+	// Per-controller ServiceAccounts, as in a real cluster: the HPA
+	// controller reads wva_desired_replicas as
+	// kube-system/horizontal-pod-autoscaler, which deploy/'s RBAC must allow.
+	r.cluster.StartControllerManagerT(t, harness.ControllerManagerOptions{HPASyncPeriod: time.Second,
+		Args: []string{"--use-service-account-credentials=true"}})
 	r.cluster.StartSchedulerT(t, harness.SchedulerOptions{})
 	r.cluster.StartKwokT(t, harness.KwokOptions{PodReadyDelay: podReadyDelay})
 	for i := range 3 {
@@ -87,6 +98,7 @@ func startRig(ctx context.Context, t *testing.T, variants []fleet.Variant) *rig 
 		}
 	}
 	testenv.CreateNamespace(ctx, t, r.kube, configNS)
+	r.installRBAC(ctx, t, dir)
 
 	sd := filepath.Join(dir, "vllm-targets.json")
 	fctx, cancel := context.WithCancel(context.Background())
@@ -118,13 +130,85 @@ func startRig(ctx context.Context, t *testing.T, variants []fleet.Variant) *rig 
 	if err := r.cluster.WaitAPIServiceAvailable(ctx, "v1beta1.external.metrics.k8s.io"); err != nil {
 		t.Fatal(err)
 	}
-	r.controller = testenv.StartProcess(ctx, t, "controller", r.bin, "controller", "--kubeconfig="+r.cluster.KubeconfigPath,
+	r.controller = testenv.StartProcess(ctx, t, "controller", r.bin, "controller", "--kubeconfig="+r.kubeconfigs["wva-controller"],
 		"--leader-elect=false", "--probe-namespace="+configNS, "--resync=5s")
 	// The fast path reads the emulated EPP directly (no pod network here,
 	// so by URL rather than by EPP pod selector).
-	r.fastPath = testenv.StartProcess(ctx, t, "scale-from-zero", r.bin, "scale-from-zero", "--kubeconfig="+r.cluster.KubeconfigPath,
+	r.fastPath = testenv.StartProcess(ctx, t, "scale-from-zero", r.bin, "scale-from-zero", "--kubeconfig="+r.kubeconfigs["wva-scale-from-zero"],
 		"--leader-elect=false", "--config-namespace="+configNS, "--epp-url=http://"+r.fleet.Addr+"/epp/metrics")
+	r.ksm = httptest.NewServer(http.HandlerFunc(r.serveHPAMetrics))
+	t.Cleanup(r.ksm.Close)
+	if err := r.prom.Reload(ctx, r.scrapeConfig(sd)); err != nil {
+		t.Fatal(err)
+	}
 	return r
+}
+
+// installRBAC applies deploy/default's ServiceAccounts and RBAC (with
+// deploy/scale-from-zero's) for real and writes a kubeconfig per
+// ServiceAccount: a client certificate for the identity the ServiceAccount's
+// token would give.
+func (r *rig) installRBAC(ctx context.Context, t *testing.T, dir string) {
+	objs, err := testenv.RenderKustomization(filepath.Join(testenv.RepoRoot(), "deploy", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := testenv.NewApplier(r.cluster.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.kubeconfigs = map[string]string{}
+	for _, o := range testenv.RBACObjects(objs) {
+		if err := a.Apply(ctx, o, false); err != nil {
+			t.Fatalf("%s: %v", testenv.ObjKey(o), err)
+		}
+		if o.GetKind() != "ServiceAccount" {
+			continue
+		}
+		ns := o.GetNamespace()
+		cfg, err := r.cluster.UserConfig("system:serviceaccount:"+ns+":"+o.GetName(),
+			"system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, o.GetName()+".kubeconfig")
+		if err := testenv.WriteKubeconfig(path, cfg); err != nil {
+			t.Fatal(err)
+		}
+		r.kubeconfigs[o.GetName()] = path
+	}
+	for _, sa := range []string{"wva-adapter", "wva-controller", "wva-scale-from-zero"} {
+		if r.kubeconfigs[sa] == "" {
+			t.Fatalf("deploy/default has no ServiceAccount %s", sa)
+		}
+	}
+}
+
+// scrapeConfig is the fleet's scrape configuration plus wva's own metrics
+// endpoints (as deploy/monitoring scrapes them: honor_labels for the
+// adapter) and the kube-state-metrics stand-in.
+func (r *rig) scrapeConfig(sd string) string {
+	host := func(url string) string { return strings.TrimPrefix(url, "http://") }
+	return fleet.ScrapeConfig(sd, scrapeInterval) +
+		"  - job_name: wva-adapter\n    honor_labels: true\n    static_configs:\n      - targets: [\"" + host(r.adapter.MetricsURL) + "\"]\n" +
+		"  - job_name: wva-components\n    static_configs:\n      - targets: [\"" + host(r.controller.MetricsURL) + "\", \"" + host(r.fastPath.MetricsURL) + "\"]\n" +
+		"  - job_name: kube-state-metrics\n    honor_labels: true\n    static_configs:\n      - targets: [\"" + host(r.ksm.URL) + "\"]\n"
+}
+
+// serveHPAMetrics is the one kube-state-metrics series the alert
+// WVAHPANotFollowingDecisions reads, with its real name and labels, from
+// the HPAs' status.
+func (r *rig) serveHPAMetrics(w http.ResponseWriter, req *http.Request) {
+	hpas, err := r.kube.AutoscalingV2().HorizontalPodAutoscalers("").List(req.Context(), metav1.ListOptions{})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	fmt.Fprintln(w, "# TYPE kube_horizontalpodautoscaler_status_desired_replicas gauge")
+	for _, h := range hpas.Items {
+		fmt.Fprintf(w, "kube_horizontalpodautoscaler_status_desired_replicas{namespace=%q,horizontalpodautoscaler=%q} %d\n",
+			h.Namespace, h.Name, h.Status.DesiredReplicas)
+	}
 }
 
 // startAdapter runs `wva adapter` on a given secure port with the flags of
@@ -134,8 +218,8 @@ func (r *rig) startAdapter(ctx context.Context, port int) *testenv.Process {
 	args := []string{"adapter",
 		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
 		"--tls-cert-file=" + r.certFile, "--tls-private-key-file=" + r.keyFile,
-		"--lister-kubeconfig=" + r.cluster.KubeconfigPath,
-		"--authentication-kubeconfig=" + r.cluster.KubeconfigPath, "--authorization-kubeconfig=" + r.cluster.KubeconfigPath,
+		"--lister-kubeconfig=" + r.kubeconfigs["wva-adapter"],
+		"--authentication-kubeconfig=" + r.kubeconfigs["wva-adapter"], "--authorization-kubeconfig=" + r.kubeconfigs["wva-adapter"],
 		"--prometheus-url=" + r.prom.URL, "--engine-interval=" + engineInterval, "--status-heartbeat=10s",
 		"--config-namespace=" + configNS, "--leader-elect=true", "--leader-election-lease-duration=4s",
 		"--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s", "--v=2"}

@@ -2,6 +2,11 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"math/big"
 	"net"
 	"testing"
 	"time"
@@ -17,6 +22,7 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // TestAdapterEndToEnd runs `wva adapter` registered through a real
@@ -84,6 +90,31 @@ func TestAdapterEndToEnd(t *testing.T) {
 		assert.Contains(t, va.Status.DesiredOptimizedAlloc.Reason, "no change")
 	})
 
+	t.Run("a renewed serving certificate is served without a restart", func(t *testing.T) {
+		before := servingCertSerial(ctx, t, adapter.Port, cluster.CAPEM, svc.ServiceDNSName())
+		cert, key, err := cluster.IssueServingCert([]string{svc.ServiceDNSName()}, []net.IP{net.ParseIP("127.0.0.1")})
+		require.NoError(t, err)
+		block, _ := pem.Decode(cert)
+		renewedCert, err := x509.ParseCertificate(block.Bytes)
+		require.NoError(t, err)
+		require.NotEqual(t, before.String(), renewedCert.SerialNumber.String())
+
+		// As the kubelet does when cert-manager renews Secret wva-adapter-tls.
+		swapped := time.Now()
+		require.NoError(t, testenv.WriteSecretVolume(adapter.CertDir, map[string][]byte{"tls.crt": cert, "tls.key": key}))
+		// k8s.io/apiserver's DynamicCertKeyPairContent (--tls-cert-file)
+		// watches the files with fsnotify and re-reads them every minute
+		// regardless: 90 s bounds it with margin for a loaded machine.
+		rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		eventually(rctx, t, "new serving certificate in a new TLS handshake", func() (bool, string) {
+			got := servingCertSerial(rctx, t, adapter.Port, cluster.CAPEM, svc.ServiceDNSName())
+			return got.Cmp(renewedCert.SerialNumber) == 0, got.String()
+		})
+		t.Logf("renewed serving certificate served %s after the Secret volume swap", time.Since(swapped).Round(100*time.Microsecond))
+		eventually(ctx, t, "the aggregator still reaches the adapter", served(2))
+	})
+
 	t.Run("unknown variant is NotFound", func(t *testing.T) {
 		_, err := getRaw(ctx, cs, "prod", "no-such-variant")
 		require.Error(t, err)
@@ -107,6 +138,10 @@ func TestAdapterEndToEnd(t *testing.T) {
 		assert.Contains(t, body, `wva_decisions_total{action="scale-up",rule="scale-up"}`)
 		assert.Contains(t, body, "wva_engine_cycle_duration_seconds_count")
 		assert.Contains(t, body, "wva_engine_last_success_timestamp_seconds")
+		// Present at 0 before any failure, so rate() sees the first one.
+		assert.Contains(t, body, `wva_prometheus_query_errors_total{query="kv_cache_usage"} 0`)
+		assert.Contains(t, body, `wva_variant_decision_info{accelerator="",action="scale-up",model_id="meta/llama-3.1-8b",namespace="prod",rule="scale-up",variant_name="llama-l4"} 1`)
+		assert.Contains(t, body, `wva_variant_cost{accelerator="",model_id="meta/llama-3.1-8b",namespace="prod",variant_name="llama-l4"} 5`)
 		assert.Contains(t, body, `wva_decision_age_seconds{namespace="prod",variant_name="llama-l4"}`)
 		assert.Contains(t, body, `wva_external_metric_requests_total{result="ok"}`)
 		assert.Contains(t, body, "metrics_apiserver_metric_freshness_seconds")
@@ -163,4 +198,18 @@ func TestAdapterEndToEnd(t *testing.T) {
 		ok, got := served(3)()
 		assert.True(t, ok, "served %s after recovery", got)
 	})
+}
+
+// servingCertSerial completes a TLS handshake with the adapter, verifying
+// its certificate for serverName against caPEM as the aggregator does, and
+// returns the certificate's serial number.
+func servingCertSerial(ctx context.Context, t *testing.T, port int, caPEM []byte, serverName string) *big.Int {
+	t.Helper()
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(caPEM))
+	d := tls.Dialer{Config: &tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12}}
+	conn, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	require.NoError(t, err)
+	defer conn.Close()
+	return conn.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber
 }

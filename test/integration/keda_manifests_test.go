@@ -12,26 +12,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/controller"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
-
-func renderDir(t *testing.T, dir string) []*unstructured.Unstructured {
-	t.Helper()
-	objs, err := renderKustomization(filepath.Join(repoRoot(), dir))
-	require.NoError(t, err, dir)
-	require.NotEmpty(t, objs, dir)
-	return objs
-}
 
 func byKey(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	out := map[string]*unstructured.Unstructured{}
@@ -55,7 +45,7 @@ func typed[T any](t *testing.T, o *unstructured.Unstructured) *T {
 // ScaledObjects; every object it shares with deploy/default is identical,
 // so the copies cannot drift.
 func TestKedaManifestsRender(t *testing.T) {
-	def, keda := byKey(renderDefault(t)), byKey(renderDir(t, "deploy/keda"))
+	def, keda := byKey(renderDefault(t)), byKey(render(t, "deploy/keda"))
 	// true: only in deploy/default; false: in deploy/keda, changed or added.
 	dropped := map[string]bool{
 		"apiregistration.k8s.io/v1/APIService /v1beta1.external.metrics.k8s.io":        true,
@@ -118,13 +108,13 @@ func TestKedaManifestsRender(t *testing.T) {
 // controller builds for the example's VA, so the README does not lie.
 func TestKedaExampleScaledObject(t *testing.T) {
 	var vaObj *unstructured.Unstructured
-	for _, o := range renderDir(t, "examples/keda") {
+	for _, o := range render(t, "examples/keda") {
 		if o.GetKind() == llmdv1alpha1.VariantAutoscalingKind {
 			vaObj = o
 		}
 	}
 	va := typed[llmdv1alpha1.VariantAutoscaling](t, vaObj)
-	file, err := readYAMLObjects(filepath.Join(repoRoot(), "examples", "keda", "scaledobject.yaml"))
+	file, err := testenv.ReadYAMLObjects(filepath.Join(repoRoot(), "examples", "keda", "scaledobject.yaml"))
 	require.NoError(t, err)
 	require.Len(t, file, 1)
 	example := file[0]
@@ -137,79 +127,37 @@ func TestKedaExampleScaledObject(t *testing.T) {
 	assert.True(t, strings.HasSuffix(address, ".svc:9090"), address)
 }
 
-// TestKedaManifestsServerSideDryRun applies deploy/keda, examples/keda and
-// the example ScaledObject with a strict server-side dry run on a real
-// kube-apiserver that has wva's CRD and the ScaledObject CRD fixture.
-func TestKedaManifestsServerSideDryRun(t *testing.T) {
+// TestKedaManifestsAccess: examples/keda/scaledobject.yaml (not part of
+// the kustomization, so not in TestManifestsServerSideDryRun) passes a
+// strict server-side dry run with the ScaledObject CRD fixture, and
+// deploy/keda's RBAC, applied for real, lets the controller keep
+// ScaledObjects and no more on them.
+func TestKedaManifestsAccess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cluster := harness.StartT(t, harness.Options{})
 	installCRD(ctx, t, cluster)
-	installCRDFile(ctx, t, cluster, scaledObjectCRD(), controller.ScaledObjectGVR)
+	testenv.InstallCRDFiles(ctx, t, cluster.RESTConfig, scaledObjectCRD())
 	createNamespace(ctx, t, cluster.Clientset(), "wva-system")
 	createNamespace(ctx, t, cluster.Clientset(), "llm")
-	objs := append(renderDir(t, "deploy/keda"), renderDir(t, "examples/keda")...)
-	example, err := readYAMLObjects(filepath.Join(repoRoot(), "examples", "keda", "scaledobject.yaml"))
-	require.NoError(t, err)
-	objs = append(objs, example...)
-	require.Empty(t, dryRunAll(ctx, t, cluster, objs), "objects rejected by the apiserver")
-	t.Logf("%d objects accepted by strict server-side dry run", len(objs))
+	applier := mustApplier(t, cluster)
 
-	t.Run("RBAC lets the controller keep ScaledObjects, and no more on them", func(t *testing.T) {
-		createRBAC(ctx, t, cluster, renderDir(t, "deploy/keda"))
-		cases := []struct {
-			verb, group, resource, subresource string
-			allowed                            bool
-		}{
-			{"list", "keda.sh", "scaledobjects", "", true},
-			{"watch", "keda.sh", "scaledobjects", "", true},
-			{"create", "keda.sh", "scaledobjects", "", true},
-			{"update", "keda.sh", "scaledobjects", "", true},
-			{"delete", "keda.sh", "scaledobjects", "", false}, // the garbage collector's job
-			{"create", "keda.sh", "scaledjobs", "", false},
-			{"create", "keda.sh", "triggerauthentications", "", false},
-			{"delete", "autoscaling", "horizontalpodautoscalers", "", true}, // an HPA left from --output=hpa
-			{"update", "apps", "deployments", "scale", true},                // steps inside KEDA's HPA tolerance band
-			{"update", "llmd.ai", "variantautoscalings", "status", true},
-		}
-		for _, tc := range cases {
-			review, err := cluster.Clientset().AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-				Spec: authorizationv1.SubjectAccessReviewSpec{
-					User:   "system:serviceaccount:wva-system:wva-controller",
-					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:wva-system", "system:authenticated"},
-					ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "llm", Verb: tc.verb, Group: tc.group,
-						Resource: tc.resource, Subresource: tc.subresource},
-				},
-			}, metav1.CreateOptions{})
-			require.NoError(t, err)
-			assert.Equal(t, tc.allowed, review.Status.Allowed, "wva-controller %s %s.%s/%s", tc.verb, tc.resource, tc.group, tc.subresource)
-		}
-	})
-}
-
-// createRBAC creates the ServiceAccounts and RBAC objects among objs for
-// real, so SubjectAccessReviews see them.
-func createRBAC(ctx context.Context, t *testing.T, cluster *harness.Cluster, objs []*unstructured.Unstructured) {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(cluster.RESTConfig)
+	example, err := testenv.ReadYAMLObjects(filepath.Join(repoRoot(), "examples", "keda", "scaledobject.yaml"))
 	require.NoError(t, err)
-	resources := map[string]string{"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
-		"ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings"}
-	for _, o := range objs {
-		res, ok := resources[o.GetKind()]
-		if !ok {
-			continue
-		}
-		gv := o.GroupVersionKind().GroupVersion()
-		ri := dyn.Resource(gv.WithResource(res))
-		var err error
-		if ns := o.GetNamespace(); ns != "" { // wva-system, kube-system: both exist
-			_, err = ri.Namespace(ns).Create(ctx, o, metav1.CreateOptions{})
-		} else {
-			_, err = ri.Create(ctx, o, metav1.CreateOptions{})
-		}
-		require.NoError(t, err, objKey(o))
+	for _, o := range example {
+		require.NoError(t, applier.Apply(ctx, o, true), objKey(o))
 	}
+	for _, o := range testenv.RBACObjects(render(t, "deploy/keda")) {
+		require.NoError(t, applier.Apply(ctx, o, false), objKey(o))
+	}
+	assertAccess(ctx, t, cluster.Clientset(), "wva-system:wva-controller",
+		[]access{{"list", "keda.sh", "scaledobjects", "", "", ""}, {"watch", "keda.sh", "scaledobjects", "", "", ""},
+			{"create", "keda.sh", "scaledobjects", "", "llm", ""}, {"update", "keda.sh", "scaledobjects", "", "llm", "x"},
+			{"delete", "autoscaling", "horizontalpodautoscalers", "", "llm", "x"}, // an HPA left from --output=hpa
+			{"update", "apps", "deployments", "scale", "llm", "x"},                // steps inside KEDA's HPA tolerance band
+			{"update", "llmd.ai", "variantautoscalings", "status", "llm", "x"}},
+		[]access{{"delete", "keda.sh", "scaledobjects", "", "llm", "x"}, // the garbage collector's job
+			{"create", "keda.sh", "scaledjobs", "", "llm", ""}, {"create", "keda.sh", "triggerauthentications", "", "llm", ""}})
 }
 
 // viaJSON decodes u as the API server's JSON would: integers as int64

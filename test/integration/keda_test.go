@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,40 +20,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/controller"
 	pb "github.com/wva-project/wva/pkg/kedascaler/externalscaler"
-	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // scaledObjectCRD is the ScaledObject CRD fixture (see the file's header).
 func scaledObjectCRD() string {
 	return filepath.Join(repoRoot(), "test", "integration", "testdata", "crds", "keda.sh_scaledobjects.yaml")
-}
-
-// installCRDFile creates the CRD in path and waits until gvr is served.
-func installCRDFile(ctx context.Context, t *testing.T, c *harness.Cluster, path string, gvr schema.GroupVersionResource) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	crd := &unstructured.Unstructured{}
-	require.NoError(t, yaml.Unmarshal(data, &crd.Object))
-	dyn, err := dynamic.NewForConfig(c.RESTConfig)
-	require.NoError(t, err)
-	_, err = dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).
-		Create(ctx, crd, metav1.CreateOptions{})
-	require.NoError(t, err)
-	eventually(ctx, t, gvr.String()+" served", func() (bool, string) {
-		_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
 }
 
 // holdAdapterLease takes the adapter's Lease for the test, so the adapter
@@ -78,7 +57,7 @@ func TestControllerScaledObjects(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster, kube, wva := startCluster(ctx, t, "wva-system", "prod")
-	installCRDFile(ctx, t, cluster, scaledObjectCRD(), controller.ScaledObjectGVR)
+	testenv.InstallCRDFiles(ctx, t, cluster.RESTConfig, scaledObjectCRD())
 	dyn, err := dynamic.NewForConfig(cluster.RESTConfig)
 	require.NoError(t, err)
 	sos := dyn.Resource(controller.ScaledObjectGVR).Namespace("prod")

@@ -1,11 +1,10 @@
 package integration
 
 import (
-	"bytes"
 	"context"
-	"errors"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,202 +13,123 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/utils/ptr"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
-// kustomization is the subset of kustomization.yaml the minimal renderer
-// understands. sigs.k8s.io/kustomize/api is not a dependency of this module
-// (it would pull kyaml and go-openapi for one test), so renderKustomization
-// implements what deploy/ uses: `resources:` (files and directories with a
-// kustomization, recursively) and `images:`. Any other field is an error, so a
-// manifest change that needs real kustomize features fails here loudly.
-type kustomization struct {
-	APIVersion string   `json:"apiVersion"`
-	Kind       string   `json:"kind"`
-	Resources  []string `json:"resources"`
-	Images     []struct {
-		Name    string `json:"name"`
-		NewName string `json:"newName,omitempty"`
-		NewTag  string `json:"newTag,omitempty"`
-		Digest  string `json:"digest,omitempty"`
-	} `json:"images"`
+// deployDirs and exampleDirs are every kustomization CI renders and
+// applies (server-side dry run) on the real kube-apiserver.
+var (
+	deployDirs  = []string{"deploy/default", "deploy/cert-manager", "deploy/ca-bundle", "deploy/monitoring", "deploy/keda"}
+	exampleDirs = []string{"examples/single-variant", "examples/two-variants", "examples/scale-to-zero",
+		"examples/slo-analyzer", "examples/gpu-limited", "examples/keda"}
+)
+
+// crdFixtures are the third-party CRDs the overlays' objects need
+// (testdata/crds/*.yaml say where each comes from).
+func crdFixtures(t *testing.T) []string {
+	files, err := filepath.Glob(filepath.Join(repoRoot(), "test", "integration", "testdata", "crds", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	return files
 }
 
-// renderKustomization renders dir. Like kustomize's default load
-// restrictor, a file resource must lie in or below its kustomization's
-// directory; anything outside must be a directory with a kustomization.yaml.
-func renderKustomization(dir string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	var k kustomization
-	if err := yaml.UnmarshalStrict(data, &k); err != nil {
-		return nil, fmt.Errorf("%s/kustomization.yaml: %w", dir, err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, r := range k.Resources {
-		p := filepath.Join(dir, r)
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s/kustomization.yaml: resource %q: %w", dir, r, err)
-		}
-		var got []*unstructured.Unstructured
-		if st.IsDir() {
-			got, err = renderKustomization(p)
-		} else {
-			rel, _ := filepath.Rel(dir, p)
-			if strings.HasPrefix(rel, "..") {
-				return nil, fmt.Errorf("%s/kustomization.yaml: file resource %q is outside the kustomization root (kustomize rejects it; reference a directory with a kustomization.yaml)", dir, r)
-			}
-			got, err = readYAMLObjects(p)
-		}
-		if err != nil {
-			return nil, err
-		}
-		objs = append(objs, got...)
-	}
-	for _, img := range k.Images {
-		for _, o := range objs {
-			if err := setImage(o, img.Name, img.NewName, img.NewTag, img.Digest); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return objs, nil
+func objKey(o *unstructured.Unstructured) string { return testenv.ObjKey(o) }
+
+func render(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := testenv.RenderKustomization(filepath.Join(repoRoot(), dir))
+	require.NoError(t, err)
+	require.NotEmpty(t, objs)
+	return objs
 }
 
-// readYAMLObjects splits a multi-document YAML file into objects.
-func readYAMLObjects(path string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := readYAMLObjectsFrom(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return objs, nil
-}
+func renderDefault(t *testing.T) []*unstructured.Unstructured { return render(t, "deploy/default") }
 
-func readYAMLObjectsFrom(data []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, err
-		}
-		if len(m) == 0 {
-			continue
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
-	}
-}
-
-// setImage applies one kustomize `images:` entry to a workload's containers.
-func setImage(o *unstructured.Unstructured, name, newName, newTag, digest string) error {
-	for _, field := range []string{"containers", "initContainers"} {
-		path := []string{"spec", "template", "spec", field}
-		cs, found, err := unstructured.NestedSlice(o.Object, path...)
-		if err != nil || !found {
-			continue
-		}
-		for i, c := range cs {
-			cm := c.(map[string]any)
-			image, _ := cm["image"].(string)
-			base, tag := image, ""
-			if at := strings.Index(base, "@"); at >= 0 {
-				base = base[:at]
-			}
-			if colon := strings.LastIndex(base, ":"); colon > strings.LastIndex(base, "/") {
-				base, tag = base[:colon], base[colon+1:]
-			}
-			if base != name {
-				continue
-			}
-			if newName != "" {
-				base = newName
-			}
-			switch {
-			case digest != "":
-				image = base + "@" + digest
-			case newTag != "":
-				image = base + ":" + newTag
-			case tag != "":
-				image = base + ":" + tag
-			default:
-				image = base
-			}
-			cm["image"] = image
-			cs[i] = cm
-		}
-		if err := unstructured.SetNestedSlice(o.Object, cs, path...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func objKey(o *unstructured.Unstructured) string {
-	return fmt.Sprintf("%s/%s %s/%s", o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName())
-}
-
-// TestManifestsRender checks deploy/default without a cluster: it renders,
-// matches `kubectl kustomize` when kubectl is installed, is least-privilege
-// and hardened, and its ConfigMaps hold exactly the built-in defaults.
+// TestManifestsRender checks every kustomization without a cluster: it
+// renders, equals `kubectl kustomize` object for object when kubectl is
+// installed, has no wildcard verbs on core resources, and wva ConfigMap
+// entries parse.
 func TestManifestsRender(t *testing.T) {
-	objs := renderDefault(t)
-
-	if kubectl, err := exec.LookPath("kubectl"); err == nil {
-		out, err := exec.Command(kubectl, "kustomize", filepath.Join(repoRoot(), "deploy", "default")).Output()
-		require.NoError(t, err, "kubectl kustomize deploy/default")
-		theirs, err := readYAMLObjectsFrom(out)
-		require.NoError(t, err)
-		require.ElementsMatch(t, keys(objs), keys(theirs), "minimal renderer and kubectl kustomize disagree")
-	} else {
+	kubectl, _ := exec.LookPath("kubectl")
+	if kubectl == "" {
 		t.Log("kubectl not on PATH: not cross-checking against kubectl kustomize")
 	}
-
-	seen := map[string]bool{}
-	var deployments []string
-	for _, o := range objs {
-		require.False(t, seen[objKey(o)], "duplicate object %s", objKey(o))
-		seen[objKey(o)] = true
-		switch o.GetKind() {
-		case "Role", "ClusterRole":
-			var r rbacv1.ClusterRole // Role and ClusterRole share rules
-			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r))
-			for _, rule := range r.Rules {
-				for _, g := range rule.APIGroups {
-					if g != "" && g != "*" {
-						continue
-					}
-					for _, v := range rule.Verbs {
-						require.NotEqual(t, "*", v, "%s: wildcard verb on core resources %v", objKey(o), rule.Resources)
-					}
+	for _, dir := range append(append([]string{}, deployDirs...), exampleDirs...) {
+		t.Run(dir, func(t *testing.T) {
+			objs := render(t, dir)
+			if kubectl != "" {
+				out, err := exec.Command(kubectl, "kustomize", filepath.Join(repoRoot(), dir)).Output()
+				require.NoError(t, err, "kubectl kustomize %s", dir)
+				theirs, err := testenv.ReadYAMLObjectsFrom(out)
+				require.NoError(t, err)
+				require.Equal(t, canonical(t, theirs), canonical(t, objs), "minimal renderer and kubectl kustomize disagree")
+			}
+			seen := map[string]bool{}
+			for _, o := range objs {
+				require.False(t, seen[objKey(o)], "duplicate object %s", objKey(o))
+				seen[objKey(o)] = true
+				checkRBAC(t, o)
+				if o.GetKind() == "ConfigMap" && config.IsConfigMapName(o.GetName()) {
+					data, _, err := unstructured.NestedStringMap(o.Object, "data")
+					require.NoError(t, err)
+					require.NoError(t, config.NewStore().Apply(o.GetName(), data), objKey(o))
 				}
 			}
+		})
+	}
+}
+
+// canonical is objects as JSON by key, so two renderings compare field for
+// field whatever their order.
+func canonical(t *testing.T, objs []*unstructured.Unstructured) map[string]string {
+	out := map[string]string{}
+	for _, o := range objs {
+		b, err := json.Marshal(o.Object)
+		require.NoError(t, err)
+		out[objKey(o)] = string(b)
+	}
+	return out
+}
+
+func checkRBAC(t *testing.T, o *unstructured.Unstructured) {
+	if o.GetKind() != "Role" && o.GetKind() != "ClusterRole" {
+		return
+	}
+	var r rbacv1.ClusterRole // Role and ClusterRole share rules
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r))
+	for _, rule := range r.Rules {
+		for _, g := range rule.APIGroups {
+			if g != "" && g != "*" {
+				continue
+			}
+			for _, v := range rule.Verbs {
+				require.NotEqual(t, "*", v, "%s: wildcard verb on core resources %v", objKey(o), rule.Resources)
+			}
+		}
+	}
+}
+
+// TestManifestsDefault checks deploy/default: least-privilege and hardened,
+// and its ConfigMaps hold exactly the built-in defaults.
+func TestManifestsDefault(t *testing.T) {
+	objs := renderDefault(t)
+	var deployments []string
+	for _, o := range objs {
+		switch o.GetKind() {
 		case "Deployment":
 			var d appsv1.Deployment
 			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d))
@@ -259,80 +179,289 @@ func TestManifestsRender(t *testing.T) {
 	require.NotEqual(t, "", r.SaturationSource)
 }
 
-// TestManifestsServerSideDryRun applies every rendered object with a
-// server-side dry run against a real kube-apiserver. The Namespace and the
-// CRD are created for real first, so namespaced objects and the CRD's own
-// resources validate.
+// TestManifestsServerSideDryRun applies every object of every
+// kustomization with a server-side dry run (strict field validation) against
+// a real kube-apiserver. The CRDs (wva's and the third-party fixtures) and
+// the namespaces the objects live in are created for real first.
 func TestManifestsServerSideDryRun(t *testing.T) {
 	start := time.Now()
-	objs := renderDefault(t)
 	cluster := harness.StartT(t, harness.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-
 	installCRD(ctx, t, cluster)
-	createNamespace(ctx, t, cluster.Clientset(), "wva-system")
-
-	require.Empty(t, dryRunAll(ctx, t, cluster, objs), "objects rejected by the apiserver")
-	t.Logf("%d objects accepted by server-side dry run (%s incl. control plane start)", len(objs), time.Since(start).Round(time.Millisecond))
-}
-
-// dryRunAll applies objs with a server-side dry run and lists the rejected
-// ones with the API server's reasons.
-func dryRunAll(ctx context.Context, t *testing.T, cluster *harness.Cluster, objs []*unstructured.Unstructured) []string {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(cluster.RESTConfig)
+	testenv.InstallCRDFiles(ctx, t, cluster.RESTConfig, crdFixtures(t)...)
+	applier, err := testenv.NewApplier(cluster.RESTConfig)
 	require.NoError(t, err)
-	dc, err := discovery.NewDiscoveryClientForConfig(cluster.RESTConfig)
-	require.NoError(t, err)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+
+	created := map[string]bool{"default": true, "kube-system": true}
 	var rejected []string
-	for _, o := range objs {
-		if err := dryRunApply(ctx, dyn, mapper, o); err != nil {
-			rejected = append(rejected, fmt.Sprintf("%s: %v", objKey(o), err))
+	n := 0
+	for _, dir := range append(append([]string{}, deployDirs...), exampleDirs...) {
+		for _, o := range render(t, dir) {
+			if ns := o.GetNamespace(); ns != "" && !created[ns] {
+				createNamespace(ctx, t, cluster.Clientset(), ns)
+				created[ns] = true
+			}
+			n++
+			if err := applier.Apply(ctx, o, true); err != nil {
+				rejected = append(rejected, fmt.Sprintf("%s %s: %v", dir, objKey(o), err))
+			}
 		}
 	}
-	return rejected
+	require.Empty(t, rejected, "objects rejected by the apiserver")
+	t.Logf("%d objects of %d kustomizations accepted by server-side dry run (%s incl. control plane start)",
+		n, len(deployDirs)+len(exampleDirs), time.Since(start).Round(time.Millisecond))
+
+	t.Run("RBAC allows what each component needs and no more", func(t *testing.T) { checkPermissions(ctx, t, cluster) })
+	t.Run("examples add ConfigMap entries beside deploy/default's", func(t *testing.T) { checkConfigMapMerge(ctx, t, cluster) })
 }
 
-func dryRunApply(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, o *unstructured.Unstructured) error {
-	gvk := o.GroupVersionKind()
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		mapper.Reset()
-		if m, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-			return err
-		}
-	}
-	body, err := o.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	// Strict: a field the schema does not know is an error, not pruned.
-	opts := metav1.PatchOptions{FieldManager: "wva-manifests-test", Force: ptr.To(true), DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}
-	var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-	if m.Scope.Name() == "namespace" {
-		if o.GetNamespace() == "" {
-			return fmt.Errorf("namespaced %s has no namespace", gvk.Kind)
-		}
-		ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-	}
-	_, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, body, opts)
-	return err
+// access is one request a ServiceAccount of deploy/ makes (or must not).
+type access struct {
+	verb, group, resource, subresource, namespace, name string
 }
 
-func renderDefault(t *testing.T) []*unstructured.Unstructured {
-	t.Helper()
-	objs, err := renderKustomization(filepath.Join(repoRoot(), "deploy", "default"))
+// checkPermissions applies deploy/default's RBAC for real and asks the API
+// server (SubjectAccessReview) what each identity may do: everything the
+// components call, nothing beyond their job.
+func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluster) {
+	cs := cluster.Clientset()
+	applier, err := testenv.NewApplier(cluster.RESTConfig)
 	require.NoError(t, err)
-	require.NotEmpty(t, objs)
-	return objs
+	for _, o := range testenv.RBACObjects(renderDefault(t)) {
+		require.NoError(t, applier.Apply(ctx, o, false), objKey(o))
+	}
+	const va, vaStatus = "variantautoscalings", "status"
+	cases := map[string]struct{ allowed, denied []access }{
+		"wva-system:wva-adapter": {
+			allowed: []access{{"list", "", "pods", "", "", ""}, {"watch", "apps", "deployments", "", "", ""}, {"watch", "llmd.ai", va, "", "", ""},
+				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"watch", "", "configmaps", "", "wva-system", ""},
+				{"update", "coordination.k8s.io", "leases", "", "wva-system", "wva-adapter"}, {"create", "", "events", "", "prod", ""},
+				{"get", "", "configmaps", "", "kube-system", "extension-apiserver-authentication"},
+				{"create", "authentication.k8s.io", "tokenreviews", "", "", ""}, {"create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""}},
+			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"list", "", "configmaps", "", "prod", ""},
+				{"update", "apps", "deployments", "scale", "prod", "x"}, {"update", "llmd.ai", va, "", "prod", "x"},
+				{"delete", "", "pods", "", "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "prod", "x"}},
+		},
+		"wva-system:wva-controller": {
+			allowed: []access{{"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""}, {"update", "apps", "deployments", "scale", "prod", "x"},
+				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "wva-system", "wva-controller"}},
+			denied: []access{{"list", "", "pods", "", "", ""}, {"get", "", "secrets", "", "prod", "x"}, {"update", "apps", "deployments", "", "prod", "x"},
+				{"list", "", "configmaps", "", "wva-system", ""}},
+		},
+		"wva-system:wva-scale-from-zero": {
+			allowed: []access{{"patch", "llmd.ai", va, "", "prod", "x"}, {"update", "apps", "deployments", "scale", "prod", "x"},
+				{"list", "", "nodes", "", "", ""}, {"list", "", "pods", "", "", ""}, {"watch", "", "configmaps", "", "wva-system", ""}},
+			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"delete", "", "pods", "", "prod", "x"},
+				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""}},
+		},
+		"kube-system:horizontal-pod-autoscaler": {
+			allowed: []access{{"get", "external.metrics.k8s.io", "wva_desired_replicas", "", "prod", ""}},
+		},
+	}
+	for sa, c := range cases {
+		assertAccess(ctx, t, cs, sa, c.allowed, c.denied)
+	}
 }
 
-func keys(objs []*unstructured.Unstructured) []string {
-	out := make([]string, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, objKey(o))
+// assertAccess asks the API server (SubjectAccessReview) whether the
+// ServiceAccount sa ("namespace:name") may make each request.
+func assertAccess(ctx context.Context, t *testing.T, cs kubernetes.Interface, sa string, allowed, denied []access) {
+	t.Helper()
+	ns, _, _ := strings.Cut(sa, ":")
+	user := "system:serviceaccount:" + sa
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	for want, list := range map[bool][]access{true: allowed, false: denied} {
+		for _, a := range list {
+			sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+				Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Namespace: a.namespace, Name: a.name}},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, want, sar.Status.Allowed, "%s %+v (allowed=%v, reason %q)", sa, a, sar.Status.Allowed, sar.Status.Reason)
+		}
 	}
-	return out
+}
+
+// checkConfigMapMerge applies deploy/default's ConfigMaps, then each
+// example's wva ConfigMap under another field manager, as
+// `kubectl apply --server-side` would: the example's entries are added and
+// the `default` entries stay.
+func checkConfigMapMerge(ctx context.Context, t *testing.T, cluster *harness.Cluster) {
+	base := mustApplier(t, cluster)
+	base.FieldManager = "deploy-default"
+	example := mustApplier(t, cluster)
+	example.FieldManager = "example"
+	for _, o := range renderDefault(t) {
+		if o.GetKind() == "ConfigMap" {
+			require.NoError(t, base.Apply(ctx, o, false), objKey(o))
+		}
+	}
+	merged := 0
+	for _, dir := range exampleDirs {
+		for _, o := range render(t, dir) {
+			if o.GetKind() != "ConfigMap" || !config.IsConfigMapName(o.GetName()) {
+				continue
+			}
+			require.NoError(t, example.Apply(ctx, o, false), objKey(o))
+			live, err := cluster.Clientset().CoreV1().ConfigMaps(o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
+			require.NoError(t, err)
+			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+			for k := range data {
+				require.Contains(t, live.Data, k, "%s: example entry", dir)
+			}
+			if o.GetName() != config.QueueingModelConfigMapName {
+				require.Contains(t, live.Data, config.DefaultKey, "%s: deploy/default's entry must survive", dir)
+			}
+			merged++
+		}
+	}
+	require.Equal(t, 3, merged, "examples with wva ConfigMap entries")
+}
+
+func mustApplier(t *testing.T, cluster *harness.Cluster) *testenv.Applier {
+	a, err := testenv.NewApplier(cluster.RESTConfig)
+	require.NoError(t, err)
+	return a
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s", kind, name)
+	return nil
+}
+
+// TestManifestsTLS checks that both TLS overlays verify the adapter: no
+// insecureSkipTLSVerify; cert-manager injects the CA of a Certificate that
+// issues the very Secret the adapter mounts, for the name the aggregator
+// dials; the CA-bundle overlay sets a well-formed caBundle.
+func TestManifestsTLS(t *testing.T) {
+	for _, dir := range []string{"deploy/default", "deploy/cert-manager", "deploy/ca-bundle"} {
+		api := find(t, render(t, dir), "APIService", "v1beta1.external.metrics.k8s.io")
+		_, found, _ := unstructured.NestedFieldNoCopy(api.Object, "spec", "insecureSkipTLSVerify")
+		require.False(t, found, "%s: insecureSkipTLSVerify set", dir)
+	}
+
+	objs := render(t, "deploy/cert-manager")
+	api := find(t, objs, "APIService", "v1beta1.external.metrics.k8s.io")
+	from := api.GetAnnotations()["cert-manager.io/inject-ca-from"]
+	ns, name, ok := strings.Cut(from, "/")
+	require.True(t, ok, "inject-ca-from %q: want namespace/certificate", from)
+	cert := find(t, objs, "Certificate", name)
+	require.Equal(t, ns, cert.GetNamespace())
+	svcNS, _, _ := unstructured.NestedString(api.Object, "spec", "service", "namespace")
+	svcName, _, _ := unstructured.NestedString(api.Object, "spec", "service", "name")
+	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	require.Contains(t, dnsNames, svcName+"."+svcNS+".svc", "the aggregator verifies <service>.<namespace>.svc")
+	secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	var adapter appsv1.Deployment
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(find(t, objs, "Deployment", "wva-adapter").Object, &adapter))
+	mounted := ""
+	for _, v := range adapter.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			mounted = v.Secret.SecretName
+		}
+	}
+	require.Equal(t, secret, mounted, "the Certificate must issue the Secret the adapter mounts")
+	require.Contains(t, strings.Join(adapter.Spec.Template.Spec.Containers[0].Args, " "), "--tls-cert-file=")
+	// The serving Certificate is signed by a CA Issuer (stable caBundle), whose CA is self-signed.
+	issuer, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+	caSecret, _, _ := unstructured.NestedString(find(t, objs, "Issuer", issuer).Object, "spec", "ca", "secretName")
+	require.NotEmpty(t, caSecret, "Issuer %s: want a CA issuer", issuer)
+
+	api = find(t, render(t, "deploy/ca-bundle"), "APIService", "v1beta1.external.metrics.k8s.io")
+	bundle, _, _ := unstructured.NestedString(api.Object, "spec", "caBundle")
+	_, err := base64.StdEncoding.DecodeString(bundle)
+	require.NoError(t, err, "caBundle placeholder must be valid base64 so the overlay applies as shipped")
+}
+
+// TestManifestsMonitoring checks deploy/monitoring against deploy/default
+// (selectors and ports that exist) and its alert rules with promtool.
+func TestManifestsMonitoring(t *testing.T) {
+	objs := render(t, "deploy/monitoring")
+	base := renderDefault(t)
+
+	sm := find(t, objs, "ServiceMonitor", "wva-adapter")
+	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	svc := find(t, base, "Service", "wva-adapter")
+	for k, v := range sel {
+		require.Equal(t, v, svc.GetLabels()[k], "ServiceMonitor selector %s=%s must match Service wva-adapter", k, v)
+	}
+	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	require.Contains(t, fmt.Sprint(ports), "name:"+eps[0].(map[string]any)["port"].(string))
+	require.Equal(t, true, eps[0].(map[string]any)["honorLabels"], "wva_* metrics carry the VA's namespace label")
+
+	// The components PodMonitor reaches the controller's and the fast path's metrics ports.
+	pm := find(t, objs, "PodMonitor", "wva-components")
+	var want []string
+	for _, o := range base {
+		if o.GetKind() != "Deployment" || o.GetName() == "wva-adapter" {
+			continue
+		}
+		var d appsv1.Deployment
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d))
+		lbls := d.Spec.Template.Labels
+		want = append(want, lbls["app.kubernetes.io/component"])
+		hasMetrics := false
+		for _, p := range d.Spec.Template.Spec.Containers[0].Ports {
+			hasMetrics = hasMetrics || p.Name == "metrics"
+		}
+		require.True(t, hasMetrics, "%s: no container port named metrics", d.Name)
+	}
+	exprs, _, _ := unstructured.NestedSlice(pm.Object, "spec", "selector", "matchExpressions")
+	require.ElementsMatch(t, want, exprs[0].(map[string]any)["values"])
+
+	// vLLM: the collector's default labels come from relabelings.
+	vllm := find(t, objs, "PodMonitor", "vllm")
+	relabel, _, _ := unstructured.NestedSlice(vllm.Object, "spec", "podMetricsEndpoints")
+	targets := fmt.Sprint(relabel)
+	require.Contains(t, targets, "targetLabel:namespace")
+	require.Contains(t, targets, "targetLabel:pod")
+
+	// promtool on the rule groups, as Prometheus would load them.
+	promtool := promtoolBinary(t)
+	rule := find(t, objs, "PrometheusRule", "wva")
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	data, err := yaml.Marshal(map[string]any{"groups": groups})
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "wva-rules.yaml")
+	require.NoError(t, os.WriteFile(file, data, 0o600))
+	out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput()
+	require.NoError(t, err, "promtool check rules:\n%s", out)
+	require.Contains(t, string(out), fmt.Sprintf("SUCCESS: %d rules found", len(alertNames(t, objs))))
+}
+
+// alertNames lists the alerts of deploy/monitoring's PrometheusRule.
+func alertNames(t *testing.T, objs []*unstructured.Unstructured) []string {
+	rule := find(t, objs, "PrometheusRule", "wva")
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	var names []string
+	for _, g := range groups {
+		rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+		for _, r := range rules {
+			names = append(names, r.(map[string]any)["alert"].(string))
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// promtoolBinary is Debian's promtool (package prometheus), beside the
+// prometheus server the harness uses.
+func promtoolBinary(t *testing.T) string {
+	if b, err := exec.LookPath("promtool"); err == nil {
+		return b
+	}
+	prom, err := harness.PrometheusBinary()
+	require.NoError(t, err)
+	b := filepath.Join(filepath.Dir(prom), "promtool")
+	_, err = os.Stat(b)
+	require.NoError(t, err, "promtool: install Debian's prometheus package (hack/install-test-deps.sh)")
+	return b
 }

@@ -112,6 +112,9 @@ func newVA(ns, name, model, cost string, min, max int32) *llmdv1alpha1.VariantAu
 type adapterProcess struct {
 	*testenv.Process
 	Port int
+	// CertDir is the serving certificate's directory, laid out like a
+	// Secret volume (testenv.WriteSecretVolume) so tests can renew it.
+	CertDir string
 }
 
 // startAdapter runs the adapter with the same flags a Deployment would use,
@@ -120,8 +123,7 @@ func startAdapter(ctx context.Context, t *testing.T, c *harness.Cluster, promURL
 	t.Helper()
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	require.NoError(t, os.WriteFile(certFile, servingCert, 0o600))
-	require.NoError(t, os.WriteFile(keyFile, servingKey, 0o600))
+	require.NoError(t, testenv.WriteSecretVolume(dir, map[string][]byte{"tls.crt": servingCert, "tls.key": servingKey}))
 	port := freePort(t)
 	args := append([]string{"adapter",
 		"--secure-port=" + fmt.Sprint(port), "--bind-address=127.0.0.1",
@@ -132,7 +134,7 @@ func startAdapter(ctx context.Context, t *testing.T, c *harness.Cluster, promURL
 		"--leader-elect=false", "--v=2",
 	}, extra...)
 	p := testenv.StartProcessWaiting(ctx, t, "adapter", wvaBinary, "/healthz", args...)
-	return &adapterProcess{Process: p, Port: port}
+	return &adapterProcess{Process: p, Port: port, CertDir: dir}
 }
 
 // getRaw is `kubectl get --raw` of the external metric through the
