@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/controller"
@@ -76,25 +79,42 @@ func TestKedaManifestsRender(t *testing.T) {
 		}
 	}
 
-	adapter := typed[appsv1.Deployment](t, keda["apps/v1/Deployment wva-system/wva-adapter"])
-	c := adapter.Spec.Template.Spec.Containers[0]
-	assert.Contains(t, c.Args, "--keda-scaler-address=:9090")
-	assert.Contains(t, c.Ports, corev1.ContainerPort{Name: "keda-scaler", ContainerPort: 9090})
-	for _, v := range adapter.Spec.Template.Spec.Volumes {
-		assert.Nil(t, v.Secret, "volume %s: no serving-cert Secret is needed without an APIService", v.Name)
-	}
-	svc := typed[corev1.Service](t, keda["v1/Service wva-system/wva-adapter"])
-	var scalerPort *corev1.ServicePort
-	for i := range svc.Spec.Ports {
-		if svc.Spec.Ports[i].TargetPort.StrVal == "keda-scaler" {
-			scalerPort = &svc.Spec.Ports[i]
+	// The changed objects are deploy/default's with exactly these edits, so
+	// any other change to deploy/default's must be made here too.
+	const adapterKey, serviceKey, controllerKey = "apps/v1/Deployment wva-system/wva-adapter", "v1/Service wva-system/wva-adapter",
+		"apps/v1/Deployment wva-system/wva-controller"
+	adapter := typed[appsv1.Deployment](t, def[adapterKey])
+	pod := &adapter.Spec.Template.Spec
+	var args []string
+	for _, a := range pod.Containers[0].Args {
+		switch {
+		case strings.HasPrefix(a, "--tls-cert-file="): // no APIService: a self-signed certificate will do
+			args = append(args, "--cert-dir=/tmp/serving-cert")
+		case strings.HasPrefix(a, "--tls-private-key-file="):
+		default:
+			args = append(args, a)
 		}
 	}
-	require.NotNil(t, scalerPort, "Service port to keda-scaler")
+	pod.Containers[0].Args = append(args, "--keda-scaler-address=:9090")
+	pod.Containers[0].Ports = append(pod.Containers[0].Ports, corev1.ContainerPort{Name: "keda-scaler", ContainerPort: 9090})
+	pod.Containers[0].VolumeMounts = slices.DeleteFunc(pod.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "serving-cert" })
+	pod.Volumes = slices.DeleteFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "serving-cert" })
+	assert.Equal(t, adapter, typed[appsv1.Deployment](t, keda[adapterKey]), "deploy/keda's adapter = deploy/default's + the scaler - the serving Secret")
+
+	svc := typed[corev1.Service](t, def[serviceKey])
+	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "keda-scaler", Port: 9090, TargetPort: intstr.FromString("keda-scaler"),
+		AppProtocol: ptr.To("grpc")})
+	assert.Equal(t, svc, typed[corev1.Service](t, keda[serviceKey]), "deploy/keda's adapter Service = deploy/default's + the scaler port")
+	scalerPort := svc.Spec.Ports[len(svc.Spec.Ports)-1]
+
+	ctrlDefault := typed[appsv1.Deployment](t, def[controllerKey])
+	ctrlDefault.Spec.Template.Spec.Containers[0].Args = append(ctrlDefault.Spec.Template.Spec.Containers[0].Args,
+		"--output=scaledobject", "--keda-scaler-address=wva-adapter.wva-system.svc:9090")
+	assert.Equal(t, ctrlDefault, typed[appsv1.Deployment](t, keda[controllerKey]), "deploy/keda's controller = deploy/default's in ScaledObject mode")
 
 	// The controller's flags parse and validate as the binary would, and
 	// its scaler address is the adapter Service's port.
-	ctrl := typed[appsv1.Deployment](t, keda["apps/v1/Deployment wva-system/wva-controller"])
+	ctrl := typed[appsv1.Deployment](t, keda[controllerKey])
 	opts := controller.NewOptions()
 	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 	opts.AddFlags(fs)
