@@ -81,6 +81,10 @@ type VariantCapacity struct {
 	AnticipatedSupply  float64       `json:"anticipatedSupply"`
 	Demand             float64       `json:"demand"`
 	CostPerMTokens     float64       `json:"costPerMillionTokens,omitempty"`
+	// UsefulCapacity ranks the variant against the others of its group
+	// (UsefulCapacity): the steady-state batch its engine args allow for
+	// the group's workload; 0 when its engine args are not known.
+	UsefulCapacity float64 `json:"usefulCapacity,omitempty"`
 }
 
 // Totals are the scaling quantities of the group, or of one role of a
@@ -261,6 +265,20 @@ func DerivedK2(maxBatchedTokens, maxSeqs int64, avgIn, avgOut float64) float64 {
 	return n * (avgIn + avgOut/2)
 }
 
+// UsefulCapacity is what one replica of v serves, for ranking it against
+// the group's other variants: DerivedK2, the steady-state batch (in KV
+// tokens) its engine args schedule for the workload. The KV cache says how
+// much a replica can hold; max-num-seqs and max-num-batched-tokens say how
+// much it is set to serve at once, which is what the operator sized for the
+// hardware's speed. It is the same formula for every variant, measured or
+// not. 0 when neither engine arg is known or the workload is unknown.
+func UsefulCapacity(v decision.Variant, avgIn, avgOut float64) float64 {
+	if v.MaxNumBatchedTokens <= 0 && v.MaxNumSeqs <= 0 {
+		return 0
+	}
+	return DerivedK2(v.MaxNumBatchedTokens, v.MaxNumSeqs, avgIn, avgOut)
+}
+
 // SchedulerQueueDemand is the token demand of requests held in the EPP
 // queue: in = max(bytes/4, size*I) * (1 - prefix hit rate), out = size*O.
 func SchedulerQueueDemand(size, bytes, avgIn, avgOut, hitRate float64) (in, out float64) {
@@ -412,6 +430,7 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 	}
 	for i := range a.Variants {
 		vc := &a.Variants[i]
+		vc.UsefulCapacity = UsefulCapacity(byName[vc.Name], a.AvgInputTokens, a.AvgOutputTokens)
 		vc.Supply = float64(vc.Ready) * vc.PerReplicaCapacity
 		vc.AnticipatedSupply = float64(vc.Ready+vc.Pending) * vc.PerReplicaCapacity
 		if vc.PerReplicaCapacity > 0 {
@@ -468,6 +487,16 @@ func (a *Analysis) signal(cfg config.Saturation, st *State) decision.Signal {
 		if vc.PerReplicaCapacity > 0 {
 			sig.CapacityPerReplica[vc.Name] = vc.PerReplicaCapacity
 		}
+	}
+	// Useful capacity ranks variants only when every one has it.
+	useful := map[string]float64{}
+	for _, vc := range a.Variants {
+		if vc.UsefulCapacity > 0 {
+			useful[vc.Name] = vc.UsefulCapacity
+		}
+	}
+	if len(useful) == len(a.Variants) && len(useful) > 0 {
+		sig.UsefulCapacityPerReplica = useful
 	}
 	a.Total = Totals{Role: decision.RoleBoth}
 	if a.Disaggregated {
