@@ -139,8 +139,12 @@ func (a Analysis) Summary() []string {
 			r.Pod, r.Variant, r.KVCapacityTokens, r.TokensInUse, r.QueueLength, r.K1, r.K2, r.K2Source, r.Capacity, r.Demand))
 	}
 	for _, v := range a.Variants {
-		lines = append(lines, fmt.Sprintf("  variant %s (%s): ready %d, pending %d, per-replica capacity %.0f (%s), supply %.0f, anticipated %.0f, demand %.0f",
-			v.Name, v.Role, v.Ready, v.Pending, v.PerReplicaCapacity, v.CapacitySource, v.Supply, v.AnticipatedSupply, v.Demand))
+		line := fmt.Sprintf("  variant %s (%s): ready %d, pending %d, per-replica capacity %.0f (%s), supply %.0f, anticipated %.0f, demand %.0f",
+			v.Name, v.Role, v.Ready, v.Pending, v.PerReplicaCapacity, v.CapacitySource, v.Supply, v.AnticipatedSupply, v.Demand)
+		if v.UsefulCapacity > 0 {
+			line += fmt.Sprintf(", useful capacity %.0f", v.UsefulCapacity)
+		}
+		lines = append(lines, line)
 	}
 	parts := a.Roles
 	if !a.Disaggregated {
