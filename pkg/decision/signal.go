@@ -16,6 +16,14 @@ type Signal struct {
 	// CapacityPerReplica is what one replica of each variant contributes, in
 	// the same unit; a variant absent from the map counts as 1.
 	CapacityPerReplica map[string]float64
+	// UsefulCapacityPerReplica, when set, is what one replica of each
+	// variant serves (not merely holds), in any unit common to the group's
+	// variants. The optimizer then ranks variants by cost per unit of it
+	// (cheapest first on scale-up, dearest first on scale-down) and keeps
+	// CapacityPerReplica for the arithmetic. When a variant being ranked
+	// is absent from it, all are ranked by CapacityPerReplica (units are
+	// never mixed).
+	UsefulCapacityPerReplica map[string]float64
 	// Priority orders groups when the GPU limiter has to cut (default 1).
 	Priority float64
 	// Reason is a sentence a person can read.

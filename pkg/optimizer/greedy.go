@@ -184,8 +184,8 @@ func (o GreedyByScore) Optimize(reqs []Request) [][]decision.Target {
 }
 
 // eligibleForScaleUp are the variants the cost-aware mode may grow (no
-// pending replicas, below max), cheapest per unit of capacity first (ties:
-// alphabetically first).
+// pending replicas, below max), cheapest per unit of useful capacity, or of
+// capacity, first (ties: alphabetically first).
 func eligibleForScaleUp(variants []decision.Variant, sig decision.Signal) []decision.Variant {
 	var out []decision.Variant
 	for _, v := range variants {
@@ -193,13 +193,7 @@ func eligibleForScaleUp(variants []decision.Variant, sig decision.Signal) []deci
 			out = append(out, v)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		ci, cj := unitCost(out[i], sig), unitCost(out[j], sig)
-		if ci != cj {
-			return ci < cj
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortByUnitCost(out, sig, false)
 	return out
 }
 

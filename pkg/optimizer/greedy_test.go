@@ -113,6 +113,13 @@ func randomRequests(rng *rand.Rand, n int) []Request {
 			caps[name] = 1 + float64(rng.IntN(5))
 		}
 		sig := decision.Signal{Priority: 0.5 + 2*rng.Float64(), CapacityPerReplica: caps, Reason: "random"}
+		if rng.IntN(2) == 0 {
+			// Half the groups rank by a useful capacity unrelated to caps.
+			sig.UsefulCapacityPerReplica = map[string]float64{}
+			for _, x := range vs {
+				sig.UsefulCapacityPerReplica[x.Name] = 1 + 10*rng.Float64()
+			}
+		}
 		switch rng.IntN(4) {
 		case 0:
 			sig.SpareCapacity = 5 * rng.Float64()

@@ -99,7 +99,7 @@ func held(variants []decision.Variant, sig decision.Signal) []decision.Target {
 }
 
 // addCapacity adds replicas to the variants with the lowest cost per unit of
-// capacity (ties: alphabetically first), skipping variants with pending
+// useful capacity, or of capacity (sortByUnitCost; ties: alphabetically first), skipping variants with pending
 // replicas (cascade prevention) or at their maximum, until the required
 // capacity is covered or no variant is eligible.
 func addCapacity(variants []decision.Variant, sig decision.Signal, target map[string]int32, why map[string]string, rule map[string]decision.Rule) {
@@ -109,13 +109,7 @@ func addCapacity(variants []decision.Variant, sig decision.Signal, target map[st
 			eligible = append(eligible, v)
 		}
 	}
-	sort.SliceStable(eligible, func(i, j int) bool {
-		ci, cj := unitCost(eligible[i], sig), unitCost(eligible[j], sig)
-		if ci != cj {
-			return ci < cj
-		}
-		return eligible[i].Name < eligible[j].Name
-	})
+	sortByUnitCost(eligible, sig, false)
 	remaining := sig.RequiredCapacity
 	for _, v := range eligible {
 		if remaining <= 0 {
@@ -140,7 +134,7 @@ func addCapacity(variants []decision.Variant, sig decision.Signal, target map[st
 }
 
 // removeCapacity removes replicas from the variants with the highest cost per
-// unit of capacity (ties: alphabetically last), never below max(1, min): the
+// unit of useful capacity, or of capacity (ties: alphabetically last), never below max(1, min): the
 // way to zero is the enforcer's scale-to-zero rule, not spare capacity.
 func removeCapacity(variants []decision.Variant, sig decision.Signal, target map[string]int32, why map[string]string, rule map[string]decision.Rule) {
 	eligible := make([]decision.Variant, 0, len(variants))
@@ -149,13 +143,7 @@ func removeCapacity(variants []decision.Variant, sig decision.Signal, target map
 			eligible = append(eligible, v)
 		}
 	}
-	sort.SliceStable(eligible, func(i, j int) bool {
-		ci, cj := unitCost(eligible[i], sig), unitCost(eligible[j], sig)
-		if ci != cj {
-			return ci > cj
-		}
-		return eligible[i].Name > eligible[j].Name
-	})
+	sortByUnitCost(eligible, sig, true)
 	remaining := sig.SpareCapacity
 	for _, v := range eligible {
 		capacity := sig.CapacityOf(v.Name)
@@ -177,8 +165,46 @@ func floorOf(v decision.Variant) int32 {
 	return 1
 }
 
-func unitCost(v decision.Variant, sig decision.Signal) float64 {
+// unitCost is what ranks variants: cost per unit of useful capacity when
+// the signal gives it for every variant ranked, else per unit of capacity.
+func unitCost(v decision.Variant, sig decision.Signal, useful bool) float64 {
+	if useful {
+		return v.Cost / sig.UsefulCapacityPerReplica[v.Name]
+	}
 	return v.Cost / sig.CapacityOf(v.Name)
+}
+
+// rankByUseful reports whether the signal gives a useful capacity for each
+// of the variants (units may not be mixed within one ranking).
+func rankByUseful(variants []decision.Variant, sig decision.Signal) bool {
+	if len(sig.UsefulCapacityPerReplica) == 0 {
+		return false
+	}
+	for _, v := range variants {
+		if !(sig.UsefulCapacityPerReplica[v.Name] > 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// sortByUnitCost orders variants cheapest per unit first (ties:
+// alphabetically first), or dearest first (ties: alphabetically last).
+func sortByUnitCost(variants []decision.Variant, sig decision.Signal, dearestFirst bool) {
+	useful := rankByUseful(variants, sig)
+	sort.SliceStable(variants, func(i, j int) bool {
+		ci, cj := unitCost(variants[i], sig, useful), unitCost(variants[j], sig, useful)
+		if dearestFirst {
+			ci, cj = -ci, -cj
+			if ci == cj {
+				return variants[i].Name > variants[j].Name
+			}
+		}
+		if ci != cj {
+			return ci < cj
+		}
+		return variants[i].Name < variants[j].Name
+	})
 }
 
 func positive(x float64) bool { return x > 0 && !math.IsInf(x, 0) }

@@ -118,6 +118,35 @@ func TestOptimizeGroup(t *testing.T) {
 			want:     map[string]int32{"l4": 3, "h100": 4},
 		},
 		{
+			// Per KV token the h100 is cheaper (15/4000 < 5/1000), per unit
+			// of useful capacity it is dearer (15/2000 > 5/1000): the l4
+			// takes the scale-up, sized by its capacity: ceil(2500/1000) = 3.
+			name:     "useful capacity ranks scale-up, capacity sizes it",
+			variants: []v{{Name: "l4", Cost: 5, MaxReplicas: 10, CurrentReplicas: 1}, {Name: "h100", Cost: 15, MaxReplicas: 10, CurrentReplicas: 1}},
+			signal: decision.Signal{RequiredCapacity: 2500, CapacityPerReplica: map[string]float64{"l4": 1000, "h100": 4000},
+				UsefulCapacityPerReplica: map[string]float64{"l4": 1000, "h100": 2000}},
+			want: map[string]int32{"l4": 4, "h100": 1},
+		},
+		{
+			// Same figures: the h100 is the dearest per useful capacity and
+			// goes first when the spare capacity covers it (5000 >= 4000);
+			// the 1000 left removes one l4.
+			name:     "useful capacity ranks scale-down",
+			variants: []v{{Name: "l4", Cost: 5, MaxReplicas: 10, CurrentReplicas: 3}, {Name: "h100", Cost: 15, MaxReplicas: 10, CurrentReplicas: 2}},
+			signal: decision.Signal{SpareCapacity: 5000, CapacityPerReplica: map[string]float64{"l4": 1000, "h100": 4000},
+				UsefulCapacityPerReplica: map[string]float64{"l4": 1000, "h100": 2000}},
+			want: map[string]int32{"l4": 2, "h100": 1},
+		},
+		{
+			// Units are never mixed: without a useful capacity for the l4,
+			// both are ranked by capacity and the h100 is cheaper.
+			name:     "useful capacity missing for one variant: ranked by capacity",
+			variants: []v{{Name: "l4", Cost: 5, MaxReplicas: 10, CurrentReplicas: 1}, {Name: "h100", Cost: 15, MaxReplicas: 10, CurrentReplicas: 1}},
+			signal: decision.Signal{RequiredCapacity: 2500, CapacityPerReplica: map[string]float64{"l4": 1000, "h100": 4000},
+				UsefulCapacityPerReplica: map[string]float64{"h100": 2000}},
+			want: map[string]int32{"l4": 1, "h100": 2},
+		},
+		{
 			name:     "multi-replica scale-down removes whole replicas only",
 			variants: []v{{Name: "l4", Cost: 5, MaxReplicas: 10, CurrentReplicas: 4}, {Name: "h100", Cost: 15, MaxReplicas: 10, CurrentReplicas: 3}},
 			signal:   decision.Signal{SpareCapacity: 2500, CapacityPerReplica: map[string]float64{"l4": 1000, "h100": 1000}},

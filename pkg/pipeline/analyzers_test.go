@@ -128,3 +128,52 @@ func TestDisaggregatedRolesOptimizedApart(t *testing.T) {
 		assert.Contains(t, tg.Reason, tg.Variant+" role", tg.Reason)
 	}
 }
+
+// Through Run, the token analyzer's useful capacity decides where a
+// scale-up goes. KV: l4 16,000 tokens (capacity 12,800), h100 3,600*16 =
+// 57,600 (46,080): the h100 is cheaper per KV token (15/46,080 <
+// 5/12,800). Engine args: the h100 schedules 128 sequences to the l4's 64
+// (twice, not 3.6x), so it is dearer per useful token. Demand 66,240,
+// supply 58,880: RC = 66,240/0.85 - 58,880 = 19,049 -> +2 l4 (12,800
+// each). The limiter, with one L4 GPU left, grants the l4 first (+1),
+// then the h100 the rest (+1). Without the l4's engine args the ranking
+// falls back to KV capacity: +1 h100.
+func TestRunRanksByUsefulCapacity(t *testing.T) {
+	variants := func(l4Args bool) []decision.Variant {
+		l4 := decision.Variant{Name: "l4", Accelerator: "L4", Cost: 5, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 1}
+		if l4Args {
+			l4.MaxNumBatchedTokens, l4.MaxNumSeqs = 2048, 64
+		}
+		h100 := decision.Variant{Name: "h100", Accelerator: "H100", Cost: 15, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 1, MaxNumBatchedTokens: 4096, MaxNumSeqs: 128}
+		return []decision.Variant{l4, h100}
+	}
+	pods := append(tokenPods("l4", 0.9, 0, 1), tokenPods("h100", 0.9, 0, 1)...)
+	pods[1].NumGPUBlocks = 3600
+	for _, tc := range []struct {
+		name    string
+		l4Args  bool
+		limited bool
+		want    map[string]int32
+	}{
+		{"cost-aware, args on both", true, false, map[string]int32{"l4": 3, "h100": 1}},
+		{"limited, args on both", true, true, map[string]int32{"l4": 2, "h100": 2}},
+		{"cost-aware, l4 args unknown", false, false, map[string]int32{"l4": 1, "h100": 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			extra := ""
+			p := Default()
+			if tc.limited {
+				extra = "enableLimiter: true\n"
+				p.Budget = optimizer.Budget{"L4": 1, "H100": 4}
+			}
+			g := decision.Group{ModelID: "m", Namespace: "ns", Variants: variants(tc.l4Args), Replicas: pods}
+			res := p.Run(t0, []GroupInput{{Group: g, Config: tokenConfig(t, extra), Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
+			require.NoError(t, res.Err)
+			got := map[string]int32{}
+			for _, tg := range res.Targets {
+				got[tg.Variant] = tg.Replicas
+			}
+			assert.Equal(t, tc.want, got, res.Signal.Reason)
+		})
+	}
+}

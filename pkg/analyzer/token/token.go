@@ -81,6 +81,10 @@ type VariantCapacity struct {
 	AnticipatedSupply  float64       `json:"anticipatedSupply"`
 	Demand             float64       `json:"demand"`
 	CostPerMTokens     float64       `json:"costPerMillionTokens,omitempty"`
+	// UsefulCapacity ranks the variant against the others of its group
+	// (UsefulCapacity): the steady-state batch its engine args allow for
+	// the group's workload; 0 when its engine args are not known.
+	UsefulCapacity float64 `json:"usefulCapacity,omitempty"`
 }
 
 // Totals are the scaling quantities of the group, or of one role of a
@@ -135,8 +139,12 @@ func (a Analysis) Summary() []string {
 			r.Pod, r.Variant, r.KVCapacityTokens, r.TokensInUse, r.QueueLength, r.K1, r.K2, r.K2Source, r.Capacity, r.Demand))
 	}
 	for _, v := range a.Variants {
-		lines = append(lines, fmt.Sprintf("  variant %s (%s): ready %d, pending %d, per-replica capacity %.0f (%s), supply %.0f, anticipated %.0f, demand %.0f",
-			v.Name, v.Role, v.Ready, v.Pending, v.PerReplicaCapacity, v.CapacitySource, v.Supply, v.AnticipatedSupply, v.Demand))
+		line := fmt.Sprintf("  variant %s (%s): ready %d, pending %d, per-replica capacity %.0f (%s), supply %.0f, anticipated %.0f, demand %.0f",
+			v.Name, v.Role, v.Ready, v.Pending, v.PerReplicaCapacity, v.CapacitySource, v.Supply, v.AnticipatedSupply, v.Demand)
+		if v.UsefulCapacity > 0 {
+			line += fmt.Sprintf(", useful capacity %.0f", v.UsefulCapacity)
+		}
+		lines = append(lines, line)
 	}
 	parts := a.Roles
 	if !a.Disaggregated {
@@ -259,6 +267,20 @@ func DerivedK2(maxBatchedTokens, maxSeqs int64, avgIn, avgOut float64) float64 {
 	}
 	n := math.Min(b*avgOut/(avgIn+avgOut), s)
 	return n * (avgIn + avgOut/2)
+}
+
+// UsefulCapacity is what one replica of v serves, for ranking it against
+// the group's other variants: DerivedK2, the steady-state batch (in KV
+// tokens) its engine args schedule for the workload. The KV cache says how
+// much a replica can hold; max-num-seqs and max-num-batched-tokens say how
+// much it is set to serve at once, which is what the operator sized for the
+// hardware's speed. It is the same formula for every variant, measured or
+// not. 0 when neither engine arg is known or the workload is unknown.
+func UsefulCapacity(v decision.Variant, avgIn, avgOut float64) float64 {
+	if v.MaxNumBatchedTokens <= 0 && v.MaxNumSeqs <= 0 {
+		return 0
+	}
+	return DerivedK2(v.MaxNumBatchedTokens, v.MaxNumSeqs, avgIn, avgOut)
 }
 
 // SchedulerQueueDemand is the token demand of requests held in the EPP
@@ -412,6 +434,7 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 	}
 	for i := range a.Variants {
 		vc := &a.Variants[i]
+		vc.UsefulCapacity = UsefulCapacity(byName[vc.Name], a.AvgInputTokens, a.AvgOutputTokens)
 		vc.Supply = float64(vc.Ready) * vc.PerReplicaCapacity
 		vc.AnticipatedSupply = float64(vc.Ready+vc.Pending) * vc.PerReplicaCapacity
 		if vc.PerReplicaCapacity > 0 {
@@ -468,6 +491,16 @@ func (a *Analysis) signal(cfg config.Saturation, st *State) decision.Signal {
 		if vc.PerReplicaCapacity > 0 {
 			sig.CapacityPerReplica[vc.Name] = vc.PerReplicaCapacity
 		}
+	}
+	// Useful capacity ranks variants only when every one has it.
+	useful := map[string]float64{}
+	for _, vc := range a.Variants {
+		if vc.UsefulCapacity > 0 {
+			useful[vc.Name] = vc.UsefulCapacity
+		}
+	}
+	if len(useful) == len(a.Variants) && len(useful) > 0 {
+		sig.UsefulCapacityPerReplica = useful
 	}
 	a.Total = Totals{Role: decision.RoleBoth}
 	if a.Disaggregated {

@@ -42,6 +42,53 @@ func TestDerivedK2(t *testing.T) {
 	}
 }
 
+func TestUsefulCapacity(t *testing.T) {
+	cases := []struct {
+		name     string
+		v        decision.Variant
+		in, out  float64
+		expected float64
+	}{
+		// The embedded simulator fleet on the conv trace's workload (I 1155,
+		// O 211): N = min(2048*211/1366, 128) = 128; 128*(1155+105.5).
+		{"L40S args", decision.Variant{MaxNumBatchedTokens: 2048, MaxNumSeqs: 128}, 1155, 211, 128 * 1260.5},
+		// N = min(4096*211/1366, 256) = 256: twice the L40S, where its KV
+		// cache is three times as large.
+		{"H100 args", decision.Variant{MaxNumBatchedTokens: 4096, MaxNumSeqs: 256}, 1155, 211, 256 * 1260.5},
+		// Only max-num-seqs set: the token budget is vLLM's default 8192.
+		{"seqs only", decision.Variant{MaxNumSeqs: 64}, 1000, 200, 64 * 1100},
+		{"no engine args: unknown, not vLLM's defaults", decision.Variant{}, 1000, 200, 0},
+		{"no workload yet", decision.Variant{MaxNumSeqs: 64}, 0, 0, 0},
+	}
+	for _, c := range cases {
+		assert.InDelta(t, c.expected, UsefulCapacity(c.v, c.in, c.out), 1e-6, c.name)
+	}
+}
+
+// With engine args on every variant, the signal ranks by useful capacity:
+// the H100 holds three times the L4's tokens (KV) but its args schedule
+// only twice the L4's batch, so at three times the cost the L4 is cheaper
+// per useful token and takes the scale-up, though the H100 is cheaper per
+// KV token.
+func TestUsefulCapacityRanksScaleUp(t *testing.T) {
+	g := decision.Group{ModelID: "m",
+		Variants: []decision.Variant{
+			{Name: "l4", Accelerator: "L4", Cost: 5, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 1, MaxNumBatchedTokens: 2048, MaxNumSeqs: 64},
+			{Name: "h100", Accelerator: "H100", Cost: 15, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 1, MaxNumBatchedTokens: 4096, MaxNumSeqs: 128},
+		},
+		Replicas: []decision.ReplicaMetrics{rep("l4-a", "l4", 0.9, 0, 1000), rep("h100-a", "h100", 0.9, 0, 3600)},
+	}
+	res, err := Analyzer{}.AnalyzeState(g, defaults(), nil)
+	require.NoError(t, err)
+	assert.Greater(t, res.Signal.RequiredCapacity, 0.0)
+	// Useful: l4 64*1100 = 70,400; h100 128*1100 = 140,800.
+	assert.Equal(t, map[string]float64{"l4": 70400, "h100": 140800}, res.Signal.UsefulCapacityPerReplica)
+	assert.Less(t, 15/res.Signal.CapacityOf("h100"), 5/res.Signal.CapacityOf("l4"), "H100 cheaper per KV token")
+	got := targets(optimizer.OptimizeGroup(g, res.Signal))
+	assert.Greater(t, got["l4"], int32(1))
+	assert.Equal(t, int32(1), got["h100"])
+}
+
 func TestOutputBucket(t *testing.T) {
 	for out, want := range map[float64]string{0: "short", 99.9: "short", 100: "medium", 499: "medium", 500: "long", 4000: "long"} {
 		assert.Equal(t, want, OutputBucket(out), "%g", out)
@@ -279,7 +326,10 @@ func TestNoCapacityKnown(t *testing.T) {
 	require.NoError(t, err)
 	a := res.Details.(Analysis)
 	// N = min(2048*200/1200, 64) = 64; 64*1100 = 70,400.
-	assert.Equal(t, VariantCapacity{Name: "args", Role: decision.RoleBoth, PerReplicaCapacity: 70400, CapacitySource: CapacityDerived, CostPerMTokens: 5 / 70400.0 * 1e6}, a.Variants[0])
+	// Its useful capacity (for ranking) is the same derivation; "bare" has
+	// none, so the signal ranks by capacity.
+	assert.Equal(t, VariantCapacity{Name: "args", Role: decision.RoleBoth, PerReplicaCapacity: 70400, CapacitySource: CapacityDerived, CostPerMTokens: 5 / 70400.0 * 1e6, UsefulCapacity: 70400}, a.Variants[0])
+	assert.Nil(t, res.Signal.UsefulCapacityPerReplica)
 	assert.Equal(t, CapacityAssumed, a.Variants[1].CapacitySource)
 	assert.Equal(t, 70400.0, a.Variants[1].PerReplicaCapacity)
 	assert.Equal(t, "remembered", a.WorkloadSource)
