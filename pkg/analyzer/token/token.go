@@ -40,7 +40,7 @@ const (
 
 // Where a replica's k2 came from (the priority chain, first that applies).
 const (
-	K2Observed   = "observed"   // queue >= queueLengthThreshold: tokens in use now
+	K2Observed   = "observed"   // queue >= queueLengthThreshold (and a filled replica, MinObservedK2Share): tokens in use now
 	K2Historical = "historical" // rolling average of earlier observations
 	K2Derived    = "derived"    // steady-state batching model from engine args
 	K2Fallback   = "k1"         // nothing better: memory bound only
@@ -383,7 +383,7 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 		rc := ReplicaCapacity{Pod: r.Pod, Variant: r.Variant, KVCapacityTokens: kv, TokensInUse: r.TokensInUseOrDerived(), QueueLength: r.QueueLength}
 		rc.Demand = ReplicaDemand(rc.TokensInUse, r.QueueLength, in, out, v.Role)
 		rc.K1 = kv * cfg.KvCacheThreshold
-		rc.K2, rc.K2Source = st.k2(v, r.QueueLength, rc.TokensInUse, in, out, cfg.QueueLengthThreshold)
+		rc.K2, rc.K2Source = st.k2(v, r.QueueLength, rc.TokensInUse, in, out, cfg.QueueLengthThreshold, rc.K1)
 		if rc.K2Source == K2Fallback {
 			rc.K2 = rc.K1
 		}
@@ -445,10 +445,28 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 	return a, a.signal(cfg, st)
 }
 
+// MinObservedK2Share: a replica with a queue but less than this share of
+// the tokens it is expected to saturate at (min(k1, derived k2)) in use is
+// still filling up, not saturated at that token count: typically a pod just
+// Ready to which the endpoint picker releases a held backlog, which chunked
+// prefill admits a few prompts per step. Taken as an observation of k2, its
+// few hundred tokens became the variant's capacity (the median of one
+// replica) and the rolling history, and one such cycle ordered a dozen
+// replicas. Below the share, the chain goes on to history or derivation.
+const MinObservedK2Share = 0.5
+
+func expectedK2(k1, derived float64) float64 {
+	if derived > 0 {
+		return math.Min(k1, derived)
+	}
+	return k1
+}
+
 // k2 walks the priority chain for one replica and records observations.
-func (st *State) k2(v decision.Variant, queue, tokensInUse, in, out, queueThreshold float64) (float64, string) {
+func (st *State) k2(v decision.Variant, queue, tokensInUse, in, out, queueThreshold, k1 float64) (float64, string) {
 	key := fmt.Sprintf("%s|%d|%s", v.Accelerator, v.GPUsPerReplica, OutputBucket(out))
-	if queue >= queueThreshold && tokensInUse > 0 {
+	derived := DerivedK2(v.MaxNumBatchedTokens, v.MaxNumSeqs, in, out)
+	if queue >= queueThreshold && tokensInUse > 0 && tokensInUse >= MinObservedK2Share*expectedK2(k1, derived) {
 		h := append(st.History[key], tokensInUse)
 		if len(h) > HistoryWindow {
 			h = h[len(h)-HistoryWindow:]
@@ -461,8 +479,8 @@ func (st *State) k2(v decision.Variant, queue, tokensInUse, in, out, queueThresh
 			return avg, K2Historical
 		}
 	}
-	if k2 := DerivedK2(v.MaxNumBatchedTokens, v.MaxNumSeqs, in, out); k2 > 0 {
-		return k2, K2Derived
+	if derived > 0 {
+		return derived, K2Derived
 	}
 	return 0, K2Fallback
 }

@@ -191,23 +191,72 @@ func TestK2Chain(t *testing.T) {
 	assert.Equal(t, K2Fallback, r.K2Source)
 	assert.Equal(t, 12800.0, r.Capacity)
 
-	// The window keeps the last 10 observations: 1..12 thousand -> 3..12,
-	// average 7,500.
+	// The window keeps the last 10 observations: 4,500..10,000 by 500
+	// (all at least half of min(k1 12,800, derived 8,800) = 4,400) ->
+	// 5,500..10,000, average 7,750.
 	var prev any
 	for i := 1; i <= 12; i++ {
 		g.Replicas = []decision.ReplicaMetrics{rep("a", "l4", 0, 9, 1000)}
-		g.Replicas[0].TokensInUse = float64(i * 1000)
+		g.Replicas[0].TokensInUse = float64(4000 + i*500)
 		res, err = Analyzer{}.AnalyzeState(g, cfg, prev)
 		require.NoError(t, err)
 		prev = res.State
 	}
 	h := res.State.(State).History["L4|0|medium"]
 	assert.Len(t, h, HistoryWindow)
-	assert.Equal(t, 3000.0, h[0])
+	assert.Equal(t, 5500.0, h[0])
 	g.Replicas = []decision.ReplicaMetrics{rep("a", "l4", 0.1, 0, 1000)}
 	res, err = Analyzer{}.AnalyzeState(g, cfg, prev)
 	require.NoError(t, err)
-	assert.Equal(t, 7500.0, res.Details.(Analysis).Replicas[0].K2)
+	assert.Equal(t, 7750.0, res.Details.(Analysis).Replicas[0].K2)
+}
+
+// A queue on a replica that holds little is a replica filling up, not an
+// observation of k2. KV 16,000, k1 = 0.8*16,000 = 12,800; derived
+// k2 = min(2048*200/1200, 8)*(1000+100) = 8*1,100 = 8,800; the floor is
+// 0.5*min(12,800, 8,800) = 4,400 tokens.
+func TestK2ObservationNeedsAFilledReplica(t *testing.T) {
+	v := decision.Variant{Name: "l4", Accelerator: "L4", Cost: 5, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 1, MaxNumBatchedTokens: 2048, MaxNumSeqs: 8}
+	noArgs := v
+	noArgs.MaxNumBatchedTokens, noArgs.MaxNumSeqs = 0, 0
+	cases := []struct {
+		name     string
+		v        decision.Variant
+		inUse    float64
+		history  []float64
+		k2       float64
+		source   string
+		recorded []float64
+	}{
+		// Just Ready, 592 tokens in use and 6 queued: derived, nothing recorded.
+		{"fresh replica", v, 592, nil, 8800, K2Derived, nil},
+		// The same with a history: the history's average, unchanged.
+		{"fresh replica, history", v, 592, []float64{9000, 7000}, 8000, K2Historical, []float64{9000, 7000}},
+		// At the floor: an observation.
+		{"at the floor", v, 4400, nil, 4400, K2Observed, []float64{4400}},
+		{"filled", v, 9600, nil, 9600, K2Observed, []float64{9600}},
+		// No engine args: vLLM's defaults, derived = min(8192*200/1200, 256)*1,100
+		// = 256*1,100 = 281,600 > k1, so the floor is 0.5*12,800 = 6,400.
+		{"no args, below k1/2", noArgs, 6000, nil, 281600, K2Derived, nil},
+		{"no args, above k1/2", noArgs, 6400, nil, 6400, K2Observed, []float64{6400}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := rep("a", "l4", 0, 6, 1000)
+			r.TokensInUse = c.inUse
+			g := decision.Group{ModelID: "m", Variants: []decision.Variant{c.v}, Replicas: []decision.ReplicaMetrics{r}}
+			var prev any
+			if c.history != nil {
+				prev = State{Analyzer: Name, History: map[string][]float64{"L4|0|medium": c.history}}
+			}
+			res, err := Analyzer{}.AnalyzeState(g, defaults(), prev)
+			require.NoError(t, err)
+			got := res.Details.(Analysis).Replicas[0]
+			assert.Equal(t, c.source, got.K2Source)
+			assert.InDelta(t, c.k2, got.K2, 1e-6)
+			assert.Equal(t, c.recorded, res.State.(State).History["L4|0|medium"])
+		})
+	}
 }
 
 // examples/snapshots/token-scale-up.yaml, by hand:
