@@ -146,6 +146,69 @@ func TestReplicaDemandAndSignals(t *testing.T) {
 	}
 }
 
+func TestBacklogWeight(t *testing.T) {
+	cases := []struct {
+		name              string
+		drain, out, itlMs float64
+		want              float64
+	}{
+		{"off", 0, 200, 50, 1},
+		// T = 200*50/1000 = 10 s; 10/240.
+		{"drained over 4 minutes", 240, 200, 50, 10.0 / 240},
+		// T = 10 s > 5 s: the whole backlog.
+		{"horizon shorter than a request", 5, 200, 50, 1},
+		{"no ITL reported", 240, 200, 0, 1},
+		{"no output average", 240, 0, 50, 1},
+	}
+	for _, c := range cases {
+		assert.InDelta(t, c.want, BacklogWeight(c.drain, c.out, c.itlMs), 1e-12, c.name)
+	}
+}
+
+// The backlog drained over 120 s. Two L4 (KV 16,000, capacity = derived
+// k2 8*1,100 = 8,800 < k1 12,800), 8,000 tokens in use and 2 queued each,
+// ITL 60 ms and 200 output tokens: a request holds its KV T = 12 s, weight
+// 12/120 = 0.1. EPP queue 100 requests (1,000 in + 200 out).
+func TestBacklogDrain(t *testing.T) {
+	v := decision.Variant{Name: "l4", Accelerator: "L4", Cost: 5, MinReplicas: 1, MaxReplicas: 30, CurrentReplicas: 2, MaxNumBatchedTokens: 2048, MaxNumSeqs: 8}
+	g := decision.Group{ModelID: "m", Variants: []decision.Variant{v}, SchedulerQueueSize: 100}
+	for _, pod := range []string{"a", "b"} {
+		r := rep(pod, "l4", 0.5, 2, 1000)
+		r.AvgITLms = 60
+		g.Replicas = append(g.Replicas, r)
+	}
+	cases := []struct {
+		name          string
+		drain         float64
+		weight        float64
+		demand, epp   float64
+		required      float64
+		replicasAfter int32
+	}{
+		// Off: D = 2*(8,000 + 2*1,200) + 100*1,200 = 20,800 + 120,000 = 140,800;
+		// RC = 140,800/0.85 - 17,600 = 148,047.06 -> ceil(/8,800) = 17 more.
+		{"whole backlog held", 0, 1, 140800, 120000, 140800/0.85 - 17600, 19},
+		// D = 2*(8,000 + 0.1*2*1,200) + 0.1*120,000 = 16,480 + 12,000 = 28,480;
+		// RC = 28,480/0.85 - 17,600 = 15,905.88 -> 2 more.
+		{"drained over 120 s", 120, 0.1, 28480, 12000, 28480/0.85 - 17600, 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := defaults()
+			cfg.Saturation.BacklogDrainSeconds = c.drain
+			res, err := Analyzer{}.AnalyzeState(g, cfg, nil)
+			require.NoError(t, err)
+			a := res.Details.(Analysis)
+			assert.InDelta(t, 12, a.RequestSeconds, 1e-9)
+			assert.InDelta(t, c.weight, a.BacklogWeight, 1e-12)
+			assert.InDelta(t, c.demand, a.Total.Demand, 1e-6)
+			assert.InDelta(t, c.epp, a.Total.SchedulerQueueDemand, 1e-6)
+			assert.InDelta(t, c.required, res.Signal.RequiredCapacity, 1e-6)
+			assert.Equal(t, c.replicasAfter, targets(optimizer.OptimizeGroup(g, res.Signal))["l4"])
+		})
+	}
+}
+
 func rep(pod, variant string, usage, queue float64, blocks int64) decision.ReplicaMetrics {
 	return decision.ReplicaMetrics{Pod: pod, Variant: variant, KvCacheUsage: usage, QueueLength: queue,
 		NumGPUBlocks: blocks, BlockSize: 16, AvgInputTokens: 1000, AvgOutputTokens: 200}
@@ -446,6 +509,13 @@ func TestMoreDemandNeverFewerReplicas(t *testing.T) {
 			if trial%2 == 1 {
 				// With stabilization on, from a remembered lower demand.
 				cfg.Saturation.ScaleDownStabilizationCycles = 10
+			}
+			if trial%4 >= 2 {
+				// The backlog drained over 2 minutes (ITL below).
+				cfg.Saturation.BacklogDrainSeconds = 120
+				for i := range gg.Replicas {
+					gg.Replicas[i].AvgITLms = 50
+				}
 			}
 			res, err := Analyzer{}.AnalyzeState(gg, cfg, state)
 			require.NoError(t, err)
