@@ -36,9 +36,11 @@ type saturationEntry struct {
 	ScaleUpThreshold     *float64 `json:"scaleUpThreshold,omitempty"`
 	ScaleDownBoundary    *float64 `json:"scaleDownBoundary,omitempty"`
 	// ScaleDownStabilizationCycles: see Saturation.
-	ScaleDownStabilizationCycles *int     `json:"scaleDownStabilizationCycles,omitempty"`
-	EnableLimiter                *bool    `json:"enableLimiter,omitempty"`
-	Priority                     *float64 `json:"priority,omitempty"`
+	ScaleDownStabilizationCycles *int `json:"scaleDownStabilizationCycles,omitempty"`
+	// BacklogDrainSeconds: see Saturation.
+	BacklogDrainSeconds *float64 `json:"backlogDrainSeconds,omitempty"`
+	EnableLimiter       *bool    `json:"enableLimiter,omitempty"`
+	Priority            *float64 `json:"priority,omitempty"`
 }
 
 func (e saturationEntry) scope() scope { return scopeOf(e.ModelID, e.Namespace) }
@@ -52,6 +54,7 @@ func (e saturationEntry) over(base Saturation) Saturation {
 	set(&base.ScaleUpThreshold, e.ScaleUpThreshold)
 	set(&base.ScaleDownBoundary, e.ScaleDownBoundary)
 	set(&base.ScaleDownStabilizationCycles, e.ScaleDownStabilizationCycles)
+	set(&base.BacklogDrainSeconds, e.BacklogDrainSeconds)
 	set(&base.EnableLimiter, e.EnableLimiter)
 	set(&base.Priority, e.Priority)
 	base.AnalyzerName = NormalizeAnalyzerName(base.AnalyzerName)
@@ -95,6 +98,7 @@ func (s Saturation) Validate() error {
 		{"scaleDownBoundary", s.ScaleDownBoundary, s.ScaleDownBoundary > 0 && s.ScaleDownBoundary < s.ScaleUpThreshold,
 			fmt.Sprintf("must be in (0, scaleUpThreshold=%g)", s.ScaleUpThreshold)},
 		{"priority", s.Priority, s.Priority > 0, "must be > 0"},
+		{"backlogDrainSeconds", s.BacklogDrainSeconds, s.BacklogDrainSeconds >= 0, "must be >= 0 (0: the whole backlog is standing demand)"},
 	}
 	for _, c := range checks {
 		if math.IsNaN(c.value) || math.IsInf(c.value, 0) {

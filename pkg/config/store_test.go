@@ -80,6 +80,8 @@ func TestApplyValidation(t *testing.T) {
 		{"stabilization window", SaturationConfigMapName, "scaleDownStabilizationCycles: 10", ""},
 		{"negative stabilization window", SaturationConfigMapName, "scaleDownStabilizationCycles: -1", "scaleDownStabilizationCycles=-1: must be in [0, 240]"},
 		{"stabilization window too long", SaturationConfigMapName, "scaleDownStabilizationCycles: 241", "scaleDownStabilizationCycles=241"},
+		{"backlog drain", SaturationConfigMapName, "backlogDrainSeconds: 240", ""},
+		{"negative backlog drain", SaturationConfigMapName, "backlogDrainSeconds: -1", "backlogDrainSeconds=-1: must be >= 0"},
 		{"unknown analyzer", SaturationConfigMapName, "analyzerName: magic", "analyzerName=magic"},
 		{"typo in field name", SaturationConfigMapName, "kvCacheThreshhold: 0.7", "unknown field"},
 		{"not YAML", SaturationConfigMapName, "kvCacheThreshold: [", "cannot parse"},

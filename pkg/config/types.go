@@ -40,9 +40,19 @@ type Saturation struct {
 	// cycles, the current one included, so a dip right after a burst does
 	// not release replicas the next burst needs. 0 or 1: the current
 	// demand only.
-	ScaleDownStabilizationCycles int     `json:"scaleDownStabilizationCycles"`
-	EnableLimiter                bool    `json:"enableLimiter"`
-	Priority                     float64 `json:"priority"`
+	ScaleDownStabilizationCycles int `json:"scaleDownStabilizationCycles"`
+	// BacklogDrainSeconds (token-based analyzer): queued requests (in the
+	// model servers and at the EPP) are demand to drain within this many
+	// seconds, not to hold all at once. A queued request then counts for
+	// min(1, T/BacklogDrainSeconds) of its tokens, T being how long a
+	// request holds its KV cache (average output tokens x average ITL):
+	// capacity that serves the backlog's requests at the rate that empties
+	// the queue in BacklogDrainSeconds. 0 (the built-in default, upstream's
+	// behavior): the whole backlog counts as standing demand. A natural
+	// value is the pods' start-up time: capacity ordered now serves from then.
+	BacklogDrainSeconds float64 `json:"backlogDrainSeconds"`
+	EnableLimiter       bool    `json:"enableLimiter"`
+	Priority            float64 `json:"priority"`
 }
 
 // ScaleToZero is the resolved scale-to-zero configuration of one group.

@@ -40,7 +40,7 @@ const (
 
 // Where a replica's k2 came from (the priority chain, first that applies).
 const (
-	K2Observed   = "observed"   // queue >= queueLengthThreshold: tokens in use now
+	K2Observed   = "observed"   // queue >= queueLengthThreshold (and a filled replica, MinObservedK2Share): tokens in use now
 	K2Historical = "historical" // rolling average of earlier observations
 	K2Derived    = "derived"    // steady-state batching model from engine args
 	K2Fallback   = "k1"         // nothing better: memory bound only
@@ -116,6 +116,14 @@ type Analysis struct {
 	AvgOutputTokens    float64 `json:"avgOutputTokens"`
 	PrefixCacheHitRate float64 `json:"prefixCacheHitRate"`
 	WorkloadSource     string  `json:"workloadSource"`
+	// Backlog draining (backlogDrainSeconds): AvgITLms is the mean ITL of
+	// the replicas that report one, RequestSeconds how long a request holds
+	// its KV cache (AvgOutputTokens x AvgITLms), BacklogWeight the share of
+	// its tokens a queued request counts for (BacklogWeight).
+	BacklogDrainSeconds float64 `json:"backlogDrainSeconds,omitempty"`
+	AvgITLms            float64 `json:"avgITLms,omitempty"`
+	RequestSeconds      float64 `json:"requestSeconds,omitempty"`
+	BacklogWeight       float64 `json:"backlogWeight"`
 	// EPP flow-control queue and its token demand (in + out).
 	SchedulerQueueSize   float64           `json:"schedulerQueueSize"`
 	SchedulerQueueBytes  float64           `json:"schedulerQueueBytes"`
@@ -134,6 +142,10 @@ type Analysis struct {
 func (a Analysis) Summary() []string {
 	lines := []string{fmt.Sprintf("workload (%s): avg input %.1f, avg output %.1f tokens, prefix hit %.2f; EPP queue %g requests -> %.0f tokens",
 		a.WorkloadSource, a.AvgInputTokens, a.AvgOutputTokens, a.PrefixCacheHitRate, a.SchedulerQueueSize, a.SchedulerQueueIn+a.SchedulerQueueOut)}
+	if a.BacklogDrainSeconds > 0 {
+		lines = append(lines, fmt.Sprintf("backlog drained over %gs: a request holds KV %.1f s (ITL %.1f ms), queued requests count for %.3f of their tokens",
+			a.BacklogDrainSeconds, a.RequestSeconds, a.AvgITLms, a.BacklogWeight))
+	}
 	for _, r := range a.Replicas {
 		lines = append(lines, fmt.Sprintf("  pod %s (%s): KV %.0f, in use %.0f, queue %g, k1 %.0f, k2 %.0f (%s), capacity %.0f, demand %.0f",
 			r.Pod, r.Variant, r.KVCapacityTokens, r.TokensInUse, r.QueueLength, r.K1, r.K2, r.K2Source, r.Capacity, r.Demand))
@@ -294,6 +306,20 @@ func SchedulerQueueDemand(size, bytes, avgIn, avgOut, hitRate float64) (in, out 
 	return in, out
 }
 
+// BacklogWeight is the share of its tokens a queued request counts for when
+// the backlog is to be drained within drainSeconds rather than held at once.
+// Draining q requests in H seconds is an extra arrival rate of q/H; each
+// holds its KV cache for T = avgOut*avgITLms/1000 seconds, so by Little's law
+// they occupy q*T/H requests' worth of capacity: weight min(1, T/H). It is 1
+// (the whole backlog is standing demand) when drainSeconds <= 0 or T is
+// unknown.
+func BacklogWeight(drainSeconds, avgOut, avgITLms float64) float64 {
+	if drainSeconds <= 0 || avgOut <= 0 || avgITLms <= 0 {
+		return 1
+	}
+	return math.Min(1, avgOut*avgITLms/1000/drainSeconds)
+}
+
 // ReplicaDemand is tokens in use plus the local queue's prompt tokens; a
 // decode (or whole-request) replica also holds the queued requests' output.
 func ReplicaDemand(tokensInUse, queue, avgIn, avgOut float64, role decision.Role) float64 {
@@ -359,6 +385,19 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 	default:
 		a.WorkloadSource = "none"
 	}
+	var itlN float64
+	for _, r := range g.Replicas {
+		if _, ok := byName[r.Variant]; ok && r.AvgITLms > 0 {
+			a.AvgITLms += r.AvgITLms
+			itlN++
+		}
+	}
+	if itlN > 0 {
+		a.AvgITLms /= itlN
+	}
+	a.RequestSeconds = a.AvgOutputTokens * a.AvgITLms / 1000
+	a.BacklogDrainSeconds = cfg.BacklogDrainSeconds
+	a.BacklogWeight = BacklogWeight(cfg.BacklogDrainSeconds, a.AvgOutputTokens, a.AvgITLms)
 	a.SchedulerQueueIn, a.SchedulerQueueOut = SchedulerQueueDemand(g.SchedulerQueueSize, g.SchedulerQueueBytes, a.AvgInputTokens, a.AvgOutputTokens, a.PrefixCacheHitRate)
 
 	// Per-replica capacity: min(k1, k2).
@@ -381,9 +420,9 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 			out = a.AvgOutputTokens
 		}
 		rc := ReplicaCapacity{Pod: r.Pod, Variant: r.Variant, KVCapacityTokens: kv, TokensInUse: r.TokensInUseOrDerived(), QueueLength: r.QueueLength}
-		rc.Demand = ReplicaDemand(rc.TokensInUse, r.QueueLength, in, out, v.Role)
+		rc.Demand = ReplicaDemand(rc.TokensInUse, r.QueueLength*a.BacklogWeight, in, out, v.Role)
 		rc.K1 = kv * cfg.KvCacheThreshold
-		rc.K2, rc.K2Source = st.k2(v, r.QueueLength, rc.TokensInUse, in, out, cfg.QueueLengthThreshold)
+		rc.K2, rc.K2Source = st.k2(v, r.QueueLength, rc.TokensInUse, in, out, cfg.QueueLengthThreshold, rc.K1)
 		if rc.K2Source == K2Fallback {
 			rc.K2 = rc.K1
 		}
@@ -445,10 +484,28 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 	return a, a.signal(cfg, st)
 }
 
+// MinObservedK2Share: a replica with a queue but less than this share of
+// the tokens it is expected to saturate at (min(k1, derived k2)) in use is
+// still filling up, not saturated at that token count: typically a pod just
+// Ready to which the endpoint picker releases a held backlog, which chunked
+// prefill admits a few prompts per step. Taken as an observation of k2, its
+// few hundred tokens became the variant's capacity (the median of one
+// replica) and the rolling history, and one such cycle ordered a dozen
+// replicas. Below the share, the chain goes on to history or derivation.
+const MinObservedK2Share = 0.5
+
+func expectedK2(k1, derived float64) float64 {
+	if derived > 0 {
+		return math.Min(k1, derived)
+	}
+	return k1
+}
+
 // k2 walks the priority chain for one replica and records observations.
-func (st *State) k2(v decision.Variant, queue, tokensInUse, in, out, queueThreshold float64) (float64, string) {
+func (st *State) k2(v decision.Variant, queue, tokensInUse, in, out, queueThreshold, k1 float64) (float64, string) {
 	key := fmt.Sprintf("%s|%d|%s", v.Accelerator, v.GPUsPerReplica, OutputBucket(out))
-	if queue >= queueThreshold && tokensInUse > 0 {
+	derived := DerivedK2(v.MaxNumBatchedTokens, v.MaxNumSeqs, in, out)
+	if queue >= queueThreshold && tokensInUse > 0 && tokensInUse >= MinObservedK2Share*expectedK2(k1, derived) {
 		h := append(st.History[key], tokensInUse)
 		if len(h) > HistoryWindow {
 			h = h[len(h)-HistoryWindow:]
@@ -461,8 +518,8 @@ func (st *State) k2(v decision.Variant, queue, tokensInUse, in, out, queueThresh
 			return avg, K2Historical
 		}
 	}
-	if k2 := DerivedK2(v.MaxNumBatchedTokens, v.MaxNumSeqs, in, out); k2 > 0 {
-		return k2, K2Derived
+	if derived > 0 {
+		return derived, K2Derived
 	}
 	return 0, K2Fallback
 }
@@ -514,9 +571,9 @@ func (a *Analysis) signal(cfg config.Saturation, st *State) decision.Signal {
 		}
 		// EPP queue: prompt tokens land on prefill, prompt and output on
 		// decode (and on whole-request replicas).
-		t.SchedulerQueueDemand = a.SchedulerQueueIn + a.SchedulerQueueOut
+		t.SchedulerQueueDemand = (a.SchedulerQueueIn + a.SchedulerQueueOut) * a.BacklogWeight
 		if role == decision.RolePrefill {
-			t.SchedulerQueueDemand = a.SchedulerQueueIn
+			t.SchedulerQueueDemand = a.SchedulerQueueIn * a.BacklogWeight
 		}
 		t.Demand = t.ReplicaDemand + t.SchedulerQueueDemand
 		if t.Supply > 0 {

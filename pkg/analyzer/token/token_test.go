@@ -146,6 +146,69 @@ func TestReplicaDemandAndSignals(t *testing.T) {
 	}
 }
 
+func TestBacklogWeight(t *testing.T) {
+	cases := []struct {
+		name              string
+		drain, out, itlMs float64
+		want              float64
+	}{
+		{"off", 0, 200, 50, 1},
+		// T = 200*50/1000 = 10 s; 10/240.
+		{"drained over 4 minutes", 240, 200, 50, 10.0 / 240},
+		// T = 10 s > 5 s: the whole backlog.
+		{"horizon shorter than a request", 5, 200, 50, 1},
+		{"no ITL reported", 240, 200, 0, 1},
+		{"no output average", 240, 0, 50, 1},
+	}
+	for _, c := range cases {
+		assert.InDelta(t, c.want, BacklogWeight(c.drain, c.out, c.itlMs), 1e-12, c.name)
+	}
+}
+
+// The backlog drained over 120 s. Two L4 (KV 16,000, capacity = derived
+// k2 8*1,100 = 8,800 < k1 12,800), 8,000 tokens in use and 2 queued each,
+// ITL 60 ms and 200 output tokens: a request holds its KV T = 12 s, weight
+// 12/120 = 0.1. EPP queue 100 requests (1,000 in + 200 out).
+func TestBacklogDrain(t *testing.T) {
+	v := decision.Variant{Name: "l4", Accelerator: "L4", Cost: 5, MinReplicas: 1, MaxReplicas: 30, CurrentReplicas: 2, MaxNumBatchedTokens: 2048, MaxNumSeqs: 8}
+	g := decision.Group{ModelID: "m", Variants: []decision.Variant{v}, SchedulerQueueSize: 100}
+	for _, pod := range []string{"a", "b"} {
+		r := rep(pod, "l4", 0.5, 2, 1000)
+		r.AvgITLms = 60
+		g.Replicas = append(g.Replicas, r)
+	}
+	cases := []struct {
+		name          string
+		drain         float64
+		weight        float64
+		demand, epp   float64
+		required      float64
+		replicasAfter int32
+	}{
+		// Off: D = 2*(8,000 + 2*1,200) + 100*1,200 = 20,800 + 120,000 = 140,800;
+		// RC = 140,800/0.85 - 17,600 = 148,047.06 -> ceil(/8,800) = 17 more.
+		{"whole backlog held", 0, 1, 140800, 120000, 140800/0.85 - 17600, 19},
+		// D = 2*(8,000 + 0.1*2*1,200) + 0.1*120,000 = 16,480 + 12,000 = 28,480;
+		// RC = 28,480/0.85 - 17,600 = 15,905.88 -> 2 more.
+		{"drained over 120 s", 120, 0.1, 28480, 12000, 28480/0.85 - 17600, 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := defaults()
+			cfg.Saturation.BacklogDrainSeconds = c.drain
+			res, err := Analyzer{}.AnalyzeState(g, cfg, nil)
+			require.NoError(t, err)
+			a := res.Details.(Analysis)
+			assert.InDelta(t, 12, a.RequestSeconds, 1e-9)
+			assert.InDelta(t, c.weight, a.BacklogWeight, 1e-12)
+			assert.InDelta(t, c.demand, a.Total.Demand, 1e-6)
+			assert.InDelta(t, c.epp, a.Total.SchedulerQueueDemand, 1e-6)
+			assert.InDelta(t, c.required, res.Signal.RequiredCapacity, 1e-6)
+			assert.Equal(t, c.replicasAfter, targets(optimizer.OptimizeGroup(g, res.Signal))["l4"])
+		})
+	}
+}
+
 func rep(pod, variant string, usage, queue float64, blocks int64) decision.ReplicaMetrics {
 	return decision.ReplicaMetrics{Pod: pod, Variant: variant, KvCacheUsage: usage, QueueLength: queue,
 		NumGPUBlocks: blocks, BlockSize: 16, AvgInputTokens: 1000, AvgOutputTokens: 200}
@@ -191,23 +254,72 @@ func TestK2Chain(t *testing.T) {
 	assert.Equal(t, K2Fallback, r.K2Source)
 	assert.Equal(t, 12800.0, r.Capacity)
 
-	// The window keeps the last 10 observations: 1..12 thousand -> 3..12,
-	// average 7,500.
+	// The window keeps the last 10 observations: 4,500..10,000 by 500
+	// (all at least half of min(k1 12,800, derived 8,800) = 4,400) ->
+	// 5,500..10,000, average 7,750.
 	var prev any
 	for i := 1; i <= 12; i++ {
 		g.Replicas = []decision.ReplicaMetrics{rep("a", "l4", 0, 9, 1000)}
-		g.Replicas[0].TokensInUse = float64(i * 1000)
+		g.Replicas[0].TokensInUse = float64(4000 + i*500)
 		res, err = Analyzer{}.AnalyzeState(g, cfg, prev)
 		require.NoError(t, err)
 		prev = res.State
 	}
 	h := res.State.(State).History["L4|0|medium"]
 	assert.Len(t, h, HistoryWindow)
-	assert.Equal(t, 3000.0, h[0])
+	assert.Equal(t, 5500.0, h[0])
 	g.Replicas = []decision.ReplicaMetrics{rep("a", "l4", 0.1, 0, 1000)}
 	res, err = Analyzer{}.AnalyzeState(g, cfg, prev)
 	require.NoError(t, err)
-	assert.Equal(t, 7500.0, res.Details.(Analysis).Replicas[0].K2)
+	assert.Equal(t, 7750.0, res.Details.(Analysis).Replicas[0].K2)
+}
+
+// A queue on a replica that holds little is a replica filling up, not an
+// observation of k2. KV 16,000, k1 = 0.8*16,000 = 12,800; derived
+// k2 = min(2048*200/1200, 8)*(1000+100) = 8*1,100 = 8,800; the floor is
+// 0.5*min(12,800, 8,800) = 4,400 tokens.
+func TestK2ObservationNeedsAFilledReplica(t *testing.T) {
+	v := decision.Variant{Name: "l4", Accelerator: "L4", Cost: 5, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 1, MaxNumBatchedTokens: 2048, MaxNumSeqs: 8}
+	noArgs := v
+	noArgs.MaxNumBatchedTokens, noArgs.MaxNumSeqs = 0, 0
+	cases := []struct {
+		name     string
+		v        decision.Variant
+		inUse    float64
+		history  []float64
+		k2       float64
+		source   string
+		recorded []float64
+	}{
+		// Just Ready, 592 tokens in use and 6 queued: derived, nothing recorded.
+		{"fresh replica", v, 592, nil, 8800, K2Derived, nil},
+		// The same with a history: the history's average, unchanged.
+		{"fresh replica, history", v, 592, []float64{9000, 7000}, 8000, K2Historical, []float64{9000, 7000}},
+		// At the floor: an observation.
+		{"at the floor", v, 4400, nil, 4400, K2Observed, []float64{4400}},
+		{"filled", v, 9600, nil, 9600, K2Observed, []float64{9600}},
+		// No engine args: vLLM's defaults, derived = min(8192*200/1200, 256)*1,100
+		// = 256*1,100 = 281,600 > k1, so the floor is 0.5*12,800 = 6,400.
+		{"no args, below k1/2", noArgs, 6000, nil, 281600, K2Derived, nil},
+		{"no args, above k1/2", noArgs, 6400, nil, 6400, K2Observed, []float64{6400}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := rep("a", "l4", 0, 6, 1000)
+			r.TokensInUse = c.inUse
+			g := decision.Group{ModelID: "m", Variants: []decision.Variant{c.v}, Replicas: []decision.ReplicaMetrics{r}}
+			var prev any
+			if c.history != nil {
+				prev = State{Analyzer: Name, History: map[string][]float64{"L4|0|medium": c.history}}
+			}
+			res, err := Analyzer{}.AnalyzeState(g, defaults(), prev)
+			require.NoError(t, err)
+			got := res.Details.(Analysis).Replicas[0]
+			assert.Equal(t, c.source, got.K2Source)
+			assert.InDelta(t, c.k2, got.K2, 1e-6)
+			assert.Equal(t, c.recorded, res.State.(State).History["L4|0|medium"])
+		})
+	}
 }
 
 // examples/snapshots/token-scale-up.yaml, by hand:
@@ -397,6 +509,13 @@ func TestMoreDemandNeverFewerReplicas(t *testing.T) {
 			if trial%2 == 1 {
 				// With stabilization on, from a remembered lower demand.
 				cfg.Saturation.ScaleDownStabilizationCycles = 10
+			}
+			if trial%4 >= 2 {
+				// The backlog drained over 2 minutes (ITL below).
+				cfg.Saturation.BacklogDrainSeconds = 120
+				for i := range gg.Replicas {
+					gg.Replicas[i].AvgITLms = 50
+				}
 			}
 			res, err := Analyzer{}.AnalyzeState(gg, cfg, state)
 			require.NoError(t, err)
