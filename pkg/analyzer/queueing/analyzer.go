@@ -222,6 +222,19 @@ func (a Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) 
 
 type groupObs struct {
 	arrival, ttft, itl, in, out, tokW float64
+	// latArrival is the arrival rate of the replicas that report both
+	// latencies: the weight of the ttft and itl sums, so a replica with
+	// traffic but no finite latency does not dilute the mean.
+	latArrival float64
+}
+
+// latencies returns the arrival-weighted mean TTFT and ITL, ok false when
+// no replica reported both.
+func (o groupObs) latencies() (ttft, itl float64, ok bool) {
+	if o.latArrival <= 0 {
+		return 0, 0, false
+	}
+	return o.ttft / o.latArrival, o.itl / o.latArrival, true
 }
 
 func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner Tuner, st *State) (Analysis, decision.Signal) {
@@ -321,9 +334,10 @@ func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner 
 func (o *groupObs) add(r decision.ReplicaMetrics) {
 	if r.ArrivalRate > 0 && finite(r.ArrivalRate) {
 		o.arrival += r.ArrivalRate
-		if r.AvgTTFTms > 0 && r.AvgITLms > 0 {
+		if r.AvgTTFTms > 0 && r.AvgITLms > 0 && finite(r.AvgTTFTms) && finite(r.AvgITLms) {
 			o.ttft += r.ArrivalRate * r.AvgTTFTms
 			o.itl += r.ArrivalRate * r.AvgITLms
+			o.latArrival += r.ArrivalRate
 		}
 	}
 	if r.AvgOutputTokens > 0 {
@@ -358,8 +372,8 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 		own.add(r)
 	}
 	va.ArrivalRate = own.arrival
-	if own.arrival > 0 {
-		va.ObservedTTFTms, va.ObservedITLms = own.ttft/own.arrival, own.itl/own.arrival
+	if ttft, itl, ok := own.latencies(); ok {
+		va.ObservedTTFTms, va.ObservedITLms = ttft, itl
 	}
 	if w, ok := own.workload(); ok {
 		va.Workload, va.WorkloadSource = w, "replicas"
@@ -446,8 +460,8 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 	// observed latencies with headroom.
 	inferTTFT, inferITL := InferredTargets(ts.Params, va.Workload, qm.SLOMultiplier)
 	obsTTFT, obsITL := va.ObservedTTFTms, va.ObservedITLms
-	if obsTTFT <= 0 && group.arrival > 0 {
-		obsTTFT, obsITL = group.ttft/group.arrival, group.itl/group.arrival
+	if ttft, itl, ok := group.latencies(); obsTTFT <= 0 && ok {
+		obsTTFT, obsITL = ttft, itl
 	}
 	pick := func(explicit, inferred, observed, limit float64) (float64, string) {
 		switch {

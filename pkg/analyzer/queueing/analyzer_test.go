@@ -3,6 +3,7 @@ package queueing
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"testing"
@@ -358,5 +359,35 @@ func BenchmarkAnalyzer1000Groups(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// Only replicas that report both latencies weigh in their mean: one with
+// traffic but an infinite ITL, or none at all, neither dilutes nor poisons
+// it, and the analysis still serializes.
+func TestObservedLatenciesSkipNonFinite(t *testing.T) {
+	v := decision.Variant{Name: "h100", Cost: 15, MinReplicas: 1, MaxReplicas: 10, MaxNumSeqs: 256, CurrentReplicas: 3}
+	cases := []struct {
+		name      string
+		ttft, itl float64
+	}{
+		{"infinite ITL", 40, math.Inf(1)},
+		{"infinite TTFT", math.Inf(1), 15},
+		{"no latency reported", 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			reps := pods("h100", 2, 2, 3)
+			reps[2].AvgTTFTms, reps[2].AvgITLms = tc.ttft, tc.itl
+			g := group([]decision.Variant{v}, reps)
+			res, err := Analyzer{}.AnalyzeState(g, noTuning(), learned("h100", 3))
+			require.NoError(t, err)
+			va := res.Details.(Analysis).Variants[0]
+			assert.InDelta(t, reps[0].AvgTTFTms, va.ObservedTTFTms, 1e-9)
+			assert.InDelta(t, reps[0].AvgITLms, va.ObservedITLms, 1e-9)
+			assert.InDelta(t, 7, va.ArrivalRate, 1e-9, "its traffic still counts as demand")
+			_, err = json.Marshal(res.Details)
+			assert.NoError(t, err)
+		})
 	}
 }

@@ -387,7 +387,10 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 	}
 	var itlN float64
 	for _, r := range g.Replicas {
-		if _, ok := byName[r.Variant]; ok && r.AvgITLms > 0 {
+		// A replica whose ITL is not a finite positive number (no token yet, a
+		// broken exporter) has no ITL to average: it would poison the mean
+		// and the analysis could no longer be written as JSON.
+		if _, ok := byName[r.Variant]; ok && r.AvgITLms > 0 && !math.IsInf(r.AvgITLms, 0) {
 			a.AvgITLms += r.AvgITLms
 			itlN++
 		}

@@ -3,6 +3,7 @@ package token
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -587,5 +588,27 @@ func TestScaleDownStabilization(t *testing.T) {
 				assert.Len(t, res.State.(State).Demand[decision.RoleBoth], c.cycles, "the window is bounded")
 			}
 		})
+	}
+}
+
+// A replica reporting a non-finite ITL contributes no ITL: the mean is the
+// other replica's, and the analysis still serializes (the adapter's debug
+// endpoint and `wva decide --json` write it).
+func TestNonFiniteITLIgnored(t *testing.T) {
+	v := decision.Variant{Name: "l4", Accelerator: "L4", Cost: 5, MinReplicas: 1, MaxReplicas: 30, CurrentReplicas: 2, MaxNumBatchedTokens: 2048, MaxNumSeqs: 8}
+	for _, bad := range []float64{math.Inf(1), math.NaN()} {
+		g := decision.Group{ModelID: "m", Variants: []decision.Variant{v}}
+		a, b := rep("a", "l4", 0.5, 2, 1000), rep("b", "l4", 0.5, 2, 1000)
+		a.AvgITLms, b.AvgITLms = 60, bad
+		g.Replicas = []decision.ReplicaMetrics{a, b}
+		cfg := defaults()
+		cfg.Saturation.BacklogDrainSeconds = 120
+		res, err := Analyzer{}.AnalyzeState(g, cfg, nil)
+		require.NoError(t, err)
+		an := res.Details.(Analysis)
+		assert.InDelta(t, 60, an.AvgITLms, 1e-9, "ITL %v", bad)
+		assert.InDelta(t, 0.1, an.BacklogWeight, 1e-12, "ITL %v", bad)
+		_, err = json.Marshal(an)
+		assert.NoError(t, err, "ITL %v", bad)
 	}
 }
