@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,8 +68,11 @@ type Engine struct {
 	// StatusHeartbeat rewrites an unchanged status this often so
 	// lastRunTime shows the decision is still being made.
 	StatusHeartbeat time.Duration
-	trigger         chan struct{}
-	lastSuccess     atomic.Int64 // unix nanos
+	// trigger is made once: informer handlers call Trigger from their own
+	// goroutines while Run reads it.
+	triggerOnce sync.Once
+	trigger     chan struct{}
+	lastSuccess atomic.Int64 // unix nanos
 	// state is each group's analyzer memory (k2 history, tuner), passed
 	// back every cycle. It lives in the leader's memory: a new leader
 	// starts the analyzers afresh.
@@ -99,9 +103,7 @@ func (e *Engine) Trigger() {
 }
 
 func (e *Engine) triggerChan() chan struct{} {
-	if e.trigger == nil {
-		e.trigger = make(chan struct{}, 1)
-	}
+	e.triggerOnce.Do(func() { e.trigger = make(chan struct{}, 1) })
 	return e.trigger
 }
 
