@@ -71,6 +71,8 @@ type Adapter struct {
 	recorder     record.EventRecorder
 	broadcast    record.EventBroadcaster
 	leading      atomic.Bool
+	// synced is set once every informer has synced.
+	synced atomic.Bool
 }
 
 // New builds the adapter. base must have had InstallFlags called and its
@@ -232,7 +234,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	for _, start := range a.budgetStart {
 		start(ctx.Done())
 	}
-	if err := daemon.Serve(ctx, a.Options.MetricsBindAddress, prometheus.Gatherers{a.Registry, legacyregistry.DefaultGatherer}, a.ready); err != nil {
+	if err := daemon.Serve(ctx, a.Options.MetricsBindAddress, prometheus.Gatherers{a.Registry, legacyregistry.DefaultGatherer}, a.ready, a.live); err != nil {
 		return err
 	}
 	for name, synced := range map[string]map[string]bool{
@@ -251,6 +253,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), a.budgetSynced...) {
 		return errors.New("GPU budget informers (nodes, pods, budget ConfigMap) did not sync")
 	}
+	a.synced.Store(true)
 	klog.InfoS("informers synced; starting engine", "interval", a.Options.EngineInterval, "leaderElect", a.Options.Lease.Enabled)
 
 	if a.Scaler != nil {
@@ -284,18 +287,28 @@ func (a *Adapter) runEngine(ctx context.Context) {
 	}
 }
 
-// ready: a follower is ready once it can serve from its cache; the leader
-// also needs a recent successful cycle.
+// ready: a follower is ready once its informers have synced (it serves
+// from their caches); the leader also needs a recent successful cycle.
 func (a *Adapter) ready() error {
-	if !a.wva.Llmd().V1alpha1().VariantAutoscalings().Informer().HasSynced() {
-		return errors.New("VariantAutoscaling informer not synced")
+	if !a.synced.Load() {
+		return errors.New("informers not synced")
 	}
 	if a.leading.Load() {
-		if age := time.Since(a.Engine.LastSuccess()); age > a.Options.ReadinessMaxCycleAge {
+		if age := a.Engine.Clock.Since(a.Engine.LastSuccess()); age > a.Options.ReadinessMaxCycleAge {
 			return fmt.Errorf("leader: last successful engine cycle %s ago", age.Round(time.Second))
 		}
 	}
 	return nil
+}
+
+// live: the leader's engine loop must keep ending cycles (a stuck loop
+// holds the Lease and decides nothing; a restart hands it over). A follower
+// is live.
+func (a *Adapter) live() error {
+	if !a.leading.Load() {
+		return nil
+	}
+	return a.Engine.Live(a.Options.LivenessStaleAfter)
 }
 
 func newPrometheusClient(o *Options) (promv1.API, error) {

@@ -46,6 +46,9 @@ type Options struct {
 	Lease                daemon.Lease
 	MetricsBindAddress   string
 	ReadinessMaxCycleAge time.Duration
+	// LivenessStaleAfter: the leader fails /healthz when its engine has
+	// ended no cycle for this long.
+	LivenessStaleAfter time.Duration
 
 	// KedaScalerAddress, when set, also serves the decisions as a KEDA
 	// external scaler (gRPC), for clusters whose external-metrics
@@ -96,6 +99,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GPUResource, "gpu-resource", o.GPUResource, "Extended resource counted as GPUs")
 	o.Lease.AddFlags(fs, "Elect one replica to run the engine (all replicas serve metrics)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the plain-HTTP /metrics, /healthz and /readyz endpoints (\"0\" disables)")
+	fs.DurationVar(&o.LivenessStaleAfter, "liveness-stale-after", o.LivenessStaleAfter,
+		"The leader fails /healthz when its engine loop has completed no cycle (successful or not) for this long (default: 3 engine intervals + cycle timeout)")
 	fs.StringVar(&o.KedaScalerAddress, "keda-scaler-address", o.KedaScalerAddress,
 		"Also serve the decisions as a KEDA external scaler (gRPC) on this address, e.g. :9090 (default: off)")
 	fs.DurationVar(&o.KedaScalerResendInterval, "keda-scaler-resend-interval", o.KedaScalerResendInterval,
@@ -119,6 +124,9 @@ func (o *Options) Complete() {
 	if o.ReadinessMaxCycleAge == 0 {
 		o.ReadinessMaxCycleAge = 3 * o.EngineInterval
 	}
+	if o.LivenessStaleAfter == 0 {
+		o.LivenessStaleAfter = 3*o.EngineInterval + o.CycleTimeout
+	}
 }
 
 // Validate names the flag and value of every problem.
@@ -137,6 +145,9 @@ func (o *Options) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s=%s: must be positive", name, d))
 		}
+	}
+	if o.LivenessStaleAfter < 0 {
+		errs = append(errs, fmt.Errorf("--liveness-stale-after=%s: must be positive (0 or unset: 3 engine intervals + cycle timeout)", o.LivenessStaleAfter))
 	}
 	if o.KedaScalerAddress != "" {
 		if _, port, err := net.SplitHostPort(o.KedaScalerAddress); err != nil || port == "" {

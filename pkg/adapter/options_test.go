@@ -40,3 +40,31 @@ func TestOptionsValidateKedaScaler(t *testing.T) {
 		})
 	}
 }
+
+func TestOptionsLivenessStaleAfter(t *testing.T) {
+	cases := []struct {
+		name    string
+		set     time.Duration
+		want    time.Duration
+		errText string
+	}{
+		{name: "default: 3 intervals + cycle timeout (= interval)", want: 2 * time.Minute},
+		{name: "explicit", set: 10 * time.Minute, want: 10 * time.Minute},
+		{name: "negative", set: -time.Second, want: -time.Second, errText: "--liveness-stale-after=-1s: must be positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			o.PrometheusURL = "http://prometheus:9090"
+			o.LivenessStaleAfter = tc.set
+			o.Complete()
+			assert.Equal(t, tc.want, o.LivenessStaleAfter)
+			err := o.Validate()
+			if tc.errText == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tc.errText)
+		})
+	}
+}

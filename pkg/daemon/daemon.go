@@ -24,22 +24,12 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Serve starts /metrics (from gatherer), /healthz and /readyz (ready()
-// returns nil when ready) on addr until ctx ends. addr "" or "0" disables.
-func Serve(ctx context.Context, addr string, gatherer prometheus.Gatherer, ready func() error) error {
+// Serve serves Handler on addr until ctx ends. addr "" or "0" disables.
+func Serve(ctx context.Context, addr string, gatherer prometheus.Gatherer, ready, live func() error) error {
 	if addr == "" || addr == "0" {
 		return nil
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
+	mux := Handler(gatherer, ready, live)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-bind-address=%s: %w", addr, err)
@@ -54,6 +44,27 @@ func Serve(ctx context.Context, addr string, gatherer prometheus.Gatherer, ready
 	}()
 	klog.InfoS("serving /metrics, /healthz, /readyz", "address", ln.Addr().String())
 	return nil
+}
+
+// Handler serves /metrics (from gatherer), /healthz (500 with live()'s
+// error; nil live: always ok) and /readyz (503 with ready()'s error).
+func Handler(gatherer prometheus.Gatherer, ready, live func() error) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	probe := func(check func() error, code int) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			if check != nil {
+				if err := check(); err != nil {
+					http.Error(w, err.Error(), code)
+					return
+				}
+			}
+			_, _ = w.Write([]byte("ok"))
+		}
+	}
+	mux.HandleFunc("/healthz", probe(live, http.StatusInternalServerError))
+	mux.HandleFunc("/readyz", probe(ready, http.StatusServiceUnavailable))
+	return mux
 }
 
 // Lease configures leader election.

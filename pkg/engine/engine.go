@@ -73,6 +73,10 @@ type Engine struct {
 	triggerOnce sync.Once
 	trigger     chan struct{}
 	lastSuccess atomic.Int64 // unix nanos
+	// lastCycle is when the last cycle ended, whatever its outcome; runSince
+	// is when the running Run started (0: not running). Liveness reads them.
+	lastCycle atomic.Int64
+	runSince  atomic.Int64
 	// state is each group's analyzer memory (k2 history, tuner), passed
 	// back every cycle. It lives in the leader's memory: a new leader
 	// starts the analyzers afresh.
@@ -109,6 +113,8 @@ func (e *Engine) triggerChan() chan struct{} {
 
 // Run runs cycles every Interval and on triggers until ctx is done.
 func (e *Engine) Run(ctx context.Context) {
+	e.runSince.Store(e.Clock.Now().UnixNano())
+	defer e.runSince.Store(0)
 	ticker := time.NewTicker(e.Interval)
 	defer ticker.Stop()
 	// A deposed leader stops deciding: its per-variant gauges go too, so
@@ -144,9 +150,34 @@ func (e *Engine) LastSuccess() time.Time {
 	return time.Unix(0, n)
 }
 
+// Live fails when Run is running and no cycle has ended within bound (the
+// first counted from Run's start): the loop is stuck, and only a restart
+// frees the Lease for another replica. A cycle that ends in error still
+// counts: restarting does not fix Prometheus. Not running (not the leader)
+// is live.
+func (e *Engine) Live(bound time.Duration) error {
+	since := e.runSince.Load()
+	if since == 0 {
+		return nil
+	}
+	last := e.lastCycle.Load()
+	now := e.Clock.Now()
+	if last < since {
+		if age := now.Sub(time.Unix(0, since)); age > bound {
+			return fmt.Errorf("engine: no cycle completed in the %s since it started, bound %s", age.Round(time.Second), bound)
+		}
+		return nil
+	}
+	if age := now.Sub(time.Unix(0, last)); age > bound {
+		return fmt.Errorf("engine: last cycle %s ago, bound %s", age.Round(time.Second), bound)
+	}
+	return nil
+}
+
 // RunOnce runs one cycle: collect, decide every group, publish.
 func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 	start := e.Clock.Now()
+	defer func() { e.lastCycle.Store(e.Clock.Now().UnixNano()) }()
 	var c Cycle
 	if e.CycleTimeout > 0 {
 		var cancel context.CancelFunc

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,4 +79,49 @@ func TestTriggerConcurrentWithRun(t *testing.T) {
 	<-done
 	// 1,600 triggers coalesce: each wake-up waits 200ms for the burst to settle.
 	assert.Less(t, views.cycles.Load(), int32(30), "triggers coalesce")
+}
+
+// TestLive: the engine's loop is live while cycles keep ending within the
+// bound; a stalled cycle makes it fail once the bound passes, and an engine
+// not running (a replica that is not the leader) is live.
+func TestLive(t *testing.T) {
+	const bound = 3 * time.Minute
+	clk := clocktesting.NewFakeClock(t0)
+	views := &countingViews{views: []View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(2, "p1", "p2")}}, gate: make(chan struct{})}
+	e := testEngine(views, clk)
+
+	clk.Step(time.Hour)
+	require.NoError(t, e.Live(bound), "not running: live")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	require.Eventually(t, func() bool { return e.runSince.Load() != 0 }, 5*time.Second, time.Millisecond)
+
+	// The first cycle is stuck (views gate closed).
+	clk.Step(bound)
+	assert.NoError(t, e.Live(bound), "exactly the bound since Run started")
+	clk.Step(time.Second)
+	assert.EqualError(t, e.Live(bound), "engine: no cycle completed in the 3m1s since it started, bound 3m0s")
+
+	// It completes: live again, measured from its end.
+	views.gate <- struct{}{}
+	require.Eventually(t, func() bool { return e.Live(bound) == nil }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, int32(1), views.cycles.Load())
+
+	// The next cycle (triggered) stalls past the bound.
+	e.Trigger()
+	clk.Step(5 * time.Minute)
+	assert.EqualError(t, e.Live(bound), "engine: last cycle 5m0s ago, bound 3m0s")
+
+	// A cycle ending in an error still counts: restarting cures no outage.
+	e.Metrics = &fakeMetrics{err: errors.New("prometheus down")}
+	views.gate <- struct{}{}
+	require.Eventually(t, func() bool { return e.Live(bound) == nil }, 5*time.Second, time.Millisecond)
+
+	cancel()
+	close(views.gate) // let a cycle the cancel raced with end
+	<-done
+	clk.Step(time.Hour)
+	assert.NoError(t, e.Live(bound), "stopped leading: live")
 }

@@ -146,6 +146,8 @@ func TestAdapterEndToEnd(t *testing.T) {
 		assert.Contains(t, body, `wva_external_metric_requests_total{result="ok"}`)
 		assert.Contains(t, body, "metrics_apiserver_metric_freshness_seconds")
 		assert.Equal(t, "ok", httpGet(ctx, t, adapter.MetricsURL+"/readyz"))
+		// The leader's engine is cycling: live.
+		assert.Equal(t, "ok", httpGet(ctx, t, adapter.MetricsURL+"/healthz"))
 	})
 
 	t.Run("an invalid ConfigMap is rejected with an Event and the last good config stays", func(t *testing.T) {
