@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X github.com/wva-project/wva/pkg/version.Version=$(VERSION) -X
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build test test-unit test-deps e2e lint generate verify-generate demo clean
+.PHONY: help build test test-unit test-race test-deps e2e lint generate verify-generate demo clean
 
 help: ## List targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -25,6 +25,13 @@ e2e: test-deps ## Closed-loop rig: control plane + kwok + emulated vLLM fleet + 
 
 test-unit: ## Run the tests that need no external binaries
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v /test/)
+
+# Packages whose goroutines meet (informer handlers, the engine loop, the
+# metrics server, leader election), under the race detector.
+RACE_PKGS ?= ./pkg/engine/ ./pkg/provider/ ./pkg/controller/ ./pkg/scalefromzero/ ./pkg/adapter/
+
+test-race: ## Unit tests of the concurrent packages under the race detector (needs cgo)
+	CGO_ENABLED=1 $(GO) test -race -timeout 15m $(TESTFLAGS) $(RACE_PKGS)
 
 test-deps: ## Install Prometheus (Debian) and build kube-apiserver/etcd/... into the cache
 	hack/install-test-deps.sh
