@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 )
 
 // FieldError names the field, the value and what would be accepted.
@@ -41,6 +42,11 @@ type saturationEntry struct {
 	BacklogDrainSeconds *float64 `json:"backlogDrainSeconds,omitempty"`
 	EnableLimiter       *bool    `json:"enableLimiter,omitempty"`
 	Priority            *float64 `json:"priority,omitempty"`
+	// The slo-planner's objective: see SLO.
+	TargetTTFTms *float64  `json:"targetTTFT,omitempty"`
+	TargetITLms  *float64  `json:"targetITL,omitempty"`
+	Attainment   *float64  `json:"sloAttainment,omitempty"`
+	StartupDelay *Duration `json:"startupDelay,omitempty"`
 }
 
 func (e saturationEntry) scope() scope { return scopeOf(e.ModelID, e.Namespace) }
@@ -57,6 +63,10 @@ func (e saturationEntry) over(base Saturation) Saturation {
 	set(&base.BacklogDrainSeconds, e.BacklogDrainSeconds)
 	set(&base.EnableLimiter, e.EnableLimiter)
 	set(&base.Priority, e.Priority)
+	set(&base.SLO.TargetTTFTms, e.TargetTTFTms)
+	set(&base.SLO.TargetITLms, e.TargetITLms)
+	set(&base.SLO.Attainment, e.Attainment)
+	set(&base.SLO.StartupDelay, e.StartupDelay)
 	base.AnalyzerName = NormalizeAnalyzerName(base.AnalyzerName)
 	return base
 }
@@ -71,6 +81,8 @@ func NormalizeAnalyzerName(name string) string {
 		return AnalyzerSaturationToken
 	case "queueing-model", "slo":
 		return AnalyzerQueueingModel
+	case "slo-planner", "planner":
+		return AnalyzerSLOPlanner
 	default:
 		return name
 	}
@@ -99,6 +111,10 @@ func (s Saturation) Validate() error {
 			fmt.Sprintf("must be in (0, scaleUpThreshold=%g)", s.ScaleUpThreshold)},
 		{"priority", s.Priority, s.Priority > 0, "must be > 0"},
 		{"backlogDrainSeconds", s.BacklogDrainSeconds, s.BacklogDrainSeconds >= 0, "must be >= 0 (0: the whole backlog is standing demand)"},
+		{"targetTTFT", s.SLO.TargetTTFTms, s.SLO.TargetTTFTms > 0, "must be a number of milliseconds > 0"},
+		{"targetITL", s.SLO.TargetITLms, s.SLO.TargetITLms > 0, "must be a number of milliseconds > 0"},
+		{"sloAttainment", s.SLO.Attainment, s.SLO.Attainment >= 0.5 && s.SLO.Attainment <= 0.9999, "must be in [0.5, 0.9999]"},
+		{"startupDelay", s.SLO.StartupDelay.D().Seconds(), s.SLO.StartupDelay >= 0 && s.SLO.StartupDelay.D() <= 2*time.Hour, "must be a duration in [0, 2h]"},
 	}
 	for _, c := range checks {
 		if math.IsNaN(c.value) || math.IsInf(c.value, 0) {
@@ -113,11 +129,11 @@ func (s Saturation) Validate() error {
 			Reason: fmt.Sprintf("must be in [0, %d]", MaxScaleDownStabilizationCycles)}
 	}
 	switch s.AnalyzerName {
-	case AnalyzerSaturationPercentage, AnalyzerSaturationToken, AnalyzerQueueingModel:
+	case AnalyzerSaturationPercentage, AnalyzerSaturationToken, AnalyzerQueueingModel, AnalyzerSLOPlanner:
 	default:
 		return &FieldError{Field: "analyzerName", Value: s.AnalyzerName, Reason: fmt.Sprintf(
-			"must be one of %q (or \"\"), %q (or \"saturation\"), %q",
-			AnalyzerSaturationPercentage, AnalyzerSaturationToken, AnalyzerQueueingModel)}
+			"must be one of %q (or \"\"), %q (or \"saturation\"), %q, %q",
+			AnalyzerSaturationPercentage, AnalyzerSaturationToken, AnalyzerQueueingModel, AnalyzerSLOPlanner)}
 	}
 	return nil
 }

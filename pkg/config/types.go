@@ -24,6 +24,7 @@ const (
 	AnalyzerSaturationPercentage = "saturation-percentage"
 	AnalyzerSaturationToken      = "saturation-token"
 	AnalyzerQueueingModel        = "queueing-model"
+	AnalyzerSLOPlanner           = "slo-planner"
 )
 
 // Saturation is the resolved saturation-scaling configuration of one group.
@@ -53,6 +54,26 @@ type Saturation struct {
 	BacklogDrainSeconds float64 `json:"backlogDrainSeconds"`
 	EnableLimiter       bool    `json:"enableLimiter"`
 	Priority            float64 `json:"priority"`
+	// SLO is what the slo-planner analyzer plans for: the only knob it has.
+	SLO SLO `json:"slo"`
+}
+
+// SLO is a latency objective: Attainment of requests must see a time to
+// first token within TargetTTFTms and a mean inter-token latency within
+// TargetITLms.
+type SLO struct {
+	TargetTTFTms float64 `json:"targetTTFT"`
+	TargetITLms  float64 `json:"targetITL"`
+	Attainment   float64 `json:"attainment"`
+	// StartupDelay is a variant's start-up time (pod creation to Ready)
+	// used where none has been measured.
+	StartupDelay Duration `json:"startupDelay"`
+}
+
+// DefaultSLO is an interactive chat objective: 2 s to the first token and
+// 100 ms per token for 99% of requests; start-up 5 minutes until measured.
+func DefaultSLO() SLO {
+	return SLO{TargetTTFTms: 2000, TargetITLms: 100, Attainment: 0.99, StartupDelay: Duration(5 * time.Minute)}
 }
 
 // ScaleToZero is the resolved scale-to-zero configuration of one group.
@@ -83,6 +104,7 @@ func DefaultSaturation() Saturation {
 		ScaleUpThreshold:     0.85,
 		ScaleDownBoundary:    0.70,
 		Priority:             1.0,
+		SLO:                  DefaultSLO(),
 	}
 }
 

@@ -24,6 +24,11 @@ type Signal struct {
 	// is absent from it, all are ranked by CapacityPerReplica (units are
 	// never mixed).
 	UsefulCapacityPerReplica map[string]float64
+	// PlannedReplicas, when set, is the exact replica count the analyzer
+	// planned for each variant it names (the planner's cheapest mix); the
+	// optimizer applies it as is, within min/max, and keeps
+	// RequiredCapacity / SpareCapacity for budget-limited groups.
+	PlannedReplicas map[string]int32
 	// Priority orders groups when the GPU limiter has to cut (default 1).
 	Priority float64
 	// Reason is a sentence a person can read.

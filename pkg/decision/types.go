@@ -32,6 +32,9 @@ type Variant struct {
 	MaxNumSeqs          int64
 	// Role is the variant's part in a prefill/decode disaggregated group.
 	Role Role
+	// StartupDelay is how long a new replica of the variant takes from
+	// pod creation to Ready (image pull, model load); 0 means unknown.
+	StartupDelay time.Duration
 }
 
 // Role is a variant's part in prefill/decode disaggregated serving.
@@ -115,6 +118,15 @@ type Group struct {
 	// before any model server sees them; 0 when not reported.
 	SchedulerQueueSize  float64
 	SchedulerQueueBytes float64
+	// GatewayArrivalRate is the model's request arrival rate at the
+	// gateway (the endpoint picker's request counter), in requests per
+	// second, counted before flow control holds anything; meaningful only
+	// when GatewayArrivalsReported.
+	GatewayArrivalRate      float64
+	GatewayArrivalsReported bool
+	// Now is the decision time (set by the pipeline); stateful analyzers
+	// age their memory by it.
+	Now time.Time
 }
 
 // MetricsCount is how many replicas of the named variant report metrics.

@@ -47,6 +47,9 @@ func OptimizeGroup(g decision.Group, sig decision.Signal) []decision.Target {
 	if sig.Hold {
 		return held(variants, sig)
 	}
+	if len(sig.PlannedReplicas) > 0 {
+		return planned(variants, sig)
+	}
 
 	target := make(map[string]int32, len(variants))
 	why := make(map[string]string, len(variants))
@@ -76,6 +79,29 @@ func OptimizeGroup(g decision.Group, sig decision.Signal) []decision.Target {
 		targets = append(targets, decision.Target{
 			Variant: v.Name, Replicas: n, Action: decision.ActionFor(v.CurrentReplicas, n), Rule: r, Reason: reason,
 		})
+	}
+	return targets
+}
+
+// planned applies an analyzer's exact mix: variants the plan does not name
+// keep their current replicas.
+func planned(variants []decision.Variant, sig decision.Signal) []decision.Target {
+	targets := make([]decision.Target, 0, len(variants))
+	for _, v := range variants {
+		want, ok := sig.PlannedReplicas[v.Name]
+		if !ok {
+			want = v.CurrentReplicas
+		}
+		n := decision.Clamp(want, v.MinReplicas, v.MaxReplicas)
+		action := decision.ActionFor(v.CurrentReplicas, n)
+		rule := map[decision.Action]decision.Rule{decision.ActionScaleUp: decision.RuleScaleUp,
+			decision.ActionScaleDown: decision.RuleScaleDown, decision.ActionNone: decision.RuleSteady}[action]
+		reason := fmt.Sprintf("planned %d: %s", want, sig.Reason)
+		if n != want {
+			rule = decision.RuleClamped
+			reason = fmt.Sprintf("planned %d clamped to [%d, %d]: %s", want, v.MinReplicas, v.MaxReplicas, sig.Reason)
+		}
+		targets = append(targets, decision.Target{Variant: v.Name, Replicas: n, Action: action, Rule: rule, Reason: reason})
 	}
 	return targets
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/analyzer/planner"
 	"github.com/wva-project/wva/pkg/analyzer/queueing"
 	"github.com/wva-project/wva/pkg/analyzer/saturation"
 	"github.com/wva-project/wva/pkg/analyzer/token"
@@ -69,6 +70,7 @@ func Default() Pipeline {
 			saturation.Name: saturation.Analyzer{},
 			token.Name:      token.Analyzer{},
 			queueing.Name:   queueing.Analyzer{},
+			planner.Name:    planner.Analyzer{},
 		},
 		Optimizer: optimizer.CostAware{},
 	}
@@ -93,6 +95,7 @@ func (p Pipeline) Run(now time.Time, inputs []GroupInput) []GroupResult {
 			res.Err = fmt.Errorf("analyzer %q is not available in this build", res.Analyzer)
 			continue
 		}
+		in.Group.Now = now
 		var out analyzer.Result
 		var err error
 		if sa, ok := a.(analyzer.Stateful); ok {

@@ -190,6 +190,8 @@ func enrichGroup(f *fleet, g *decision.Group) {
 			spec := f.sc.Variants[v].Server
 			g.Variants[i].MaxNumBatchedTokens = int64(spec.MaxNumBatchedTokens)
 			g.Variants[i].MaxNumSeqs = int64(spec.MaxNumSeqs)
+			// What the engine measures from pod creation to Ready.
+			g.Variants[i].StartupDelay = f.sc.Variants[v].StartupDelay.D()
 		}
 	}
 	byName := map[string]*pod{}
@@ -212,6 +214,16 @@ func enrichGroup(f *fleet, g *decision.Group) {
 		}
 	}
 	g.SchedulerQueueSize = float64(len(f.gateway))
+	// The endpoint picker's request counter: arrivals over the window.
+	g.GatewayArrivalRate, g.GatewayArrivalsReported = f.arrivalsOver(window)/window.Seconds(), true
+}
+
+// arrivalsOver counts the trace's requests that arrived in (now-window, now].
+func (f *fleet) arrivalsOver(window time.Duration) float64 {
+	reqs := f.trace.Requests
+	hi := sort.Search(len(reqs), func(i int) bool { return reqs[i].Arrival > f.now })
+	lo := sort.Search(len(reqs), func(i int) bool { return reqs[i].Arrival > f.now-window })
+	return float64(hi - lo)
 }
 
 // podMetrics is what the collector returns for a pod: max_over_time of KV

@@ -1,0 +1,96 @@
+package planner
+
+import "math"
+
+// mixVariant is one variant as the mix search sees it.
+type mixVariant struct {
+	Name     string
+	Cost     float64
+	Rate     float64 // requests per second one replica serves at the SLO
+	Min, Max int32
+	// Lo and Hi bound this search (within Min..Max): a scale-up only adds
+	// and a scale-down only removes, so the fleet never swaps variants
+	// back and forth.
+	Lo, Hi int32
+}
+
+// maxMixCombinations bounds the exact search; beyond it the search fills
+// greedily by cost per unit of rate (never reached with a handful of
+// variants).
+const maxMixCombinations = 2_000_000
+
+// cheapestMix returns the counts (in vs order) of the cheapest mix within
+// [Lo, Hi] whose rate covers need, with at least one replica in all; ok is
+// false when even every variant at Hi falls short (the counts are then Hi).
+// Ties go to the mix with more rate, then to fewer replicas.
+func cheapestMix(vs []mixVariant, need float64) (counts []int32, ok bool) {
+	combos := 1.0
+	for _, v := range vs {
+		combos *= float64(v.Hi-v.Lo) + 1
+	}
+	if combos > maxMixCombinations {
+		return greedyMix(vs, need)
+	}
+	best := make([]int32, len(vs))
+	cur := make([]int32, len(vs))
+	bestCost, bestRate := math.Inf(1), 0.0
+	found := false
+	var walk func(i int, cost, rate float64, n int32)
+	walk = func(i int, cost, rate float64, n int32) {
+		if cost > bestCost+1e-9 {
+			return
+		}
+		if i == len(vs) {
+			if rate+1e-9 < need || n == 0 {
+				return
+			}
+			if cost < bestCost-1e-9 || rate > bestRate+1e-9 {
+				bestCost, bestRate, found = cost, rate, true
+				copy(best, cur)
+			}
+			return
+		}
+		v := vs[i]
+		for c := v.Lo; c <= v.Hi; c++ {
+			cur[i] = c
+			walk(i+1, cost+float64(c)*v.Cost, rate+float64(c)*v.Rate, n+c)
+			if rate+float64(c)*v.Rate >= need+1e-9 && float64(c)*v.Cost > 0 {
+				// More of this variant only costs more.
+				break
+			}
+		}
+		cur[i] = v.Lo
+	}
+	walk(0, 0, 0, 0)
+	if !found {
+		for i, v := range vs {
+			best[i] = v.Hi
+		}
+		return best, false
+	}
+	return best, true
+}
+
+// greedyMix fills from Lo with the cheapest rate first.
+func greedyMix(vs []mixVariant, need float64) ([]int32, bool) {
+	counts := make([]int32, len(vs))
+	rate := 0.0
+	for i, v := range vs {
+		counts[i] = v.Lo
+		rate += float64(v.Lo) * v.Rate
+	}
+	for rate < need {
+		best := -1
+		for i, v := range vs {
+			if counts[i] < v.Hi && v.Rate > 0 && (best < 0 || v.Cost/v.Rate < vs[best].Cost/vs[best].Rate) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return counts, false
+		}
+		counts[best]++
+		rate += vs[best].Rate
+	}
+	return counts, true
+}

@@ -1,0 +1,489 @@
+// Package planner implements the slo-planner analyzer: it sizes a variant
+// group for its latency SLO over the time new replicas take to start.
+//
+//   - Demand is what arrives at the gateway (the endpoint picker's request
+//     counter), not what the pods are given, plus the backlog held at the
+//     gateway and in the servers, drained over one start-up delay.
+//   - Capacity is each variant's request rate per replica at the SLO
+//     (capacity.go), learned online from the replicas' ITL at their
+//     concurrency, with a prior from the engine args and KV geometry.
+//   - The plan covers that demand with a square-root safety margin for the
+//     SLO's attainment, holds the highest plan of the last holdFactor
+//     start-up delays (a lull shorter than that costs less to ride out than
+//     the start-up the next burst would need), and picks the exact cheapest
+//     integer mix of variants that covers it.
+//
+// The analyzer is a pure function of the group, the configuration and its
+// previous State.
+package planner
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision"
+)
+
+// Name is the analyzer's name in configuration and decision reasons.
+const Name = config.AnalyzerSLOPlanner
+
+const (
+	// holdFactor start-up delays is how long the plan keeps its peak at
+	// first; minHoldFactor and maxHoldFactor bound its adaptation.
+	holdFactor    = 4
+	minHoldFactor = 2
+	maxHoldFactor = 32
+	// maxHistory bounds the remembered plans.
+	maxHistory = 1024
+	// Request shape assumed before any replica reported one.
+	defaultInputTokens  = 512
+	defaultOutputTokens = 256
+)
+
+// Why names what set the number.
+const (
+	WhyDemand  = "demand"
+	WhyBacklog = "backlog"
+	WhyHorizon = "horizon-hold"
+	WhyMax     = "max-replicas"
+	WhyFloor   = "floor"
+)
+
+// State is what the planner remembers about a group between cycles.
+type State struct {
+	Analyzer string                  `json:"analyzer"`
+	Variants map[string]VariantState `json:"variants,omitempty"`
+	// Plans are the recent planned rates (newest last), for the hold.
+	Plans []PlanPoint `json:"plans,omitempty"`
+	// HoldFactor is the current hold in start-up delays: it doubles when
+	// demand comes back above capacity given back within the hold (a lull
+	// too short to pay for a start-up), and shrinks slowly while scale-downs
+	// prove right, within [minHoldFactor, maxHoldFactor].
+	HoldFactor float64 `json:"holdFactor,omitempty"`
+	// LastRelease is when capacity was last given back.
+	LastRelease time.Time `json:"lastRelease,omitempty"`
+	// Input and Output are the last known mean request shape.
+	Input  float64 `json:"inputTokens,omitempty"`
+	Output float64 `json:"outputTokens,omitempty"`
+}
+
+// VariantState is one variant's learned capacity; kept while the variant
+// is at zero replicas.
+type VariantState struct {
+	Fit      Fit     `json:"fit"`
+	KVTokens float64 `json:"kvTokens,omitempty"`
+	// LastReady and Settle skip observations for settleCycles after the
+	// variant gained ready replicas: a new pod's 1m rates under-read its
+	// load for its first window, which would bend the line up.
+	LastReady int32 `json:"lastReady"`
+	Settle    int   `json:"settle,omitempty"`
+}
+
+// settleCycles is how many cycles a variant's observations are skipped
+// after it gained ready replicas (one metrics window and a scrape).
+const settleCycles = 3
+
+// PlanPoint is one cycle's planned rate.
+type PlanPoint struct {
+	At   time.Time `json:"at"`
+	Rate float64   `json:"rate"`
+}
+
+// VariantAnalysis is one variant's intermediate quantities.
+type VariantAnalysis struct {
+	Name         string          `json:"name"`
+	Current      int32           `json:"current"`
+	Ready        int32           `json:"ready"`
+	Line         Line            `json:"itlLine"`
+	Observations int             `json:"observations"`
+	Limits       Limits          `json:"limits"`
+	Capacity     ReplicaCapacity `json:"capacity"`
+	StartupDelay string          `json:"startupDelay"`
+	Planned      int32           `json:"planned"`
+}
+
+// Analysis is the planner's intermediate quantities for a group.
+type Analysis struct {
+	ArrivalRate   float64 `json:"arrivalRate"`
+	ArrivalSource string  `json:"arrivalSource"`
+	Backlog       float64 `json:"backlog"`
+	BacklogRate   float64 `json:"backlogRate"`
+	Horizon       string  `json:"horizon"`
+	// Staffed is demand plus the margin for the attainment target.
+	Staffed float64 `json:"staffedRate"`
+	// Held is the highest staffed rate over the hold.
+	Held       float64           `json:"heldRate"`
+	Hold       string            `json:"hold"`
+	Supply     float64           `json:"supply"`
+	PlanSupply float64           `json:"plannedSupply"`
+	Input      float64           `json:"inputTokens"`
+	Output     float64           `json:"outputTokens"`
+	Why        string            `json:"why"`
+	Variants   []VariantAnalysis `json:"variants"`
+}
+
+// Summary implements analyzer.Summarizer.
+func (a Analysis) Summary() []string {
+	lines := []string{
+		fmt.Sprintf("demand %.3f req/s (%s) + backlog %.0f over %s = %.3f req/s; with margin %.3f; held %.3f over %s",
+			a.ArrivalRate, a.ArrivalSource, a.Backlog, a.Horizon, a.ArrivalRate+a.BacklogRate, a.Staffed, a.Held, a.Hold),
+		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
+	}
+	for _, v := range a.Variants {
+		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms; line %.4g*k+%.3g from %d observations); start-up %s",
+			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Line.A, v.Line.B, v.Observations, v.StartupDelay))
+	}
+	return lines
+}
+
+// Analyzer is the slo-planner.
+type Analyzer struct{}
+
+// Name implements analyzer.Analyzer.
+func (Analyzer) Name() string { return Name }
+
+// Analyze implements analyzer.Analyzer (no memory of earlier cycles).
+func (a Analyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+	return a.AnalyzeState(g, cfg, nil)
+}
+
+// AnalyzeState implements analyzer.Stateful. The signal is in requests per
+// second and carries the planned mix (Signal.PlannedReplicas).
+func (Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (analyzer.Result, error) {
+	st, ok := analyzer.DecodeState[State](prev)
+	if !ok || st.Analyzer != Name {
+		st = State{}
+	}
+	slo := cfg.Saturation.SLO
+	if slo.TargetITLms <= 0 || slo.TargetTTFTms <= 0 {
+		slo = config.DefaultSLO()
+	}
+	next := State{Analyzer: Name, Variants: map[string]VariantState{}, Input: st.Input, Output: st.Output,
+		HoldFactor: st.HoldFactor, LastRelease: st.LastRelease}
+	an, sig := plan(g, slo, cfg.Saturation.Priority, st, &next)
+	return analyzer.Result{Signal: sig, Details: an, State: next}, nil
+}
+
+func plan(g decision.Group, slo config.SLO, priority float64, st State, next *State) (Analysis, decision.Signal) {
+	var an Analysis
+	an.Input, an.Output = requestShape(g, st)
+	next.Input, next.Output = an.Input, an.Output
+
+	variants := append([]decision.Variant(nil), g.Variants...)
+	sort.Slice(variants, func(i, j int) bool { return variants[i].Name < variants[j].Name })
+
+	// Capacity per variant.
+	caps := make(map[string]ReplicaCapacity, len(variants))
+	for _, v := range variants {
+		vs := st.Variants[v.Name]
+		va, nvs := learn(v, g.Replicas, vs, slo, an.Input, an.Output)
+		next.Variants[v.Name] = nvs
+		caps[v.Name] = va.Capacity
+		an.Variants = append(an.Variants, va)
+	}
+
+	// Demand.
+	an.ArrivalRate, an.ArrivalSource = demand(g)
+	an.Backlog = g.SchedulerQueueSize
+	for _, r := range g.Replicas {
+		an.Backlog += r.QueueLength
+	}
+	horizon := startupHorizon(variants, slo)
+	an.Horizon = horizon.String()
+	an.BacklogRate = an.Backlog / horizon.Seconds()
+	rate := an.ArrivalRate + an.BacklogRate
+	// Square-root staffing in concurrency slots: the requests in service
+	// fluctuate by about sqrt(rate * duration) around the mean.
+	ref := referenceCapacity(variants, caps)
+	an.Staffed = rate
+	if rate > 0 && ref.RequestSeconds > 0 {
+		an.Staffed = rate + z(slo.Attainment)*math.Sqrt(rate/ref.RequestSeconds)
+	}
+
+	// Hold: the highest plan of the last HoldFactor start-up delays.
+	if next.HoldFactor <= 0 {
+		next.HoldFactor = holdFactor
+	}
+	var supplyNow float64
+	for _, v := range variants {
+		supplyNow += float64(v.CurrentReplicas) * caps[v.Name].Rate
+	}
+	if len(st.Plans) == 0 {
+		// The fleet as found is taken as needed until a hold has passed:
+		// nothing is known yet of the lulls it has to ride out.
+		st.Plans = []PlanPoint{{At: g.Now, Rate: supplyNow}}
+	}
+	short := supplyNow+1e-9 < an.Staffed
+	switch {
+	case short && !st.LastRelease.IsZero() && g.Now.Sub(st.LastRelease) < time.Duration(next.HoldFactor*float64(horizon)):
+		// Demand came back over capacity given back within the hold.
+		next.HoldFactor = min(next.HoldFactor*2, maxHoldFactor)
+		next.LastRelease = time.Time{}
+	case !st.LastRelease.IsZero() && g.Now.Sub(st.LastRelease) >= time.Duration(next.HoldFactor*float64(horizon)):
+		// A release that held for a whole hold was right.
+		next.HoldFactor = max(next.HoldFactor*0.75, minHoldFactor)
+		next.LastRelease = time.Time{}
+	}
+	hold := time.Duration(next.HoldFactor * float64(horizon))
+	an.Hold = hold.String()
+	an.Held = an.Staffed
+	for _, p := range st.Plans {
+		if g.Now.Sub(p.At) < hold {
+			next.Plans = append(next.Plans, p)
+			an.Held = max(an.Held, p.Rate)
+		}
+	}
+	next.Plans = append(next.Plans, PlanPoint{At: g.Now, Rate: an.Staffed})
+	if len(next.Plans) > maxHistory {
+		next.Plans = next.Plans[len(next.Plans)-maxHistory:]
+	}
+
+	// Mix.
+	mv := make([]mixVariant, len(variants))
+	for i, v := range variants {
+		an.Supply += float64(v.CurrentReplicas) * caps[v.Name].Rate
+		mv[i] = mixVariant{Name: v.Name, Cost: v.Cost, Rate: caps[v.Name].Rate, Min: v.MinReplicas, Max: v.MaxReplicas,
+			Lo: min(max(v.CurrentReplicas, v.MinReplicas), v.MaxReplicas), Hi: v.MaxReplicas}
+	}
+	counts := make([]int32, len(variants))
+	for i, v := range variants {
+		counts[i] = clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
+	}
+	switch {
+	case an.Supply+1e-9 < an.Staffed:
+		// Short now: add to cover the held plan (only adds, so pending
+		// replicas are never ordered again).
+		c, ok := cheapestMix(mv, an.Held)
+		counts = c
+		an.Why = WhyDemand
+		if an.BacklogRate > an.ArrivalRate*0.1 {
+			an.Why = WhyBacklog
+		}
+		if !ok {
+			an.Why = WhyMax
+		}
+	case pending(variants):
+		// Replicas still starting have not shown their capacity yet:
+		// give nothing back before they serve.
+		an.Why = WhyHorizon
+	default:
+		// Enough now: give back what the held plan does not need.
+		for i, v := range variants {
+			mv[i].Lo, mv[i].Hi = min(v.MinReplicas, mv[i].Hi), clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
+		}
+		if c, ok := cheapestMix(mv, an.Held); ok && mixCost(mv, c) < mixCost(mv, counts)-1e-9 {
+			counts = c
+			an.Why = WhyDemand
+			next.LastRelease = g.Now
+		} else {
+			an.Why = WhyHorizon
+			if an.Held <= an.Staffed+1e-9 {
+				an.Why = WhyDemand
+			}
+		}
+	}
+	sig := decision.Signal{Analyzer: Name, Priority: priority, CapacityPerReplica: map[string]float64{},
+		PlannedReplicas: map[string]int32{}}
+	for i, v := range variants {
+		an.PlanSupply += float64(counts[i]) * caps[v.Name].Rate
+		an.Variants[i].Planned = counts[i]
+		sig.PlannedReplicas[v.Name] = counts[i]
+		sig.CapacityPerReplica[v.Name] = caps[v.Name].Rate
+	}
+	if an.PlanSupply > an.Supply {
+		sig.RequiredCapacity = an.PlanSupply - an.Supply
+	} else {
+		sig.SpareCapacity = an.Supply - an.PlanSupply
+	}
+	sig.Reason = reason(an, variants, counts)
+	return an, sig
+}
+
+func reason(an Analysis, variants []decision.Variant, counts []int32) string {
+	parts := make([]string, len(variants))
+	for i, v := range variants {
+		parts[i] = fmt.Sprintf("%s %d", v.Name, counts[i])
+	}
+	var why string
+	switch an.Why {
+	case WhyHorizon:
+		why = fmt.Sprintf("holding the peak plan of the last %s (%.2f req/s) through a lull shorter than it", an.Hold, an.Held)
+	case WhyBacklog:
+		why = fmt.Sprintf("backlog of %.0f requests to drain within %s", an.Backlog, an.Horizon)
+	case WhyMax:
+		why = "demand exceeds every variant at maxReplicas"
+	default:
+		why = fmt.Sprintf("demand %.2f req/s (%s)", an.ArrivalRate, an.ArrivalSource)
+	}
+	return fmt.Sprintf("slo-planner: %s; plan %.2f req/s with margin, held %.2f, supply %.2f -> %s",
+		why, an.Staffed, an.Held, an.Supply, strings.Join(parts, ", "))
+}
+
+func pending(variants []decision.Variant) bool {
+	for _, v := range variants {
+		if v.PendingReplicas > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func mixCost(vs []mixVariant, counts []int32) float64 {
+	c := 0.0
+	for i, v := range vs {
+		c += float64(counts[i]) * v.Cost
+	}
+	return c
+}
+
+func clamp(n, lo, hi int32) int32 { return min(max(n, lo), hi) }
+
+// demand is the arrival rate: the gateway's when reported, else what the
+// replicas complete (under-reads while a queue grows).
+func demand(g decision.Group) (float64, string) {
+	if g.GatewayArrivalsReported && g.GatewayArrivalRate >= 0 && finite(g.GatewayArrivalRate) {
+		return g.GatewayArrivalRate, "gateway arrivals"
+	}
+	var sum float64
+	for _, r := range g.Replicas {
+		if r.ArrivalRate > 0 && finite(r.ArrivalRate) {
+			sum += r.ArrivalRate
+		}
+	}
+	return sum, "replica completions"
+}
+
+// startupHorizon is the longest start-up delay among the variants (a
+// variant's measured one, else the configured fallback).
+func startupHorizon(variants []decision.Variant, slo config.SLO) time.Duration {
+	h := time.Duration(0)
+	for _, v := range variants {
+		if v.MaxReplicas == 0 {
+			continue
+		}
+		h = max(h, startupOf(v, slo))
+	}
+	return max(h, 30*time.Second)
+}
+
+func startupOf(v decision.Variant, slo config.SLO) time.Duration {
+	if v.StartupDelay > 0 {
+		return v.StartupDelay
+	}
+	return slo.StartupDelay.D()
+}
+
+// referenceCapacity is the capacity of the variant with the lowest cost
+// per unit of rate: the one the margin is mostly made of.
+func referenceCapacity(variants []decision.Variant, caps map[string]ReplicaCapacity) ReplicaCapacity {
+	var best ReplicaCapacity
+	bestUnit := math.Inf(1)
+	for _, v := range variants {
+		c := caps[v.Name]
+		if c.Rate > 0 && v.MaxReplicas > 0 && v.Cost/c.Rate < bestUnit {
+			best, bestUnit = c, v.Cost/c.Rate
+		}
+	}
+	return best
+}
+
+// requestShape is the arrival-weighted mean input and output tokens of the
+// replicas, else the remembered shape, else a default.
+func requestShape(g decision.Group, st State) (in, out float64) {
+	var w, si, so float64
+	for _, r := range g.Replicas {
+		if r.AvgOutputTokens > 0 && finite(r.AvgOutputTokens) && r.AvgInputTokens >= 0 && finite(r.AvgInputTokens) {
+			weight := max(r.ArrivalRate, 1e-3)
+			w += weight
+			si += weight * r.AvgInputTokens
+			so += weight * r.AvgOutputTokens
+		}
+	}
+	switch {
+	case w > 0:
+		return si / w, so / w
+	case st.Output > 0:
+		return st.Input, st.Output
+	default:
+		return defaultInputTokens, defaultOutputTokens
+	}
+}
+
+// learn updates a variant's ITL line from its replicas and derives its
+// capacity at the SLO.
+//
+// A variant never seen running has an optimistic prior (its KV cache size
+// is unknown until a pod reports it): the plan tries it when it looks
+// cheapest, and what its replicas then show corrects the line.
+func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, slo config.SLO, in, out float64) (VariantAnalysis, VariantState) {
+	va := VariantAnalysis{Name: v.Name, Current: v.CurrentReplicas, StartupDelay: startupOf(v, slo).String()}
+	for _, r := range reps {
+		if r.Variant == v.Name {
+			va.Ready++
+		}
+	}
+	if va.Ready > vs.LastReady {
+		vs.Settle = settleCycles
+	} else if vs.Settle > 0 {
+		vs.Settle--
+	}
+	vs.LastReady = va.Ready
+	fit := vs.Fit
+	if va.Ready > 0 {
+		// Memory fades only while there is something new to learn: what
+		// was learned is kept for a variant at zero replicas.
+		fit.decay()
+	}
+	for _, r := range reps {
+		if r.Variant != v.Name {
+			continue
+		}
+		if kv := r.KVCapacityTokens(); kv > 0 {
+			vs.KVTokens = kv
+		}
+		if vs.Settle > 0 {
+			continue
+		}
+		if r.ArrivalRate > 0 && finite(r.ArrivalRate) && r.AvgITLms > 0 && finite(r.AvgITLms) {
+			// Little's law: requests decoding = rate x decode time.
+			k := r.ArrivalRate * out * r.AvgITLms / 1000
+			fit.add(k, r.AvgITLms, 1)
+		}
+	}
+	vs.Fit = fit
+	lim := Limits{MaxNumSeqs: defaultMaxNumSeqs}
+	if v.MaxNumSeqs > 0 {
+		lim.MaxNumSeqs = float64(v.MaxNumSeqs)
+	}
+	switch {
+	case vs.KVTokens > 0:
+		lim.KVConcurrency = kvHeadroom * vs.KVTokens / (in + out/2)
+	}
+	pl, pk := prior(slo.TargetITLms, lim)
+	va.Line = fit.solve(pl, pk)
+	va.Observations = fit.Obs
+	va.Limits = lim
+	va.Capacity = capacityAt(va.Line, lim, slo.TargetITLms, slo.TargetTTFTms, out)
+	return va, vs
+}
+
+// z is the standard normal quantile of p, by bisection on erfc.
+func z(p float64) float64 {
+	lo, hi := -8.0, 8.0
+	for range 60 {
+		mid := (lo + hi) / 2
+		if 0.5*math.Erfc(-mid/math.Sqrt2) < p {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

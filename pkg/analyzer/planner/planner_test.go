@@ -1,0 +1,215 @@
+package planner
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision"
+)
+
+func TestFitRecoversLine(t *testing.T) {
+	truth := Line{A: 1.5, B: 30}
+	var f Fit
+	for k := 1.0; k <= 60; k++ {
+		f.add(k, truth.At(k), 1)
+	}
+	// A prior far from the truth is outweighed by a dozen observations.
+	got := f.solve(Line{A: 0.2, B: 10}, 100)
+	assert.InDelta(t, truth.A, got.A, 0.1)
+	assert.InDelta(t, truth.B, got.B, 3)
+	// With no observation the prior is the answer.
+	assert.Equal(t, Line{A: 0.2, B: 10}, Fit{}.solve(Line{A: 0.2, B: 10}, 100))
+}
+
+func TestCapacityBounds(t *testing.T) {
+	cases := []struct {
+		name  string
+		line  Line
+		lim   Limits
+		bound string
+		k     float64
+	}{
+		{"itl", Line{A: 1, B: 20}, Limits{MaxNumSeqs: 256, KVConcurrency: 0}, "itl", 0.7*100 - 20},
+		{"kv cache", Line{A: 0.1, B: 20}, Limits{MaxNumSeqs: 256, KVConcurrency: 40}, "kv-cache", 40},
+		{"max-num-seqs", Line{A: 0.01, B: 20}, Limits{MaxNumSeqs: 32, KVConcurrency: 400}, "max-num-seqs", 32},
+		{"infeasible", Line{A: 1, B: 150}, Limits{MaxNumSeqs: 256, KVConcurrency: 0}, "itl-infeasible", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := capacityAt(tc.line, tc.lim, 100, 2000, 200)
+			assert.Equal(t, tc.bound, c.Bound)
+			assert.InDelta(t, tc.k, c.Concurrency, 1e-9)
+			// Little's law: rate x request time = concurrency.
+			assert.InDelta(t, c.Concurrency, c.Rate*c.RequestSeconds, 1e-9)
+		})
+	}
+}
+
+func TestCheapestMix(t *testing.T) {
+	l4 := mixVariant{Name: "l4", Cost: 5, Rate: 1, Min: 0, Max: 10, Lo: 0, Hi: 10}
+	h100 := mixVariant{Name: "h100", Cost: 15, Rate: 4, Min: 0, Max: 5, Lo: 0, Hi: 5}
+	cases := []struct {
+		name string
+		vs   []mixVariant
+		need float64
+		want []int32
+		ok   bool
+	}{
+		{"cheap variant alone", []mixVariant{l4, h100}, 1.5, []int32{2, 0}, true},
+		{"equal cost: more rate", []mixVariant{l4, h100}, 2.5, []int32{0, 1}, true},
+		{"dear variant is cheaper per unit at scale", []mixVariant{l4, h100}, 8, []int32{0, 2}, true},
+		{"exact mix beats either alone", []mixVariant{l4, h100}, 9, []int32{1, 2}, true},
+		{"at least one replica", []mixVariant{l4, h100}, 0, []int32{1, 0}, true},
+		{"scale-up only adds", []mixVariant{l4, func() mixVariant { v := h100; v.Lo = 1; return v }()}, 4.5, []int32{1, 1}, true},
+		{"beyond every max", []mixVariant{l4, h100}, 100, []int32{10, 5}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := cheapestMix(tc.vs, tc.need)
+			assert.Equal(t, tc.ok, ok)
+			assert.Equal(t, tc.want, got)
+			g, gok := greedyMix(tc.vs, tc.need)
+			if ok && gok && tc.need > 0 {
+				assert.LessOrEqual(t, mixCost(tc.vs, got), mixCost(tc.vs, g)+1e-9, "exact never dearer than greedy")
+			}
+		})
+	}
+}
+
+func TestZ(t *testing.T) {
+	assert.InDelta(t, 2.326, z(0.99), 1e-3)
+	assert.InDelta(t, 1.645, z(0.95), 1e-3)
+	assert.InDelta(t, 0, z(0.5), 1e-9)
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func cfg() config.Resolved {
+	s := config.DefaultSaturation()
+	s.AnalyzerName = Name
+	return config.Resolved{Saturation: s, ScaleToZero: config.DefaultScaleToZero()}
+}
+
+func fleet(l4, h100 int32, rate float64) decision.Group {
+	g := decision.Group{ModelID: "m", Namespace: "ns", Now: t0, GatewayArrivalRate: rate, GatewayArrivalsReported: true,
+		Variants: []decision.Variant{
+			{Name: "l4", Cost: 5, MinReplicas: 1, MaxReplicas: 20, CurrentReplicas: l4, MaxNumSeqs: 64, StartupDelay: 2 * time.Minute},
+			{Name: "h100", Cost: 15, MinReplicas: 0, MaxReplicas: 8, CurrentReplicas: h100, MaxNumSeqs: 256, StartupDelay: 3 * time.Minute},
+		}}
+	for i := range l4 {
+		g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: "l4-" + string(rune('a'+i)), Variant: "l4",
+			NumGPUBlocks: 2048, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
+			ArrivalRate: rate / float64(l4+h100), AvgITLms: 40, AvgTTFTms: 300})
+	}
+	return g
+}
+
+func run(t *testing.T, g decision.Group, prev any) (Analysis, decision.Signal, any) {
+	t.Helper()
+	res, err := Analyzer{}.AnalyzeState(g, cfg(), prev)
+	require.NoError(t, err)
+	_, err = json.Marshal(res.Details)
+	require.NoError(t, err)
+	b, err := json.Marshal(res.State)
+	require.NoError(t, err)
+	return res.Details.(Analysis), res.Signal, json.RawMessage(b)
+}
+
+func total(sig decision.Signal) int32 {
+	var n int32
+	for _, c := range sig.PlannedReplicas {
+		n += c
+	}
+	return n
+}
+
+// More arrivals never plan fewer replicas, from the same fleet and memory.
+func TestMoreArrivalsNeverFewerReplicas(t *testing.T) {
+	_, _, st := run(t, fleet(2, 0, 2), nil)
+	prevCost := -1.0
+	for rate := 0.0; rate <= 40; rate += 0.5 {
+		g := fleet(2, 0, rate)
+		g.Now = t0.Add(30 * time.Second)
+		_, sig, _ := run(t, g, st)
+		cost := 5*float64(sig.PlannedReplicas["l4"]) + 15*float64(sig.PlannedReplicas["h100"])
+		assert.GreaterOrEqual(t, cost, prevCost, "rate %.1f", rate)
+		var supply float64
+		for v, n := range sig.PlannedReplicas {
+			supply += float64(n) * sig.CapacityPerReplica[v]
+		}
+		if sig.PlannedReplicas["l4"] < 20 || sig.PlannedReplicas["h100"] < 8 {
+			assert.GreaterOrEqual(t, supply, rate, "rate %.1f: the plan covers demand", rate)
+		}
+		prevCost = cost
+	}
+}
+
+// Replicas already ordered (pending) are supply: a cycle that sees them
+// pending does not order them again.
+func TestPendingNotReordered(t *testing.T) {
+	g := fleet(2, 0, 12)
+	an, sig, st := run(t, g, nil)
+	require.Greater(t, total(sig), int32(2), "demand 12 req/s needs more than two replicas: %s", sig.Reason)
+	// Next cycle: the ordered replicas exist but are not ready.
+	g2 := fleet(2, 0, 12)
+	g2.Now = t0.Add(30 * time.Second)
+	for i := range g2.Variants {
+		v := &g2.Variants[i]
+		v.CurrentReplicas = sig.PlannedReplicas[v.Name]
+		v.PendingReplicas = v.CurrentReplicas - map[string]int32{"l4": 2}[v.Name]
+	}
+	_, sig2, _ := run(t, g2, st)
+	assert.Equal(t, sig.PlannedReplicas, sig2.PlannedReplicas, "first plan %+v", an)
+}
+
+// A lull shorter than the hold keeps the burst's replicas; a longer one
+// releases them.
+func TestHoldThroughShortLulls(t *testing.T) {
+	l4Only := func(g decision.Group) decision.Group {
+		g.Variants[1].MaxReplicas = 0
+		g.Variants[1].StartupDelay = 0
+		g.Variants[0].StartupDelay = 3 * time.Minute
+		return g
+	}
+	_, sig, st := run(t, l4Only(fleet(2, 0, 12)), nil)
+	burst := sig.PlannedReplicas
+	steady := func(at time.Duration, rate float64) decision.Signal {
+		g := l4Only(fleet(burst["l4"], burst["h100"], rate))
+		g.Now = t0.Add(at)
+		var s decision.Signal
+		_, s, st = run(t, g, st)
+		return s
+	}
+	// The lull: 1 req/s. The hold is 4 start-ups of the slowest variant
+	// (3m): 12 minutes.
+	lull := steady(5*time.Minute, 1)
+	assert.Equal(t, burst, lull.PlannedReplicas, "within the hold: %s", lull.Reason)
+	assert.Contains(t, lull.Reason, "holding")
+	late := steady(13*time.Minute, 1)
+	assert.Less(t, total(late), total(decision.Signal{PlannedReplicas: burst}), "past the hold: %s", late.Reason)
+}
+
+// Backlog is demand to drain within a start-up delay.
+func TestBacklogAddsDemand(t *testing.T) {
+	g := fleet(2, 0, 2)
+	a, _, _ := run(t, g, nil)
+	g.SchedulerQueueSize = 360
+	b, _, _ := run(t, g, nil)
+	assert.InDelta(t, 360/180.0, b.BacklogRate, 1e-9, "360 requests over the 3m horizon")
+	assert.Greater(t, b.Staffed, a.Staffed)
+}
+
+// Without the gateway's counter, demand falls back to what the replicas
+// complete.
+func TestDemandSource(t *testing.T) {
+	g := fleet(2, 0, 4)
+	g.GatewayArrivalsReported = false
+	a, _, _ := run(t, g, nil)
+	assert.Equal(t, "replica completions", a.ArrivalSource)
+	assert.InDelta(t, 4, a.ArrivalRate, 1e-9)
+}
