@@ -71,14 +71,12 @@ type Result struct {
 }
 
 // RequestsOver returns a model's successful requests over window, and
-// whether the window was queried.
+// whether the model had a series in it. A missing series is not zero
+// requests: vLLM exports the counter from start-up, so with pods up it is
+// a scraping fault; the caller decides what it means.
 func (r Result) RequestsOver(window time.Duration, key ModelKey) (float64, bool) {
-	byModel, ok := r.Requests[window]
-	if !ok {
-		return 0, false
-	}
-	// No series for the model means no request succeeded in the window.
-	return byModel[key], true
+	n, ok := r.Requests[window][key]
+	return n, ok
 }
 
 // EPPQueue is what an EPP's flow-control queue holds for a model.

@@ -143,9 +143,8 @@ func TestCollect(t *testing.T) {
 	n, ok := res.RequestsOver(10*time.Minute, ModelKey{"prod", "meta/llama"})
 	assert.True(t, ok)
 	assert.Equal(t, 42.0, n)
-	n, ok = res.RequestsOver(10*time.Minute, ModelKey{"prod", "silent/model"})
-	assert.True(t, ok, "no series in a queried window means zero requests")
-	assert.Zero(t, n)
+	_, ok = res.RequestsOver(10*time.Minute, ModelKey{"prod", "silent/model"})
+	assert.False(t, ok, "no series is unknown, not zero requests")
 	_, ok = res.RequestsOver(5*time.Minute, ModelKey{"prod", "meta/llama"})
 	assert.False(t, ok, "window not queried")
 }

@@ -153,11 +153,17 @@ func (e scaleToZeroEntry) over(base ScaleToZero) ScaleToZero {
 	return base
 }
 
-// Validate requires a positive retention period: zero would scale an idle
-// model to zero the moment one scrape shows no requests.
+// MinRetentionPeriod is the shortest retention_period accepted: idle
+// detection reads increase() over it, which needs at least two scrapes of
+// the request counter, and anything shorter would scale a model to zero
+// between two bursts of a bursty workload.
+const MinRetentionPeriod = time.Minute
+
+// Validate requires a retention period of at least MinRetentionPeriod.
 func (s ScaleToZero) Validate() error {
-	if s.RetentionPeriod <= 0 {
-		return &FieldError{Field: "retention_period", Value: s.RetentionPeriod.String(), Reason: "must be a positive duration such as \"10m\""}
+	if s.RetentionPeriod.D() < MinRetentionPeriod {
+		return &FieldError{Field: "retention_period", Value: s.RetentionPeriod.String(),
+			Reason: fmt.Sprintf("must be a duration of at least %s such as \"10m\"", MinRetentionPeriod)}
 	}
 	return nil
 }

@@ -35,6 +35,14 @@ type Variant struct {
 	// StartupDelay is how long a new replica of the variant takes from
 	// pod creation to Ready (image pull, model load); 0 means unknown.
 	StartupDelay time.Duration
+	// ScaledFromZeroAt is when the scale-from-zero fast path last woke the
+	// variant (the VA's wva.llmd.ai/scaled-from-zero-at annotation); zero
+	// when never. The group is not scaled back to zero within the wake grace.
+	ScaledFromZeroAt time.Time
+	// StartupAllowance is how long a new replica may take to become Ready
+	// (from the pod template's startupProbe); 0 means unknown, and the
+	// enforcer's DefaultStartupAllowance applies.
+	StartupAllowance time.Duration
 }
 
 // Role is a variant's part in prefill/decode disaggregated serving.
@@ -190,6 +198,12 @@ const (
 	RuleUnreachableHold   Rule = "metrics-unreachable-hold"
 	RuleLastResort        Rule = "last-resort"
 	RuleRetention         Rule = "retention-expired"
+	// RuleZeroBlocked marks a decision of zero overridden because requests
+	// wait at the gateway or the group was just woken from zero.
+	RuleZeroBlocked Rule = "scale-to-zero-blocked"
+	// RuleRequestCountMissing marks a replica count held because the
+	// request counter, idle detection's evidence, is missing.
+	RuleRequestCountMissing Rule = "request-count-missing"
 	// RuleGPULimited marks a scale-up the GPU limiter cut or moved because
 	// the accelerator budget could not satisfy every group.
 	RuleGPULimited Rule = "gpu-limited"

@@ -38,26 +38,119 @@ type Input struct {
 	// zero, from the latest decision update).
 	MetricsLastSeen time.Time
 	// RequestsInRetention is the group's successful requests over the
-	// retention period; nil when unknown (idle detection is then skipped).
+	// retention period; nil when unknown: idle detection is then skipped,
+	// and with pods reporting (Replicas) it is a scraping fault that holds
+	// the group's replicas (see RequestCountMissing).
 	RequestsInRetention *float64
 	ScaleToZero         config.ScaleToZero
 	Variants            []decision.Variant
+	// Replicas are the group's pods reporting metrics; any load on them
+	// (queued requests, KV cache in use) means the group is not idle.
+	Replicas []decision.ReplicaMetrics
+	// SchedulerQueueSize is the requests held at the gateway (EPP
+	// flow-control queue) for the group: while any wait, the group is
+	// never decided to zero.
+	SchedulerQueueSize float64
 	// Targets is the optimizer's output; used only with MetricsAvailable.
 	Targets []decision.Target
+}
+
+// DefaultStartupAllowance is the wake grace's start-up part for a variant
+// whose start-up time is unknown (no startupProbe): long enough for an
+// image pull and a large model's load.
+const DefaultStartupAllowance = 10 * time.Minute
+
+// WakeMetricsWindow is the wake grace's metrics part: the collector's
+// max_over_time / rate window, after which a Ready pod's series read
+// fully.
+const WakeMetricsWindow = time.Minute
+
+// IdleKvCacheUsage is the KV cache usage at or below which a pod counts as
+// carrying no load (vLLM reports the blocks held by running requests).
+const IdleKvCacheUsage = 0.01
+
+// WakeGrace is how long after a wake the group is kept off zero: the
+// variant's start-up allowance (or DefaultStartupAllowance) plus the
+// metrics window.
+func WakeGrace(v decision.Variant) time.Duration {
+	startup := v.StartupAllowance
+	if startup <= 0 {
+		startup = DefaultStartupAllowance
+	}
+	return startup + WakeMetricsWindow
 }
 
 // Enforce returns the final target of every variant, sorted by name.
 func Enforce(in Input) []decision.Target {
 	variants := append([]decision.Variant(nil), in.Variants...)
 	sort.Slice(variants, func(i, j int) bool { return variants[i].Name < variants[j].Name })
+	var targets []decision.Target
 	switch in.Metrics {
 	case MetricsAvailable:
-		return withOptimizer(in, variants)
+		targets = withOptimizer(in, variants)
 	case MetricsUnreachable:
-		return preserve(variants, decision.RuleUnreachableHold, "Fallback: metrics source unreachable, preserving previous allocation")
+		targets = preserve(variants, decision.RuleUnreachableHold, "Fallback: metrics source unreachable, preserving previous allocation")
 	default:
-		return withoutMetrics(in, variants)
+		targets = withoutMetrics(in, variants)
 	}
+	return keepOffZero(in, variants, targets)
+}
+
+// RequestCountMissing reports the scraping fault of idle detection: pods
+// report saturation metrics but the group's request counter has no series,
+// in a group whose bounds allow zero (elsewhere the count decides nothing).
+func RequestCountMissing(in Input) bool {
+	return in.Metrics == MetricsAvailable && in.RequestsInRetention == nil && len(in.Replicas) > 0 && allowsZero(in.Variants)
+}
+
+// keepOffZero overrides a decision of zero for the whole group while
+// requests wait at the gateway or within the wake grace of a variant the
+// fast path woke: what runs keeps running, and a group at zero gets one
+// replica of the woken (else the cheapest) variant.
+func keepOffZero(in Input, variants []decision.Variant, targets []decision.Target) []decision.Target {
+	if len(targets) == 0 || total(targets) > 0 {
+		return targets
+	}
+	var why string
+	woken := -1
+	for i, v := range variants {
+		if v.ScaledFromZeroAt.IsZero() || v.MaxReplicas < 1 {
+			continue
+		}
+		since, grace := in.Now.Sub(v.ScaledFromZeroAt), WakeGrace(v)
+		// A wake stamped slightly in the future (clock skew) counts as just
+		// now; one beyond the grace is bogus and ignored.
+		if since < grace && since > -grace && (woken < 0 || v.ScaledFromZeroAt.After(variants[woken].ScaledFromZeroAt)) {
+			woken = i
+			why = fmt.Sprintf("Scale-to-zero blocked: %s scaled from zero %s ago, within its wake grace of %s (start-up + metrics window)",
+				v.Name, max(since, 0).Round(time.Second), grace)
+		}
+	}
+	if in.SchedulerQueueSize > 0 {
+		why = fmt.Sprintf("Scale-to-zero blocked: %g requests wait at the gateway", in.SchedulerQueueSize)
+	}
+	if why == "" {
+		return targets
+	}
+	out := make([]decision.Target, len(variants))
+	for i, v := range variants {
+		out[i] = decision.Target{Variant: v.Name, Replicas: decision.Clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas), Rule: decision.RuleZeroBlocked, Reason: why}
+	}
+	if total(out) == 0 {
+		pick := woken
+		if pick < 0 {
+			cheapest := cheapestName(variants)
+			for i, v := range variants {
+				if v.Name == cheapest {
+					pick = i
+				}
+			}
+		}
+		if pick >= 0 && variants[pick].MaxReplicas >= 1 {
+			out[pick].Replicas = 1
+		}
+	}
+	return finish(out, variants)
 }
 
 func withOptimizer(in Input, variants []decision.Variant) []decision.Target {
@@ -85,6 +178,8 @@ func withOptimizer(in Input, variants []decision.Variant) []decision.Target {
 		targets = append(targets, t)
 	}
 	switch {
+	case RequestCountMissing(in):
+		return holdCurrent(targets, variants)
 	case idle(in) && allowsZero(variants) && firstRun(variants):
 		return relabel(targets, variants, "First run: preserving current replicas for Prometheus discovery grace period (group idle)")
 	case idle(in) && allowsZero(variants) && in.ScaleToZero.Enabled:
@@ -96,6 +191,13 @@ func withOptimizer(in Input, variants []decision.Variant) []decision.Target {
 			in.ScaleToZero.RetentionPeriod))
 	case allowsZero(variants) && !in.ScaleToZero.Enabled && total(targets) == 0:
 		return keepCheapest(variants, targets, "Scale-to-zero disabled: cheapest variant keeps 1 replica")
+	}
+	if why := busy(in); why != "" && allowsZero(variants) && in.RequestsInRetention != nil && *in.RequestsInRetention <= 0 {
+		// No request succeeded, yet there is load: say why the group is
+		// not idle.
+		for i := range targets {
+			targets[i].Reason += "; not idle: " + why
+		}
 	}
 	return finish(targets, variants)
 }
@@ -194,8 +296,38 @@ func preserve(variants []decision.Variant, rule decision.Rule, why string) []dec
 	return finish(targets, variants)
 }
 
+// holdCurrent keeps every variant at no less than its current replicas
+// while the request counter is missing: without it there is no evidence of
+// idleness, and saturation may still ask for more.
+func holdCurrent(targets []decision.Target, variants []decision.Variant) []decision.Target {
+	for i, v := range variants {
+		if n := decision.Clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas); targets[i].Replicas < n {
+			targets[i].Replicas = n
+			targets[i].Rule = decision.RuleRequestCountMissing
+			targets[i].Reason = fmt.Sprintf("Holding current %d: pods are Ready but the request-count series (vllm:request_success_total) is missing, a scraping fault, not idleness", n)
+		}
+	}
+	return finish(targets, variants)
+}
+
+// idle needs positive evidence: the request counter present and reading
+// 0, no load on any reporting pod, and nothing waiting at the gateway.
 func idle(in Input) bool {
-	return in.RequestsInRetention != nil && *in.RequestsInRetention <= 0
+	return in.RequestsInRetention != nil && *in.RequestsInRetention <= 0 && busy(in) == ""
+}
+
+// busy says what load the group carries outside its request count: requests
+// at the gateway, queued in a pod, or holding a pod's KV cache; "" if none.
+func busy(in Input) string {
+	if in.SchedulerQueueSize > 0 {
+		return fmt.Sprintf("%g requests wait at the gateway", in.SchedulerQueueSize)
+	}
+	for _, r := range in.Replicas {
+		if r.QueueLength > 0 || r.KvCacheUsage > IdleKvCacheUsage {
+			return fmt.Sprintf("pod %s has %g queued requests and KV cache usage %.3f", r.Pod, r.QueueLength, r.KvCacheUsage)
+		}
+	}
+	return ""
 }
 
 // allowsZero: scale to zero is skipped when any variant has minReplicas > 0.

@@ -36,6 +36,7 @@ func TestEnforce(t *testing.T) {
 		want    map[string]int32
 		reason  map[string]string
 		actions map[string]decision.Action
+		rules   map[string]decision.Rule
 	}{
 		{
 			name: "optimizer targets pass through when traffic flows",
@@ -195,6 +196,9 @@ func TestEnforce(t *testing.T) {
 			for name, a := range tc.actions {
 				assert.Equal(t, a, byName[name].Action, name)
 			}
+			for name, r := range tc.rules {
+				assert.Equal(t, r, byName[name].Rule, name)
+			}
 		})
 	}
 }
@@ -227,5 +231,185 @@ func TestEnforceInvariants(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Scale to zero under faults: a woken group, requests at the gateway and a
+// missing request counter never lead to a decision of zero; idleness needs
+// the counter at 0 and no load anywhere.
+func TestEnforceZeroNeedsEvidence(t *testing.T) {
+	woken := func(at time.Time, startup time.Duration) []v {
+		return []v{{Name: "w", Cost: 5, MaxReplicas: 4, CurrentReplicas: 1, DesiredReplicas: 0, LastUpdate: ago(15 * time.Minute),
+			ScaledFromZeroAt: at, StartupAllowance: startup}}
+	}
+	atZero := func() []v {
+		return []v{{Name: "cheap", Cost: 5, MaxReplicas: 4, LastUpdate: ago(time.Hour)}, {Name: "dear", Cost: 15, MaxReplicas: 4, LastUpdate: ago(time.Hour)}}
+	}
+	four := []v{{Name: "v", Cost: 5, MaxReplicas: 8, CurrentReplicas: 4, DesiredReplicas: 4, LastUpdate: ago(time.Hour)}}
+	pods := func(n int, kv, queue float64) []decision.ReplicaMetrics {
+		var out []decision.ReplicaMetrics
+		for i := 0; i < n; i++ {
+			out = append(out, decision.ReplicaMetrics{Pod: string(rune('a' + i)), Variant: "v", KvCacheUsage: kv, QueueLength: queue})
+		}
+		return out
+	}
+	stz10 := stz(true, 10*time.Minute)
+	cases := []struct {
+		name   string
+		in     Input
+		want   map[string]int32
+		rule   decision.Rule
+		reason string
+	}{
+		{
+			// The defect: the pod the fast path started is loading, no
+			// series yet, and the decision to zero is 15 minutes old.
+			name: "woken group with no series yet stays up within the default grace",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz10, Variants: woken(ago(40*time.Second), 0)},
+			want: map[string]int32{"w": 1}, rule: decision.RuleZeroBlocked,
+			reason: "w scaled from zero 40s ago, within its wake grace of 11m0s",
+		},
+		{
+			name: "woken group: grace is the start-up allowance plus the metrics window",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz10, Variants: woken(ago(150*time.Second), 2*time.Minute)},
+			want: map[string]int32{"w": 1}, rule: decision.RuleZeroBlocked, reason: "grace of 3m0s",
+		},
+		{
+			name: "woken group past its grace without metrics goes back to zero",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz10, Variants: woken(ago(4*time.Minute), 2*time.Minute)},
+			want: map[string]int32{"w": 0}, rule: decision.RuleRetention,
+		},
+		{
+			name: "woken group past the default grace goes back to zero",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz10, Variants: woken(ago(12*time.Minute), 0)},
+			want: map[string]int32{"w": 0}, rule: decision.RuleRetention,
+		},
+		{
+			name: "a wake stamped far in the future is ignored",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz10, Variants: woken(now.Add(time.Hour), 0)},
+			want: map[string]int32{"w": 0}, rule: decision.RuleRetention,
+		},
+		{
+			// Ready and idle, nothing served yet: the counter reads 0.
+			name: "woken group whose pod reports but has served nothing yet stays up",
+			in: Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), ScaleToZero: stz10, Variants: woken(ago(2*time.Minute), 0),
+				Replicas: []decision.ReplicaMetrics{{Pod: "w-0", Variant: "w"}}, Targets: []decision.Target{{Variant: "w", Replicas: 1}}},
+			want: map[string]int32{"w": 1}, rule: decision.RuleZeroBlocked,
+		},
+		{
+			name: "woken group while Prometheus is down keeps the woken replica",
+			in:   Input{Metrics: MetricsUnreachable, ScaleToZero: stz10, Variants: woken(ago(time.Minute), 0)},
+			want: map[string]int32{"w": 1}, rule: decision.RuleZeroBlocked,
+		},
+		{
+			name: "requests at the gateway keep an idle-looking group up",
+			in: Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), SchedulerQueueSize: 6, ScaleToZero: stz10,
+				Variants: []v{{Name: "v", Cost: 5, MaxReplicas: 4, CurrentReplicas: 1, DesiredReplicas: 1, LastUpdate: ago(time.Hour)}},
+				Replicas: pods(1, 0, 0), Targets: []decision.Target{{Variant: "v", Replicas: 1}}},
+			want: map[string]int32{"v": 1}, reason: "not idle: 6 requests wait at the gateway",
+		},
+		{
+			name: "requests at the gateway of a group at zero wake its cheapest variant",
+			in:   Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), SchedulerQueueSize: 3, ScaleToZero: stz10, Variants: atZero()},
+			want: map[string]int32{"cheap": 1, "dear": 0}, rule: decision.RuleZeroBlocked, reason: "3 requests wait at the gateway",
+		},
+		{
+			name: "requests at the gateway block the retention rule too",
+			in: Input{Metrics: MetricsAbsent, SchedulerQueueSize: 2, ScaleToZero: stz10,
+				Variants: []v{{Name: "v", Cost: 5, MaxReplicas: 4, CurrentReplicas: 2, DesiredReplicas: 2, LastUpdate: ago(time.Hour)}}},
+			want: map[string]int32{"v": 2}, rule: decision.RuleZeroBlocked,
+		},
+		{
+			name: "a group at zero with an empty gateway stays at zero",
+			in:   Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), ScaleToZero: stz10, Variants: atZero()},
+			want: map[string]int32{"cheap": 0, "dear": 0}, rule: decision.RuleScaleToZero,
+		},
+		{
+			// The defect: four saturated replicas, the counter at 0 (it
+			// used to be 0 when its series was missing), decided 4 -> 0.
+			name: "saturated pods are not idle whatever the request count",
+			in: Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), ScaleToZero: stz10, Variants: four,
+				Replicas: pods(4, 0.95, 8), Targets: []decision.Target{{Variant: "v", Replicas: 5, Rule: decision.RuleScaleUp, Reason: "saturated"}}},
+			want: map[string]int32{"v": 5}, rule: decision.RuleScaleUp, reason: "not idle: pod a has 8 queued requests",
+		},
+		{
+			name: "KV cache in use is load",
+			in: Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), ScaleToZero: stz10, Variants: four,
+				Replicas: pods(4, 0.3, 0), Targets: []decision.Target{{Variant: "v", Replicas: 4}}},
+			want: map[string]int32{"v": 4},
+		},
+		{
+			name: "KV usage at about 0 with the counter at 0 is idle",
+			in: Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), ScaleToZero: stz10, Variants: four,
+				Replicas: pods(4, 0.005, 0), Targets: []decision.Target{{Variant: "v", Replicas: 3}}},
+			want: map[string]int32{"v": 0}, rule: decision.RuleScaleToZero,
+		},
+		{
+			name: "missing request counter with pods reporting holds current replicas",
+			in: Input{Metrics: MetricsAvailable, ScaleToZero: stz10, Variants: four,
+				Replicas: pods(4, 0, 0), Targets: []decision.Target{{Variant: "v", Replicas: 3, Rule: decision.RuleScaleDown}}},
+			want: map[string]int32{"v": 4}, rule: decision.RuleRequestCountMissing,
+			reason: "request-count series (vllm:request_success_total) is missing, a scraping fault, not idleness",
+		},
+		{
+			name: "missing request counter does not stop a scale-up",
+			in: Input{Metrics: MetricsAvailable, ScaleToZero: stz10, Variants: four,
+				Replicas: pods(4, 0.95, 8), Targets: []decision.Target{{Variant: "v", Replicas: 5, Rule: decision.RuleScaleUp}}},
+			want: map[string]int32{"v": 5}, rule: decision.RuleScaleUp,
+		},
+		{
+			name: "missing request counter with scale to zero disabled still holds",
+			in: Input{Metrics: MetricsAvailable, ScaleToZero: stz(false, 10*time.Minute), Variants: four,
+				Replicas: pods(4, 0, 0), Targets: []decision.Target{{Variant: "v", Replicas: 0}}},
+			want: map[string]int32{"v": 4}, rule: decision.RuleRequestCountMissing,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.Now = now
+			got := Enforce(tc.in)
+			for _, tg := range got {
+				assert.Equal(t, tc.want[tg.Variant], tg.Replicas, "%s: %s", tg.Variant, tg.Reason)
+				if tc.rule != "" && tc.want[tg.Variant] > 0 {
+					assert.Equal(t, tc.rule, tg.Rule, tg.Variant)
+				}
+				if tc.reason != "" && tc.want[tg.Variant] > 0 {
+					assert.Contains(t, tg.Reason, tc.reason, tg.Variant)
+				}
+				assert.Equal(t, decision.ActionFor(variantByName(tc.in.Variants, tg.Variant).CurrentReplicas, tg.Replicas), tg.Action)
+			}
+			if tc.rule != "" && total(got) == 0 {
+				assert.Equal(t, tc.rule, got[0].Rule)
+			}
+		})
+	}
+}
+
+func variantByName(vs []v, name string) v {
+	for _, x := range vs {
+		if x.Name == name {
+			return x
+		}
+	}
+	return v{}
+}
+
+func TestRequestCountMissing(t *testing.T) {
+	pod := []decision.ReplicaMetrics{{Pod: "p", Variant: "v"}}
+	zeroOK := []v{{Name: "v", MaxReplicas: 4, CurrentReplicas: 1}}
+	minOne := []v{{Name: "v", MinReplicas: 1, MaxReplicas: 4, CurrentReplicas: 1}}
+	cases := []struct {
+		name string
+		in   Input
+		want bool
+	}{
+		{"counter missing, pods reporting, zero allowed", Input{Metrics: MetricsAvailable, Replicas: pod, Variants: zeroOK}, true},
+		{"counter present", Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), Replicas: pod, Variants: zeroOK}, false},
+		{"no pod reporting", Input{Metrics: MetricsAvailable, Variants: zeroOK}, false},
+		{"minReplicas 1: the count decides nothing", Input{Metrics: MetricsAvailable, Replicas: pod, Variants: minOne}, false},
+		{"metrics absent", Input{Metrics: MetricsAbsent, Replicas: pod, Variants: zeroOK}, false},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, RequestCountMissing(tc.in), tc.name)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
@@ -37,6 +38,10 @@ type Target struct {
 	// when not set there.
 	MaxNumSeqs          int64
 	MaxNumBatchedTokens int64
+	// StartupAllowance is how long the pod template's startupProbe lets a
+	// container start (initialDelaySeconds + failureThreshold x
+	// periodSeconds, the longest container); 0 without a startupProbe.
+	StartupAllowance time.Duration
 	// PodSelector selects every pod of the target (for an LWS, workers
 	// too: they hold GPUs) and NodeSelector is its pod template's; the GPU
 	// budget uses them to see what the variant holds and on which pool.
@@ -99,8 +104,9 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 			Group:  decision.Group{ModelID: k.ModelID, Namespace: k.Namespace},
 			Config: cfg,
 		}}
-		var current, reporting int32
+		var current, reporting, ready int32
 		for _, m := range members {
+			ready += int32(len(m.Target.ReadyPods))
 			p.VAs = append(p.VAs, m.VA)
 			p.Input.Group.Variants = append(p.Input.Group.Variants, variantOf(m))
 			current += m.Target.SpecReplicas
@@ -135,7 +141,10 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 			q := metrics.SchedulerQueueFor(k.Namespace, k.ModelID)
 			p.Input.Group.SchedulerQueueSize, p.Input.Group.SchedulerQueueBytes = q.Size, q.Bytes
 			window := cfg.ScaleToZero.RetentionPeriod.D()
-			if n, ok := metrics.RequestsOver(window, collector.ModelKey{Namespace: k.Namespace, Model: k.ModelID}); ok {
+			n, ok := metrics.RequestsOver(window, collector.ModelKey{Namespace: k.Namespace, Model: k.ModelID})
+			// No series and no Ready pod: nothing ran to count requests.
+			// No series with Ready pods is a scraping fault: left unknown.
+			if ok || ready == 0 {
 				p.Input.RequestsInRetention = &n
 			}
 		}
@@ -174,7 +183,25 @@ func variantOf(v View) decision.Variant {
 		GPUsPerReplica:      gpus,
 		MaxNumSeqs:          v.Target.MaxNumSeqs,
 		MaxNumBatchedTokens: v.Target.MaxNumBatchedTokens,
+		ScaledFromZeroAt:    scaledFromZeroAt(va),
+		StartupAllowance:    v.Target.StartupAllowance,
 	}
+}
+
+// scaledFromZeroAt is the fast path's wake time from the VA's annotation;
+// zero when absent or unreadable (logged: the wake grace is then lost).
+func scaledFromZeroAt(va *llmdv1alpha1.VariantAutoscaling) time.Time {
+	s, ok := va.Annotations[llmdv1alpha1.AnnotationScaledFromZeroAt]
+	if !ok {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		klog.ErrorS(err, "ignoring an unreadable annotation", "va", klog.KObj(va), "annotation", llmdv1alpha1.AnnotationScaledFromZeroAt,
+			"value", s, "accepted", "an RFC 3339 time")
+		return time.Time{}
+	}
+	return t
 }
 
 // metricsLostAt is when the VA's metrics went missing, from the

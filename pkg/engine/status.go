@@ -51,11 +51,15 @@ func NextStatus(va *llmdv1alpha1.VariantAutoscaling, plan Plan, res pipeline.Gro
 			reporting++
 		}
 	}
-	switch plan.Input.Metrics {
-	case enforcer.MetricsAvailable:
+	switch {
+	case plan.Input.RequestCountMissing():
+		set(llmdv1alpha1.ConditionTypeMetricsAvailable, false, llmdv1alpha1.ReasonRequestCountMissing,
+			fmt.Sprintf("%d of %d replicas report vLLM metrics, but vllm:request_success_total has no series for model %q: "+
+				"a scraping fault, not idleness; replicas held, no scale to zero", reporting, tgt.SpecReplicas, plan.Key.ModelID))
+	case plan.Input.Metrics == enforcer.MetricsAvailable:
 		set(llmdv1alpha1.ConditionTypeMetricsAvailable, true, llmdv1alpha1.ReasonMetricsFound,
 			fmt.Sprintf("%d of %d replicas reporting vLLM metrics", reporting, tgt.SpecReplicas))
-	case enforcer.MetricsAbsent:
+	case plan.Input.Metrics == enforcer.MetricsAbsent:
 		set(llmdv1alpha1.ConditionTypeMetricsAvailable, false, llmdv1alpha1.ReasonMetricsMissing,
 			fmt.Sprintf("no replica of model %q reports vLLM metrics in Prometheus", plan.Key.ModelID))
 	default:

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -148,6 +149,7 @@ func withTemplate(t engine.Target, spec *corev1.PodSpec, allPods *metav1.LabelSe
 		return t
 	}
 	t.MaxNumSeqs, t.MaxNumBatchedTokens = EngineArgs(spec)
+	t.StartupAllowance = StartupAllowance(spec)
 	t.NodeSelector = spec.NodeSelector
 	if sel, err := metav1.LabelSelectorAsSelector(allPods); err == nil && !sel.Empty() {
 		t.PodSelector = sel
@@ -184,6 +186,30 @@ func EngineArgs(spec *corev1.PodSpec) (maxNumSeqs, maxNumBatchedTokens int64) {
 		}
 	}
 	return maxNumSeqs, maxNumBatchedTokens
+}
+
+// StartupAllowance is the longest time a container's startupProbe lets it
+// start: initialDelaySeconds + failureThreshold x periodSeconds, with the
+// Kubernetes defaults (3 failures, 10 s period); 0 when no container has a
+// startupProbe.
+func StartupAllowance(spec *corev1.PodSpec) time.Duration {
+	var longest time.Duration
+	for _, c := range spec.Containers {
+		p := c.StartupProbe
+		if p == nil {
+			continue
+		}
+		failures, period := p.FailureThreshold, p.PeriodSeconds
+		if failures <= 0 {
+			failures = 3
+		}
+		if period <= 0 {
+			period = 10
+		}
+		d := time.Duration(max(p.InitialDelaySeconds, 0))*time.Second + time.Duration(failures)*time.Duration(period)*time.Second
+		longest = max(longest, d)
+	}
+	return longest
 }
 
 // PodReady reports whether the pod's Ready condition is True.

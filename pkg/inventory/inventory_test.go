@@ -147,3 +147,26 @@ func TestEngineArgs(t *testing.T) {
 		})
 	}
 }
+
+func TestStartupAllowance(t *testing.T) {
+	probe := func(initial, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{InitialDelaySeconds: initial, PeriodSeconds: period, FailureThreshold: failures}
+	}
+	cases := []struct {
+		name   string
+		probes []*corev1.Probe
+		want   time.Duration
+	}{
+		{"no startupProbe: unknown", []*corev1.Probe{nil}, 0},
+		{"explicit probe", []*corev1.Probe{probe(30, 10, 60)}, 630 * time.Second},
+		{"Kubernetes defaults: 3 x 10 s", []*corev1.Probe{probe(0, 0, 0)}, 30 * time.Second},
+		{"longest container wins", []*corev1.Probe{probe(0, 5, 12), nil, probe(60, 10, 30)}, 360 * time.Second},
+	}
+	for _, tc := range cases {
+		spec := &corev1.PodSpec{}
+		for _, p := range tc.probes {
+			spec.Containers = append(spec.Containers, corev1.Container{Name: "c", StartupProbe: p})
+		}
+		assert.Equal(t, tc.want, StartupAllowance(spec), tc.name)
+	}
+}

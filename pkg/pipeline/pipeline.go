@@ -128,17 +128,32 @@ func (p Pipeline) Run(now time.Time, inputs []GroupInput) []GroupResult {
 		if results[i].Err != nil {
 			metrics = enforcer.MetricsUnreachable
 		}
-		results[i].Targets = enforcer.Enforce(enforcer.Input{
-			Now:                 now,
-			Metrics:             metrics,
-			MetricsLastSeen:     in.MetricsLastSeen,
-			RequestsInRetention: in.RequestsInRetention,
-			ScaleToZero:         in.Config.ScaleToZero,
-			Variants:            in.Group.Variants,
-			Targets:             optimized[i],
-		})
+		ein := in.EnforcerInput(now)
+		ein.Metrics, ein.Targets = metrics, optimized[i]
+		results[i].Targets = enforcer.Enforce(ein)
 	}
 	return results
+}
+
+// EnforcerInput is the enforcer's view of the group at now, without the
+// optimizer's targets.
+func (in GroupInput) EnforcerInput(now time.Time) enforcer.Input {
+	return enforcer.Input{
+		Now:                 now,
+		Metrics:             in.Metrics,
+		MetricsLastSeen:     in.MetricsLastSeen,
+		RequestsInRetention: in.RequestsInRetention,
+		ScaleToZero:         in.Config.ScaleToZero,
+		Variants:            in.Group.Variants,
+		Replicas:            in.Group.Replicas,
+		SchedulerQueueSize:  in.Group.SchedulerQueueSize,
+	}
+}
+
+// RequestCountMissing reports the group's request counter missing while
+// its pods report (enforcer.RequestCountMissing).
+func (in GroupInput) RequestCountMissing() bool {
+	return enforcer.RequestCountMissing(in.EnforcerInput(time.Time{}))
 }
 
 // optimize runs the unlimited requests through p.Optimizer, takes their

@@ -230,3 +230,58 @@ func TestRunKeepsGroupsApart(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The pipeline hands the enforcer the group's gateway queue, pod load and
+// wake times: through Run, none of these groups is decided to zero, and an
+// idle one with the counter at 0 is.
+func TestScaleToZeroNeedsEvidence(t *testing.T) {
+	cfg := defaults()
+	cfg.ScaleToZero = config.ScaleToZero{Enabled: true, RetentionPeriod: config.Duration(10 * time.Minute)}
+	zero := 0.0
+	one := func(extra func(*decision.Variant)) []decision.Variant {
+		v := decision.Variant{Name: "v", Cost: 5, MaxReplicas: 8, CurrentReplicas: 4, DesiredReplicas: 4, LastUpdate: t0.Add(-time.Hour)}
+		if extra != nil {
+			extra(&v)
+		}
+		return []decision.Variant{v}
+	}
+	saturated := pods("v", 0.95, 0.95, 0.95, 0.95)
+	idle := pods("v", 0, 0, 0, 0)
+	cases := []struct {
+		name     string
+		metrics  enforcer.MetricsState
+		variants []decision.Variant
+		replicas []decision.ReplicaMetrics
+		queue    float64
+		requests *float64
+		want     int32
+		rule     decision.Rule
+	}{
+		{name: "four saturated replicas with the counter at 0 scale up, not to zero", metrics: enforcer.MetricsAvailable,
+			variants: one(nil), replicas: saturated, requests: &zero, want: 5, rule: decision.RuleScaleUp},
+		{name: "missing counter with idle pods holds four", metrics: enforcer.MetricsAvailable,
+			variants: one(nil), replicas: idle, want: 4, rule: decision.RuleRequestCountMissing},
+		{name: "gateway queue keeps an idle group", metrics: enforcer.MetricsAvailable,
+			variants: one(nil), replicas: idle, queue: 4, requests: &zero, want: 3},
+		{name: "woken group without series yet stays at one", metrics: enforcer.MetricsAbsent,
+			variants: one(func(v *decision.Variant) {
+				v.CurrentReplicas, v.DesiredReplicas, v.ScaledFromZeroAt = 1, 0, t0.Add(-30*time.Second)
+			}), want: 1, rule: decision.RuleZeroBlocked},
+		{name: "idle with evidence scales to zero", metrics: enforcer.MetricsAvailable,
+			variants: one(nil), replicas: idle, requests: &zero, want: 0, rule: decision.RuleScaleToZero},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := GroupInput{Config: cfg, Metrics: tc.metrics, RequestsInRetention: tc.requests,
+				Group: decision.Group{ModelID: "m", Namespace: "ns", Variants: tc.variants, Replicas: tc.replicas, SchedulerQueueSize: tc.queue}}
+			res := Default().Run(t0, []GroupInput{in})
+			require.Len(t, res, 1)
+			require.NoError(t, res[0].Err)
+			got := res[0].Targets[0]
+			assert.Equal(t, tc.want, got.Replicas, got.Reason)
+			if tc.rule != "" {
+				assert.Equal(t, tc.rule, got.Rule, got.Reason)
+			}
+		})
+	}
+}

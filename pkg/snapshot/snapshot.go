@@ -34,7 +34,8 @@ type Snapshot struct {
 	// targetTTFT, targetITL); its presence, even empty, selects the
 	// queueing-model analyzer, as the ConfigMap's does.
 	QueueingModel map[string]any `json:"queueingModel,omitempty"`
-	// SchedulerQueue is the EPP flow-control queue of the group's pool.
+	// SchedulerQueue is the EPP flow-control queue of the group's pool
+	// (the gateway queue): while size > 0 the group is never decided to 0.
 	SchedulerQueue *SchedulerQueue `json:"schedulerQueue,omitempty"`
 	// Budget is, per accelerator, the GPUs free for new replicas; it is used
 	// in limited mode (config.enableLimiter: true) and required there.
@@ -74,8 +75,15 @@ type Variant struct {
 	MaxNumBatchedTokens int64 `json:"maxNumBatchedTokens,omitempty"`
 	MaxNumSeqs          int64 `json:"maxNumSeqs,omitempty"`
 	// Role is both (default), prefill or decode.
-	Role     string    `json:"role,omitempty"`
-	Replicas []Replica `json:"replicas"`
+	Role string `json:"role,omitempty"`
+	// ScaledFromZeroAt is when the scale-from-zero fast path woke the
+	// variant (the VA's wva.llmd.ai/scaled-from-zero-at annotation).
+	ScaledFromZeroAt *time.Time `json:"scaledFromZeroAt,omitempty"`
+	// StartupAllowance is how long a new replica may take to become Ready
+	// ("5m"; the startupProbe's allowance in the adapter); unset: the
+	// enforcer's 10 minute default.
+	StartupAllowance *config.Duration `json:"startupAllowance,omitempty"`
+	Replicas         []Replica        `json:"replicas"`
 }
 
 // SchedulerQueue is what the EPP holds before any model server sees it.
@@ -206,6 +214,9 @@ func (s *Snapshot) Validate() error {
 		}
 		if v.MaxNumSeqs < 0 {
 			bad(at+".maxNumSeqs", "%d must be >= 0 (0: vLLM default)", v.MaxNumSeqs)
+		}
+		if v.StartupAllowance != nil && *v.StartupAllowance < 0 {
+			bad(at+".startupAllowance", "%s must be a duration >= 0 such as \"5m\"", *v.StartupAllowance)
 		}
 		switch decision.Role(v.Role) {
 		case "", decision.RoleBoth, decision.RolePrefill, decision.RoleDecode:
@@ -365,6 +376,15 @@ func (s *Snapshot) Input() (pipeline.GroupInput, time.Time, error) {
 			if dv.LastUpdate.After(now) {
 				now = dv.LastUpdate
 			}
+		}
+		if v.ScaledFromZeroAt != nil {
+			dv.ScaledFromZeroAt = *v.ScaledFromZeroAt
+			if dv.ScaledFromZeroAt.After(now) {
+				now = dv.ScaledFromZeroAt
+			}
+		}
+		if v.StartupAllowance != nil {
+			dv.StartupAllowance = v.StartupAllowance.D()
 		}
 		in.Group.Variants = append(in.Group.Variants, dv)
 		for _, r := range v.Replicas {

@@ -49,6 +49,11 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"bad config threshold", func(s string) string { return s + "config: {kvCacheThreshold: 2}\n" }, []string{"kvCacheThreshold=2: must be in (0, 1]"}},
 		{"config typo", func(s string) string { return s + "config: {kvCacheThreshhold: 0.5}\n" }, []string{"unknown field"}},
 		{"unknown analyzer", func(s string) string { return s + "analyzer: magic\n" }, []string{"analyzerName=magic"}},
+		{"negative startup allowance", func(s string) string { return strings.Replace(s, "cost: 5", "cost: 5\n    startupAllowance: -1m", 1) },
+			[]string{`variants[0].startupAllowance: -1m0s must be a duration >= 0`}},
+		{"bad wake time", func(s string) string { return strings.Replace(s, "cost: 5", "cost: 5\n    scaledFromZeroAt: soon", 1) }, []string{"cannot parse snapshot"}},
+		{"retention under a minute", func(s string) string { return s + "scaleToZero: {retention_period: 30s}\n" },
+			[]string{"retention_period=30s: must be a duration of at least 1m0s"}},
 		{"no variants", func(string) string { return "modelID: m\nvariants: []\n" }, []string{"variants: at least one variant is required"}},
 		{"not yaml", func(string) string { return "modelID: [" }, []string{"cannot parse snapshot"}},
 	}

@@ -44,11 +44,12 @@ func TestClosedLoop(t *testing.T) {
 	for _, ns := range []string{"s1", "s2", "s3", "s5"} {
 		testenv.CreateNamespace(ctx, t, r.kube, ns)
 	}
-	// Scale to zero on for granite only; 20 s retention for test speed.
+	// Scale to zero on for granite only; the shortest retention accepted
+	// (1 m) for test speed.
 	_, err := r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "wva-model-scale-to-zero-config"},
 		Data: map[string]string{
-			"default": "enable_scale_to_zero: false\nretention_period: 20s",
+			"default": "enable_scale_to_zero: false\nretention_period: 1m",
 			"granite": "model_id: ibm/granite\nenable_scale_to_zero: true",
 		},
 	}, metav1.CreateOptions{})
@@ -172,7 +173,7 @@ func scaleToZero(ctx context.Context, t *testing.T, r *rig) {
 	r.waitReplicas(ctx, t, "s3", "mistral-dear", 0)
 	r.holdReplicas(ctx, t, "s3", "mistral-cheap", 1, 4*time.Second)
 	va := r.va(ctx, t, "s3", "granite")
-	r.report.add("3 scale to zero: granite 1->0 %s after the last request (retention 20 s): %q; mistral (disabled) kept 1 on the cheaper variant",
+	r.report.add("3 scale to zero: granite 1->0 %s after the last request (retention 1 m): %q; mistral (disabled) kept 1 on the cheaper variant",
 		zero.Sub(stopped).Round(100*time.Millisecond), va.Status.DesiredOptimizedAlloc.Reason)
 
 	// Requests come back and queue at the EPP: the fast path wakes the

@@ -76,3 +76,72 @@ func TestVersion(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(out, "wva "), out)
 }
+
+// Scale to zero under faults, offline: the shipped snapshots of a woken
+// group, a gateway queue and a missing request counter all decide >= 1;
+// the same inputs with evidence of idleness decide 0.
+func TestDecideScaleToZeroUnderFaults(t *testing.T) {
+	type variant struct {
+		Name           string `json:"name"`
+		TargetReplicas int32  `json:"targetReplicas"`
+		Reason         string `json:"reason"`
+	}
+	decide := func(t *testing.T, stdin string, args ...string) variant {
+		t.Helper()
+		out, err := run(t, stdin, append([]string{"decide", "-o", "json"}, args...)...)
+		require.NoError(t, err)
+		var doc struct{ Variants []variant }
+		require.NoError(t, json.Unmarshal([]byte(out), &doc))
+		require.Len(t, doc.Variants, 1)
+		return doc.Variants[0]
+	}
+	read := func(t *testing.T, name string) string {
+		data, err := os.ReadFile("../../../examples/snapshots/" + name)
+		require.NoError(t, err)
+		return string(data)
+	}
+	cases := []struct {
+		file   string
+		edit   func(string) string // nil: the file as shipped
+		want   int32
+		reason string
+	}{
+		{file: "woken-from-zero.yaml", want: 1, reason: "granite-l4 scaled from zero 40s ago, within its wake grace of 11m0s"},
+		{file: "woken-from-zero.yaml", edit: func(s string) string {
+			// Woken 10 minutes ago with a 5m start-up allowance: past the
+			// 6m grace, the retention rule applies again.
+			s = strings.Replace(s, `scaledFromZeroAt: "2026-11-23T11:59:20Z"`, `scaledFromZeroAt: "2026-11-23T11:50:00Z"`, 1)
+			return strings.Replace(s, "    replicas: []", "    startupAllowance: 5m\n    replicas: []", 1)
+		}, want: 0, reason: "Fallback: scale-to-zero after retention period (no metrics for 15m0s > 10m0s)"},
+		{file: "gateway-queue.yaml", want: 1, reason: "not idle: 6 requests wait at the gateway"},
+		{file: "gateway-queue.yaml", edit: func(s string) string {
+			return strings.Replace(s, "schedulerQueue: {size: 6, bytes: 0}", "schedulerQueue: {size: 0, bytes: 0}", 1)
+		}, want: 0, reason: "Scale-to-zero: no requests in retention period"},
+		{file: "request-count-missing.yaml", want: 4, reason: "request-count series (vllm:request_success_total) is missing, a scraping fault"},
+		{file: "request-count-missing.yaml", edit: func(s string) string {
+			return strings.Replace(s, "scaleToZero:", "requestsInRetention: 0\nscaleToZero:", 1)
+		}, want: 0, reason: "Scale-to-zero: no requests in retention period"},
+		// Four saturated replicas with the counter at 0 (what a missing
+		// series used to read as) are not idle.
+		{file: "request-count-missing.yaml", edit: func(s string) string {
+			return strings.ReplaceAll(strings.Replace(s, "scaleToZero:", "requestsInRetention: 0\nscaleToZero:", 1),
+				"kvCacheUsage: 0.0, queueLength: 0", "kvCacheUsage: 0.95, queueLength: 8")
+		}, want: 5, reason: "not idle: pod llama-l4-a has 8 queued requests"},
+	}
+	for _, tc := range cases {
+		name := tc.file
+		if tc.edit != nil {
+			name += " edited"
+		}
+		t.Run(name, func(t *testing.T) {
+			var got variant
+			if tc.edit == nil {
+				got = decide(t, "", "-f", "../../../examples/snapshots/"+tc.file)
+			} else {
+				got = decide(t, tc.edit(read(t, tc.file)), "-f", "-")
+			}
+			assert.Equal(t, tc.want, got.TargetReplicas, got.Reason)
+			assert.Contains(t, got.Reason, tc.reason)
+		})
+	}
+}

@@ -53,6 +53,12 @@ const (
 	LeaderWorkerSetAPIVersion = "leaderworkerset.x-k8s.io/v1"
 )
 
+// AnnotationScaledFromZeroAt is set on a VA by `wva scale-from-zero` to the
+// time (RFC 3339 with nanoseconds) it scaled the VA's target from 0 to 1.
+// The decision engine reads it: a woken group is not sent back to zero
+// while its new replica starts and its first metrics arrive.
+const AnnotationScaledFromZeroAt = "wva.llmd.ai/scaled-from-zero-at"
+
 // Condition types set in status.conditions.
 const (
 	// ConditionTypeTargetResolved reports whether spec.scaleTargetRef points
@@ -82,6 +88,11 @@ const (
 	ReasonMetricsStale       = "MetricsStale"
 	ReasonMetricsUnavailable = "MetricsUnavailable"
 	ReasonPrometheusError    = "PrometheusError"
+	// ReasonRequestCountMissing: pods are Ready and report saturation
+	// metrics, but vllm:request_success_total has no series for the model
+	// (a scraping fault). Idle detection has no evidence, so the group is
+	// not scaled to zero or down while it lasts.
+	ReasonRequestCountMissing = "RequestCountMissing"
 
 	// OptimizationReady reasons.
 	ReasonOptimizationSucceeded = "OptimizationSucceeded"
