@@ -32,7 +32,7 @@ const (
 	// (about 20 cycles of memory).
 	forget = 0.95
 	// priorWeight is the weight of each of the prior's two points.
-	priorWeight = 0.1
+	priorWeight = 0.5
 	// minSlope keeps the fitted line increasing (ms per request).
 	minSlope = 1e-4
 	// defaultMaxNumSeqs is vLLM's default --max-num-seqs.

@@ -15,10 +15,10 @@ import (
 func TestFitRecoversLine(t *testing.T) {
 	truth := Line{A: 1.5, B: 30}
 	var f Fit
-	for k := 1.0; k <= 60; k++ {
+	for k := 0.25; k <= 60; k += 0.25 {
 		f.add(k, truth.At(k), 1)
 	}
-	// A prior far from the truth is outweighed by a dozen observations.
+	// A prior far from the truth is outweighed by a few hundred observations.
 	got := f.solve(Line{A: 0.2, B: 10}, 100)
 	assert.InDelta(t, truth.A, got.A, 0.1)
 	assert.InDelta(t, truth.B, got.B, 3)
