@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X github.com/wva-project/wva/pkg/version.Version=$(VERSION) -X
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build test test-unit test-race test-deps e2e lint generate verify-generate demo clean
+.PHONY: help build test test-unit test-race test-deps e2e lint fuzz generate verify-generate demo clean
 
 help: ## List targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -41,6 +41,17 @@ lint: ## go vet and gofmt
 	$(GO) vet -tags e2e ./test/e2e/
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './vendor/*')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+# Every parser of outside input has a fuzz target; go test fuzzes one target
+# per invocation. Crashers land in the package's testdata/fuzz.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := FuzzParseQueue:./pkg/scalefromzero FuzzParse:./pkg/snapshot FuzzApply:./pkg/config FuzzParseTrace:./pkg/sim
+
+fuzz: ## Fuzz each parser for FUZZTIME (10s)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} $${t#*:}"; \
+		$(GO) test -run '^$$' -fuzz "^$${t%%:*}\$$" -fuzztime $(FUZZTIME) $${t#*:}; \
+	done
 
 generate: ## Regenerate deepcopy, the CRD manifest and the typed client
 	hack/update-codegen.sh

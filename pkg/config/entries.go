@@ -92,6 +92,10 @@ func NormalizeAnalyzerName(name string) string {
 // (an hour at the upstream 15 s engine interval).
 const MaxScaleDownStabilizationCycles = 240
 
+// MaxQueueLengthThreshold bounds queueLengthThreshold: requests waiting at
+// one replica (the default is 5).
+const MaxQueueLengthThreshold = 1_000_000
+
 // Validate checks ranges and the relations between thresholds and triggers.
 func (s Saturation) Validate() error {
 	checks := []struct {
@@ -101,7 +105,9 @@ func (s Saturation) Validate() error {
 		want  string
 	}{
 		{"kvCacheThreshold", s.KvCacheThreshold, s.KvCacheThreshold > 0 && s.KvCacheThreshold <= 1, "must be in (0, 1]"},
-		{"queueLengthThreshold", s.QueueLengthThreshold, s.QueueLengthThreshold > 0, "must be > 0"},
+		// Bounded so queue spare sums stay finite (1e308 overflowed to +Inf).
+		{"queueLengthThreshold", s.QueueLengthThreshold, s.QueueLengthThreshold > 0 && s.QueueLengthThreshold <= MaxQueueLengthThreshold,
+			fmt.Sprintf("must be in (0, %g]", float64(MaxQueueLengthThreshold))},
 		{"kvSpareTrigger", s.KvSpareTrigger, s.KvSpareTrigger >= 0 && s.KvSpareTrigger < s.KvCacheThreshold,
 			fmt.Sprintf("must be in [0, kvCacheThreshold=%g)", s.KvCacheThreshold)},
 		{"queueSpareTrigger", s.QueueSpareTrigger, s.QueueSpareTrigger >= 0 && s.QueueSpareTrigger < s.QueueLengthThreshold,

@@ -74,6 +74,8 @@ func TestApplyValidation(t *testing.T) {
 		{"kv threshold zero", SaturationConfigMapName, "kvCacheThreshold: 0", "kvCacheThreshold=0: must be in (0, 1]"},
 		{"trigger not below threshold", SaturationConfigMapName, "kvSpareTrigger: 0.8", "kvSpareTrigger=0.8: must be in [0, kvCacheThreshold=0.8)"},
 		{"negative queue trigger", SaturationConfigMapName, "queueSpareTrigger: -1", "queueSpareTrigger=-1"},
+		{"huge queue threshold", SaturationConfigMapName, "queueLengthThreshold: 1e308\nqueueSpareTrigger: 1e307", "queueLengthThreshold=1e+308: must be in (0, 1e+06]"},
+		{"queue threshold at the limit", SaturationConfigMapName, "queueLengthThreshold: 1e6", ""},
 		{"queue trigger above threshold", SaturationConfigMapName, "queueLengthThreshold: 2\nqueueSpareTrigger: 3", "must be in [0, queueLengthThreshold=2)"},
 		{"boundary above up threshold", SaturationConfigMapName, "scaleUpThreshold: 0.6\nscaleDownBoundary: 0.7", "scaleDownBoundary=0.7: must be in (0, scaleUpThreshold=0.6)"},
 		{"priority zero", SaturationConfigMapName, "priority: 0", "priority=0: must be > 0"},
@@ -218,6 +220,7 @@ func FuzzApply(f *testing.F) {
 	f.Add("kvCacheThreshold: 0.8\nqueueLengthThreshold: 5", "model_id: m\nkvSpareTrigger: 0.2", "retention_period: 5m")
 	f.Add("{}", "model_id: [", "enable_scale_to_zero: yes")
 	f.Add("analyzerName: saturation\nscaleUpThreshold: .nan", "priority: 1e309", "retention_period: -1h")
+	f.Add("queueLengthThreshold: 1e308\nqueueSpareTrigger: 1e307", "model_id: m\n---\nkvSpareTrigger: !x 0.2", "retention_period: 100000000h")
 	f.Fuzz(func(t *testing.T, def, override, stz string) {
 		s := NewStore()
 		_ = s.Apply(SaturationConfigMapName, map[string]string{DefaultKey: def, "o": override})

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -44,28 +45,61 @@ func (q Queue) For(modelID string) float64 {
 	return q[modelID] + q[AnyModel]
 }
 
-// maxMetricsBytes bounds what one scrape reads; an EPP's /metrics is tens
-// of kilobytes.
+// maxMetricsBytes bounds what one scrape reads, and so any one protobuf
+// message in it; an EPP's /metrics is tens of kilobytes. A larger answer is
+// an error for that EPP.
 const maxMetricsBytes = 16 << 20
+
+// cappedReader fails once more than maxMetricsBytes have been read, so an
+// oversized answer is an error rather than silently cut short.
+type cappedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n > maxMetricsBytes {
+		return n, fmt.Errorf("parse metrics: answer over %d bytes", maxMetricsBytes)
+	}
+	return n, err
+}
+
+// maxQueueSample: a larger queue sample is a broken exporter, dropped like a
+// NaN one; it also keeps the per-model sums finite.
+const maxQueueSample = 1e9
 
 // ParseQueue reads a /metrics response and sums the flow-control queue per
 // model across fairness IDs and priorities. It uses
 // llm_d_epp_flow_control_queue_size, or
 // inference_extension_flow_control_queue_size when the former has no
-// samples. NaN, infinite and negative samples are ignored.
+// samples. NaN, infinite, negative and over-1e9 samples are ignored. An answer over
+// 16 MiB, or a protobuf message declaring more bytes than that or than the
+// answer holds, is an error.
 func ParseQueue(body io.Reader, contentType string) (Queue, error) {
 	h := http.Header{}
 	h.Set("Content-Type", contentType)
 	opts := &expfmt.DecodeOptions{Timestamp: model.Now()}
 	byName := map[string]model.Vector{}
+	body = &cappedReader{r: body}
 	if format := expfmt.ResponseFormat(h); format.FormatType() == expfmt.TypeProtoDelim {
-		dec := &expfmt.SampleDecoder{Dec: expfmt.NewDecoder(io.LimitReader(body, maxMetricsBytes), format), Opts: opts}
+		br := bufio.NewReader(body)
 		for {
+			msg, err := readDelimited(br)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			// expfmt decodes and validates the frame; it allocates what
+			// the frame declares, which readDelimited has now checked.
+			frame := binary.AppendUvarint(make([]byte, 0, len(msg)+binary.MaxVarintLen64), uint64(len(msg)))
+			frame = append(frame, msg...)
+			dec := &expfmt.SampleDecoder{Dec: expfmt.NewDecoder(bytes.NewReader(frame), format), Opts: opts}
 			var v model.Vector
 			if err := dec.Decode(&v); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
 				return nil, fmt.Errorf("decode protobuf metrics: %w", err)
 			}
 			if len(v) > 0 {
@@ -99,7 +133,7 @@ func ParseQueue(body io.Reader, contentType string) (Queue, error) {
 	q := Queue{}
 	for _, s := range samples {
 		v := float64(s.Value)
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > maxQueueSample {
 			continue
 		}
 		q[modelOf(s.Metric)] += v
@@ -111,7 +145,7 @@ func ParseQueue(body io.Reader, contentType string) (Queue, error) {
 // families.
 func filterFamilies(body io.Reader, names ...string) ([]byte, error) {
 	var out bytes.Buffer
-	sc := bufio.NewScanner(io.LimitReader(body, maxMetricsBytes))
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -130,9 +164,40 @@ func filterFamilies(body io.Reader, names ...string) ([]byte, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("parse metrics text: a line is over 1 MiB")
+		}
 		return nil, fmt.Errorf("read metrics: %w", err)
 	}
 	return out.Bytes(), nil
+}
+
+// readDelimited reads one varint-length-prefixed protobuf message. The
+// declared length is checked against maxMetricsBytes before anything is
+// allocated, and the buffer grows only with bytes actually received, so a
+// short answer declaring gigabytes costs nothing. io.EOF: no more messages.
+func readDelimited(br *bufio.Reader) ([]byte, error) {
+	size, err := binary.ReadUvarint(br)
+	if errors.Is(err, io.EOF) {
+		return nil, io.EOF
+	}
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = errors.New("truncated message length")
+		}
+		return nil, fmt.Errorf("decode protobuf metrics: %w", err)
+	}
+	if size > maxMetricsBytes {
+		return nil, fmt.Errorf("decode protobuf metrics: message declares %d bytes, at most %d accepted", size, maxMetricsBytes)
+	}
+	msg, err := io.ReadAll(io.LimitReader(br, int64(size)))
+	if err != nil {
+		return nil, fmt.Errorf("decode protobuf metrics: %w", err)
+	}
+	if uint64(len(msg)) < size {
+		return nil, fmt.Errorf("decode protobuf metrics: truncated message: %d of %d declared bytes", len(msg), size)
+	}
+	return msg, nil
 }
 
 func modelOf(m model.Metric) string {

@@ -49,7 +49,9 @@ inference_extension_flow_control_queue_size{target_model_name="llama"} 2
 `, want: Queue{"llama": 2}},
 		{name: "no model label: counts for any model", body: `inference_extension_flow_control_queue_size{inference_pool="p"} 3
 `, want: Queue{AnyModel: 3}},
-		{name: "NaN, Inf and negative dropped", body: `llm_d_epp_flow_control_queue_size{target_model_name="a"} NaN
+		{name: "NaN, Inf, negative and absurd dropped", body: `llm_d_epp_flow_control_queue_size{target_model_name="a"} NaN
+llm_d_epp_flow_control_queue_size{target_model_name="e"} 1e308
+llm_d_epp_flow_control_queue_size{target_model_name="e"} 1e308
 llm_d_epp_flow_control_queue_size{target_model_name="b"} +Inf
 llm_d_epp_flow_control_queue_size{target_model_name="c"} -2
 llm_d_epp_flow_control_queue_size{target_model_name="d"} 1

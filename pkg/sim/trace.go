@@ -66,6 +66,28 @@ var timestampLayouts = []string{
 // maxTokens bounds a request's prompt or output: larger values are typos.
 const maxTokens = 10_000_000
 
+// MaxTraceSpan bounds the time from a trace's first to its last request,
+// after any time scaling: the simulation and the oracle work per minute over
+// the span, so a trace spanning years would exhaust memory.
+const MaxTraceSpan = 31 * 24 * time.Hour
+
+// maxTimestamp bounds TIMESTAMP: 2100-01-01T00:00:00Z as a date-time, or
+// 4102444800 as a number of seconds. Well inside int64 nanoseconds, so
+// arrivals and their differences never overflow.
+var maxTimestamp = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// maxEcho bounds how much of a bad field an error repeats.
+const maxEcho = 64
+
+// quote is %q of s, cut to maxEcho bytes: a megabyte-long field is named,
+// not echoed whole.
+func quote(s string) string {
+	if len(s) <= maxEcho {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:maxEcho]), len(s))
+}
+
 // ParseTrace reads a CSV trace in the Azure LLM inference format:
 // a header TIMESTAMP,ContextTokens,GeneratedTokens (any case, in this
 // order), then one request per line. TIMESTAMP is a date-time
@@ -90,13 +112,14 @@ func ParseTrace(r io.Reader, name string) (Trace, error) {
 	for i, want := range traceColumns {
 		got := strings.TrimSpace(strings.TrimPrefix(header[i], "\ufeff"))
 		if !strings.EqualFold(got, want) {
-			return Trace{}, &TraceError{Line: 1, Column: i + 1, Field: "header", Err: fmt.Errorf("column is %q, want %q", got, want)}
+			return Trace{}, &TraceError{Line: 1, Column: i + 1, Field: "header", Err: fmt.Errorf("column is %s, want %q", quote(got), want)}
 		}
 	}
 	type raw struct {
-		at  int64 // nanoseconds
-		in  int32
-		out int32
+		at   int64 // nanoseconds
+		in   int32
+		out  int32
+		line int
 	}
 	var rows []raw
 	for {
@@ -123,11 +146,11 @@ func ParseTrace(r io.Reader, name string) (Trace, error) {
 			v, err := strconv.ParseInt(strings.TrimSpace(rec[i]), 10, 64)
 			if err != nil || v < 0 || v > maxTokens {
 				return Trace{}, &TraceError{Line: line, Column: i + 1, Field: traceColumns[i],
-					Err: fmt.Errorf("%q is not an integer in [0, %d]", rec[i], maxTokens)}
+					Err: fmt.Errorf("%s is not an integer in [0, %d]", quote(rec[i]), maxTokens)}
 			}
 			tokens[i-1] = int32(v)
 		}
-		rows = append(rows, raw{at: at, in: tokens[0], out: max(tokens[1], 1)})
+		rows = append(rows, raw{at: at, in: tokens[0], out: max(tokens[1], 1), line: line})
 	}
 	if len(rows) == 0 {
 		return Trace{}, &TraceError{Line: 2, Err: errors.New("trace has a header but no requests")}
@@ -135,6 +158,11 @@ func ParseTrace(r io.Reader, name string) (Trace, error) {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].at < rows[j].at })
 	t := Trace{Name: name, Requests: make([]Request, len(rows))}
 	origin := rows[0].at
+	if last := rows[len(rows)-1]; time.Duration(last.at-origin) > MaxTraceSpan {
+		return Trace{}, &TraceError{Line: last.line, Column: 1, Field: traceColumns[0], Err: fmt.Errorf(
+			"the trace spans %v from the earliest request (line %d) to this one; at most %v (31 days) is accepted",
+			time.Duration(last.at-origin).Round(time.Second), rows[0].line, MaxTraceSpan)}
+	}
 	for i, r := range rows {
 		t.Requests[i] = Request{Arrival: time.Duration(r.at - origin), Input: r.in, Output: r.out}
 	}
@@ -149,20 +177,24 @@ func csvError(err error) error {
 	return err
 }
 
-// parseTimestamp returns nanoseconds from an arbitrary origin.
+// parseTimestamp returns nanoseconds since the Unix epoch (or since the
+// trace's own origin, for numbers), within [0, maxTimestamp].
 func parseTimestamp(s string) (int64, error) {
-	if v, err := strconv.ParseFloat(s, 64); err == nil {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e10 {
-			return 0, fmt.Errorf("%q is not a number of seconds in [0, 1e10]", s)
+	if v, err := strconv.ParseFloat(s, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > float64(maxTimestamp.Unix()) {
+			return 0, fmt.Errorf("%s is not a number of seconds in [0, %d]", quote(s), maxTimestamp.Unix())
 		}
 		return int64(secondsToDuration(v)), nil
 	}
 	for _, layout := range timestampLayouts {
 		if ts, err := time.Parse(layout, s); err == nil {
+			if ts.Before(time.Unix(0, 0)) || ts.After(maxTimestamp) {
+				return 0, fmt.Errorf("%s is outside 1970-01-01 to %s", quote(s), maxTimestamp.Format(time.DateOnly))
+			}
 			return ts.UnixNano(), nil
 		}
 	}
-	return 0, fmt.Errorf("%q is neither a date-time like 2023-11-16 18:17:03.9799600 nor a number of seconds", s)
+	return 0, fmt.Errorf("%s is neither a date-time like 2023-11-16 18:17:03.9799600 nor a number of seconds", quote(s))
 }
 
 func secondsToDuration(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
@@ -181,12 +213,21 @@ func (t Trace) Reshape(timeScale, rateScale float64, limit time.Duration, seed u
 	if !(rateScale > 0) || math.IsInf(rateScale, 0) || rateScale > 1000 {
 		return Trace{}, fmt.Errorf("rate scale %v: must be in (0, 1000]", rateScale)
 	}
+	// The span after scaling (and truncation) is what the simulation walks.
+	if span := float64(t.Duration()) * timeScale; span > float64(MaxTraceSpan) && (limit <= 0 || limit > MaxTraceSpan) {
+		return Trace{}, fmt.Errorf("time scale %v stretches the trace's %v to %.1f days: at most %v (31 days) is accepted",
+			timeScale, t.Duration().Round(time.Second), span/float64(24*time.Hour), MaxTraceSpan)
+	}
 	rng := rand.New(rand.NewPCG(seed, 0x7261746573))
 	whole := math.Floor(rateScale)
 	frac := rateScale - whole
 	out := Trace{Name: t.Name, Requests: make([]Request, 0, int(float64(len(t.Requests))*rateScale)+1)}
 	for _, r := range t.Requests {
-		at := time.Duration(float64(r.Arrival) * timeScale)
+		atf := float64(r.Arrival) * timeScale
+		if limit > 0 && atf > float64(limit) {
+			continue // cut before converting: a huge scale would overflow Duration
+		}
+		at := time.Duration(atf)
 		copies := int(whole)
 		if rng.Float64() < frac {
 			copies++

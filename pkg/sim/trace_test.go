@@ -70,6 +70,77 @@ func TestParseTrace(t *testing.T) {
 			wantErr: "line 2: has 2 columns, want 3",
 		},
 		{
+			name: "limits are inclusive: second 0 and exactly 31 days later",
+			csv:  "TIMESTAMP,ContextTokens,GeneratedTokens\n0,1,1\n2678400,1,1\n",
+			want: []Request{{0, 1, 1}, {MaxTraceSpan, 1, 1}},
+		},
+		{
+			name:    "seconds past int64 nanoseconds (used to panic the oracle)",
+			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n9.3e9,2,3\n",
+			wantErr: `line 3, column 1 (TIMESTAMP): "9.3e9" is not a number of seconds in [0, 4102444800]`,
+		},
+		{
+			name:    "seconds past the limit",
+			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\n4102444801,2,3\n",
+			wantErr: `line 2, column 1 (TIMESTAMP): "4102444801" is not a number of seconds in [0, 4102444800]`,
+		},
+		{
+			name:    "negative seconds",
+			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\n-1,2,3\n",
+			wantErr: `line 2, column 1 (TIMESTAMP): "-1" is not a number of seconds`,
+		},
+		{
+			name:    "NaN seconds",
+			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\nNaN,2,3\n",
+			wantErr: `line 2, column 1 (TIMESTAMP): "NaN" is not a number of seconds`,
+		},
+		{
+			name:    "infinite seconds",
+			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\n+Inf,2,3\n",
+			wantErr: `line 2, column 1 (TIMESTAMP): "+Inf" is not a number of seconds`,
+		},
+		{
+			name:    "seconds beyond float64",
+			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\n1e400,2,3\n",
+			wantErr: `line 2, column 1 (TIMESTAMP): "1e400" is not a number of seconds`,
+		},
+		{
+			name:    "date-time past 2100",
+			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,1,1\n2300-01-01 00:00:00,1,1\n",
+			wantErr: `line 3, column 1 (TIMESTAMP): "2300-01-01 00:00:00" is outside 1970-01-01 to 2100-01-01`,
+		},
+		{
+			name:    "date-time before 1970",
+			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\n1969-12-31T23:59:59Z,1,1\n",
+			wantErr: `line 2, column 1 (TIMESTAMP): "1969-12-31T23:59:59Z" is outside 1970-01-01 to 2100-01-01`,
+		},
+		{
+			name: "span of centuries (used to exhaust memory)",
+			csv: "TIMESTAMP,ContextTokens,GeneratedTokens\n2099-12-31 00:00:00,1,1\n" +
+				"1970-01-02 00:00:00,1,1\n2023-11-16 18:15:46,1,1\n",
+			wantErr: `line 2, column 1 (TIMESTAMP): the trace spans 1139520h0m0s from the earliest request (line 3) to this one; at most 744h0m0s (31 days) is accepted`,
+		},
+		{
+			name:    "span one second over 31 days",
+			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\n5,1,1\n2678406,1,1\n",
+			wantErr: `line 3, column 1 (TIMESTAMP): the trace spans 744h0m1s from the earliest request (line 2)`,
+		},
+		{
+			name:    "huge timestamp field is cut in the error",
+			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\n" + strings.Repeat("9", 100000) + ",1,1\n",
+			wantErr: `line 2, column 1 (TIMESTAMP): "` + strings.Repeat("9", 64) + `"... (100000 bytes) is not a number of seconds`,
+		},
+		{
+			name:    "huge token field is cut in the error",
+			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\n1,1," + strings.Repeat("x", 100000) + "\n",
+			wantErr: `line 2, column 3 (GeneratedTokens): "` + strings.Repeat("x", 64) + `"... (100000 bytes) is not an integer`,
+		},
+		{
+			name:    "huge header field is cut in the error",
+			csv:     "TIMESTAMP," + strings.Repeat("y", 5000) + ",GeneratedTokens\n1,1,1\n",
+			wantErr: `line 1, column 2 (header): column is "` + strings.Repeat("y", 64) + `"... (5000 bytes)`,
+		},
+		{
 			name:    "bare quote",
 			csv:     "TIMESTAMP,ContextTokens,GeneratedTokens\n1,2\"x,3\n",
 			wantErr: "line 2, column 4 (csv)",
@@ -81,6 +152,7 @@ func TestParseTrace(t *testing.T) {
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.Less(t, len(err.Error()), 400, "a bad field is not echoed whole")
 				var te *TraceError
 				assert.True(t, errors.As(err, &te), "error is a *TraceError")
 				return
@@ -113,6 +185,18 @@ func TestReshape(t *testing.T) {
 	thin, err := tr.Reshape(1, 0.3, 0, 1)
 	require.NoError(t, err)
 	assert.InDelta(t, 300, len(thin.Requests), 60)
+
+	_, err = tr.Reshape(3000, 1, 0, 1)
+	assert.ErrorContains(t, err, "time scale 3000 stretches the trace's 16m39s to 34.7 days: at most 744h0m0s (31 days) is accepted")
+	for _, scale := range []float64{3000, 1e300} {
+		// Truncated to an hour, any stretch is fine, and no arrival overflows.
+		long, err := tr.Reshape(scale, 1, time.Hour, 1)
+		require.NoError(t, err, scale)
+		require.NotEmpty(t, long.Requests)
+		for _, r := range long.Requests {
+			require.True(t, r.Arrival >= 0 && r.Arrival <= time.Hour, "arrival %v", r.Arrival)
+		}
+	}
 
 	cut, err := tr.Reshape(1, 1, 100*time.Second, 1)
 	require.NoError(t, err)
@@ -182,4 +266,44 @@ func TestAzureTraces(t *testing.T) {
 		assert.Greater(t, st.Requests, 5000, name)
 		assert.InDelta(t, time.Hour.Minutes(), st.Duration.Minutes(), 5, name)
 	}
+}
+
+// FuzzParseTrace: any file either fails with a *TraceError naming a line,
+// in an error of bounded size, or yields a sorted trace within the limits
+// that the simulation can bucket per minute.
+func FuzzParseTrace(f *testing.F) {
+	f.Add("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n")
+	f.Add("timestamp, contexttokens ,GENERATEDTOKENS\n10.5,100,0\n2,50,5\n\n")
+	f.Add("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n9.3e9,2,3\n")
+	f.Add("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n4000000000,2,3\n")
+	f.Add("TIMESTAMP,ContextTokens,GeneratedTokens\n1e400,2,3\n")
+	f.Add("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2\"x,3\n")
+	f.Add("\ufeffTIMESTAMP,ContextTokens,GeneratedTokens\n2300-01-01T00:00:00Z,1,1\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		tr, err := ParseTrace(strings.NewReader(text), "fuzz")
+		if err != nil {
+			var te *TraceError
+			if !errors.As(err, &te) || te.Line < 1 {
+				t.Fatalf("error does not name a line: %v", err)
+			}
+			if len(err.Error()) > 512 {
+				t.Fatalf("error of %d bytes echoes too much", len(err.Error()))
+			}
+			return
+		}
+		prev := time.Duration(0)
+		for i, r := range tr.Requests {
+			if r.Arrival < prev || r.Arrival > MaxTraceSpan {
+				t.Fatalf("request %d arrives at %v (previous %v)", i, r.Arrival, prev)
+			}
+			if r.Input < 0 || r.Input > maxTokens || r.Output < 1 || r.Output > maxTokens {
+				t.Fatalf("request %d tokens %d/%d", i, r.Input, r.Output)
+			}
+			prev = r.Arrival
+		}
+		_ = tr.Stats()
+		if _, err := tr.Reshape(1, 1, 0, 1); err != nil {
+			t.Fatalf("a parsed trace does not reshape: %v", err)
+		}
+	})
 }

@@ -104,12 +104,12 @@ func TestParseRejectsBadAnalyzerInputs(t *testing.T) {
 		{"hit rate above 1", "", "prefixCacheHitRate: 2 is outside [0, 1]"},
 		{"bad role", "", `role: "both-ish" is not one of`},
 		{"budget without limiter", "budget: {H100: 4}\n", "budget: applies only in limited mode"},
-		{"negative budget", "config: {enableLimiter: true}\nbudget: {H100: -1}\n", "budget.H100: -1 must be >= 0"},
+		{"negative budget", "config: {enableLimiter: true}\nbudget: {H100: -1}\n", "budget.H100: -1 must be in [0, 1000000]"},
 		{"queueing config vs analyzer", "analyzer: saturation-token\nqueueingModel: {}\n", "queueingModel: selects the queueing-model analyzer"},
 		{"bad sloMultiplier", "queueingModel: {sloMultiplier: 1}\n", "sloMultiplier=1"},
 		{"bad state", "state: [1, 2]\n", "state: must be an object"},
 		{"negative EPP queue", "schedulerQueue: {size: -1, bytes: 0}\n", "schedulerQueue.size: -1"},
-		{"zero GPUs per replica", "", "gpusPerReplica: 0 must be >= 1"},
+		{"zero GPUs per replica", "", "gpusPerReplica: 0 must be in [1, 1024]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

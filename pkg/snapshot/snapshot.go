@@ -118,10 +118,34 @@ const (
 	defaultCost        = 10.0
 )
 
+// Upper bounds of numeric fields: far above any real deployment, low enough
+// that sums and products of them stay finite (a finite 1e308 would otherwise
+// overflow to +Inf inside the analyzers and break the JSON output).
+const (
+	maxReplicaCount = 10_000    // min/max/current/desired/pendingReplicas
+	maxGPUs         = 1_000_000 // budget per accelerator
+	maxGPUsPerRep   = 1024
+	maxCost         = 1e6
+	maxTokenCount   = 1e9 // token counts and averages, maxNumBatchedTokens
+	maxNumSeqs      = 1e6
+	maxGPUBlocks    = 1e9
+	maxBlockSize    = 65536
+	maxQueue        = 1e6  // requests queued at one pod
+	maxRate         = 1e6  // requests per second at one pod
+	maxLatencyMs    = 36e5 // one hour, for TTFT and ITL
+	maxSchedQueue   = 1e9  // requests in the EPP queue
+	maxSchedBytes   = 1e15
+	maxRetention    = 1e12 // requestsInRetention
+)
+
 // Parse reads and validates a snapshot. Unknown fields are errors, so a typo
-// never silently falls back to a default.
+// never silently falls back to a default; so are a second YAML document and
+// custom tags, which the decoder would otherwise drop.
 func Parse(data []byte) (*Snapshot, error) {
 	var s Snapshot
+	if err := checkYAMLShape(data); err != nil {
+		return nil, fmt.Errorf("cannot parse snapshot: %w", err)
+	}
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
 		if fields := nonFiniteFields(data); len(fields) > 0 {
 			return nil, fmt.Errorf("cannot parse snapshot: %s", strings.Join(fields, "; "))
@@ -140,6 +164,16 @@ func (s *Snapshot) Validate() error {
 	bad := func(field string, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
+	inRange := func(field string, v, hi float64) {
+		if !finite(v) || v < 0 || v > hi {
+			bad(field, "%v must be a finite number in [0, %g]", v, hi)
+		}
+	}
+	intRange := func(field string, v, lo, hi int64) {
+		if v < lo || v > hi {
+			bad(field, "%d must be in [%d, %d]", v, lo, hi)
+		}
+	}
 	if s.ModelID == "" {
 		bad("modelID", "required")
 	}
@@ -148,24 +182,18 @@ func (s *Snapshot) Validate() error {
 	default:
 		bad("metrics", "%q is not one of available, absent, unreachable", s.Metrics)
 	}
-	if s.RequestsInRetention != nil && !(finite(*s.RequestsInRetention) && *s.RequestsInRetention >= 0) {
-		bad("requestsInRetention", "%v must be a finite number >= 0", *s.RequestsInRetention)
+	if s.RequestsInRetention != nil {
+		inRange("requestsInRetention", *s.RequestsInRetention, maxRetention)
 	}
 	if len(s.Variants) == 0 {
 		bad("variants", "at least one variant is required")
 	}
 	if q := s.SchedulerQueue; q != nil {
-		if !(finite(q.Size) && q.Size >= 0) {
-			bad("schedulerQueue.size", "%v must be a finite number >= 0", q.Size)
-		}
-		if !(finite(q.Bytes) && q.Bytes >= 0) {
-			bad("schedulerQueue.bytes", "%v must be a finite number >= 0", q.Bytes)
-		}
+		inRange("schedulerQueue.size", q.Size, maxSchedQueue)
+		inRange("schedulerQueue.bytes", q.Bytes, maxSchedBytes)
 	}
 	for acc, n := range s.Budget {
-		if n < 0 {
-			bad("budget."+acc, "%d must be >= 0", n)
-		}
+		intRange("budget."+acc, n, 0, maxGPUs)
 	}
 	if len(s.State) > 0 {
 		var v map[string]any
@@ -184,40 +212,35 @@ func (s *Snapshot) Validate() error {
 		} else {
 			seen[v.Name] = i
 		}
-		if v.Cost != nil && !(finite(*v.Cost) && *v.Cost >= 0) {
-			bad(at+".cost", "%v must be a finite number >= 0", *v.Cost)
+		if v.Cost != nil {
+			inRange(at+".cost", *v.Cost, maxCost)
 		}
 		lo, hi := v.bounds()
-		if lo < 0 {
-			bad(at+".minReplicas", "%d must be >= 0", lo)
-		}
-		if hi < 1 {
-			bad(at+".maxReplicas", "%d must be >= 1", hi)
-		}
+		intRange(at+".minReplicas", int64(lo), 0, maxReplicaCount)
+		intRange(at+".maxReplicas", int64(hi), 1, maxReplicaCount)
 		if lo > hi {
 			bad(at+".minReplicas", "%d is greater than maxReplicas %d", lo, hi)
 		}
-		if v.CurrentReplicas < 0 {
-			bad(at+".currentReplicas", "%d must be >= 0", v.CurrentReplicas)
+		intRange(at+".currentReplicas", int64(v.CurrentReplicas), 0, maxReplicaCount)
+		intRange(at+".desiredReplicas", int64(v.DesiredReplicas), 0, maxReplicaCount)
+		if v.PendingReplicas != nil {
+			intRange(at+".pendingReplicas", int64(*v.PendingReplicas), 0, maxReplicaCount)
+			if *v.PendingReplicas > v.CurrentReplicas {
+				bad(at+".pendingReplicas", "%d is greater than currentReplicas %d: pending replicas are among the current ones",
+					*v.PendingReplicas, v.CurrentReplicas)
+			}
 		}
-		if v.DesiredReplicas < 0 {
-			bad(at+".desiredReplicas", "%d must be >= 0", v.DesiredReplicas)
+		if v.CurrentReplicas == 0 && len(v.Replicas) > 0 {
+			bad(at+".replicas", "%d pods report metrics but currentReplicas is 0: list no replicas, or set currentReplicas", len(v.Replicas))
 		}
-		if v.PendingReplicas != nil && *v.PendingReplicas < 0 {
-			bad(at+".pendingReplicas", "%d must be >= 0", *v.PendingReplicas)
-		}
-		if v.GPUsPerReplica != nil && *v.GPUsPerReplica < 1 {
-			bad(at+".gpusPerReplica", "%d must be >= 1", *v.GPUsPerReplica)
-		}
-		if v.MaxNumBatchedTokens < 0 {
-			bad(at+".maxNumBatchedTokens", "%d must be >= 0 (0: vLLM default)", v.MaxNumBatchedTokens)
-		}
-		if v.MaxNumSeqs < 0 {
-			bad(at+".maxNumSeqs", "%d must be >= 0 (0: vLLM default)", v.MaxNumSeqs)
+		if v.GPUsPerReplica != nil {
+			intRange(at+".gpusPerReplica", int64(*v.GPUsPerReplica), 1, maxGPUsPerRep)
 		}
 		if v.StartupAllowance != nil && *v.StartupAllowance < 0 {
 			bad(at+".startupAllowance", "%s must be a duration >= 0 such as \"5m\"", *v.StartupAllowance)
 		}
+		intRange(at+".maxNumBatchedTokens", v.MaxNumBatchedTokens, 0, maxTokenCount)
+		intRange(at+".maxNumSeqs", v.MaxNumSeqs, 0, maxNumSeqs)
 		switch decision.Role(v.Role) {
 		case "", decision.RoleBoth, decision.RolePrefill, decision.RoleDecode:
 		default:
@@ -235,23 +258,17 @@ func (s *Snapshot) Validate() error {
 			if !finite(r.KvCacheUsage) || r.KvCacheUsage < 0 || r.KvCacheUsage > 1 {
 				bad(rat+".kvCacheUsage", "%v is outside [0, 1]", r.KvCacheUsage)
 			}
-			if !finite(r.QueueLength) || r.QueueLength < 0 {
-				bad(rat+".queueLength", "%v must be a finite number >= 0", r.QueueLength)
-			}
-			if r.NumGPUBlocks < 0 {
-				bad(rat+".numGPUBlocks", "%d must be >= 0", r.NumGPUBlocks)
-			}
-			if r.BlockSize < 0 {
-				bad(rat+".blockSize", "%d must be >= 0", r.BlockSize)
-			}
+			inRange(rat+".queueLength", r.QueueLength, maxQueue)
+			intRange(rat+".numGPUBlocks", r.NumGPUBlocks, 0, maxGPUBlocks)
+			intRange(rat+".blockSize", r.BlockSize, 0, maxBlockSize)
 			for _, f := range []struct {
 				name string
 				v    float64
-			}{{"tokensInUse", r.TokensInUse}, {"avgInputTokens", r.AvgInputTokens}, {"avgOutputTokens", r.AvgOutputTokens},
-				{"arrivalRate", r.ArrivalRate}, {"avgTTFTms", r.AvgTTFTms}, {"avgITLms", r.AvgITLms}} {
-				if !finite(f.v) || f.v < 0 {
-					bad(rat+"."+f.name, "%v must be a finite number >= 0", f.v)
-				}
+				max  float64
+			}{{"tokensInUse", r.TokensInUse, maxTokenCount}, {"avgInputTokens", r.AvgInputTokens, maxTokenCount},
+				{"avgOutputTokens", r.AvgOutputTokens, maxTokenCount}, {"arrivalRate", r.ArrivalRate, maxRate},
+				{"avgTTFTms", r.AvgTTFTms, maxLatencyMs}, {"avgITLms", r.AvgITLms, maxLatencyMs}} {
+				inRange(rat+"."+f.name, f.v, f.max)
 			}
 			if !finite(r.PrefixCacheHitRate) || r.PrefixCacheHitRate < 0 || r.PrefixCacheHitRate > 1 {
 				bad(rat+".prefixCacheHitRate", "%v is outside [0, 1]", r.PrefixCacheHitRate)

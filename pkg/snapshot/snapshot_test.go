@@ -56,6 +56,34 @@ func TestParseRejectsBadInput(t *testing.T) {
 			[]string{"retention_period=30s: must be a duration of at least 1m0s"}},
 		{"no variants", func(string) string { return "modelID: m\nvariants: []\n" }, []string{"variants: at least one variant is required"}},
 		{"not yaml", func(string) string { return "modelID: [" }, []string{"cannot parse snapshot"}},
+		{"second document", func(s string) string { return s + "---\nmodelID: other\n" }, []string{"a second YAML document starts at line 14: a snapshot is one document"}},
+		{"custom tag", func(s string) string { return strings.Replace(s, "cost: 5", "cost: !dollars 5", 1) }, []string{"variants[0].cost: tag !dollars (line 6) is not accepted"}},
+		{"custom tag on a mapping", func(s string) string { return s + "config: !cfg {kvSpareTrigger: 0.1}\n" }, []string{"config: tag !cfg"}},
+		{"pods report while currentReplicas is 0", func(s string) string { return strings.Replace(s, "currentReplicas: 2", "currentReplicas: 0", 1) },
+			[]string{"variants[0].replicas: 2 pods report metrics but currentReplicas is 0"}},
+		{"pending above current", func(s string) string {
+			return strings.Replace(s, "desiredReplicas: 0", "desiredReplicas: 0\n    pendingReplicas: 3", 1)
+		},
+			[]string{"variants[0].pendingReplicas: 3 is greater than currentReplicas 2"}},
+		{"huge queue", func(s string) string { return strings.Replace(s, "queueLength: 2", "queueLength: 1e308", 1) },
+			[]string{"variants[0].replicas[0].queueLength: 1e+308 must be a finite number in [0, 1e+06]"}},
+		{"huge cost", func(s string) string { return strings.Replace(s, "cost: 5", "cost: 1e308", 1) },
+			[]string{"variants[0].cost: 1e+308 must be a finite number in [0, 1e+06]"}},
+		{"huge latency, rate and tokens", func(s string) string {
+			return strings.Replace(s, "queueLength: 2}", "queueLength: 2, avgTTFTms: 1e308, avgITLms: 4e6, arrivalRate: 1e308, tokensInUse: 1e308, avgInputTokens: 2e9}", 1)
+		}, []string{"replicas[0].avgTTFTms: 1e+308 must be a finite number in [0, 3.6e+06]", "replicas[0].avgITLms: 4e+06 must be",
+			"replicas[0].arrivalRate: 1e+308 must be a finite number in [0, 1e+06]", "replicas[0].tokensInUse: 1e+308 must be a finite number in [0, 1e+09]",
+			"replicas[0].avgInputTokens: 2e+09 must be"}},
+		{"huge block counts", func(s string) string {
+			return strings.Replace(s, "queueLength: 2}", "queueLength: 2, numGPUBlocks: 9000000000000000000, blockSize: 100000}", 1)
+		}, []string{"replicas[0].numGPUBlocks: 9000000000000000000 must be in [0, 1000000000]", "replicas[0].blockSize: 100000 must be in [0, 65536]"}},
+		{"huge replica counts", func(s string) string {
+			return strings.Replace(s, "maxReplicas: 10", "maxReplicas: 2147483647\n    maxNumSeqs: 2000000\n    maxNumBatchedTokens: 9000000000000", 1)
+		}, []string{"variants[0].maxReplicas: 2147483647 must be in [1, 10000]", "variants[0].maxNumSeqs: 2000000 must be in [0, 1000000]",
+			"variants[0].maxNumBatchedTokens: 9000000000000 must be in [0, 1000000000]"}},
+		{"huge scheduler queue and retention", func(s string) string {
+			return s + "schedulerQueue: {size: 1e308, bytes: 1e308}\nrequestsInRetention: 1e308\n"
+		}, []string{"schedulerQueue.size: 1e+308 must be", "schedulerQueue.bytes: 1e+308 must be", "requestsInRetention: 1e+308 must be"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +92,24 @@ func TestParseRejectsBadInput(t *testing.T) {
 			for _, want := range tc.wantErr {
 				assert.Contains(t, err.Error(), want)
 			}
+		})
+	}
+}
+
+// Values at the stated limits still decide and render as JSON, and a
+// trailing "---" is not a second document.
+func TestParseAcceptsLimits(t *testing.T) {
+	in := strings.Replace(base, "queueLength: 2}", "queueLength: 1e6, avgTTFTms: 3.6e6, avgITLms: 3.6e6, arrivalRate: 1e6, tokensInUse: 1e9, avgInputTokens: 1e9, avgOutputTokens: 1e9, numGPUBlocks: 1000000000, blockSize: 65536}", 1)
+	in = strings.Replace(in, "cost: 5", "cost: 1e6", 1)
+	in = strings.Replace(in, "maxReplicas: 10", "maxReplicas: 10000\n    pendingReplicas: 2", 1)
+	for _, analyzer := range []string{"saturation-percentage", "saturation-token", "queueing-model"} {
+		t.Run(analyzer, func(t *testing.T) {
+			s, err := Parse([]byte(in + "schedulerQueue: {size: 1e9, bytes: 1e15}\nrequestsInRetention: 1e12\nanalyzer: " + analyzer + "\n---\n"))
+			require.NoError(t, err)
+			out, err := Decide(s)
+			require.NoError(t, err)
+			_, err = Render(out, "json")
+			require.NoError(t, err)
 		})
 	}
 }
@@ -135,6 +181,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(base))
 	f.Add([]byte(`{"modelID":"m","variants":[{"name":"v","minReplicas":0,"maxReplicas":3,"currentReplicas":0,"desiredReplicas":0,"replicas":[]}],"metrics":"absent","scaleToZero":{"enable_scale_to_zero":true,"retention_period":"1m"}}`))
 	f.Add([]byte("modelID: m\nvariants: [{name: v, currentReplicas: -1}]"))
+	f.Add([]byte(base + "---\nmodelID: other\n"))
+	f.Add([]byte(strings.Replace(base, "cost: 5", "cost: !dollars 5", 1)))
+	f.Add([]byte(strings.Replace(base, "queueLength: 2", "queueLength: 1e308", 1)))
+	// Rendered +Inf before queueLengthThreshold was bounded.
+	f.Add([]byte(base + "config: {queueLengthThreshold: 1e308, queueSpareTrigger: 1e307}\n"))
 	for _, name := range []string{"token-scale-up.yaml", "queueing-slo.yaml", "limited-gpu-budget.yaml"} {
 		if data, err := os.ReadFile(filepath.Join("../../examples/snapshots", name)); err == nil {
 			f.Add(data)
@@ -148,6 +199,9 @@ func FuzzParse(f *testing.F) {
 		out, err := Decide(s)
 		if err != nil {
 			return
+		}
+		if _, err := Render(out, "json"); err != nil {
+			t.Fatalf("an accepted snapshot does not render as JSON: %v", err)
 		}
 		for i, v := range out.Variants {
 			lo, hi := s.Variants[i].bounds()

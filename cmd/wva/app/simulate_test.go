@@ -66,11 +66,17 @@ func TestSimulateTrace(t *testing.T) {
 func TestSimulateErrors(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.csv")
 	require.NoError(t, os.WriteFile(bad, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n2,abc,3\n"), 0o600))
+	late := filepath.Join(t.TempDir(), "late.csv")
+	require.NoError(t, os.WriteFile(late, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n9300000000,2,3\n"), 0o600))
+	centuries := filepath.Join(t.TempDir(), "centuries.csv")
+	require.NoError(t, os.WriteFile(centuries, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n4000000000,2,3\n"), 0o600))
 	for _, tt := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--trace", bad}, `line 3, column 2 (ContextTokens): "abc"`},
+		{[]string{"--trace", late}, `line 3, column 1 (TIMESTAMP): "9300000000" is not a number of seconds in [0, 4102444800]`},
+		{[]string{"--trace", centuries}, `line 3, column 1 (TIMESTAMP): the trace spans`},
 		{[]string{"--policies", "wva,hpa"}, `unknown policy "hpa"`},
 		{[]string{"--shape", "square"}, `traffic.shape "square"`},
 		{[]string{"--trace", bad, "--shape", "spike"}, "--trace and --shape"},
