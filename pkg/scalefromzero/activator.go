@@ -207,7 +207,10 @@ func (a *Activator) proxyError(w http.ResponseWriter, r *http.Request, err error
 func backendGone(err error) bool {
 	var opErr *net.OpError
 	return (errors.As(err, &opErr) && opErr.Op == "dial") || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		// A kept-alive connection the transport was still writing on when
+		// the backend closed it.
+		errors.Is(err, net.ErrClosed)
 }
 
 // allBlocked reports whether every group of the model was refused by the
