@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# Prints the slo-planner's benchmark: `wva simulate` on the embedded
-# default (bursty), the spike shape and the two Azure traces, with wva
-# running examples/slo-planner/wva-config.yaml, beside the constant peak
-# fleet and the oracle. Usage: hack/bench-planner.sh [TRACE_DIR]
+# Prints the slo-planner's benchmark as a Markdown table: `wva simulate` on
+# the embedded default (bursty), the spike shape, a 7 minute start-up and the
+# two Azure 2023 traces, with wva on the shipped configuration (the
+# slo-planner), wva on the token analyzer (examples/slo-planner/
+# token-analyzer.yaml), the constant peak fleet and the oracle.
+# Usage: hack/bench-planner.sh [DIR holding azure-llm-inference-2023-*.csv]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 traces="${1:-$root/examples/traces}"
 cd "$root"
-go build -o /tmp/wva-bench ./cmd/wva
+bin="$(mktemp -d)/wva"
+go build -o "$bin" ./cmd/wva
+rows() {
+	awk -v w="$1" -v as="$2" '$1=="wva"||$1=="static-peak"||$1=="oracle" {
+		p = ($1 == "wva" && as != "") ? as : $1
+		printf "| %s | %s | %s | %s | %s | %s |\n", w, p, $2, $3, $4, $10 }'
+}
 run() {
 	local name=$1
 	shift
-	/tmp/wva-bench simulate --progress never --wva-config examples/slo-planner/wva-config.yaml \
-		--policies wva,static-peak,oracle "$@" | awk -v w="$name" '$1=="wva"||$1=="static-peak"||$1=="oracle" {printf "| %s | %s | %s | %s | %s | %s |\n", w, $1, $2, $3, $4, $10}'
+	"$bin" simulate --progress never --policies wva,static-peak,oracle "$@" | rows "$name" ""
+	"$bin" simulate --progress never --policies wva --wva-config examples/slo-planner/token-analyzer.yaml "$@" | rows "$name" "wva (token analyzer)"
 }
 echo "| workload | policy | cost | x oracle | SLO met | mean replicas |"
 echo "| --- | --- | --- | --- | --- | --- |"
@@ -21,5 +29,5 @@ run "spike" --shape spike
 run "default, 7m start-up" --startup-delay 7m
 for t in conv code; do
 	f="$traces/azure-llm-inference-2023-$t.csv"
-	[[ -f $f ]] && run "Azure $t" --trace "$f"
+	if [[ -f $f ]]; then run "Azure $t" --trace "$f"; fi
 done

@@ -3,12 +3,15 @@ package sim
 import (
 	"encoding/json"
 	"math"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
@@ -184,8 +187,8 @@ func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
 	sc, tr := shortScenario(t, ShapeSpike, 20*time.Minute, 1.5, 5)
 	rep, err := Run(sc, tr, Options{Policies: []string{PolicyWVA}})
 	require.NoError(t, err)
-	assert.Equal(t, config.AnalyzerSaturationToken, rep.Analyzer, "the default scenario's ConfigMaps choose the token analyzer")
-	assert.Positive(t, rep.Policies[0].ScaleEvents, "wva reacts to the spike")
+	assert.Equal(t, config.AnalyzerSLOPlanner, rep.Analyzer, "the default scenario's ConfigMaps choose the slo-planner")
+	assert.Greater(t, rep.Policies[0].SLOAttainment, 0.95, "wva serves the spike")
 
 	// The project's percentage analyzer, given the seed's thresholds,
 	// decides exactly as the reference written from the design note.
@@ -439,4 +442,28 @@ func TestSpikeOutrunsStartup(t *testing.T) {
 	t.Logf("to stay within 1%%, hold %v before the spike (%.0f per hour against %.0f for the minute before)",
 		held, mixCost(sc.Variants, held), mixCost(sc.Variants, before))
 	assert.Greater(t, mixCost(sc.Variants, held), mixCost(sc.Variants, before))
+}
+
+// What the simulator benchmarks is what deploy/default ships: the embedded
+// scenario's wva ConfigMap entries equal the manifests' (deploy/keda is held
+// to deploy/default by test/integration).
+func TestShippedConfigIsBenchmarked(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/default/configmaps.yaml")
+	require.NoError(t, err)
+	shipped := map[string]map[string]string{}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var cm struct {
+			Metadata struct{ Name string } `json:"metadata"`
+			Data     map[string]string     `json:"data"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &cm))
+		shipped[cm.Metadata.Name] = cm.Data
+	}
+	sc := DefaultScenario()
+	require.NotEmpty(t, sc.Policies.WVA.ConfigMaps)
+	for name, data := range sc.Policies.WVA.ConfigMaps {
+		for key, entry := range data {
+			assert.Equal(t, strings.TrimSpace(shipped[name][key]), strings.TrimSpace(entry), "%s %s", name, key)
+		}
+	}
 }

@@ -4,20 +4,22 @@ import (
 	"math"
 )
 
-// Capacity model of one replica, in SLO terms. A vLLM replica decodes its
-// running requests together, one token each per step; the step grows with
-// the batch, so the inter-token latency grows with the concurrency k:
+// Capacity model of one replica, in SLO terms. A vLLM replica runs one
+// step at a time over its whole batch: decode tokens of the running
+// requests and chunks of the prompts just admitted. The step grows with the
+// tokens it carries, and those grow with the load, so a replica's
+// inter-token latency at a token throughput of x tokens per second is
 //
-//	ITL(k) = A*k + B   (ms)
+//	ITL(x) = 1 / (P - Q*x)
 //
-// fitted online per variant (weighted least squares with forgetting, pulled
-// towards a prior so one operating point still gives a usable line). The
-// largest concurrency a replica may carry is the smallest of the ITL
-// target's (A*k + B <= itlHeadroom * target), the KV cache's (k requests
-// of I + O/2 tokens in kvHeadroom of the cache) and --max-num-seqs; its
-// rate at the SLO follows by Little's law:
-//
-//	rate = k* / (O * ITL(k*) + TTFT allowance)
+// (step time T = alpha + c*x*T solved for T, with c the marginal cost of a
+// token): 1/ITL is linear in the throughput. P and Q are fitted online per
+// variant (weighted least squares with forgetting, pulled towards a prior
+// so one operating point still gives a usable curve); a saturated replica's
+// completions still lie on the curve, so overload teaches it too. The rate
+// a replica sustains at the SLO is the throughput where ITL reaches
+// itlHeadroom of the target, divided by the tokens of a request, within
+// the KV cache's and --max-num-seqs' bounds on the requests in flight.
 const (
 	// itlHeadroom keeps the mean ITL this far under the target: a
 	// request's own mean ITL varies around it with the batch it meets.
@@ -31,10 +33,9 @@ const (
 	// forget is the weight each cycle leaves on older observations
 	// (about 20 cycles of memory).
 	forget = 0.95
-	// priorWeight is the weight of each of the prior's two points.
+	// priorWeight is the weight of each of the prior's two points before
+	// any observation.
 	priorWeight = 0.5
-	// minSlope keeps the fitted line increasing (ms per request).
-	minSlope = 1e-4
 	// defaultMaxNumSeqs is vLLM's default --max-num-seqs.
 	defaultMaxNumSeqs = 256
 )
@@ -68,33 +69,46 @@ func (f *Fit) add(k, y, w float64) {
 	f.Obs++
 }
 
-// Line is a fitted ITL(k) = A*k + B.
-type Line struct {
-	A float64 `json:"slopeMsPerRequest"`
-	B float64 `json:"interceptMs"`
+// Curve is a fitted 1/ITL(x) = P - Q*x, x in tokens per second per
+// replica, 1/ITL in tokens per second per request.
+type Curve struct {
+	P float64 `json:"p"`
+	Q float64 `json:"q"`
 }
 
-// At is ITL(k) in ms.
-func (l Line) At(k float64) float64 { return l.A*k + l.B }
+// ITLms is the inter-token latency at throughput x, +Inf past saturation.
+func (c Curve) ITLms(x float64) float64 {
+	if d := c.P - c.Q*x; d > 0 {
+		return 1000 / d
+	}
+	return math.Inf(1)
+}
 
-// solve fits the line through the observations and the prior's two points.
-func (f Fit) solve(prior Line, priorK float64) Line {
+// Throughput is the x where ITL reaches itlMs.
+func (c Curve) Throughput(itlMs float64) float64 { return (c.P - 1000/itlMs) / c.Q }
+
+// solve fits the curve through the observations and the prior's two points.
+func (f Fit) solve(prior Curve, priorX float64) Curve {
+	w := priorWeight
 	g := f
-	g.add(0, prior.B, priorWeight)
-	g.add(priorK, prior.At(priorK), priorWeight)
+	g.add(0, prior.P, w)
+	g.add(priorX, prior.P-prior.Q*priorX, w)
 	det := g.W*g.KK - g.K*g.K
 	if det <= 0 {
 		return prior
 	}
-	a := (g.W*g.KY - g.K*g.Y) / det
-	b := (g.Y - a*g.K) / g.W
-	if !(a > minSlope) || math.IsNaN(b) || math.IsInf(a, 0) || math.IsInf(b, 0) {
-		// A flat or falling line says the replicas never got busy enough
+	slope := (g.W*g.KY - g.K*g.Y) / det
+	q := -slope
+	if !(q > prior.Q*1e-3) || math.IsInf(q, 0) || math.IsNaN(q) {
+		// A flat or rising line says the replicas never got busy enough
 		// to show the slope: keep the prior's.
-		a = max(prior.A, minSlope)
-		b = (g.Y - a*g.K) / g.W
+		q = prior.Q
 	}
-	return Line{A: a, B: max(b, 0)}
+	p := (g.Y + q*g.K) / g.W
+	if math.IsNaN(p) || math.IsInf(p, 0) {
+		return prior
+	}
+	return Curve{P: p, Q: q}
 }
 
 // Limits bound a replica's concurrency.
@@ -105,16 +119,20 @@ type Limits struct {
 	KVConcurrency float64 `json:"kvConcurrency"`
 }
 
-// prior is the line assumed before a variant is observed: it reaches the
-// headroom ITL at the engine's own concurrency limit, with a fifth of the
-// target at zero load.
-func prior(targetITL float64, lim Limits) (Line, float64) {
+// prior is the curve assumed before a variant is observed: a fifth of the
+// ITL target at zero load, and the headroom ITL where the engine's own
+// concurrency limit is reached (requests of in+out tokens, each holding a
+// slot for out tokens at that ITL). It returns the curve and that
+// throughput.
+func prior(targetITL, in, out float64, lim Limits) (Curve, float64) {
 	k := lim.MaxNumSeqs
 	if lim.KVConcurrency > 0 {
 		k = math.Min(k, lim.KVConcurrency)
 	}
-	b := 0.2 * targetITL
-	return Line{A: (itlHeadroom*targetITL - b) / k, B: b}, k
+	itl := itlHeadroom * targetITL
+	x := k / (out * itl / 1000) * (in + out)
+	p := 1000 / (0.2 * targetITL)
+	return Curve{P: p, Q: (p - 1000/itl) / x}, x
 }
 
 // ReplicaCapacity is one replica's rate at the SLO and what bounds it.
@@ -123,24 +141,33 @@ type ReplicaCapacity struct {
 	Concurrency float64 `json:"concurrency"`
 	ITLms       float64 `json:"itlMs"`
 	Bound       string  `json:"bound"`
-	// RequestSeconds is how long a request stays at that concurrency.
+	// RequestSeconds is how long a request stays at that rate.
 	RequestSeconds float64 `json:"requestSeconds"`
 }
 
-// capacityAt applies the limits to a fitted line.
-func capacityAt(l Line, lim Limits, targetITL, targetTTFT, outTokens float64) ReplicaCapacity {
-	k, bound := lim.MaxNumSeqs, "max-num-seqs"
-	if lim.KVConcurrency > 0 && lim.KVConcurrency < k {
-		k, bound = lim.KVConcurrency, "kv-cache"
+// capacityAt applies the limits to a fitted curve.
+func capacityAt(c Curve, lim Limits, targetITL, targetTTFT, in, out float64) ReplicaCapacity {
+	itl := itlHeadroom * targetITL
+	secs := out*itl/1000 + ttftShare*targetTTFT/1000
+	rate, bound := c.Throughput(itl)/(in+out), "itl"
+	if k := lim.MaxNumSeqs; k/secs < rate {
+		rate, bound = k/secs, "max-num-seqs"
 	}
-	if kITL := (itlHeadroom*targetITL - l.B) / l.A; kITL < k {
-		k, bound = kITL, "itl"
+	if k := lim.KVConcurrency; k > 0 && k/secs < rate {
+		rate, bound = k/secs, "kv-cache"
 	}
-	if k < 1 {
-		// Even one request misses the ITL target: plan one per replica.
-		k, bound = 1, "itl-infeasible"
+	if rate <= 0 {
+		// Even an idle replica misses the ITL target: plan one request
+		// at a time per replica.
+		itl = c.ITLms(0)
+		secs = out*itl/1000 + ttftShare*targetTTFT/1000
+		rate, bound = 1/secs, "itl-infeasible"
 	}
-	itl := l.At(k)
-	secs := outTokens*itl/1000 + ttftShare*targetTTFT/1000
-	return ReplicaCapacity{Rate: k / secs, Concurrency: k, ITLms: itl, Bound: bound, RequestSeconds: secs}
+	if bound != "itl" {
+		if x := rate * (in + out); x < c.Throughput(itl) {
+			itl = c.ITLms(x)
+			secs = out*itl/1000 + ttftShare*targetTTFT/1000
+		}
+	}
+	return ReplicaCapacity{Rate: rate, Concurrency: rate * secs, ITLms: itl, Bound: bound, RequestSeconds: secs}
 }

@@ -35,8 +35,8 @@ const Name = config.AnalyzerSLOPlanner
 const (
 	// holdFactor start-up delays is how long the plan keeps its peak at
 	// first; minHoldFactor and maxHoldFactor bound its adaptation.
-	holdFactor    = 4
-	minHoldFactor = 2
+	holdFactor    = 12
+	minHoldFactor = 12
 	maxHoldFactor = 32
 	// maxHistory bounds the remembered plans.
 	maxHistory = 1024
@@ -65,6 +65,11 @@ type State struct {
 	// too short to pay for a start-up), and shrinks slowly while scale-downs
 	// prove right, within [minHoldFactor, maxHoldFactor].
 	HoldFactor float64 `json:"holdFactor,omitempty"`
+	// FoundAt and Found are the first cycle and the replicas found then:
+	// the fleet as found is kept for a hold, since nothing is known yet of
+	// the lulls it has to ride out.
+	FoundAt time.Time        `json:"foundAt,omitempty"`
+	Found   map[string]int32 `json:"found,omitempty"`
 	// LastRelease is when capacity was last given back.
 	LastRelease time.Time `json:"lastRelease,omitempty"`
 	// Input and Output are the last known mean request shape.
@@ -99,7 +104,7 @@ type VariantAnalysis struct {
 	Name         string          `json:"name"`
 	Current      int32           `json:"current"`
 	Ready        int32           `json:"ready"`
-	Line         Line            `json:"itlLine"`
+	Curve        Curve           `json:"itlCurve"`
 	Observations int             `json:"observations"`
 	Limits       Limits          `json:"limits"`
 	Capacity     ReplicaCapacity `json:"capacity"`
@@ -135,8 +140,8 @@ func (a Analysis) Summary() []string {
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
-		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms; line %.4g*k+%.3g from %d observations); start-up %s",
-			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Line.A, v.Line.B, v.Observations, v.StartupDelay))
+		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms; 1/ITL = %.4g - %.4g*tokens/s from %d observations); start-up %s",
+			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Curve.P, v.Curve.Q, v.Observations, v.StartupDelay))
 	}
 	return lines
 }
@@ -164,7 +169,13 @@ func (Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (a
 		slo = config.DefaultSLO()
 	}
 	next := State{Analyzer: Name, Variants: map[string]VariantState{}, Input: st.Input, Output: st.Output,
-		HoldFactor: st.HoldFactor, LastRelease: st.LastRelease}
+		HoldFactor: st.HoldFactor, LastRelease: st.LastRelease, FoundAt: st.FoundAt, Found: st.Found}
+	if next.Found == nil {
+		next.FoundAt, next.Found = g.Now, map[string]int32{}
+		for _, v := range g.Variants {
+			next.Found[v.Name] = v.CurrentReplicas
+		}
+	}
 	an, sig := plan(g, slo, cfg.Saturation.Priority, st, &next)
 	return analyzer.Result{Signal: sig, Details: an, State: next}, nil
 }
@@ -186,6 +197,8 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 		caps[v.Name] = va.Capacity
 		an.Variants = append(an.Variants, va)
 	}
+
+	fairPricePrior(variants, caps, an.Variants)
 
 	// Demand.
 	an.ArrivalRate, an.ArrivalSource = demand(g)
@@ -212,11 +225,6 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	var supplyNow float64
 	for _, v := range variants {
 		supplyNow += float64(v.CurrentReplicas) * caps[v.Name].Rate
-	}
-	if len(st.Plans) == 0 {
-		// The fleet as found is taken as needed until a hold has passed:
-		// nothing is known yet of the lulls it has to ride out.
-		st.Plans = []PlanPoint{{At: g.Now, Rate: supplyNow}}
 	}
 	short := supplyNow+1e-9 < an.Staffed
 	switch {
@@ -273,8 +281,13 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 		an.Why = WhyHorizon
 	default:
 		// Enough now: give back what the held plan does not need.
+		young := g.Now.Sub(next.FoundAt) < hold
 		for i, v := range variants {
-			mv[i].Lo, mv[i].Hi = min(v.MinReplicas, mv[i].Hi), clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
+			mv[i].Hi = clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
+			mv[i].Lo = min(v.MinReplicas, mv[i].Hi)
+			if young {
+				mv[i].Lo = min(max(mv[i].Lo, next.Found[v.Name]), mv[i].Hi)
+			}
 		}
 		if c, ok := cheapestMix(mv, an.Held); ok && mixCost(mv, c) < mixCost(mv, counts)-1e-9 {
 			counts = c
@@ -322,6 +335,34 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 	}
 	return fmt.Sprintf("slo-planner: %s; plan %.2f req/s with margin, held %.2f, supply %.2f -> %s",
 		why, an.Staffed, an.Held, an.Supply, strings.Join(parts, ", "))
+}
+
+// fairPricePrior gives a variant never observed the rate per replica that
+// makes it exactly as cost-efficient as the best-observed variant: the
+// engine-args prior knows nothing of the accelerator's speed, and a
+// variant ordered on a wrong guess costs a start-up delay to correct. The
+// plan still tries it where its price makes it fit the mix better.
+func fairPricePrior(variants []decision.Variant, caps map[string]ReplicaCapacity, an []VariantAnalysis) {
+	ref := -1
+	for i, va := range an {
+		if va.Observations > 0 && variants[i].Cost > 0 && (ref < 0 || va.Observations > an[ref].Observations) {
+			ref = i
+		}
+	}
+	if ref < 0 {
+		return
+	}
+	unit := caps[variants[ref].Name].Rate / variants[ref].Cost
+	for i, va := range an {
+		if va.Observations > 0 || variants[i].Cost <= 0 {
+			continue
+		}
+		c := caps[variants[i].Name]
+		c.Rate = unit * variants[i].Cost
+		c.Bound = "fair-price-prior"
+		caps[variants[i].Name] = c
+		an[i].Capacity = c
+	}
 }
 
 func pending(variants []decision.Variant) bool {
@@ -450,9 +491,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 			continue
 		}
 		if r.ArrivalRate > 0 && finite(r.ArrivalRate) && r.AvgITLms > 0 && finite(r.AvgITLms) {
-			// Little's law: requests decoding = rate x decode time.
-			k := r.ArrivalRate * out * r.AvgITLms / 1000
-			fit.add(k, r.AvgITLms, 1)
+			fit.add(r.ArrivalRate*(in+out), 1000/r.AvgITLms, 1)
 		}
 	}
 	vs.Fit = fit
@@ -464,11 +503,11 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	case vs.KVTokens > 0:
 		lim.KVConcurrency = kvHeadroom * vs.KVTokens / (in + out/2)
 	}
-	pl, pk := prior(slo.TargetITLms, lim)
-	va.Line = fit.solve(pl, pk)
+	pc, px := prior(slo.TargetITLms, in, out, lim)
+	va.Curve = fit.solve(pc, px)
 	va.Observations = fit.Obs
 	va.Limits = lim
-	va.Capacity = capacityAt(va.Line, lim, slo.TargetITLms, slo.TargetTTFTms, out)
+	va.Capacity = capacityAt(va.Curve, lim, slo.TargetITLms, slo.TargetTTFTms, in, out)
 	return va, vs
 }
 

@@ -12,40 +12,54 @@ import (
 	"github.com/wva-project/wva/pkg/decision"
 )
 
-func TestFitRecoversLine(t *testing.T) {
-	truth := Line{A: 1.5, B: 30}
+func TestFitRecoversCurve(t *testing.T) {
+	truth := Curve{P: 40, Q: 0.005}
 	var f Fit
-	for k := 0.25; k <= 60; k += 0.25 {
-		f.add(k, truth.At(k), 1)
+	for x := 100.0; x <= 6000; x += 50 {
+		f.add(x, truth.P-truth.Q*x, 1)
 	}
-	// A prior far from the truth is outweighed by a few hundred observations.
-	got := f.solve(Line{A: 0.2, B: 10}, 100)
-	assert.InDelta(t, truth.A, got.A, 0.1)
-	assert.InDelta(t, truth.B, got.B, 3)
+	// A prior 25% off is outweighed by a hundred observations.
+	got := f.solve(Curve{P: 50, Q: 0.00625}, 7000)
+	assert.InDelta(t, truth.P, got.P, 0.4)
+	assert.InDelta(t, truth.Q, got.Q, 0.0002)
 	// With no observation the prior is the answer.
-	assert.Equal(t, Line{A: 0.2, B: 10}, Fit{}.solve(Line{A: 0.2, B: 10}, 100))
+	assert.Equal(t, Curve{P: 50, Q: 0.001}, Fit{}.solve(Curve{P: 50, Q: 0.001}, 20000))
+	// One operating point: the curve goes through it, with a slope the
+	// prior gives.
+	var one Fit
+	for range 20 {
+		one.add(500, 30, 1)
+	}
+	c := one.solve(Curve{P: 50, Q: 0.001}, 20000)
+	assert.InDelta(t, 1000/30.0, c.ITLms(500), 1)
+	assert.Positive(t, c.Q)
 }
 
 func TestCapacityBounds(t *testing.T) {
+	// 1/ITL = 50 - 0.005 x: ITL 70 ms (the headroom) at x = 7142.9 tokens/s.
+	curve := Curve{P: 50, Q: 0.005}
+	const in, out = 800.0, 200.0
+	secs := out*0.7*100/1000 + 0.1*2
 	cases := []struct {
 		name  string
-		line  Line
+		curve Curve
 		lim   Limits
 		bound string
-		k     float64
+		rate  float64
 	}{
-		{"itl", Line{A: 1, B: 20}, Limits{MaxNumSeqs: 256, KVConcurrency: 0}, "itl", 0.7*100 - 20},
-		{"kv cache", Line{A: 0.1, B: 20}, Limits{MaxNumSeqs: 256, KVConcurrency: 40}, "kv-cache", 40},
-		{"max-num-seqs", Line{A: 0.01, B: 20}, Limits{MaxNumSeqs: 32, KVConcurrency: 400}, "max-num-seqs", 32},
-		{"infeasible", Line{A: 1, B: 150}, Limits{MaxNumSeqs: 256, KVConcurrency: 0}, "itl-infeasible", 1},
+		{"itl", curve, Limits{MaxNumSeqs: 256}, "itl", (50 - 1000/70.0) / 0.005 / (in + out)},
+		{"kv cache", curve, Limits{MaxNumSeqs: 256, KVConcurrency: 40}, "kv-cache", 40 / secs},
+		{"max-num-seqs", curve, Limits{MaxNumSeqs: 32, KVConcurrency: 400}, "max-num-seqs", 32 / secs},
+		{"infeasible", Curve{P: 5, Q: 0.005}, Limits{MaxNumSeqs: 256}, "itl-infeasible", 1 / (out*200/1000 + 0.2)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := capacityAt(tc.line, tc.lim, 100, 2000, 200)
+			c := capacityAt(tc.curve, tc.lim, 100, 2000, in, out)
 			assert.Equal(t, tc.bound, c.Bound)
-			assert.InDelta(t, tc.k, c.Concurrency, 1e-9)
+			assert.InDelta(t, tc.rate, c.Rate, 1e-9)
 			// Little's law: rate x request time = concurrency.
 			assert.InDelta(t, c.Concurrency, c.Rate*c.RequestSeconds, 1e-9)
+			assert.LessOrEqual(t, c.ITLms, 100.0*0.7+1e-9+map[bool]float64{true: 1e9}[tc.bound == "itl-infeasible"])
 		})
 	}
 }
@@ -185,12 +199,14 @@ func TestHoldThroughShortLulls(t *testing.T) {
 		_, s, st = run(t, g, st)
 		return s
 	}
-	// The lull: 1 req/s. The hold is 4 start-ups of the slowest variant
-	// (3m): 12 minutes.
-	lull := steady(5*time.Minute, 1)
-	assert.Equal(t, burst, lull.PlannedReplicas, "within the hold: %s", lull.Reason)
-	assert.Contains(t, lull.Reason, "holding")
-	late := steady(13*time.Minute, 1)
+	// The lull: 1 req/s. The hold is 12 start-ups of the slowest variant
+	// (3m): 36 minutes.
+	for at := 5 * time.Minute; at < 36*time.Minute; at += 5 * time.Minute {
+		lull := steady(at, 1)
+		assert.Equal(t, burst, lull.PlannedReplicas, "within the hold: %s", lull.Reason)
+		assert.Contains(t, lull.Reason, "holding")
+	}
+	late := steady(37*time.Minute, 1)
 	assert.Less(t, total(late), total(decision.Signal{PlannedReplicas: burst}), "past the hold: %s", late.Reason)
 }
 
