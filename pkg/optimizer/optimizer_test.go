@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/decision"
 )
@@ -182,4 +183,35 @@ func TestCostAwareOptimizeKeepsOrder(t *testing.T) {
 	out := CostAware{}.Optimize(reqs)
 	assert.Equal(t, map[string]int32{"x": 2}, targetsOf(out[0]))
 	assert.Equal(t, map[string]int32{"y": 2}, targetsOf(out[1]))
+}
+
+// A planned mix is applied as is within min/max; variants the plan does not
+// name keep their replicas.
+func TestPlannedReplicas(t *testing.T) {
+	g := decision.Group{Variants: []decision.Variant{
+		{Name: "a", Cost: 5, MinReplicas: 1, MaxReplicas: 4, CurrentReplicas: 2},
+		{Name: "b", Cost: 15, MinReplicas: 0, MaxReplicas: 3, CurrentReplicas: 1},
+		{Name: "c", Cost: 9, MinReplicas: 0, MaxReplicas: 3, CurrentReplicas: 2},
+	}}
+	cases := []struct {
+		name string
+		plan map[string]int32
+		want map[string]int32
+		rule map[string]decision.Rule
+	}{
+		{"applied", map[string]int32{"a": 3, "b": 0, "c": 2}, map[string]int32{"a": 3, "b": 0, "c": 2},
+			map[string]decision.Rule{"a": decision.RuleScaleUp, "b": decision.RuleScaleDown, "c": decision.RuleSteady}},
+		{"clamped", map[string]int32{"a": 9, "b": 0}, map[string]int32{"a": 4, "b": 0, "c": 2},
+			map[string]decision.Rule{"a": decision.RuleClamped, "b": decision.RuleScaleDown, "c": decision.RuleSteady}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			targets := OptimizeGroup(g, decision.Signal{PlannedReplicas: tc.plan, Reason: "r"})
+			require.Len(t, targets, 3)
+			for _, tg := range targets {
+				assert.Equal(t, tc.want[tg.Variant], tg.Replicas, tg.Variant)
+				assert.Equal(t, tc.rule[tg.Variant], tg.Rule, tg.Variant)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 )
 
 func TestZZDebugPlanner(t *testing.T) {
+	var traceOverride *Trace
 	if os.Getenv("WVA_DEBUG") == "" {
 		t.Skip()
 	}
@@ -21,17 +22,17 @@ func TestZZDebugPlanner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = t0
+		traceOverride = &t0
 	}
 	if s := os.Getenv("WVA_SHAPE"); s != "" {
 		sc.Traffic.Synthetic.Shape = s
 	}
-	sc.Policies.WVA.ConfigMaps = map[string]map[string]string{
-		"wva-saturation-scaling-config": {"default": "analyzerName: slo-planner\n"},
-	}
 	tr, err := sc.LoadTraffic()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if traceOverride != nil {
+		tr = *traceOverride
 	}
 	p, err := newWVAPolicy(&sc)
 	if err != nil {

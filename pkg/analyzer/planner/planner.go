@@ -208,6 +208,10 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	}
 	horizon := startupHorizon(variants, slo)
 	an.Horizon = horizon.String()
+	// The backlog is drained over one start-up delay: a replica ordered for
+	// it serves while there is still backlog to serve. (Draining the
+	// backlog projected to that time instead ordered 11 replicas on the
+	// spike where 5 serve it.)
 	an.BacklogRate = an.Backlog / horizon.Seconds()
 	rate := an.ArrivalRate + an.BacklogRate
 	// Square-root staffing in concurrency slots: the requests in service
