@@ -5,25 +5,26 @@ import (
 )
 
 // Capacity model of one replica, in SLO terms. A vLLM replica runs one
-// step at a time over its whole batch: decode tokens of the running
-// requests and chunks of the prompts just admitted. The step grows with the
-// tokens it carries, and those grow with the load, so a replica's
-// inter-token latency at a token throughput of x tokens per second is
+// step at a time over its batch: decode tokens of the running requests,
+// chunks of the prompts just admitted, and attention over the KV cache the
+// running requests hold. With r requests per second of I prompt and O
+// output tokens, a step of length T carries r*(I+O)*T tokens and r*O*T
+// running requests holding about I+O/2 tokens each, so
 //
-//	ITL(x) = 1 / (P - Q*x)
+//	T = alpha + beta*r*(I+O)*T + gamma*r*O*(I+O/2)*T
+//	1/T = P - C1*x1 - C2*x2,  x1 = r*(I+O), x2 = r*O*(I+O/2)
 //
-// (step time T = alpha + c*x*T solved for T, with c the marginal cost of a
-// token): 1/ITL is linear in the throughput. P and Q are fitted online per
-// variant (weighted least squares with forgetting, pulled towards a prior
-// so one operating point still gives a usable curve); a saturated replica's
-// completions still lie on the curve, so overload teaches it too. The rate
-// a replica sustains at the SLO is the throughput where ITL reaches
-// itlHeadroom of the target, divided by the tokens of a request, within
-// the KV cache's and --max-num-seqs' bounds on the requests in flight.
+// 1/ITL is linear in the two loads. P, C1 and C2 are fitted online per
+// variant (ridge regression with forgetting, pulled towards a prior so one
+// operating point still gives a usable plane); a saturated replica's
+// completions still lie on the plane, so overload teaches it too. The rate
+// a replica sustains at the SLO is the r where ITL reaches itlHeadroom of
+// the target, within the KV cache's and --max-num-seqs' bounds on the
+// requests in flight.
 const (
 	// itlHeadroom keeps the mean ITL this far under the target: a
 	// request's own mean ITL varies around it with the batch it meets.
-	itlHeadroom = 0.7
+	itlHeadroom = 0.9
 	// kvHeadroom is the share of the KV cache the plan fills: above it
 	// vLLM queues or preempts, and the TTFT tail grows.
 	kvHeadroom = 0.75
@@ -33,82 +34,140 @@ const (
 	// forget is the weight each cycle leaves on older observations
 	// (about 20 cycles of memory).
 	forget = 0.95
-	// priorWeight is the weight of each of the prior's two points before
-	// any observation.
+	// priorWeight is the ridge weight pulling the fit to the prior.
 	priorWeight = 0.5
 	// defaultMaxNumSeqs is vLLM's default --max-num-seqs.
 	defaultMaxNumSeqs = 256
+	// scale1 and scale2 bring x1 (tokens/s) and x2 (token-seconds held
+	// per second) to order one, so the ridge weighs the terms alike.
+	scale1 = 1e4
+	scale2 = 1e6
 )
 
-// Fit is the weighted least-squares state of ITL(k) = A*k + B.
+// Fit holds the weighted normal equations of y = P - C1*u1 - C2*u2 with
+// u = x / scale: M = sum w*f*f', V = sum w*f*y for f = (1, -u1, -u2).
 type Fit struct {
-	W   float64 `json:"w"`
-	K   float64 `json:"k"`
-	KK  float64 `json:"kk"`
-	Y   float64 `json:"y"`
-	KY  float64 `json:"ky"`
-	Obs int     `json:"observations"`
+	M   [3][3]float64 `json:"m"`
+	V   [3]float64    `json:"v"`
+	W   float64       `json:"w"`
+	Obs int           `json:"observations"`
 }
 
 // decay ages the observations by one cycle.
 func (f *Fit) decay() {
+	for i := range 3 {
+		for j := range 3 {
+			f.M[i][j] *= forget
+		}
+		f.V[i] *= forget
+	}
 	f.W *= forget
-	f.K *= forget
-	f.KK *= forget
-	f.Y *= forget
-	f.KY *= forget
 }
 
-// add records one operating point: concurrency k, mean ITL y (ms).
-func (f *Fit) add(k, y, w float64) {
+// add records one operating point: loads x1, x2 and 1/ITL y (per second).
+func (f *Fit) add(x1, x2, y, w float64) {
+	v := [3]float64{1, -x1 / scale1, -x2 / scale2}
+	for i := range 3 {
+		for j := range 3 {
+			f.M[i][j] += w * v[i] * v[j]
+		}
+		f.V[i] += w * v[i] * y
+	}
 	f.W += w
-	f.K += w * k
-	f.KK += w * k * k
-	f.Y += w * y
-	f.KY += w * k * y
 	f.Obs++
 }
 
-// Curve is a fitted 1/ITL(x) = P - Q*x, x in tokens per second per
-// replica, 1/ITL in tokens per second per request.
+// Curve is a fitted 1/ITL = P - C1*x1/scale1 - C2*x2/scale2 (per second).
 type Curve struct {
-	P float64 `json:"p"`
-	Q float64 `json:"q"`
+	P  float64 `json:"p"`
+	C1 float64 `json:"c1"`
+	C2 float64 `json:"c2"`
 }
 
-// ITLms is the inter-token latency at throughput x, +Inf past saturation.
-func (c Curve) ITLms(x float64) float64 {
-	if d := c.P - c.Q*x; d > 0 {
+// slope is d(1/ITL)/dr for requests of in and out tokens.
+func (c Curve) slope(in, out float64) float64 {
+	return c.C1*(in+out)/scale1 + c.C2*out*(in+out/2)/scale2
+}
+
+// ITLms is the inter-token latency at r requests per second, +Inf past
+// saturation.
+func (c Curve) ITLms(r, in, out float64) float64 {
+	if d := c.P - r*c.slope(in, out); d > 0 {
 		return 1000 / d
 	}
 	return math.Inf(1)
 }
 
-// Throughput is the x where ITL reaches itlMs.
-func (c Curve) Throughput(itlMs float64) float64 { return (c.P - 1000/itlMs) / c.Q }
+// Rate is the r where ITL reaches itlMs.
+func (c Curve) Rate(itlMs, in, out float64) float64 {
+	return (c.P - 1000/itlMs) / c.slope(in, out)
+}
 
-// solve fits the curve through the observations and the prior's two points.
-func (f Fit) solve(prior Curve, priorX float64) Curve {
-	w := priorWeight
-	g := f
-	g.add(0, prior.P, w)
-	g.add(priorX, prior.P-prior.Q*priorX, w)
-	det := g.W*g.KK - g.K*g.K
-	if det <= 0 {
+// solve fits the curve: ridge regression towards the prior, slopes kept
+// non-negative (a load never makes steps shorter).
+func (f Fit) solve(prior Curve) Curve {
+	theta := [3]float64{prior.P, prior.C1, prior.C2}
+	m, v := f.M, f.V
+	for i := range 3 {
+		m[i][i] += priorWeight
+		v[i] += priorWeight * theta[i]
+	}
+	x, ok := solve3(m, v)
+	if !ok {
 		return prior
 	}
-	slope := (g.W*g.KY - g.K*g.Y) / det
-	q := -slope
-	if !(q > prior.Q*1e-3) || math.IsInf(q, 0) || math.IsNaN(q) {
-		// A flat or rising line says the replicas never got busy enough
-		// to show the slope: keep the prior's.
-		q = prior.Q
+	c := Curve{P: x[0], C1: x[1], C2: x[2]}
+	if c.C1 < 0 || c.C2 < 0 {
+		// Keep the non-negative slopes (the prior's where the fit's is
+		// negative) and refit the intercept alone.
+		if c.C1 < 0 {
+			c.C1 = prior.C1
+		}
+		if c.C2 < 0 {
+			c.C2 = prior.C2
+		}
+		// P = (V0 + C1*sum(w*u1) + C2*sum(w*u2) + w0*P0) / (W + w0),
+		// where M[0][1] = -sum(w*u1) and M[0][2] = -sum(w*u2).
+		c.P = (f.V[0] - c.C1*f.M[0][1] - c.C2*f.M[0][2] + priorWeight*prior.P) / (f.M[0][0] + priorWeight)
 	}
-	p := (g.Y + q*g.K) / g.W
-	if math.IsNaN(p) || math.IsInf(p, 0) {
+	if c.slope(1, 1) <= 0 || math.IsNaN(c.P) || math.IsInf(c.P, 0) {
 		return prior
 	}
-	return Curve{P: p, Q: q}
+	return c
+}
+
+// solve3 solves a 3x3 linear system by Gaussian elimination with partial
+// pivoting.
+func solve3(m [3][3]float64, v [3]float64) ([3]float64, bool) {
+	for col := range 3 {
+		p := col
+		for r := col + 1; r < 3; r++ {
+			if math.Abs(m[r][col]) > math.Abs(m[p][col]) {
+				p = r
+			}
+		}
+		if math.Abs(m[p][col]) < 1e-12 {
+			return [3]float64{}, false
+		}
+		m[col], m[p] = m[p], m[col]
+		v[col], v[p] = v[p], v[col]
+		for r := col + 1; r < 3; r++ {
+			k := m[r][col] / m[col][col]
+			for c := col; c < 3; c++ {
+				m[r][c] -= k * m[col][c]
+			}
+			v[r] -= k * v[col]
+		}
+	}
+	var x [3]float64
+	for r := 2; r >= 0; r-- {
+		sum := v[r]
+		for c := r + 1; c < 3; c++ {
+			sum -= m[r][c] * x[c]
+		}
+		x[r] = sum / m[r][r]
+	}
+	return x, true
 }
 
 // Limits bound a replica's concurrency.
@@ -121,18 +180,18 @@ type Limits struct {
 
 // prior is the curve assumed before a variant is observed: a fifth of the
 // ITL target at zero load, and the headroom ITL where the engine's own
-// concurrency limit is reached (requests of in+out tokens, each holding a
-// slot for out tokens at that ITL). It returns the curve and that
-// throughput.
-func prior(targetITL, in, out float64, lim Limits) (Curve, float64) {
+// concurrency limit is reached (each request holding a slot for out tokens
+// at that ITL), the two loads sharing the slope equally.
+func prior(targetITL, in, out float64, lim Limits) Curve {
 	k := lim.MaxNumSeqs
 	if lim.KVConcurrency > 0 {
 		k = math.Min(k, lim.KVConcurrency)
 	}
 	itl := itlHeadroom * targetITL
-	x := k / (out * itl / 1000) * (in + out)
+	r := k / (out * itl / 1000)
 	p := 1000 / (0.2 * targetITL)
-	return Curve{P: p, Q: (p - 1000/itl) / x}, x
+	drop := p - 1000/itl
+	return Curve{P: p, C1: drop / 2 / (r * (in + out) / scale1), C2: drop / 2 / (r * out * (in + out/2) / scale2)}
 }
 
 // ReplicaCapacity is one replica's rate at the SLO and what bounds it.
@@ -149,7 +208,7 @@ type ReplicaCapacity struct {
 func capacityAt(c Curve, lim Limits, targetITL, targetTTFT, in, out float64) ReplicaCapacity {
 	itl := itlHeadroom * targetITL
 	secs := out*itl/1000 + ttftShare*targetTTFT/1000
-	rate, bound := c.Throughput(itl)/(in+out), "itl"
+	rate, bound := c.Rate(itl, in, out), "itl"
 	if k := lim.MaxNumSeqs; k/secs < rate {
 		rate, bound = k/secs, "max-num-seqs"
 	}
@@ -159,13 +218,13 @@ func capacityAt(c Curve, lim Limits, targetITL, targetTTFT, in, out float64) Rep
 	if rate <= 0 {
 		// Even an idle replica misses the ITL target: plan one request
 		// at a time per replica.
-		itl = c.ITLms(0)
+		itl = c.ITLms(0, in, out)
 		secs = out*itl/1000 + ttftShare*targetTTFT/1000
 		rate, bound = 1/secs, "itl-infeasible"
 	}
 	if bound != "itl" {
-		if x := rate * (in + out); x < c.Throughput(itl) {
-			itl = c.ITLms(x)
+		if l := c.ITLms(rate, in, out); l < itl {
+			itl = l
 			secs = out*itl/1000 + ttftShare*targetTTFT/1000
 		}
 	}

@@ -140,8 +140,8 @@ func (a Analysis) Summary() []string {
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
-		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms; 1/ITL = %.4g - %.4g*tokens/s from %d observations); start-up %s",
-			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Curve.P, v.Curve.Q, v.Observations, v.StartupDelay))
+		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms; 1/ITL = %.4g - %.4g*x1 - %.4g*x2 from %d observations); start-up %s",
+			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Curve.P, v.Curve.C1, v.Curve.C2, v.Observations, v.StartupDelay))
 	}
 	return lines
 }
@@ -293,11 +293,16 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 				mv[i].Lo = min(max(mv[i].Lo, next.Found[v.Name]), mv[i].Hi)
 			}
 		}
+		keep := counts
 		if c, ok := cheapestMix(mv, an.Held); ok && mixCost(mv, c) < mixCost(mv, counts)-1e-9 {
-			counts = c
+			keep = c
+		}
+		switch {
+		case mixCost(mv, keep) < mixCost(mv, counts)-1e-9:
+			counts = keep
 			an.Why = WhyDemand
 			next.LastRelease = g.Now
-		} else {
+		default:
 			an.Why = WhyHorizon
 			if an.Held <= an.Staffed+1e-9 {
 				an.Why = WhyDemand
@@ -495,7 +500,12 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 			continue
 		}
 		if r.ArrivalRate > 0 && finite(r.ArrivalRate) && r.AvgITLms > 0 && finite(r.AvgITLms) {
-			fit.add(r.ArrivalRate*(in+out), 1000/r.AvgITLms, 1)
+			// The replica's own request shape where it reports one.
+			pin, pout := in, out
+			if r.AvgOutputTokens > 0 && finite(r.AvgOutputTokens) && r.AvgInputTokens >= 0 && finite(r.AvgInputTokens) {
+				pin, pout = r.AvgInputTokens, r.AvgOutputTokens
+			}
+			fit.add(r.ArrivalRate*(pin+pout), r.ArrivalRate*pout*(pin+pout/2), 1000/r.AvgITLms, 1)
 		}
 	}
 	vs.Fit = fit
@@ -507,8 +517,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	case vs.KVTokens > 0:
 		lim.KVConcurrency = kvHeadroom * vs.KVTokens / (in + out/2)
 	}
-	pc, px := prior(slo.TargetITLms, in, out, lim)
-	va.Curve = fit.solve(pc, px)
+	va.Curve = fit.solve(prior(slo.TargetITLms, in, out, lim))
 	va.Observations = fit.Obs
 	va.Limits = lim
 	va.Capacity = capacityAt(va.Curve, lim, slo.TargetITLms, slo.TargetTTFTms, in, out)

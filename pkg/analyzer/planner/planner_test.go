@@ -12,34 +12,46 @@ import (
 	"github.com/wva-project/wva/pkg/decision"
 )
 
-func TestFitRecoversCurve(t *testing.T) {
-	truth := Curve{P: 40, Q: 0.005}
+// The fit recovers the step-time plane from replicas at varied loads and
+// request shapes: the two loads separate only when the shape varies.
+func TestFitRecoversPlane(t *testing.T) {
+	truth := Curve{P: 40, C1: 30, C2: 20}
 	var f Fit
-	for x := 100.0; x <= 6000; x += 50 {
-		f.add(x, truth.P-truth.Q*x, 1)
+	for _, shape := range [][2]float64{{1000, 200}, {2000, 50}, {300, 400}} {
+		in, out := shape[0], shape[1]
+		for r := 0.2; r <= 3; r += 0.2 {
+			x1, x2 := r*(in+out), r*out*(in+out/2)
+			f.add(x1, x2, truth.P-truth.C1*x1/scale1-truth.C2*x2/scale2, 1)
+		}
 	}
-	// A prior 25% off is outweighed by a hundred observations.
-	got := f.solve(Curve{P: 50, Q: 0.00625}, 7000)
-	assert.InDelta(t, truth.P, got.P, 0.4)
-	assert.InDelta(t, truth.Q, got.Q, 0.0002)
+	// A prior 25% off moves the fit by a fraction of that (ridge
+	// shrinkage: the prior keeps one operating point from deciding alone).
+	off := Curve{P: 50, C1: 37.5, C2: 15}
+	got := f.solve(off)
+	assert.InEpsilon(t, truth.P, got.P, 0.05)
+	assert.InEpsilon(t, truth.C1, got.C1, 0.15)
+	assert.InEpsilon(t, truth.C2, got.C2, 0.15)
 	// With no observation the prior is the answer.
-	assert.Equal(t, Curve{P: 50, Q: 0.001}, Fit{}.solve(Curve{P: 50, Q: 0.001}, 20000))
-	// One operating point: the curve goes through it, with a slope the
-	// prior gives.
+	assert.InDelta(t, off.P, Fit{}.solve(off).P, 1e-9)
+	// One operating point: the plane goes through it; its slopes stay
+	// non-negative.
 	var one Fit
 	for range 20 {
-		one.add(500, 30, 1)
+		one.add(2000, 200000, 30, 1)
 	}
-	c := one.solve(Curve{P: 50, Q: 0.001}, 20000)
-	assert.InDelta(t, 1000/30.0, c.ITLms(500), 1)
-	assert.Positive(t, c.Q)
+	c := one.solve(off)
+	assert.InDelta(t, 30, c.P-c.C1*2000/scale1-c.C2*200000/scale2, 1)
+	assert.GreaterOrEqual(t, c.C1, 0.0)
+	assert.GreaterOrEqual(t, c.C2, 0.0)
 }
 
 func TestCapacityBounds(t *testing.T) {
-	// 1/ITL = 50 - 0.005 x: ITL 70 ms (the headroom) at x = 7142.9 tokens/s.
-	curve := Curve{P: 50, Q: 0.005}
 	const in, out = 800.0, 200.0
-	secs := out*0.7*100/1000 + 0.1*2
+	// 1/ITL = 50 - 0.005 * tokens/s: at the headroom ITL (90 ms) that is
+	// 50 - 1000/90 tokens per second per 0.005.
+	curve := Curve{P: 50, C1: 0.005 * scale1}
+	itl := itlHeadroom * 100
+	secs := out*itl/1000 + ttftShare*2
 	cases := []struct {
 		name  string
 		curve Curve
@@ -47,10 +59,10 @@ func TestCapacityBounds(t *testing.T) {
 		bound string
 		rate  float64
 	}{
-		{"itl", curve, Limits{MaxNumSeqs: 256}, "itl", (50 - 1000/70.0) / 0.005 / (in + out)},
+		{"itl", curve, Limits{MaxNumSeqs: 256}, "itl", (50 - 1000/itl) / 0.005 / (in + out)},
 		{"kv cache", curve, Limits{MaxNumSeqs: 256, KVConcurrency: 40}, "kv-cache", 40 / secs},
 		{"max-num-seqs", curve, Limits{MaxNumSeqs: 32, KVConcurrency: 400}, "max-num-seqs", 32 / secs},
-		{"infeasible", Curve{P: 5, Q: 0.005}, Limits{MaxNumSeqs: 256}, "itl-infeasible", 1 / (out*200/1000 + 0.2)},
+		{"infeasible", Curve{P: 5, C1: 0.005 * scale1}, Limits{MaxNumSeqs: 256}, "itl-infeasible", 1 / (out*200/1000 + ttftShare*2)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,7 +71,9 @@ func TestCapacityBounds(t *testing.T) {
 			assert.InDelta(t, tc.rate, c.Rate, 1e-9)
 			// Little's law: rate x request time = concurrency.
 			assert.InDelta(t, c.Concurrency, c.Rate*c.RequestSeconds, 1e-9)
-			assert.LessOrEqual(t, c.ITLms, 100.0*0.7+1e-9+map[bool]float64{true: 1e9}[tc.bound == "itl-infeasible"])
+			if tc.bound != "itl-infeasible" {
+				assert.LessOrEqual(t, c.ITLms, itl+1e-9)
+			}
 		})
 	}
 }
