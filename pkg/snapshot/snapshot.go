@@ -37,6 +37,10 @@ type Snapshot struct {
 	// SchedulerQueue is the EPP flow-control queue of the group's pool
 	// (the gateway queue): while size > 0 the group is never decided to 0.
 	SchedulerQueue *SchedulerQueue `json:"schedulerQueue,omitempty"`
+	// GatewayArrivalRate is the model's request arrival rate at the gateway
+	// (the endpoint picker's request counter), requests per second; unset:
+	// not reported, and the slo-planner reads the replicas' completions.
+	GatewayArrivalRate *float64 `json:"gatewayArrivalRate,omitempty"`
 	// Budget is, per accelerator, the GPUs free for new replicas; it is used
 	// in limited mode (config.enableLimiter: true) and required there.
 	Budget map[string]int64 `json:"budget,omitempty"`
@@ -83,7 +87,10 @@ type Variant struct {
 	// ("5m"; the startupProbe's allowance in the adapter); unset: the
 	// enforcer's 10 minute default.
 	StartupAllowance *config.Duration `json:"startupAllowance,omitempty"`
-	Replicas         []Replica        `json:"replicas"`
+	// StartupDelay is the measured pod creation to Ready time ("4m") the
+	// slo-planner plans over; unset: the configured startupDelay.
+	StartupDelay *config.Duration `json:"startupDelay,omitempty"`
+	Replicas     []Replica        `json:"replicas"`
 }
 
 // SchedulerQueue is what the EPP holds before any model server sees it.
@@ -188,6 +195,9 @@ func (s *Snapshot) Validate() error {
 	if len(s.Variants) == 0 {
 		bad("variants", "at least one variant is required")
 	}
+	if s.GatewayArrivalRate != nil {
+		inRange("gatewayArrivalRate", *s.GatewayArrivalRate, maxRate)
+	}
 	if q := s.SchedulerQueue; q != nil {
 		inRange("schedulerQueue.size", q.Size, maxSchedQueue)
 		inRange("schedulerQueue.bytes", q.Bytes, maxSchedBytes)
@@ -238,6 +248,9 @@ func (s *Snapshot) Validate() error {
 		}
 		if v.StartupAllowance != nil && *v.StartupAllowance < 0 {
 			bad(at+".startupAllowance", "%s must be a duration >= 0 such as \"5m\"", *v.StartupAllowance)
+		}
+		if v.StartupDelay != nil && (*v.StartupDelay < 0 || v.StartupDelay.D() > 2*time.Hour) {
+			bad(at+".startupDelay", "%s must be a duration in [0, 2h] such as \"4m\"", *v.StartupDelay)
 		}
 		intRange(at+".maxNumBatchedTokens", v.MaxNumBatchedTokens, 0, maxTokenCount)
 		intRange(at+".maxNumSeqs", v.MaxNumSeqs, 0, maxNumSeqs)
@@ -359,6 +372,9 @@ func (s *Snapshot) Input() (pipeline.GroupInput, time.Time, error) {
 	if q := s.SchedulerQueue; q != nil {
 		in.Group.SchedulerQueueSize, in.Group.SchedulerQueueBytes = q.Size, q.Bytes
 	}
+	if r := s.GatewayArrivalRate; r != nil {
+		in.Group.GatewayArrivalRate, in.Group.GatewayArrivalsReported = *r, true
+	}
 	if len(s.State) > 0 {
 		in.State = s.State
 	}
@@ -402,6 +418,9 @@ func (s *Snapshot) Input() (pipeline.GroupInput, time.Time, error) {
 		}
 		if v.StartupAllowance != nil {
 			dv.StartupAllowance = v.StartupAllowance.D()
+		}
+		if v.StartupDelay != nil {
+			dv.StartupDelay = v.StartupDelay.D()
 		}
 		in.Group.Variants = append(in.Group.Variants, dv)
 		for _, r := range v.Replicas {

@@ -186,7 +186,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(strings.Replace(base, "queueLength: 2", "queueLength: 1e308", 1)))
 	// Rendered +Inf before queueLengthThreshold was bounded.
 	f.Add([]byte(base + "config: {queueLengthThreshold: 1e308, queueSpareTrigger: 1e307}\n"))
-	for _, name := range []string{"token-scale-up.yaml", "queueing-slo.yaml", "limited-gpu-budget.yaml"} {
+	for _, name := range []string{"token-scale-up.yaml", "queueing-slo.yaml", "limited-gpu-budget.yaml", "slo-planner.yaml"} {
 		if data, err := os.ReadFile(filepath.Join("../../examples/snapshots", name)); err == nil {
 			f.Add(data)
 		}

@@ -87,6 +87,9 @@ type VariantState struct {
 	// load for its first window, which would bend the line up.
 	LastReady int32 `json:"lastReady"`
 	Settle    int   `json:"settle,omitempty"`
+	// Seen is set once the variant has been analyzed: the replicas found
+	// on the first cycle are not new.
+	Seen bool `json:"seen,omitempty"`
 }
 
 // settleCycles is how many cycles a variant's observations are skipped
@@ -477,12 +480,12 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 			va.Ready++
 		}
 	}
-	if va.Ready > vs.LastReady {
+	if va.Ready > vs.LastReady && vs.Seen {
 		vs.Settle = settleCycles
 	} else if vs.Settle > 0 {
 		vs.Settle--
 	}
-	vs.LastReady = va.Ready
+	vs.LastReady, vs.Seen = va.Ready, true
 	fit := vs.Fit
 	if va.Ready > 0 {
 		// Memory fades only while there is something new to learn: what
