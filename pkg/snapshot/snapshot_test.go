@@ -203,8 +203,14 @@ func FuzzParse(f *testing.F) {
 		if _, err := Render(out, "json"); err != nil {
 			t.Fatalf("an accepted snapshot does not render as JSON: %v", err)
 		}
-		for i, v := range out.Variants {
-			lo, hi := s.Variants[i].bounds()
+		bounds := map[string][2]int32{}
+		for _, v := range s.Variants {
+			lo, hi := v.bounds()
+			bounds[v.Name] = [2]int32{lo, hi}
+		}
+		for _, v := range out.Variants {
+			// The output lists variants by name, not in input order.
+			lo, hi := bounds[v.Name][0], bounds[v.Name][1]
 			if v.TargetReplicas < lo || v.TargetReplicas > hi {
 				t.Fatalf("variant %s target %d outside [%d, %d]", v.Name, v.TargetReplicas, lo, hi)
 			}
