@@ -14,7 +14,7 @@ go build -o "$bin" ./cmd/wva
 rows() {
 	awk -v w="$1" -v as="$2" '$1=="wva"||$1=="static-peak"||$1=="oracle" {
 		p = ($1 == "wva" && as != "") ? as : $1
-		printf "| %s | %s | %s | %s | %s | %s |\n", w, p, $2, $3, $4, $10 }'
+		printf "| %s | %s | %s | %s | %s | %s | %s |\n", w, p, $2, $3, $4, $10, $11 }'
 }
 run() {
 	local name=$1
@@ -22,8 +22,8 @@ run() {
 	"$bin" simulate --progress never --policies wva,static-peak,oracle "$@" | rows "$name" ""
 	"$bin" simulate --progress never --policies wva --wva-config examples/slo-planner/token-analyzer.yaml "$@" | rows "$name" "wva (token analyzer)"
 }
-echo "| workload | policy | cost | x oracle | SLO met | mean replicas |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| workload | policy | cost | x oracle | SLO met | mean replicas | peak replicas |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 run "default (bursty)"
 run "spike" --shape spike
 run "default, 7m start-up" --startup-delay 7m

@@ -28,14 +28,14 @@ func RenderText(w io.Writer, rep Report) error {
 	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "POLICY\tCOST\tx ORACLE\tSLO MET\tTTFT p50\tTTFT p99\tITL p50\tITL p99\tSCALE EVENTS\tMEAN REPLICAS\tPREEMPTIONS")
+	fmt.Fprintln(tw, "POLICY\tCOST\tx ORACLE\tSLO MET\tTTFT p50\tTTFT p99\tITL p50\tITL p99\tSCALE EVENTS\tMEAN REPLICAS\tPEAK REPLICAS\tPREEMPTIONS")
 	for _, p := range rep.Policies {
 		ratio := "-"
 		if p.CostToOracle > 0 {
 			ratio = fmt.Sprintf("%.2f", p.CostToOracle)
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%.2f%%\t%s\t%s\t%s\t%s\t%d\t%.1f\t%d\n", p.Policy, p.Cost, ratio, 100*p.SLOAttainment,
-			seconds(p.TTFTp50), seconds(p.TTFTp99), seconds(p.ITLp50), seconds(p.ITLp99), p.ScaleEvents, p.MeanReplicas, p.Preemptions)
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%.2f%%\t%s\t%s\t%s\t%s\t%d\t%.1f\t%d\t%d\n", p.Policy, p.Cost, ratio, 100*p.SLOAttainment,
+			seconds(p.TTFTp50), seconds(p.TTFTp99), seconds(p.ITLp50), seconds(p.ITLp99), p.ScaleEvents, p.MeanReplicas, p.MaxReplicas, p.Preemptions)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
