@@ -59,6 +59,9 @@ type Fleet struct {
 	load     map[string]float64  // req/s by namespace/model
 	pods     map[string]*podState
 	eppQueue map[string]float64 // by namespace/model
+	// arrivals is the EPP's request counter (requests that reached the
+	// gateway, served or held), by namespace/model.
+	arrivals map[string]float64
 	lister   corelisters.PodLister
 	sdFile   string
 	lastSD   string
@@ -70,7 +73,7 @@ type Fleet struct {
 // date from the pod informer every tick until ctx ends.
 func Start(ctx context.Context, kube kubernetes.Interface, sdFile string, tick time.Duration, variants ...Variant) (*Fleet, error) {
 	f := &Fleet{variants: map[string]*Variant{}, load: map[string]float64{}, pods: map[string]*podState{},
-		eppQueue: map[string]float64{}, sdFile: sdFile, tick: tick}
+		eppQueue: map[string]float64{}, arrivals: map[string]float64{}, sdFile: sdFile, tick: tick}
 	for i := range variants {
 		v := variants[i]
 		f.variants[v.Namespace+"/"+v.Name] = &v
@@ -169,6 +172,7 @@ func (f *Fleet) recompute(dt float64) error {
 		}
 	}
 	for model, rps := range f.load {
+		f.arrivals[model] += rps * dt
 		pods := ready[model]
 		if len(pods) == 0 {
 			// Requests wait at the EPP until a replica is Ready.
@@ -264,6 +268,19 @@ func (f *Fleet) serveEPP(w http.ResponseWriter, _ *http.Request) {
 		_, model, _ := strings.Cut(k, "/")
 		fmt.Fprintf(&out, "llm_d_epp_flow_control_queue_size{fairness_id=\"default\",priority=\"0\",inference_pool=\"pool\",model_name=\"%s\",target_model_name=\"%s\"} %g\n",
 			escape(model), escape(model), math.Floor(f.eppQueue[k]))
+	}
+	// The gateway's request counter (gateway-api-inference-extension v1.x
+	// name), which the slo-planner reads as demand.
+	out.WriteString("# TYPE inference_objective_request_total counter\n")
+	keys = keys[:0]
+	for k := range f.arrivals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		_, model, _ := strings.Cut(k, "/")
+		fmt.Fprintf(&out, "inference_objective_request_total{model_name=\"%s\",target_model_name=\"%s\"} %g\n",
+			escape(model), escape(model), math.Floor(f.arrivals[k]))
 	}
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
