@@ -105,6 +105,80 @@ func TestInSyncAndApply(t *testing.T) {
 	assert.False(t, InSync(foreign, desired), "not owned is not in sync")
 }
 
+// TestInSyncBehaviorForms: for every form the behavior annotation can
+// take, the HPA the API server returns (its behavior defaults filled in,
+// written out here as upstream's SetDefaults_HorizontalPodAutoscalerBehavior
+// fills them) is in sync with the desired one, and a real change to a
+// defaulted field is still drift.
+func TestInSyncBehaviorForms(t *testing.T) {
+	zero := resource.MustParse("0")
+	rules := func(window *int32, sel autoscalingv2.ScalingPolicySelect, policies ...autoscalingv2.HPAScalingPolicy) *autoscalingv2.HPAScalingRules {
+		return &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: window, SelectPolicy: &sel, Policies: policies, Tolerance: &zero}
+	}
+	pods := func(v, period int32) autoscalingv2.HPAScalingPolicy {
+		return autoscalingv2.HPAScalingPolicy{Type: autoscalingv2.PodsScalingPolicy, Value: v, PeriodSeconds: period}
+	}
+	percent := func(v, period int32) autoscalingv2.HPAScalingPolicy {
+		return autoscalingv2.HPAScalingPolicy{Type: autoscalingv2.PercentScalingPolicy, Value: v, PeriodSeconds: period}
+	}
+	maxSel, minSel := autoscalingv2.MaxChangePolicySelect, autoscalingv2.MinChangePolicySelect
+	// wva's defaults (DefaultBehavior) and upstream's (the API server's).
+	wvaUp := rules(ptr.To[int32](0), maxSel, pods(100, 15), percent(100, 15))
+	wvaDown := rules(ptr.To[int32](30), maxSel, percent(100, 15))
+	serverUp := func(window int32) *autoscalingv2.HPAScalingRules {
+		return rules(ptr.To(window), maxSel, pods(4, 15), percent(100, 15))
+	}
+	cases := []struct {
+		name       string
+		annotation string // "" for none
+		up, down   *autoscalingv2.HPAScalingRules
+	}{
+		{name: "none", up: wvaUp, down: wvaDown},
+		{name: "scaleUp only, window only", annotation: "scaleUp:\n  stabilizationWindowSeconds: 10",
+			up: serverUp(10), down: wvaDown},
+		{name: "scaleDown only, policies only", annotation: "scaleDown:\n  policies: [{type: Pods, value: 1, periodSeconds: 60}]",
+			up: wvaUp, down: rules(nil, maxSel, pods(1, 60))},
+		{name: "partial policies", annotation: "scaleUp:\n  policies: [{type: Pods, value: 2, periodSeconds: 15}]\nscaleDown:\n  policies: [{type: Percent, value: 50, periodSeconds: 30}]",
+			up: rules(ptr.To[int32](0), maxSel, pods(2, 15)), down: rules(nil, maxSel, percent(50, 30))},
+		{name: "selectPolicy omitted",
+			annotation: "scaleUp:\n  stabilizationWindowSeconds: 5\n  policies: [{type: Pods, value: 2, periodSeconds: 15}]\n" +
+				"scaleDown:\n  stabilizationWindowSeconds: 60\n  policies: [{type: Percent, value: 50, periodSeconds: 30}]",
+			up: rules(ptr.To[int32](5), maxSel, pods(2, 15)), down: rules(ptr.To[int32](60), maxSel, percent(50, 30))},
+		{name: "empty rules", annotation: "scaleUp: {}\nscaleDown: {}",
+			up: serverUp(0), down: rules(nil, maxSel, percent(100, 15))},
+		{name: "full",
+			annotation: "scaleUp:\n  stabilizationWindowSeconds: 0\n  selectPolicy: Min\n  policies: [{type: Pods, value: 2, periodSeconds: 15}]\n" +
+				"scaleDown:\n  stabilizationWindowSeconds: 60\n  selectPolicy: Max\n  policies: [{type: Percent, value: 50, periodSeconds: 30}]",
+			up: rules(ptr.To[int32](0), minSel, pods(2, 15)), down: rules(ptr.To[int32](60), maxSel, percent(50, 30))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var annotations map[string]string
+			if tc.annotation != "" {
+				annotations = map[string]string{BehaviorAnnotation: tc.annotation}
+			}
+			desired, err := DesiredHPA(testVA(1, 8, annotations), Capabilities{Tolerance: true, ScaleToZero: true})
+			require.NoError(t, err)
+			before := desired.DeepCopy()
+
+			stored := desired.DeepCopy()
+			stored.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: tc.up, ScaleDown: tc.down}
+			assert.True(t, InSync(stored, desired), "the API server's defaulted form is in sync")
+			assert.Equal(t, before, desired, "InSync leaves desired as it is")
+
+			drift := stored.DeepCopy()
+			drift.Spec.Behavior.ScaleUp.SelectPolicy = ptr.To(autoscalingv2.DisabledPolicySelect)
+			assert.False(t, InSync(drift, desired), "scale-up disabled by hand is drift")
+			drift = stored.DeepCopy()
+			drift.Spec.Behavior.ScaleDown.Policies = []autoscalingv2.HPAScalingPolicy{pods(9, 9)}
+			assert.False(t, InSync(drift, desired), "other scale-down policies are drift")
+			drift = stored.DeepCopy()
+			drift.Spec.Behavior.ScaleDown.StabilizationWindowSeconds = ptr.To[int32](600)
+			assert.False(t, InSync(drift, desired), "another scale-down window is drift")
+		})
+	}
+}
+
 func decided(va *llmdv1alpha1.VariantAutoscaling, replicas int32, age time.Duration, conds ...metav1.Condition) *llmdv1alpha1.VariantAutoscaling {
 	va = va.DeepCopy()
 	va.Status.DesiredOptimizedAlloc = llmdv1alpha1.OptimizedAlloc{NumReplicas: replicas, Reason: "test", LastRunTime: metav1.NewTime(now.Add(-age))}

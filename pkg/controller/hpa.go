@@ -147,10 +147,77 @@ func DesiredHPA(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities) (*autosc
 }
 
 // InSync says whether the live HPA already has everything DesiredHPA sets.
-// Semantic equality (quantities, nil vs empty) avoids update storms.
+// desired is compared in the form the API server stores it (its defaults
+// filled in, see defaultedSpec), with semantic equality (quantities, nil vs
+// empty): otherwise a behavior annotation that leaves fields out would make
+// every reconcile send a no-op update.
 func InSync(live, desired *autoscalingv2.HorizontalPodAutoscaler) bool {
-	return labelsInclude(live, desired) && equality.Semantic.DeepEqual(live.Spec, desired.Spec) &&
+	return labelsInclude(live, desired) && equality.Semantic.DeepEqual(live.Spec, defaultedSpec(desired.Spec)) &&
 		ownedBy(live, desired.OwnerReferences[0].UID)
+}
+
+// defaultedSpec is spec as the API server stores it: a copy with
+// autoscaling/v2 defaulting applied, as upstream's
+// SetDefaults_HorizontalPodAutoscaler does (k8s.io/kubernetes
+// pkg/apis/autoscaling/v2/defaults.go, not a dependency of wva). Its
+// metrics default (CPU utilization when none are set) is left out:
+// DesiredHPA always sets one metric.
+func defaultedSpec(spec autoscalingv2.HorizontalPodAutoscalerSpec) autoscalingv2.HorizontalPodAutoscalerSpec {
+	out := *spec.DeepCopy()
+	if out.MinReplicas == nil {
+		out.MinReplicas = ptr.To[int32](1)
+	}
+	// SetDefaults_HorizontalPodAutoscalerBehavior: a behavior, once set, gets
+	// both directions with every unset field from the direction's defaults.
+	if out.Behavior != nil {
+		out.Behavior.ScaleUp = defaultedRules(out.Behavior.ScaleUp, upstreamScaleUpRules())
+		out.Behavior.ScaleDown = defaultedRules(out.Behavior.ScaleDown, upstreamScaleDownRules())
+	}
+	return out
+}
+
+// upstreamScaleUpRules is upstream's defaultHPAScaleUpRules: no
+// stabilization, the larger of 4 Pods and 100% per 15 s.
+func upstreamScaleUpRules() *autoscalingv2.HPAScalingRules {
+	return &autoscalingv2.HPAScalingRules{
+		StabilizationWindowSeconds: ptr.To[int32](0),
+		SelectPolicy:               ptr.To(autoscalingv2.MaxChangePolicySelect),
+		Policies: []autoscalingv2.HPAScalingPolicy{
+			{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 15},
+			{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15},
+		},
+	}
+}
+
+// upstreamScaleDownRules is upstream's defaultHPAScaleDownRules: 100% per
+// 15 s. The stabilization window stays unset (the controller manager's
+// --horizontal-pod-autoscaler-downscale-stabilization applies).
+func upstreamScaleDownRules() *autoscalingv2.HPAScalingRules {
+	return &autoscalingv2.HPAScalingRules{
+		SelectPolicy: ptr.To(autoscalingv2.MaxChangePolicySelect),
+		Policies:     []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15}},
+	}
+}
+
+// defaultedRules is upstream's copyHPAScalingRules: every non-nil field of
+// from over defaults (a nil from is all defaults).
+func defaultedRules(from, defaults *autoscalingv2.HPAScalingRules) *autoscalingv2.HPAScalingRules {
+	if from == nil {
+		return defaults
+	}
+	if from.SelectPolicy != nil {
+		defaults.SelectPolicy = from.SelectPolicy
+	}
+	if from.StabilizationWindowSeconds != nil {
+		defaults.StabilizationWindowSeconds = from.StabilizationWindowSeconds
+	}
+	if from.Policies != nil {
+		defaults.Policies = from.Policies
+	}
+	if from.Tolerance != nil {
+		defaults.Tolerance = from.Tolerance
+	}
+	return defaults
 }
 
 // Apply copies the wva-owned fields of desired onto live, keeping other
