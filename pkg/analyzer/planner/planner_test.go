@@ -243,3 +243,20 @@ func TestDemandSource(t *testing.T) {
 	assert.Equal(t, "replica completions", a.ArrivalSource)
 	assert.InDelta(t, 4, a.ArrivalRate, 1e-9)
 }
+
+// BenchmarkPlanner1000Groups: one engine cycle of 1,000 two-variant groups
+// of 10 replicas each, from a learned state (the scale goal: under
+// 100 ms of CPU per cycle).
+func BenchmarkPlanner1000Groups(b *testing.B) {
+	g := fleet(10, 0, 12)
+	g.Variants[1].CurrentReplicas = 0
+	_, _, st := run(&testing.T{}, g, nil)
+	g.Now = t0.Add(30 * time.Second)
+	for b.Loop() {
+		for range 1000 {
+			if _, err := (Analyzer{}).AnalyzeState(g, cfg(), st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
