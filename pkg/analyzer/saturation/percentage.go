@@ -8,6 +8,8 @@ package saturation
 import (
 	"fmt"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/config"
@@ -105,14 +107,42 @@ func scaleDownSafe(a Analysis, cfg config.Saturation) (bool, string) {
 		a.NonSaturated, remainingKv, cfg.KvSpareTrigger, remainingQueue, cfg.QueueSpareTrigger)
 }
 
+// StuckAfter is how long a variant may stay in transition before it stops
+// blocking the group: twice its start-up (measured, else the start-up
+// allowance, else DefaultStartup). One pod that never turns Ready (an
+// unschedulable H100) must not freeze every other variant's scale-up.
+func StuckAfter(v decision.Variant) time.Duration {
+	switch {
+	case v.StartupDelay > 0:
+		return 2 * v.StartupDelay
+	case v.StartupAllowance > 0:
+		return 2 * v.StartupAllowance
+	default:
+		return 2 * DefaultStartup
+	}
+}
+
+// DefaultStartup is the start-up assumed for a variant with neither a
+// measured start-up nor a startup probe.
+const DefaultStartup = 10 * time.Minute
+
+// stuck reports whether the variant's last decision is older than
+// StuckAfter (false when either time is unknown).
+func stuck(v decision.Variant, now time.Time) bool {
+	return !now.IsZero() && !v.LastUpdate.IsZero() && now.Sub(v.LastUpdate) > StuckAfter(v)
+}
+
 // Transition reports whether any variant of the group is still applying a
 // decision (desired != 0 and != current) or has pods not yet reporting
 // (metrics count != current). It returns the held target of every variant:
-// desired for a desired/current mismatch, current otherwise.
+// desired for a desired/current mismatch, current otherwise. A variant in
+// transition for longer than StuckAfter no longer blocks the others (it is
+// named in the reason); upstream's blocking holds for ordinary transitions.
 func Transition(g decision.Group) (bool, map[string]int32, string) {
 	held := make(map[string]int32, len(g.Variants))
 	inTransition := false
 	var why string
+	var stuckNotes []string
 	note := func(s string) {
 		if why == "" {
 			why = s
@@ -120,6 +150,12 @@ func Transition(g decision.Group) (bool, map[string]int32, string) {
 	}
 	for _, v := range sortedVariants(g.Variants) {
 		held[v.Name] = v.CurrentReplicas
+		transitioning := (v.DesiredReplicas != 0 && v.DesiredReplicas != v.CurrentReplicas) || g.MetricsCount(v.Name) != v.CurrentReplicas
+		if transitioning && stuck(v, g.Now) {
+			stuckNotes = append(stuckNotes, fmt.Sprintf("%s in transition for %s > %s: not blocking", v.Name,
+				g.Now.Sub(v.LastUpdate).Round(time.Second), StuckAfter(v)))
+			continue
+		}
 		if v.DesiredReplicas != 0 && v.DesiredReplicas != v.CurrentReplicas {
 			inTransition = true
 			held[v.Name] = v.DesiredReplicas
@@ -129,6 +165,9 @@ func Transition(g decision.Group) (bool, map[string]int32, string) {
 			inTransition = true
 			note(fmt.Sprintf("%s has %d of %d replicas reporting metrics", v.Name, m, v.CurrentReplicas))
 		}
+	}
+	if !inTransition && len(stuckNotes) > 0 {
+		why = strings.Join(stuckNotes, "; ")
 	}
 	return inTransition, held, why
 }
@@ -149,7 +188,8 @@ func (a Analyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Resul
 func (Analyzer) analyze(g decision.Group, cfg config.Resolved) (Analysis, decision.Signal) {
 	a := AnalyzeReplicas(g.Replicas, cfg.Saturation)
 	sig := decision.Signal{Analyzer: Name, Priority: cfg.Saturation.Priority}
-	if inTransition, held, why := Transition(g); inTransition {
+	inTransition, held, why := Transition(g)
+	if inTransition {
 		a.InTransition = true
 		sig.Hold = true
 		sig.HeldTargets = held
@@ -165,6 +205,10 @@ func (Analyzer) analyze(g decision.Group, cfg config.Resolved) (Analysis, decisi
 		sig.Reason = "spare capacity: " + a.Why
 	default:
 		sig.Reason = "steady: " + a.Why
+	}
+	if why != "" {
+		// A stuck variant no longer blocks: say so.
+		sig.Reason += " (" + why + ")"
 	}
 	return a, sig
 }

@@ -2,6 +2,7 @@ package saturation
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,6 +212,47 @@ func TestAnalyzerSignal(t *testing.T) {
 			assert.NotEmpty(t, res.Signal.Reason)
 			_, ok := res.Details.(Analysis)
 			assert.True(t, ok)
+		})
+	}
+}
+
+// A variant in transition for longer than twice its start-up no longer
+// blocks the group: a pod that never turns Ready (an unschedulable H100)
+// must not freeze the cheap variant's scale-up. An ordinary transition
+// still holds the whole model.
+func TestStuckTransitionStopsBlocking(t *testing.T) {
+	now := time.Date(2026, 1, 1, 6, 0, 0, 0, time.UTC)
+	saturated := []decision.ReplicaMetrics{rm("a", "v1-l4", .95, 8), rm("b", "v1-l4", .95, 8)}
+	h100 := func(since time.Duration, startup time.Duration) decision.Variant {
+		v := variant("v2-h100", 20, 1, 1)
+		v.PendingReplicas = 1 // the one pod never turned Ready: 0 of 1 reporting
+		v.LastUpdate = now.Add(-since)
+		v.StartupDelay = startup
+		return v
+	}
+	cases := []struct {
+		name     string
+		h100     decision.Variant
+		now      time.Time
+		hold     bool
+		fragment string
+	}{
+		{"pending for six hours: not blocking", h100(6*time.Hour, 0), now, false, "v2-h100 in transition for 6h0m0s > 20m0s: not blocking"},
+		{"past twice the measured start-up", h100(9*time.Minute, 4*time.Minute), now, false, "> 8m0s: not blocking"},
+		{"an ordinary transition still holds", h100(5*time.Minute, 4*time.Minute), now, true, "v2-h100 has 0 of 1 replicas reporting"},
+		{"no clock: upstream's blocking", h100(6*time.Hour, 0), time.Time{}, true, "v2-h100 has 0 of 1 replicas reporting"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := decision.Group{Now: tc.now, Replicas: saturated,
+				Variants: []decision.Variant{variant("v1-l4", 5, 2, 2), tc.h100}}
+			res, err := Analyzer{}.Analyze(g, config.Resolved{Saturation: config.DefaultSaturation()})
+			require.NoError(t, err)
+			assert.Equal(t, tc.hold, res.Signal.Hold, res.Signal.Reason)
+			assert.Contains(t, res.Signal.Reason, tc.fragment)
+			if !tc.hold {
+				assert.Positive(t, res.Signal.RequiredCapacity, "the saturated L4s ask for capacity")
+			}
 		})
 	}
 }
