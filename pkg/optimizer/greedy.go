@@ -122,6 +122,9 @@ type claim struct {
 	// skipped names the variants passed over because their accelerator's
 	// budget ran out, with the accelerator.
 	skipped map[string]string
+	// planned, for a signal with an exact mix (Signal.PlannedReplicas), is
+	// the replicas it adds per variant: the claim grants at most these.
+	planned map[string]int32
 }
 
 func (c *claim) score() float64 { return c.priority * c.left / c.required }
@@ -141,6 +144,12 @@ func (o GreedyByScore) Optimize(reqs []Request) [][]decision.Target {
 			c.priority = 1
 		}
 		c.eligible = eligibleForScaleUp(r.Group.Variants, r.Signal)
+		if len(r.Signal.PlannedReplicas) > 0 {
+			c.plan()
+			if c.required <= 0 {
+				continue
+			}
+		}
 		claims = append(claims, c)
 	}
 	if len(claims) == 0 {
@@ -197,6 +206,26 @@ func eligibleForScaleUp(variants []decision.Variant, sig decision.Signal) []deci
 	return out
 }
 
+// plan limits the claim to an exact mix's additions: eligible are the
+// variants it grows (replicas it counts as pending are its own supply),
+// and the capacity required is what those additions carry.
+func (c *claim) plan() {
+	c.planned = map[string]int32{}
+	var eligible []decision.Variant
+	c.required = 0
+	for _, v := range c.group.Variants {
+		want := decision.Clamp(c.sig.PlannedReplicas[v.Name], v.MinReplicas, v.MaxReplicas)
+		if _, ok := c.sig.PlannedReplicas[v.Name]; !ok || want <= v.CurrentReplicas {
+			continue
+		}
+		c.planned[v.Name] = want - v.CurrentReplicas
+		c.required += float64(want-v.CurrentReplicas) * c.sig.CapacityOf(v.Name)
+		eligible = append(eligible, v)
+	}
+	sortByUnitCost(eligible, c.sig, false)
+	c.eligible, c.left = eligible, c.required
+}
+
 // grant adds replicas to the cheapest eligible variant with headroom whose
 // accelerator has room in the budget: one, plus as many more as keep the
 // claim's score above next (what one-at-a-time granting would also give
@@ -205,6 +234,9 @@ func eligibleForScaleUp(variants []decision.Variant, sig decision.Signal) []deci
 func (c *claim) grant(budget Budget, next float64) bool {
 	for _, v := range c.eligible {
 		headroom := int64(v.MaxReplicas) - int64(v.CurrentReplicas) - int64(c.granted[v.Name])
+		if c.planned != nil {
+			headroom = int64(c.planned[v.Name]) - int64(c.granted[v.Name])
+		}
 		if headroom <= 0 {
 			continue
 		}
@@ -245,6 +277,9 @@ func ceilInt(x float64) int64 {
 // scale-up (ceil(left / capacity) on each variant in cost order, within
 // its headroom).
 func (c *claim) wish() map[string]int32 {
+	if c.planned != nil {
+		return c.planned
+	}
 	w := map[string]int32{}
 	left := c.required
 	for _, v := range c.eligible {

@@ -123,6 +123,15 @@ func randomRequests(rng *rand.Rand, n int) []Request {
 		switch rng.IntN(4) {
 		case 0:
 			sig.SpareCapacity = 5 * rng.Float64()
+		case 1:
+			// The slo-planner's form: an exact mix that only adds, and the
+			// capacity it adds.
+			sig.PlannedReplicas = map[string]int32{}
+			for _, x := range vs {
+				n := min(x.CurrentReplicas+rng.Int32N(4), x.MaxReplicas)
+				sig.PlannedReplicas[x.Name] = n
+				sig.RequiredCapacity += float64(n-x.CurrentReplicas) * caps[x.Name]
+			}
 		default:
 			sig.RequiredCapacity = 20 * rng.Float64()
 		}
