@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Prints the slo-planner's benchmark as a Markdown table: `wva simulate` on
-# the embedded default (bursty), the spike shape, a 7 minute start-up and the
-# two Azure 2023 traces, with wva on the shipped configuration (the
-# slo-planner), wva on the token analyzer (examples/slo-planner/
-# token-analyzer.yaml), the constant peak fleet and the oracle.
+# Prints the policy benchmark as a Markdown table (docs/benchmarks.md):
+# `wva simulate` on the embedded default (bursty), the spike shape, a 7
+# minute start-up, the two Azure 2023 traces and the conv trace at 0.8x,
+# 1.2x and 1.5x its rate, with every policy (wva on the shipped
+# configuration, the slo-planner), and wva on the token analyzer
+# (examples/slo-planner/token-analyzer.yaml) for comparison.
 # Usage: hack/bench-planner.sh [DIR holding azure-llm-inference-2023-*.csv]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,14 +13,14 @@ cd "$root"
 bin="$(mktemp -d)/wva"
 go build -o "$bin" ./cmd/wva
 rows() {
-	awk -v w="$1" -v as="$2" '$1=="wva"||$1=="static-peak"||$1=="oracle" {
+	awk -v w="$1" -v as="$2" '$1=="wva"||$1=="wva-v1"||$1=="queue-threshold"||$1=="static-peak"||$1=="oracle" {
 		p = ($1 == "wva" && as != "") ? as : $1
 		printf "| %s | %s | %s | %s | %s | %s | %s |\n", w, p, $2, $3, $4, $10, $11 }'
 }
 run() {
 	local name=$1
 	shift
-	"$bin" simulate --progress never --policies wva,static-peak,oracle "$@" | rows "$name" ""
+	"$bin" simulate --progress never "$@" | rows "$name" ""
 	"$bin" simulate --progress never --policies wva --wva-config examples/slo-planner/token-analyzer.yaml "$@" | rows "$name" "wva (token analyzer)"
 }
 echo "| workload | policy | cost | x oracle | SLO met | mean replicas | peak replicas |"
@@ -31,3 +32,7 @@ for t in conv code; do
 	f="$traces/azure-llm-inference-2023-$t.csv"
 	if [[ -f $f ]]; then run "Azure $t" --trace "$f"; fi
 done
+f="$traces/azure-llm-inference-2023-conv.csv"
+if [[ -f $f ]]; then
+	for r in 0.8 1.2 1.5; do run "Azure conv x$r" --trace "$f" --rate-scale "$r"; done
+fi

@@ -245,19 +245,13 @@ func TestSyntheticShapes(t *testing.T) {
 	assert.ErrorContains(t, err, "traffic.peakRate 1")
 }
 
-// TestAzureTraces parses the shared Azure traces when they are present
-// (../shared/traces from the repository root); without them there is
-// nothing to check here, and the test says so.
+// TestAzureTraces parses the Azure traces shipped in examples/traces,
+// which the docs and hack/bench-planner.sh run.
 func TestAzureTraces(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "traces")
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "examples", "traces")
 	for _, name := range []string{"azure-llm-inference-2023-code.csv", "azure-llm-inference-2023-conv.csv"} {
-		path := filepath.Join(dir, name)
-		f, err := os.Open(path)
-		if errors.Is(err, os.ErrNotExist) {
-			t.Logf("%s not present: nothing to check", path)
-			continue
-		}
+		f, err := os.Open(filepath.Join(dir, name))
 		require.NoError(t, err)
 		tr, err := ParseTrace(f, name)
 		f.Close()

@@ -125,7 +125,7 @@ func TestKedaManifestsRender(t *testing.T) {
 }
 
 // TestKedaExampleScaledObject: examples/keda/scaledobject.yaml is what the
-// controller builds for the example's VA, so the README does not lie.
+// controller builds for the example's VA, so the docs do not lie.
 func TestKedaExampleScaledObject(t *testing.T) {
 	var vaObj *unstructured.Unstructured
 	for _, o := range render(t, "examples/keda") {

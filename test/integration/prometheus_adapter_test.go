@@ -23,8 +23,8 @@ import (
 	"github.com/wva-project/wva/test/harness"
 )
 
-// prometheusAdapterRule is the externalRules entry the README gives
-// prometheus-adapter users.
+// prometheusAdapterRule is the externalRules entry
+// docs/keda-and-prometheus-adapter.md gives prometheus-adapter users.
 type prometheusAdapterRule struct {
 	SeriesQuery string `json:"seriesQuery"`
 	Resources   struct {
@@ -39,12 +39,12 @@ type prometheusAdapterRule struct {
 	MetricsQuery string `json:"metricsQuery"`
 }
 
-func readmeRule(t *testing.T) prometheusAdapterRule {
+func documentedRule(t *testing.T) prometheusAdapterRule {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
+	doc, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "keda-and-prometheus-adapter.md"))
 	require.NoError(t, err)
-	block := regexp.MustCompile("(?s)```yaml\n(externalRules:.*?)```").FindSubmatch(readme)
-	require.NotNil(t, block, "README: no ```yaml block with externalRules")
+	block := regexp.MustCompile("(?s)```yaml\n(externalRules:.*?)```").FindSubmatch(doc)
+	require.NotNil(t, block, "docs/keda-and-prometheus-adapter.md: no ```yaml block with externalRules")
 	var cfg struct {
 		ExternalRules []prometheusAdapterRule `json:"externalRules"`
 	}
@@ -53,7 +53,7 @@ func readmeRule(t *testing.T) prometheusAdapterRule {
 	return cfg.ExternalRules[0]
 }
 
-// TestPrometheusAdapterRule checks the README's prometheus-adapter rule on
+// TestPrometheusAdapterRule checks the documented prometheus-adapter rule on
 // a real Prometheus scraping the adapter's exported gauges the way the
 // ServiceMonitor does (honorLabels, target label namespace=wva-system): the
 // discovery query finds the series, and the metrics query, expanded as
@@ -61,7 +61,7 @@ func readmeRule(t *testing.T) prometheusAdapterRule {
 // variant_name=llama-l4, returns that one variant's desired replicas under
 // the name the HPAs wva creates ask for.
 func TestPrometheusAdapterRule(t *testing.T) {
-	rule := readmeRule(t)
+	rule := documentedRule(t)
 	assert.Equal(t, "namespace", rule.Resources.Overrides["namespace"].Resource)
 	assert.Equal(t, "wva_desired_replicas", regexp.MustCompile(rule.Name.Matches).ReplaceAllString("wva_desired_replicas", rule.Name.As),
 		"the name HPAs made by `wva controller` select")

@@ -41,7 +41,7 @@ import (
 	"github.com/wva-project/wva/test/harness"
 )
 
-// sfzTrials is the number of wake-ups measured (README "Scale from zero").
+// sfzTrials is the number of wake-ups measured (docs/benchmarks.md).
 const sfzTrials = 50
 
 // TestScaleFromZero runs `wva scale-from-zero` against a real

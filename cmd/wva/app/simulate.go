@@ -53,7 +53,7 @@ Without flags it runs the embedded default scenario (two variants, a bursty hour
 Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,GeneratedTokens).`,
 		Example: `  wva simulate
   wva simulate --html report.html
-  wva simulate --trace ../shared/traces/azure-llm-inference-2023-conv.csv --json
+  wva simulate --trace examples/traces/azure-llm-inference-2023-conv.csv --json
   wva simulate --shape spike --policies wva,wva-v1,oracle`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
