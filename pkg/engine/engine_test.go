@@ -259,7 +259,8 @@ func TestRunClearsGaugesWhenItStops(t *testing.T) {
 
 func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
 	l4 := va("prod", "l4", "llama", "5", 1, 4)
-	views := []View{{VA: l4, Target: Target{Resolved: true, SpecReplicas: 2, ReadyPods: []string{"p1", "p2"}, MaxNumSeqs: 64, MaxNumBatchedTokens: 4096}}}
+	views := []View{{VA: l4, Target: Target{Resolved: true, SpecReplicas: 2, ReadyPods: []string{"p1", "p2"}, MaxNumSeqs: 64, MaxNumBatchedTokens: 4096,
+		StartupDelay: 95 * time.Second}}}
 	reporting := collector.PodMetrics{HasKvCacheUsage: true, HasQueueLength: true, ArrivalRate: 2.5, AvgTTFTms: 120, AvgITLms: 15, AvgInputTokens: 512, AvgOutputTokens: 128}
 	tests := []struct {
 		name      string
@@ -300,6 +301,7 @@ func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
 			require.Len(t, g.Variants, 1)
 			assert.Equal(t, int64(64), g.Variants[0].MaxNumSeqs, "engine args from the target")
 			assert.Equal(t, int64(4096), g.Variants[0].MaxNumBatchedTokens)
+			assert.Equal(t, 95*time.Second, g.Variants[0].StartupDelay, "start-up delay measured from the target's pods")
 			var rates []float64
 			for _, r := range g.Replicas {
 				rates = append(rates, r.ArrivalRate)

@@ -42,6 +42,9 @@ type Target struct {
 	// container start (initialDelaySeconds + failureThreshold x
 	// periodSeconds, the longest container); 0 without a startupProbe.
 	StartupAllowance time.Duration
+	// StartupDelay is the measured median time from creation to Ready of
+	// the target's Ready pods; 0 when none gives a measurement.
+	StartupDelay time.Duration
 	// PodSelector selects every pod of the target (for an LWS, workers
 	// too: they hold GPUs) and NodeSelector is its pod template's; the GPU
 	// budget uses them to see what the variant holds and on which pool.
@@ -185,6 +188,7 @@ func variantOf(v View) decision.Variant {
 		MaxNumBatchedTokens: v.Target.MaxNumBatchedTokens,
 		ScaledFromZeroAt:    scaledFromZeroAt(va),
 		StartupAllowance:    v.Target.StartupAllowance,
+		StartupDelay:        v.Target.StartupDelay,
 	}
 }
 
