@@ -143,6 +143,7 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 		if metricsErr == nil {
 			q := metrics.SchedulerQueueFor(k.Namespace, k.ModelID)
 			p.Input.Group.SchedulerQueueSize, p.Input.Group.SchedulerQueueBytes = q.Size, q.Bytes
+			p.Input.Group.GatewayArrivalRate, p.Input.Group.GatewayArrivalsReported = metrics.GatewayArrivalsFor(k.Namespace, k.ModelID)
 			window := cfg.ScaleToZero.RetentionPeriod.D()
 			n, ok := metrics.RequestsOver(window, collector.ModelKey{Namespace: k.Namespace, Model: k.ModelID})
 			// No series and no Ready pod: nothing ran to count requests.
@@ -219,13 +220,14 @@ func metricsLostAt(va *llmdv1alpha1.VariantAutoscaling) time.Time {
 	return c.LastTransitionTime.Time
 }
 
-// Windows lists the distinct retention periods the plans' groups need, so
-// the collector queries each once.
+// Windows lists the distinct request-count windows the plans' groups need
+// (each retention period rounded up by collector.IdleWindow, so at most
+// len(collector.IdleWindows)), so the collector queries each once.
 func Windows(views []View, resolve ConfigResolver) []time.Duration {
 	seen := map[time.Duration]bool{}
 	var out []time.Duration
 	for _, v := range views {
-		w := resolve(v.VA.Spec.ModelID, v.VA.Namespace).ScaleToZero.RetentionPeriod.D()
+		w := collector.IdleWindow(resolve(v.VA.Spec.ModelID, v.VA.Namespace).ScaleToZero.RetentionPeriod.D())
 		if !seen[w] {
 			seen[w] = true
 			out = append(out, w)
