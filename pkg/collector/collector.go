@@ -61,6 +61,9 @@ type Result struct {
 	// no namespace label: Namespace is the scrape's namespace label (the
 	// EPP pod's), "" when the scrape does not add one.
 	SchedulerQueues map[ModelKey]EPPQueue
+	// GatewayArrivals is the EPP's request rate per model (req/s over
+	// RateWindow), keyed like SchedulerQueues.
+	GatewayArrivals map[ModelKey]float64
 	// Queries is how many PromQL queries the cycle ran.
 	Queries int
 	// Dropped counts samples rejected as NaN, infinite, negative or out of
@@ -70,13 +73,27 @@ type Result struct {
 	Warnings []string
 }
 
-// RequestsOver returns a model's successful requests over window, and
-// whether the model had a series in it. A missing series is not zero
-// requests: vLLM exports the counter from start-up, so with pods up it is
-// a scraping fault; the caller decides what it means.
-func (r Result) RequestsOver(window time.Duration, key ModelKey) (float64, bool) {
-	n, ok := r.Requests[window][key]
+// RequestsOver returns a model's successful requests over a retention
+// period (counted over IdleWindow(period), the window queried), and whether
+// the model had a series in it. A missing series is not zero requests: vLLM
+// exports the counter from start-up, so with pods up it is a scraping
+// fault; the caller decides what it means.
+func (r Result) RequestsOver(period time.Duration, key ModelKey) (float64, bool) {
+	n, ok := r.Requests[IdleWindow(period)][key]
 	return n, ok
+}
+
+// GatewayArrivalsFor is the gateway's request rate for a model served in
+// namespace, and whether any EPP series reported it: series from that
+// namespace plus series without a namespace label, as SchedulerQueueFor.
+func (r Result) GatewayArrivalsFor(namespace, model string) (float64, bool) {
+	rate, ok := r.GatewayArrivals[ModelKey{Namespace: namespace, Model: model}]
+	if namespace != "" {
+		if anyNS, found := r.GatewayArrivals[ModelKey{Model: model}]; found {
+			rate, ok = rate+anyNS, true
+		}
+	}
+	return rate, ok
 }
 
 // EPPQueue is what an EPP's flow-control queue holds for a model.
@@ -113,8 +130,8 @@ type Collector struct {
 type Request struct {
 	// Namespaces that hold VAs; empty means every namespace.
 	Namespaces []string
-	// RetentionWindows are the distinct scale-to-zero retention periods in
-	// force.
+	// RetentionWindows are the scale-to-zero retention periods in force;
+	// each is queried over its IdleWindow.
 	RetentionWindows []time.Duration
 	// Time is the evaluation time of every query.
 	Time time.Time
@@ -128,6 +145,7 @@ func (c Collector) Collect(ctx context.Context, req Request) (Result, error) {
 		Pods:            map[PodKey]PodMetrics{},
 		Requests:        map[time.Duration]map[ModelKey]float64{},
 		SchedulerQueues: map[ModelKey]EPPQueue{},
+		GatewayArrivals: map[ModelKey]float64{},
 		Dropped:         map[string]int{},
 	}
 	for _, q := range Queries(c.Labels, req.Namespaces, req.RetentionWindows) {
@@ -162,7 +180,7 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		}
 		res.Requests[q.Window] = byModel
 		return
-	case QueryEPPQueueSize, QueryEPPQueueBytes:
+	case QueryEPPQueueSize, QueryEPPQueueBytes, QueryGatewayArrivals:
 		for _, s := range vec {
 			v := float64(s.Value)
 			m := string(s.Metric[LabelTargetModelName])
@@ -174,6 +192,10 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 				continue
 			}
 			key := ModelKey{Namespace: string(s.Metric[nsLabel]), Model: m}
+			if q.Name == QueryGatewayArrivals {
+				res.GatewayArrivals[key] += v
+				continue
+			}
 			eq := res.SchedulerQueues[key]
 			if q.Name == QueryEPPQueueSize {
 				eq.Size += v

@@ -46,9 +46,9 @@ func sample(v float64, labels ...string) *model.Sample {
 func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	few := Queries(DefaultLabels(), []string{"prod"}, []time.Duration{10 * time.Minute})
 	many := Queries(DefaultLabels(), []string{"a", "b", "c", "d"}, []time.Duration{10 * time.Minute, 10 * time.Minute})
-	assert.Len(t, few, 11)
-	assert.Len(t, many, 11, "same number of queries whatever the number of namespaces or models")
-	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 12, "one more per distinct window")
+	assert.Len(t, few, 12)
+	assert.Len(t, many, 12, "same number of queries whatever the number of namespaces or models")
+	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 13, "one more per distinct window")
 
 	evil := `prod"}) or vector(1) #`
 	q := Queries(DefaultLabels(), []string{evil, "x.y"}, nil)[1].Expr
@@ -58,7 +58,65 @@ func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	kv := few[0].Expr
 	assert.Contains(t, kv, "vllm:kv_cache_usage_perc")
 	assert.Contains(t, kv, "or max by (namespace, pod) (max_over_time(vllm:gpu_cache_usage_perc")
-	assert.Contains(t, few[10].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
+	assert.Contains(t, few[11].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
+}
+
+func TestIdleWindow(t *testing.T) {
+	cases := []struct {
+		period, want time.Duration
+	}{
+		{0, 0},
+		{time.Minute, time.Minute},
+		{61 * time.Second, 2 * time.Minute},
+		{3 * time.Minute, 5 * time.Minute},
+		{10 * time.Minute, 10 * time.Minute},
+		{10*time.Minute + time.Second, 15 * time.Minute},
+		{45 * time.Minute, time.Hour},
+		{7 * time.Hour, 12 * time.Hour},
+		{30 * time.Hour, 7 * 24 * time.Hour},
+		{30 * 24 * time.Hour, 7 * 24 * time.Hour},
+	}
+	for _, tc := range cases {
+		got := IdleWindow(tc.period)
+		assert.Equal(t, tc.want, got, "period %s", tc.period)
+		if tc.period > 0 && tc.period <= IdleWindows[len(IdleWindows)-1] {
+			assert.GreaterOrEqual(t, got, tc.period, "rounded up: never idle sooner than asked")
+		}
+	}
+}
+
+// Issue 17 item 6: one request-count query per distinct retention period
+// made the cycle's queries grow with the models (1,010 for 1,000 models
+// each with its own period). Rounded to IdleWindows, they stay bounded.
+func TestRequestCountQueriesBoundedWhateverThePeriods(t *testing.T) {
+	var periods []time.Duration
+	for i := range 1000 {
+		periods = append(periods, time.Minute+time.Duration(i)*37*time.Second)
+	}
+	periods = append(periods, 20*time.Hour, 90*24*time.Hour)
+	qs := Queries(DefaultLabels(), []string{"prod"}, periods)
+	windows := map[time.Duration]bool{}
+	for _, q := range qs {
+		if q.Name == QueryRequestCount {
+			windows[q.Window] = true
+			assert.Contains(t, q.Expr, "["+promDuration(q.Window)+"]")
+		}
+	}
+	assert.Len(t, qs, 11+len(IdleWindows), "11 metric queries + at most one per idle window")
+	assert.Len(t, windows, len(IdleWindows))
+	for w := range windows {
+		assert.Contains(t, IdleWindows, w)
+	}
+
+	// Collect answers every period through its rounded window.
+	fq := &fakeQuerier{answers: map[string]model.Vector{"increase(vllm:request_success_total": {sample(7, "namespace", "prod", "model_name", "m")}}}
+	res, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(), Request{RetentionWindows: periods, Time: time.Now()})
+	require.NoError(t, err)
+	assert.Equal(t, 11+len(IdleWindows), res.Queries)
+	assert.Len(t, fq.seen, 11+len(IdleWindows))
+	n, ok := res.RequestsOver(3*time.Minute+17*time.Second, ModelKey{"prod", "m"})
+	assert.True(t, ok, "a period is read through its idle window")
+	assert.Equal(t, 7.0, n)
 }
 
 func TestQueryExpressions(t *testing.T) {
@@ -84,6 +142,10 @@ func TestQueryExpressions(t *testing.T) {
 			[]string{`ns=~`}},
 		{QueryEPPQueueBytes, []string{"(llm_d_epp_flow_control_queue_bytes) or ", "(inference_extension_flow_control_queue_bytes)"}, []string{`ns=~`}},
 		{QueryAvgInputTokens, []string{`rate(vllm:request_prompt_tokens_sum{ns=~"prod"}[5m])`}, nil},
+		{QueryGatewayArrivals, []string{
+			"sum by (ns, target_model_name, model_name) (rate(inference_objective_request_total[60s])) or " +
+				"sum by (ns, target_model_name, model_name) (rate(inference_model_request_total[60s]))"},
+			[]string{`ns=~`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -124,8 +186,8 @@ func TestCollect(t *testing.T) {
 	c := Collector{API: fq, Labels: DefaultLabels()}
 	res, err := c.Collect(context.Background(), Request{Namespaces: []string{"prod"}, RetentionWindows: []time.Duration{10 * time.Minute}, Time: time.Now()})
 	require.NoError(t, err)
-	assert.Equal(t, 11, res.Queries)
-	assert.Len(t, fq.seen, 11)
+	assert.Equal(t, 12, res.Queries)
+	assert.Len(t, fq.seen, 12)
 	a := res.Pods[PodKey{"prod", "a"}]
 	assert.True(t, a.Reporting())
 	assert.Equal(t, 0.5, a.KvCacheUsage)
@@ -212,6 +274,34 @@ func TestCollectLatencyArrivalAndEPPQueue(t *testing.T) {
 				assert.Equal(t, EPPQueue{}, res.SchedulerQueueFor("prod", "alias"), "target_model_name wins over model_name")
 			},
 			dropped: map[string]int{QueryEPPQueueSize: 1},
+		},
+		{
+			name: "gateway arrivals keyed like the EPP queue; a model with no series is not reported",
+			answers: map[string]model.Vector{
+				"inference_objective_request_total": {
+					sample(5, "namespace", "prod", "target_model_name", "meta/llama", "model_name", "alias"),
+					sample(0.5, "model_name", "meta/llama"),
+					sample(0, "namespace", "prod", "target_model_name", "idle/model"),
+					sample(math.NaN(), "namespace", "prod", "target_model_name", "nan/model"),
+					sample(-1, "namespace", "prod", "target_model_name", "neg/model"),
+				},
+			},
+			check: func(t *testing.T, res Result) {
+				rate, ok := res.GatewayArrivalsFor("prod", "meta/llama")
+				assert.True(t, ok)
+				assert.Equal(t, 5.5, rate)
+				rate, ok = res.GatewayArrivalsFor("staging", "meta/llama")
+				assert.True(t, ok, "the unlabelled series counts in any namespace")
+				assert.Equal(t, 0.5, rate)
+				rate, ok = res.GatewayArrivalsFor("prod", "idle/model")
+				assert.True(t, ok, "rate 0 is reported")
+				assert.Zero(t, rate)
+				for _, m := range []string{"alias", "nan/model", "neg/model", "silent/model"} {
+					_, ok = res.GatewayArrivalsFor("prod", m)
+					assert.False(t, ok, m)
+				}
+			},
+			dropped: map[string]int{QueryGatewayArrivals: 2},
 		},
 	}
 	for _, tt := range tests {

@@ -30,6 +30,11 @@ const (
 	MetricEPPQueueSizeLegacy  = "inference_extension_flow_control_queue_size"
 	MetricEPPQueueBytes       = "llm_d_epp_flow_control_queue_bytes"
 	MetricEPPQueueBytesLegacy = "inference_extension_flow_control_queue_bytes"
+	// The EPP's per-model request counter (gateway arrivals, counted before
+	// flow control holds anything); inference_model_request_total is its
+	// name before gateway-api-inference-extension v1.0.
+	MetricGatewayRequests       = "inference_objective_request_total"
+	MetricGatewayRequestsLegacy = "inference_model_request_total"
 	// LabelTargetModelName is the EPP's model after rewrites (what the
 	// serving pods see); LabelModelName is the fallback when it is empty.
 	LabelTargetModelName = "target_model_name"
@@ -77,8 +82,34 @@ const (
 	QueryAvgITL          = "avg_itl"
 	QueryEPPQueueSize    = "scheduler_queue_size"
 	QueryEPPQueueBytes   = "scheduler_queue_bytes"
+	QueryGatewayArrivals = "gateway_arrival_rate"
 	QueryRequestCount    = "request_count"
 )
+
+// IdleWindows are the request-count windows idle detection can use. A
+// retention period is rounded up to the first that covers it (one longer
+// than the last uses the last), so the collector runs at most
+// len(IdleWindows) request-count queries whatever the configured periods.
+// Rounding up never sends a model to zero sooner than its period asks.
+var IdleWindows = []time.Duration{
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour,
+}
+
+// IdleWindow is the window idle detection uses for a retention period: the
+// shortest of IdleWindows at least as long, else the longest. It is 0 for a
+// period of 0 or less (no window).
+func IdleWindow(period time.Duration) time.Duration {
+	if period <= 0 {
+		return 0
+	}
+	for _, w := range IdleWindows {
+		if period <= w {
+			return w
+		}
+	}
+	return IdleWindows[len(IdleWindows)-1]
+}
 
 // Query is one named PromQL expression of a collection cycle.
 type Query struct {
@@ -88,10 +119,11 @@ type Query struct {
 	Window time.Duration
 }
 
-// Queries builds the cycle's queries. Their number depends only on how many
-// distinct retention windows are configured, never on how many models or
-// pods there are: results are grouped by namespace and pod (or model) and
-// split per variant group in Go.
+// Queries builds the cycle's queries: 11, plus one request count per
+// distinct IdleWindow of the retention periods given (at most
+// len(IdleWindows)). Their number never depends on how many models or pods
+// there are: results are grouped by namespace and pod (or model) and split
+// per variant group in Go.
 func Queries(labels Labels, namespaces []string, windows []time.Duration) []Query {
 	sel := selector(labels, namespaces)
 	byPod := labels.Namespace + ", " + labels.Pod
@@ -114,10 +146,16 @@ func Queries(labels Labels, namespaces []string, windows []time.Duration) []Quer
 		// The EPP exports no namespace label of its own: the scrape's
 		// namespace label (the EPP pod's) is kept when present, and no
 		// namespace selector applies (the EPP may run elsewhere).
-		{Name: QueryEPPQueueSize, Expr: eppQueue(labels.Namespace, MetricEPPQueueSize, MetricEPPQueueSizeLegacy)},
-		{Name: QueryEPPQueueBytes, Expr: eppQueue(labels.Namespace, MetricEPPQueueBytes, MetricEPPQueueBytesLegacy)},
+		{Name: QueryEPPQueueSize, Expr: eppModelSum(labels.Namespace, MetricEPPQueueSize, MetricEPPQueueSizeLegacy)},
+		{Name: QueryEPPQueueBytes, Expr: eppModelSum(labels.Namespace, MetricEPPQueueBytes, MetricEPPQueueBytesLegacy)},
+		{Name: QueryGatewayArrivals, Expr: eppModelSum(labels.Namespace,
+			fmt.Sprintf("rate(%s[%s])", MetricGatewayRequests, rw), fmt.Sprintf("rate(%s[%s])", MetricGatewayRequestsLegacy, rw))},
 	}
-	for _, w := range dedupe(windows) {
+	rounded := make([]time.Duration, 0, len(windows))
+	for _, w := range windows {
+		rounded = append(rounded, IdleWindow(w))
+	}
+	for _, w := range dedupe(rounded) {
 		qs = append(qs, Query{Name: QueryRequestCount, Window: w, Expr: fmt.Sprintf(
 			"sum by (%s, %s) (increase(%s%s[%s]))", labels.Namespace, LabelModelName, MetricRequestSuccess, sel, promDuration(w))})
 	}
@@ -130,12 +168,13 @@ func histogramMean(byPod, histogram, sel, window string) string {
 	return fmt.Sprintf("sum by (%[1]s) (rate(%[2]s_sum%[3]s[%[4]s])) / sum by (%[1]s) (rate(%[2]s_count%[3]s[%[4]s]))", byPod, histogram, sel, window)
 }
 
-// eppQueue sums an EPP queue gauge per model; `or` keeps the new name's
-// series and adds the deprecated name's only where the new one is absent,
-// so an EPP exporting both is not counted twice.
-func eppQueue(nsLabel, metric, legacy string) string {
+// eppModelSum sums an EPP expression per model; `or` keeps the new name's
+// series and adds the deprecated name's only where the new one is absent
+// (same namespace and model labels), so an EPP exporting both is not
+// counted twice.
+func eppModelSum(nsLabel, expr, legacy string) string {
 	by := fmt.Sprintf("%s, %s, %s", nsLabel, LabelTargetModelName, LabelModelName)
-	return fmt.Sprintf("sum by (%[1]s) (%[2]s) or sum by (%[1]s) (%[3]s)", by, metric, legacy)
+	return fmt.Sprintf("sum by (%[1]s) (%[2]s) or sum by (%[1]s) (%[3]s)", by, expr, legacy)
 }
 
 // selector restricts series to the namespaces that hold VAs. Namespace names

@@ -259,7 +259,8 @@ func TestRunClearsGaugesWhenItStops(t *testing.T) {
 
 func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
 	l4 := va("prod", "l4", "llama", "5", 1, 4)
-	views := []View{{VA: l4, Target: Target{Resolved: true, SpecReplicas: 2, ReadyPods: []string{"p1", "p2"}, MaxNumSeqs: 64, MaxNumBatchedTokens: 4096}}}
+	views := []View{{VA: l4, Target: Target{Resolved: true, SpecReplicas: 2, ReadyPods: []string{"p1", "p2"}, MaxNumSeqs: 64, MaxNumBatchedTokens: 4096,
+		StartupDelay: 95 * time.Second}}}
 	reporting := collector.PodMetrics{HasKvCacheUsage: true, HasQueueLength: true, ArrivalRate: 2.5, AvgTTFTms: 120, AvgITLms: 15, AvgInputTokens: 512, AvgOutputTokens: 128}
 	tests := []struct {
 		name      string
@@ -267,6 +268,8 @@ func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
 		err       error
 		wantRate  []float64
 		wantQueue [2]float64
+		// wantGateway is the gateway arrival rate, nil when not reported.
+		wantGateway *float64
 	}{
 		{
 			name: "per-pod rate and latencies, EPP queue of the model in the namespace and unlabelled",
@@ -276,9 +279,23 @@ func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
 					{Namespace: "prod", Model: "llama"}: {Size: 3, Bytes: 300}, {Model: "llama"}: {Size: 1, Bytes: 100},
 					{Namespace: "dev", Model: "llama"}: {Size: 50}, {Namespace: "prod", Model: "other"}: {Size: 70},
 				},
+				GatewayArrivals: map[collector.ModelKey]float64{
+					{Namespace: "prod", Model: "llama"}: 6, {Model: "llama"}: 1.5,
+					{Namespace: "dev", Model: "llama"}: 50, {Namespace: "prod", Model: "other"}: 70,
+				},
 			},
-			wantRate:  []float64{2.5, 2.5},
-			wantQueue: [2]float64{4, 400},
+			wantRate:    []float64{2.5, 2.5},
+			wantQueue:   [2]float64{4, 400},
+			wantGateway: ptr.To(7.5),
+		},
+		{
+			name: "a gateway series at rate 0 is reported, not missing",
+			metrics: collector.Result{
+				Pods:            map[collector.PodKey]collector.PodMetrics{{Namespace: "prod", Pod: "p1"}: reporting, {Namespace: "prod", Pod: "p2"}: reporting},
+				GatewayArrivals: map[collector.ModelKey]float64{{Namespace: "prod", Model: "llama"}: 0, {Namespace: "dev", Model: "llama"}: 9},
+			},
+			wantRate:    []float64{2.5, 2.5},
+			wantGateway: ptr.To(0.0),
 		},
 		{
 			name:      "a pod without the saturation gauges is not a replica, whatever else it reports",
@@ -287,9 +304,10 @@ func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
 			wantQueue: [2]float64{0, 0},
 		},
 		{
-			name:    "metrics unreachable: no queue is made up",
-			metrics: collector.Result{SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{{Namespace: "prod", Model: "llama"}: {Size: 3}}},
-			err:     errors.New("connection refused"),
+			name: "metrics unreachable: no queue or arrivals are made up",
+			metrics: collector.Result{SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{{Namespace: "prod", Model: "llama"}: {Size: 3}},
+				GatewayArrivals: map[collector.ModelKey]float64{{Namespace: "prod", Model: "llama"}: 6}},
+			err: errors.New("connection refused"),
 		},
 	}
 	for _, tt := range tests {
@@ -300,6 +318,7 @@ func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
 			require.Len(t, g.Variants, 1)
 			assert.Equal(t, int64(64), g.Variants[0].MaxNumSeqs, "engine args from the target")
 			assert.Equal(t, int64(4096), g.Variants[0].MaxNumBatchedTokens)
+			assert.Equal(t, 95*time.Second, g.Variants[0].StartupDelay, "start-up delay measured from the target's pods")
 			var rates []float64
 			for _, r := range g.Replicas {
 				rates = append(rates, r.ArrivalRate)
@@ -308,6 +327,13 @@ func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
 			}
 			assert.Equal(t, tt.wantRate, rates)
 			assert.Equal(t, tt.wantQueue, [2]float64{g.SchedulerQueueSize, g.SchedulerQueueBytes})
+			if tt.wantGateway == nil {
+				assert.False(t, g.GatewayArrivalsReported, "no series for the group")
+				assert.Zero(t, g.GatewayArrivalRate)
+			} else {
+				assert.True(t, g.GatewayArrivalsReported)
+				assert.Equal(t, *tt.wantGateway, g.GatewayArrivalRate)
+			}
 		})
 	}
 }
@@ -363,4 +389,30 @@ func TestRunOnceLimitedGroupGetsTheBudget(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Retention periods are counted over their idle window: models with 3m and
+// 4m periods share one 5m request-count query, and each group reads it.
+func TestWindowsRoundedToIdleWindows(t *testing.T) {
+	periods := map[string]time.Duration{"a": 3 * time.Minute, "b": 4 * time.Minute, "c": 10 * time.Minute}
+	resolve := func(model, ns string) config.Resolved {
+		r := defaults(model, ns)
+		r.ScaleToZero.RetentionPeriod = config.Duration(periods[model])
+		return r
+	}
+	views := []View{{VA: va("prod", "a", "a", "5", 1, 4), Target: resolved(1, "a-0")},
+		{VA: va("prod", "b", "b", "5", 1, 4), Target: resolved(1, "b-0")},
+		{VA: va("prod", "c", "c", "5", 1, 4), Target: resolved(1, "c-0")}}
+	assert.Equal(t, []time.Duration{5 * time.Minute, 10 * time.Minute}, Windows(views, resolve))
+
+	metrics := collector.Result{Requests: map[time.Duration]map[collector.ModelKey]float64{
+		5 * time.Minute:  {{Namespace: "prod", Model: "a"}: 0, {Namespace: "prod", Model: "b"}: 4},
+		10 * time.Minute: {{Namespace: "prod", Model: "c"}: 9},
+	}}
+	got := map[string]float64{}
+	for _, p := range BuildPlans(views, metrics, nil, resolve) {
+		require.NotNil(t, p.Input.RequestsInRetention, p.Key.ModelID)
+		got[p.Key.ModelID] = *p.Input.RequestsInRetention
+	}
+	assert.Equal(t, map[string]float64{"a": 0, "b": 4, "c": 9}, got)
 }

@@ -42,6 +42,9 @@ type Target struct {
 	// container start (initialDelaySeconds + failureThreshold x
 	// periodSeconds, the longest container); 0 without a startupProbe.
 	StartupAllowance time.Duration
+	// StartupDelay is the measured median time from creation to Ready of
+	// the target's Ready pods; 0 when none gives a measurement.
+	StartupDelay time.Duration
 	// PodSelector selects every pod of the target (for an LWS, workers
 	// too: they hold GPUs) and NodeSelector is its pod template's; the GPU
 	// budget uses them to see what the variant holds and on which pool.
@@ -140,6 +143,7 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 		if metricsErr == nil {
 			q := metrics.SchedulerQueueFor(k.Namespace, k.ModelID)
 			p.Input.Group.SchedulerQueueSize, p.Input.Group.SchedulerQueueBytes = q.Size, q.Bytes
+			p.Input.Group.GatewayArrivalRate, p.Input.Group.GatewayArrivalsReported = metrics.GatewayArrivalsFor(k.Namespace, k.ModelID)
 			window := cfg.ScaleToZero.RetentionPeriod.D()
 			n, ok := metrics.RequestsOver(window, collector.ModelKey{Namespace: k.Namespace, Model: k.ModelID})
 			// No series and no Ready pod: nothing ran to count requests.
@@ -185,6 +189,7 @@ func variantOf(v View) decision.Variant {
 		MaxNumBatchedTokens: v.Target.MaxNumBatchedTokens,
 		ScaledFromZeroAt:    scaledFromZeroAt(va),
 		StartupAllowance:    v.Target.StartupAllowance,
+		StartupDelay:        v.Target.StartupDelay,
 	}
 }
 
@@ -215,13 +220,14 @@ func metricsLostAt(va *llmdv1alpha1.VariantAutoscaling) time.Time {
 	return c.LastTransitionTime.Time
 }
 
-// Windows lists the distinct retention periods the plans' groups need, so
-// the collector queries each once.
+// Windows lists the distinct request-count windows the plans' groups need
+// (each retention period rounded up by collector.IdleWindow, so at most
+// len(collector.IdleWindows)), so the collector queries each once.
 func Windows(views []View, resolve ConfigResolver) []time.Duration {
 	seen := map[time.Duration]bool{}
 	var out []time.Duration
 	for _, v := range views {
-		w := resolve(v.VA.Spec.ModelID, v.VA.Namespace).ScaleToZero.RetentionPeriod.D()
+		w := collector.IdleWindow(resolve(v.VA.Spec.ModelID, v.VA.Namespace).ScaleToZero.RetentionPeriod.D())
 		if !seen[w] {
 			seen[w] = true
 			out = append(out, w)

@@ -129,17 +129,56 @@ func (inv *Inventory) withPods(namespace string, replicas int32, selector *metav
 		return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: err.Error()}
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	var ready []*corev1.Pod
 	for _, p := range pods {
 		switch {
 		case p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
 			continue
 		case PodReady(p):
 			t.ReadyPods = append(t.ReadyPods, p.Name)
+			ready = append(ready, p)
 		default:
 			t.PendingPods++
 		}
 	}
+	t.StartupDelay = StartupDelay(ready)
 	return t
+}
+
+// MaxStartupSample is the longest creation-to-Ready time StartupDelay
+// takes as a start-up: a Ready transition later than that is a readiness
+// flap or a container restart of a long-running pod, not its start-up.
+const MaxStartupSample = time.Hour
+
+// StartupDelay is the median time from creation to the Ready condition's
+// lastTransitionTime over the pods whose Ready condition is True, skipping
+// transitions later than MaxStartupSample after creation (and missing or
+// negative times); 0 when no pod gives a sample.
+func StartupDelay(pods []*corev1.Pod) time.Duration {
+	var samples []time.Duration
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type != corev1.PodReady || c.Status != corev1.ConditionTrue {
+				continue
+			}
+			if p.CreationTimestamp.IsZero() || c.LastTransitionTime.IsZero() {
+				break
+			}
+			if d := c.LastTransitionTime.Sub(p.CreationTimestamp.Time); d >= 0 && d <= MaxStartupSample {
+				samples = append(samples, d)
+			}
+			break
+		}
+	}
+	if len(samples) == 0 {
+		return 0
+	}
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	mid := len(samples) / 2
+	if len(samples)%2 == 1 {
+		return samples[mid]
+	}
+	return (samples[mid-1] + samples[mid]) / 2
 }
 
 // withTemplate adds what the pod template and the selector of every pod of

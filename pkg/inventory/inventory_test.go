@@ -170,3 +170,61 @@ func TestStartupAllowance(t *testing.T) {
 		assert.Equal(t, tc.want, StartupAllowance(spec), tc.name)
 	}
 }
+
+// startedPod is a Ready pod created at created whose Ready condition last
+// turned True readyAfter later.
+func startedPod(name string, created time.Time, readyAfter time.Duration, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	return pod(name, map[string]string{"app": "l4"}, true, append([]func(*corev1.Pod){func(p *corev1.Pod) {
+		p.CreationTimestamp = metav1.NewTime(created)
+		p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(created.Add(readyAfter))
+	}}, mutate...)...)
+}
+
+func TestStartupDelay(t *testing.T) {
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	notReady := func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }
+	noTransition := func(p *corev1.Pod) { p.Status.Conditions[0].LastTransitionTime = metav1.Time{} }
+	cases := []struct {
+		name string
+		pods []*corev1.Pod
+		want time.Duration
+	}{
+		{"no pods: unknown", nil, 0},
+		{"one pod", []*corev1.Pod{startedPod("a", t0, 95*time.Second)}, 95 * time.Second},
+		{"odd count: the median, not the mean", []*corev1.Pod{
+			startedPod("a", t0, 60*time.Second), startedPod("b", t0, 20*time.Minute), startedPod("c", t0, 90*time.Second)}, 90 * time.Second},
+		{"even count: mean of the middle two", []*corev1.Pod{
+			startedPod("a", t0, 60*time.Second), startedPod("b", t0, 120*time.Second),
+			startedPod("c", t0, 100*time.Second), startedPod("d", t0, 10*time.Minute)}, 110 * time.Second},
+		{"Ready more than an hour after creation is a restart, skipped", []*corev1.Pod{
+			startedPod("a", t0, 2*time.Minute), startedPod("old", t0.Add(-48*time.Hour), 47*time.Hour)}, 2 * time.Minute},
+		{"only restarts: unknown", []*corev1.Pod{startedPod("old", t0, 61*time.Minute)}, 0},
+		{"not Ready, no transition time, or Ready before creation: skipped", []*corev1.Pod{
+			startedPod("loading", t0, 5*time.Minute, notReady), startedPod("bare", t0, 0, noTransition),
+			startedPod("skewed", t0, -time.Second), startedPod("a", t0, 3*time.Minute)}, 3 * time.Minute},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, StartupDelay(tc.pods), tc.name)
+	}
+}
+
+func TestResolveMeasuresStartupDelayOverReadyPods(t *testing.T) {
+	l4 := map[string]string{"app": "l4"}
+	t0 := time.Now().Add(-30 * time.Minute)
+	deletedAt := metav1.NewTime(time.Now())
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "l4"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: l4}}}
+	inv := &Inventory{
+		Deployments: appslisters.NewDeploymentLister(indexer(t, deploy)),
+		Pods: corelisters.NewPodLister(indexer(t,
+			startedPod("l4-0", t0, 4*time.Minute), startedPod("l4-1", t0, 6*time.Minute),
+			// A terminating pod is not counted, however it started.
+			startedPod("l4-old", t0, 10*time.Second, func(p *corev1.Pod) { p.DeletionTimestamp = &deletedAt }),
+			startedPod("l4-loading", t0, time.Second, func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }),
+		)),
+	}
+	got := inv.Resolve(vaFor("a", "Deployment", "l4"))
+	require.True(t, got.Resolved)
+	assert.Equal(t, []string{"l4-0", "l4-1"}, got.ReadyPods)
+	assert.Equal(t, 5*time.Minute, got.StartupDelay)
+}

@@ -37,6 +37,7 @@ type Exporter struct {
 	itl      *prometheus.HistogramVec
 	eppSize  *prometheus.GaugeVec
 	eppBytes *prometheus.GaugeVec
+	gateway  *prometheus.CounterVec
 	srv      *http.Server
 	ln       net.Listener
 	legacyKV bool
@@ -50,12 +51,15 @@ var eppLabels = []string{"target_model_name", "model_name", "inference_pool"}
 // Start serves on 127.0.0.1 at a free port. legacyKV exports the older
 // names instead of the new ones: the pre-0.10 KV gauge
 // (vllm:gpu_cache_usage_perc), the per-token latency histogram
-// vllm:time_per_output_token_seconds, and the EPP's deprecated
-// inference_extension_flow_control_queue_* gauges.
+// vllm:time_per_output_token_seconds, the EPP's deprecated
+// inference_extension_flow_control_queue_* gauges, and the pre-v1.0
+// gateway request counter inference_model_request_total.
 func Start(legacyKV bool) (*Exporter, error) {
 	kvName, itlName, eppPrefix := "vllm:kv_cache_usage_perc", "vllm:inter_token_latency_seconds", "llm_d_epp"
+	gatewayName := "inference_objective_request_total"
 	if legacyKV {
 		kvName, itlName, eppPrefix = "vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds", "inference_extension"
+		gatewayName = "inference_model_request_total"
 	}
 	tokenBuckets := prometheus.ExponentialBuckets(1, 4, 8)
 	latencyBuckets := prometheus.ExponentialBuckets(0.001, 2, 16)
@@ -76,8 +80,10 @@ func Start(legacyKV bool) (*Exporter, error) {
 		itl:      prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: itlName, Help: "Inter-token latency.", Buckets: latencyBuckets}, podLabels),
 		eppSize:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: eppPrefix + "_flow_control_queue_size", Help: "EPP queued requests."}, eppLabels),
 		eppBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: eppPrefix + "_flow_control_queue_bytes", Help: "EPP queued bytes."}, eppLabels),
+		gateway: prometheus.NewCounterVec(prometheus.CounterOpts{Name: gatewayName, Help: "Requests received by the EPP."},
+			[]string{"model_name", "target_model_name"}),
 	}
-	e.reg.MustRegister(e.kv, e.waiting, e.running, e.config, e.success, e.prompt, e.output, e.ttft, e.itl, e.eppSize, e.eppBytes)
+	e.reg.MustRegister(e.kv, e.waiting, e.running, e.config, e.success, e.prompt, e.output, e.ttft, e.itl, e.eppSize, e.eppBytes, e.gateway)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -133,6 +139,13 @@ func (e *Exporter) Finished(p Pod, n int, r Request) {
 func (e *Exporter) SetEPPQueue(model, pool string, size, bytes float64) {
 	e.eppSize.WithLabelValues(model, model, pool).Set(size)
 	e.eppBytes.WithLabelValues(model, model, pool).Set(bytes)
+}
+
+// GatewayRequests counts n requests received by the EPP for a model (labels
+// model_name and target_model_name both set to it; no namespace, as the EPP
+// exports none).
+func (e *Exporter) GatewayRequests(model string, n float64) {
+	e.gateway.WithLabelValues(model, model).Add(n)
 }
 
 // Remove stops exporting a pod's series (the pod went away).

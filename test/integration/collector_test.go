@@ -65,7 +65,7 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 		}
 		return len(res.Pods) == 3 && res.Pods[collector.PodKey{Namespace: "prod", Pod: "old-0"}].Reporting(), fmt_(res.Pods, nil)
 	})
-	assert.Equal(t, 11, res.Queries, "10 metric queries + 1 per retention window")
+	assert.Equal(t, 12, res.Queries, "11 metric queries + 1 per retention window")
 	assert.Equal(t, 0.42, res.Pods[collector.PodKey{Namespace: "prod", Pod: "new-0"}].KvCacheUsage)
 	assert.Equal(t, 3.0, res.Pods[collector.PodKey{Namespace: "prod", Pod: "new-0"}].QueueLength)
 	assert.Equal(t, 0.61, res.Pods[collector.PodKey{Namespace: "prod", Pod: "old-0"}].KvCacheUsage, "legacy gauge name as fallback")
@@ -110,4 +110,98 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 	// is ignored (an EPP exports both); elsewhere it is the fallback.
 	assert.Equal(t, collector.EPPQueue{Size: 6, Bytes: 6000}, res.SchedulerQueueFor("prod", "meta/llama"))
 	assert.Equal(t, collector.EPPQueue{Size: 2, Bytes: 200}, res.SchedulerQueueFor("staging", "other/model"))
+}
+
+// TestCollectorGatewayArrivalsAgainstPrometheus runs the gateway arrival
+// query against Debian's Prometheus: the EPP request counter under its v1.0
+// name, its pre-v1.0 name, both (only the new one counts), none, and in
+// another namespace (the scrape's namespace label, as a PodMonitor on the
+// EPP pod gives). It also issues the request-count queries of a thousand
+// distinct retention periods, bounded by the idle windows.
+func TestCollectorGatewayArrivalsAgainstPrometheus(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	eppProd, err := fakevllm.Start(false)
+	require.NoError(t, err)
+	t.Cleanup(eppProd.Close)
+	eppProdOld, err := fakevllm.Start(true)
+	require.NoError(t, err)
+	t.Cleanup(eppProdOld.Close)
+	eppStaging, err := fakevllm.Start(false)
+	require.NoError(t, err)
+	t.Cleanup(eppStaging.Close)
+
+	startGatewayTraffic(t, eppProd, map[string]float64{"new/model": 4, "both/model": 3})
+	startGatewayTraffic(t, eppProdOld, map[string]float64{"old/model": 2, "both/model": 50})
+	startGatewayTraffic(t, eppStaging, map[string]float64{"staging/model": 1})
+
+	job := func(name, ns, addr string) string {
+		return "  - job_name: " + name + "\n    static_configs:\n      - targets: [\"" + addr + "\"]\n        labels: {namespace: " + ns + "}\n"
+	}
+	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n" +
+		job("epp-prod", "prod", eppProd.Addr) + job("epp-prod-old", "prod", eppProdOld.Addr) + job("epp-staging", "staging", eppStaging.Addr)
+	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{Config: cfg})
+	client, err := promapi.NewClient(promapi.Config{Address: prom.URL})
+	require.NoError(t, err)
+	col := collector.Collector{API: promv1.NewAPI(client), Labels: collector.DefaultLabels()}
+
+	type arrivals struct {
+		rate     float64
+		reported bool
+	}
+	get := func(res collector.Result, ns, model string) arrivals {
+		r, ok := res.GatewayArrivalsFor(ns, model)
+		return arrivals{r, ok}
+	}
+	within := func(a arrivals, want, tol float64) bool { return a.reported && math.Abs(a.rate-want) <= tol*want }
+	// rate() over 60s reads low until a minute of samples exists; 25%
+	// tolerance for a loaded machine.
+	var res collector.Result
+	eventually(ctx, t, "gateway arrivals of every model within 25%", func() (bool, string) {
+		res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, Time: time.Now()})
+		if err != nil {
+			return false, err.Error()
+		}
+		return within(get(res, "prod", "new/model"), 4, 0.25) && within(get(res, "prod", "old/model"), 2, 0.25) &&
+			within(get(res, "prod", "both/model"), 3, 0.25) && within(get(res, "staging", "staging/model"), 1, 0.25), fmt_(res.GatewayArrivals, nil)
+	})
+	assert.False(t, get(res, "prod", "silent/model").reported, "no series: not reported")
+	assert.False(t, get(res, "prod", "staging/model").reported, "another namespace's EPP series do not count")
+	assert.False(t, get(res, "staging", "new/model").reported)
+	assert.Less(t, get(res, "prod", "both/model").rate, 10.0, "the old name is ignored where the new one has the model")
+
+	// A thousand distinct retention periods: at most one request-count
+	// query per idle window, each accepted by Prometheus.
+	var periods []time.Duration
+	for i := range 1000 {
+		periods = append(periods, time.Minute+time.Duration(i)*97*time.Second)
+	}
+	res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, RetentionWindows: periods, Time: time.Now()})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, res.Queries, 11+len(collector.IdleWindows))
+	assert.Len(t, res.Requests, res.Queries-11, "one answer per window queried")
+}
+
+// startGatewayTraffic counts requests at the EPP at steady rates (req/s per
+// model) until the test ends.
+func startGatewayTraffic(t *testing.T, e *fakevllm.Exporter, rates map[string]float64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				for model, rate := range rates {
+					e.GatewayRequests(model, rate*now.Sub(last).Seconds())
+				}
+				last = now
+			}
+		}
+	}()
 }
