@@ -39,9 +39,10 @@ func TestClosedLoop(t *testing.T) {
 		variant("s3", "granite", "ibm/granite"),
 		variant("s3", "mistral-cheap", "mistral/7b"), variant("s3", "mistral-dear", "mistral/7b"),
 		variant("s5", "evil", evilModel),
+		variant("s7", "planned", plannerModel),
 	})
 	defer r.report.print(t)
-	for _, ns := range []string{"s1", "s2", "s3", "s5"} {
+	for _, ns := range []string{"s1", "s2", "s3", "s5", "s7"} {
 		testenv.CreateNamespace(ctx, t, r.kube, ns)
 	}
 	// Scale to zero on for granite only; the shortest retention accepted
@@ -61,6 +62,7 @@ func TestClosedLoop(t *testing.T) {
 	t.Run("1 scale-up without cascade", func(t *testing.T) { scaleUpNoCascade(ctx, t, r) })
 	t.Run("2 cost-aware placement", func(t *testing.T) { costAware(ctx, t, r) })
 	t.Run("3 scale to zero", func(t *testing.T) { scaleToZero(ctx, t, r) })
+	t.Run("7 slo-planner", func(t *testing.T) { sloPlanner(ctx, t, r) })
 	// Before the faults, which stop Prometheus and move the adapter.
 	t.Run("6 dashboard queries", func(t *testing.T) { checkDashboard(ctx, t, r) })
 	t.Run("6 alert expressions", func(t *testing.T) { checkAlerts(ctx, t, r) })
@@ -305,4 +307,52 @@ func faults(ctx context.Context, t *testing.T, r *rig) {
 		}
 		r.report.add("4 conflicts: %d concurrent VA updates; decision 2->3 published and carried out; other writers' changes kept", bumps.Load())
 	})
+}
+
+const plannerModel = "qwen/planner"
+
+// sloPlanner: the slo-planner, selected for one model by a ConfigMap entry,
+// reads demand from the gateway's request counter through real PromQL and
+// plans its replicas at once, without a cascade. The fleet exports no
+// latency histograms, so capacity is the prior from the KV geometry: with
+// no token averages reported the request shape is 512 in / 256 out, 75% of
+// 10,000 KV tokens holds 11.7 requests of 640 tokens, each lasting
+// 256 x 90 ms + 0.2 s = 23.2 s: 0.50 req/s per replica. At 1 req/s of
+// arrivals the plan is 1 + 2.326 x sqrt(1/23.2) = 1.48 req/s: 3 replicas.
+func sloPlanner(ctx context.Context, t *testing.T, r *rig) {
+	entry := "model_id: " + plannerModel + "\nanalyzerName: slo-planner\nstartupDelay: 30s"
+	cms := r.kube.CoreV1().ConfigMaps(configNS)
+	cm, err := cms.Get(ctx, "wva-saturation-scaling-config", metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config"},
+			Data: map[string]string{"planner": entry}}, metav1.CreateOptions{})
+	case err == nil:
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data["planner"] = entry
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.deploy(ctx, t, "s7", "planned", plannerModel, "5", 1, 1, 6)
+	r.fleet.SetLoad("s7", plannerModel, 1)
+	r.waitReady(ctx, t, "s7", "planned", 1)
+	seen := r.waitPrometheus(ctx, t, `sum(rate(inference_objective_request_total{model_name="`+plannerModel+`"}[1m]))`, 0.5)
+	scaled := r.waitReplicas(ctx, t, "s7", "planned", 3)
+	// Ordered replicas count as supply while they load: no cascade.
+	r.waitReady(ctx, t, "s7", "planned", 3)
+	r.holdReplicas(ctx, t, "s7", "planned", 3, 10*time.Second)
+	va := r.va(ctx, t, "s7", "planned")
+	reason := va.Status.DesiredOptimizedAlloc.Reason
+	for _, want := range []string{"slo-planner", "gateway arrivals"} {
+		if !strings.Contains(reason, want) {
+			t.Fatalf("decision reason %q does not name %q", reason, want)
+		}
+	}
+	r.fleet.SetLoad("s7", plannerModel, 0)
+	r.report.add("7 slo-planner: gateway arrivals seen in Prometheus -> Deployment 1->3 in %s, held at 3 (no cascade); reason %q",
+		scaled.Sub(seen).Round(100*time.Millisecond), reason)
 }
