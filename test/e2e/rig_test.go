@@ -192,7 +192,10 @@ func (r *rig) scrapeConfig(sd string) string {
 	return fleet.ScrapeConfig(sd, scrapeInterval) +
 		"  - job_name: wva-adapter\n    honor_labels: true\n    static_configs:\n      - targets: [\"" + host(r.adapter.MetricsURL) + "\"]\n" +
 		"  - job_name: wva-components\n    static_configs:\n      - targets: [\"" + host(r.controller.MetricsURL) + "\", \"" + host(r.fastPath.MetricsURL) + "\"]\n" +
-		"  - job_name: kube-state-metrics\n    honor_labels: true\n    static_configs:\n      - targets: [\"" + host(r.ksm.URL) + "\"]\n"
+		"  - job_name: kube-state-metrics\n    honor_labels: true\n    static_configs:\n      - targets: [\"" + host(r.ksm.URL) + "\"]\n" +
+		// The endpoint picker: its flow-control queue and request counter
+		// (the slo-planner's demand), as a PodMonitor on the EPP would.
+		"  - job_name: epp\n    metrics_path: /epp/metrics\n    static_configs:\n      - targets: [\"" + host(r.fleet.Addr) + "\"]\n"
 }
 
 // serveHPAMetrics is the one kube-state-metrics series the alert

@@ -343,10 +343,12 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 	case WhyMax:
 		why = "demand exceeds every variant at maxReplicas"
 	default:
-		why = fmt.Sprintf("demand %.2f req/s (%s)", an.ArrivalRate, an.ArrivalSource)
+		why = "demand"
 	}
-	return fmt.Sprintf("slo-planner: %s; plan %.2f req/s with margin, held %.2f, supply %.2f -> %s",
-		why, an.Staffed, an.Held, an.Supply, strings.Join(parts, ", "))
+	// What set the number first, then the figures it came from, so the
+	// reason alone explains the decision in `kubectl get va`.
+	return fmt.Sprintf("slo-planner: %s; demand %.2f req/s (%s), backlog %.0f; plan %.2f req/s with margin, held %.2f, supply %.2f -> %s",
+		why, an.ArrivalRate, an.ArrivalSource, an.Backlog, an.Staffed, an.Held, an.Supply, strings.Join(parts, ", "))
 }
 
 // fairPricePrior gives a variant never observed the rate per replica that
