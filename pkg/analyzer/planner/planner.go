@@ -343,7 +343,7 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 	case WhyMax:
 		why = "demand exceeds every variant at maxReplicas"
 	default:
-		why = "demand"
+		why = "sized for demand"
 	}
 	// What set the number first, then the figures it came from, so the
 	// reason alone explains the decision in `kubectl get va`.
