@@ -245,13 +245,14 @@ func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metr
 	if err != nil {
 		return err
 	}
-	act := NewActivator(&Activator{Backends: backends, Waker: waker, Metrics: metrics, MaxWait: o.ActivatorMaxWait, HealthPath: o.ActivatorHealthPath})
+	act := NewActivator(&Activator{Backends: backends, Waker: waker, Metrics: metrics, MaxWait: o.ActivatorMaxWait, HealthPath: o.ActivatorHealthPath,
+		MaxBodyBytes: o.ActivatorMaxBodyBytes, MaxHeldBytes: o.ActivatorMaxHeldBytes, MaxHeldRequests: int64(o.ActivatorMaxHeldRequests),
+		ReadTimeout: o.ActivatorReadTimeout, ResponseTimeout: o.ActivatorWriteTimeout, IdleTimeout: o.ActivatorIdleTimeout})
 	ln, err := net.Listen("tcp", o.ActivatorListen)
 	if err != nil {
 		return fmt.Errorf("--activator-listen=%s: %w", o.ActivatorListen, err)
 	}
-	// No write timeout: responses stream for as long as generation takes.
-	srv := &http.Server{Handler: act, ReadHeaderTimeout: 10 * time.Second}
+	srv := act.Server()
 	go func() { _ = srv.Serve(ln) }()
 	go func() {
 		<-ctx.Done()
@@ -259,7 +260,8 @@ func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metr
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	klog.InfoS("activator listening", "address", ln.Addr().String(), "models", sortedKeys(backends), "maxWait", o.ActivatorMaxWait)
+	klog.InfoS("activator listening", "address", ln.Addr().String(), "models", sortedKeys(backends), "maxWait", o.ActivatorMaxWait,
+		"maxHeldRequests", o.ActivatorMaxHeldRequests, "maxHeldBytes", o.ActivatorMaxHeldBytes, "maxBodyBytes", o.ActivatorMaxBodyBytes)
 	return nil
 }
 
