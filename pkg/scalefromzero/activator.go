@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,14 +44,31 @@ type Activator struct {
 	// HealthPath is probed on the backend; 200 means ready (vLLM: /health).
 	HealthPath    string
 	ProbeInterval time.Duration
-	// RetryAfter is sent with 503 when the wait runs out.
-	RetryAfter   time.Duration
+	// RetryAfter is sent with 503 when the wait runs out or a cap is hit.
+	RetryAfter time.Duration
+	// MaxBodyBytes bounds one request body (413 beyond).
 	MaxBodyBytes int64
-	Client       *http.Client
+	// MaxHeldRequests bounds the requests waiting for a model at once;
+	// MaxHeldBytes the request bodies in memory at once (being read, held
+	// or forwarded). Beyond either: 503 with Retry-After, so a burst
+	// against a model at zero cannot take the process past its memory limit.
+	MaxHeldRequests int64
+	MaxHeldBytes    int64
+	// ReadTimeout bounds reading a request's headers and body,
+	// ResponseTimeout a forwarded response (after the hold), IdleTimeout
+	// an idle keep-alive connection; see Server.
+	ReadTimeout     time.Duration
+	ResponseTimeout time.Duration
+	IdleTimeout     time.Duration
+	Client          *http.Client
 
-	proxies map[string]*httputil.ReverseProxy
-	mu      sync.Mutex
-	models  map[string]*readiness
+	proxies   map[string]*httputil.ReverseProxy
+	mu        sync.Mutex
+	models    map[string]*readiness
+	held      atomic.Int64
+	heldBytes atomic.Int64
+	// peakBytes is the most heldBytes has been (for the load test).
+	peakBytes atomic.Int64
 }
 
 // readiness is one model's backend state, shared by the requests held for
@@ -84,7 +102,22 @@ func NewActivator(a *Activator) *Activator {
 		a.RetryAfter = 5 * time.Second
 	}
 	if a.MaxBodyBytes <= 0 {
-		a.MaxBodyBytes = 32 << 20
+		a.MaxBodyBytes = 4 << 20
+	}
+	if a.MaxHeldBytes <= 0 {
+		a.MaxHeldBytes = 64 << 20
+	}
+	if a.MaxHeldRequests <= 0 {
+		a.MaxHeldRequests = 100
+	}
+	if a.ReadTimeout <= 0 {
+		a.ReadTimeout = 30 * time.Second
+	}
+	if a.ResponseTimeout <= 0 {
+		a.ResponseTimeout = 10 * time.Minute
+	}
+	if a.IdleTimeout <= 0 {
+		a.IdleTimeout = 90 * time.Second
 	}
 	if a.Client == nil {
 		a.Client = &http.Client{Timeout: time.Second}
@@ -106,6 +139,14 @@ func NewActivator(a *Activator) *Activator {
 	return a
 }
 
+// Server is the activator's http.Server. ReadTimeout cuts off clients that
+// send headers and body slowly; the write deadline covers the longest hold
+// plus ResponseTimeout, so a forwarded response may stream that long.
+func (a *Activator) Server() *http.Server {
+	return &http.Server{Handler: a, ReadHeaderTimeout: min(10*time.Second, a.ReadTimeout), ReadTimeout: a.ReadTimeout,
+		WriteTimeout: a.MaxWait + a.ResponseTimeout, IdleTimeout: a.IdleTimeout}
+}
+
 // ServeHTTP implements http.Handler.
 func (a *Activator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -113,13 +154,9 @@ func (a *Activator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.listModels(w)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
-	if err != nil {
-		status := http.StatusBadRequest
-		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-			status = http.StatusRequestEntityTooLarge
-		}
-		a.fail(w, status, "bad_request", "invalid_request_error", fmt.Sprintf("reading the request body: %v", err), nil)
+	body, reserved, ok := a.readBody(w, r)
+	defer a.release(reserved)
+	if !ok {
 		return
 	}
 	var req struct {
@@ -146,6 +183,125 @@ func (a *Activator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.forward(w, r, proxy, h)
 }
 
+// readBody reads the request body into memory, reserving its bytes against
+// MaxHeldBytes before they are allocated: all at once when Content-Length
+// is given, else each time the buffer grows. It answers the client itself
+// (400, 413, 503) when it returns false; the caller releases reserved.
+func (a *Activator) readBody(w http.ResponseWriter, r *http.Request) (body []byte, reserved int64, ok bool) {
+	tooLarge := func() {
+		a.fail(w, http.StatusRequestEntityTooLarge, "too_large", "invalid_request_error",
+			fmt.Sprintf("request body over %d bytes (--activator-max-body-bytes)", a.MaxBodyBytes), nil)
+	}
+	if r.ContentLength > a.MaxBodyBytes {
+		w.Header().Set("Connection", "close")
+		tooLarge()
+		return nil, 0, false
+	}
+	rd := http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
+	if r.ContentLength >= 0 {
+		if !a.reserve(r.ContentLength) {
+			a.overloaded(w, fmt.Sprintf("request bodies in memory would exceed %d bytes (--activator-max-held-bytes)", a.MaxHeldBytes), rd)
+			return nil, 0, false
+		}
+		reserved = r.ContentLength
+		body = make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(rd, body); err != nil {
+			a.readFailed(w, err)
+			return nil, reserved, false
+		}
+		return body, reserved, true
+	}
+	for {
+		if len(body) == cap(body) {
+			// Grow (doubling, from 64 KiB) only once the growth is reserved.
+			newCap := min(max(2*int64(cap(body)), 64<<10), a.MaxBodyBytes+1)
+			if newCap <= int64(cap(body)) {
+				tooLarge() // MaxBytesReader stops first; never loop on a full buffer
+				return nil, reserved, false
+			}
+			if !a.reserve(newCap - reserved) {
+				a.overloaded(w, fmt.Sprintf("request bodies in memory would exceed %d bytes (--activator-max-held-bytes)", a.MaxHeldBytes), rd)
+				return nil, reserved, false
+			}
+			reserved = newCap
+			grown := make([]byte, len(body), newCap)
+			copy(grown, body)
+			body = grown
+		}
+		n, err := rd.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if errors.Is(err, io.EOF) {
+			return body, reserved, true
+		}
+		if err != nil {
+			if _, big := errors.AsType[*http.MaxBytesError](err); big {
+				tooLarge()
+			} else {
+				a.readFailed(w, err)
+			}
+			return nil, reserved, false
+		}
+	}
+}
+
+// maxDrainBytes is what a refused request's body may still be read for
+// (net/http's own limit for unread bodies).
+const maxDrainBytes = 256 << 10
+
+// readFailed answers a body that could not be read: 408 when the client
+// was too slow for ReadTimeout, else 400.
+func (a *Activator) readFailed(w http.ResponseWriter, err error) {
+	w.Header().Set("Connection", "close")
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		a.fail(w, http.StatusRequestTimeout, "read_timeout", "invalid_request_error",
+			fmt.Sprintf("the request body did not arrive within %s (--activator-read-timeout)", a.ReadTimeout), nil)
+		return
+	}
+	a.fail(w, http.StatusBadRequest, "bad_request", "invalid_request_error", fmt.Sprintf("reading the request body: %v", err), nil)
+}
+
+// reserve takes n bytes of MaxHeldBytes, or nothing if they do not fit.
+func (a *Activator) reserve(n int64) bool {
+	for {
+		cur := a.heldBytes.Load()
+		if cur+n > a.MaxHeldBytes {
+			return false
+		}
+		if a.heldBytes.CompareAndSwap(cur, cur+n) {
+			a.Metrics.ActivatorHeldBytes.Add(float64(n))
+			for {
+				peak := a.peakBytes.Load()
+				if cur+n <= peak || a.peakBytes.CompareAndSwap(peak, cur+n) {
+					return true
+				}
+			}
+		}
+	}
+}
+
+func (a *Activator) release(n int64) {
+	if n > 0 {
+		a.heldBytes.Add(-n)
+		a.Metrics.ActivatorHeldBytes.Sub(float64(n))
+	}
+}
+
+// overloaded answers 503 with Retry-After: a cap is reached, the client
+// should come back (by then the model may be ready and requests flowing).
+// unread is the rest of a body not taken into memory: up to maxDrainBytes
+// of it are discarded so that a client still uploading a typical request
+// gets this answer rather than a connection reset; a larger rest is not
+// worth the bandwidth under overload, and the connection is closed.
+func (a *Activator) overloaded(w http.ResponseWriter, msg string, unread io.Reader) {
+	if unread != nil {
+		if _, err := io.CopyN(io.Discard, unread, maxDrainBytes+1); !errors.Is(err, io.EOF) {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(a.RetryAfter.Seconds()))))
+	a.fail(w, http.StatusServiceUnavailable, "overloaded", "overloaded", msg, nil)
+}
+
 func (a *Activator) forward(w http.ResponseWriter, r *http.Request, proxy *httputil.ReverseProxy, h *hold) {
 	r = r.WithContext(context.WithValue(r.Context(), holdKey{}, h))
 	r.Body = io.NopCloser(bytes.NewReader(h.body))
@@ -158,6 +314,18 @@ func (a *Activator) forward(w http.ResponseWriter, r *http.Request, proxy *httpu
 func (a *Activator) holdUntilReady(w http.ResponseWriter, r *http.Request, h *hold) bool {
 	ctx, cancel := context.WithDeadline(r.Context(), h.deadline)
 	defer cancel()
+	if a.held.Add(1) > a.MaxHeldRequests {
+		a.held.Add(-1)
+		// Still wake the model: the requests already held may be for others.
+		a.Waker.WakeModel(ctx, h.model, time.Now())
+		a.overloaded(w, fmt.Sprintf("%d requests already wait for their model (--activator-max-held-requests)", a.MaxHeldRequests), nil)
+		return false
+	}
+	a.Metrics.ActivatorHeld.Inc()
+	defer func() {
+		a.held.Add(-1)
+		a.Metrics.ActivatorHeld.Dec()
+	}()
 	outcomes := a.Waker.WakeModel(ctx, h.model, time.Now())
 	if blockers, ok := allBlocked(outcomes); ok {
 		msgs := make([]string, 0, len(outcomes))

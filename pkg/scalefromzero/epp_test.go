@@ -201,13 +201,13 @@ func TestScrapeResults(t *testing.T) {
 
 func TestScrapeBearerToken(t *testing.T) {
 	epp := &fakeEPP{body: newNameBody, token: "s3cret"}
-	srv := httptest.NewServer(epp)
+	srv := httptest.NewTLSServer(epp)
 	defer srv.Close()
 	dir := t.TempDir()
 	tokenFile := dir + "/token"
 	require.NoError(t, writeFile(tokenFile, "s3cret\n"))
 	o := NewOptions()
-	o.EPPBearerTokenFile = tokenFile
+	o.EPPScheme, o.EPPCAFile, o.EPPBearerTokenFile = "https", certFile(t, srv), tokenFile
 	client, err := eppClient(o)
 	require.NoError(t, err)
 	res := NewScraper(client, time.Second, 1, nil).Scrape(context.Background(), srv.URL)

@@ -31,6 +31,8 @@ type Options struct {
 	EPPMetricsPath      string
 	EPPScheme           string
 	EPPInsecureTLS      bool
+	EPPCAFile           string
+	EPPTLSServerName    string
 	EPPBearerTokenFile  string
 	EPPURLs             []string
 
@@ -47,6 +49,14 @@ type Options struct {
 	ActivatorBackends   []string
 	ActivatorMaxWait    time.Duration
 	ActivatorHealthPath string
+	// Memory bounds of the activator: requests held for a model at once,
+	// request bodies in memory at once, and one request's body.
+	ActivatorMaxHeldRequests int
+	ActivatorMaxHeldBytes    int64
+	ActivatorMaxBodyBytes    int64
+	ActivatorReadTimeout     time.Duration
+	ActivatorWriteTimeout    time.Duration
+	ActivatorIdleTimeout     time.Duration
 
 	MetricsBindAddress string
 	Lease              daemon.Lease
@@ -65,6 +75,8 @@ func NewOptions() *Options {
 		WakeTimeout: 2 * time.Minute, RetryAfter: time.Second,
 		ConfigNamespace: ns, GPUResource: "nvidia.com/gpu", BudgetGaugesEvery: 5 * time.Second,
 		ActivatorMaxWait: 60 * time.Second, ActivatorHealthPath: "/health",
+		ActivatorMaxHeldRequests: 100, ActivatorMaxHeldBytes: 64 << 20, ActivatorMaxBodyBytes: 4 << 20,
+		ActivatorReadTimeout: 30 * time.Second, ActivatorWriteTimeout: 10 * time.Minute, ActivatorIdleTimeout: 90 * time.Second,
 		MetricsBindAddress: ":8081", Lease: daemon.DefaultLease("wva-scale-from-zero", "", false),
 	}
 }
@@ -83,8 +95,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.EPPMetricsPort, "epp-metrics-port", o.EPPMetricsPort, "Port of the EPP pods' metrics endpoint")
 	fs.StringVar(&o.EPPMetricsPath, "epp-metrics-path", o.EPPMetricsPath, "Path of the EPP pods' metrics endpoint")
 	fs.StringVar(&o.EPPScheme, "epp-scheme", o.EPPScheme, "http or https for the EPP pods' metrics endpoint")
-	fs.BoolVar(&o.EPPInsecureTLS, "epp-insecure-skip-verify", o.EPPInsecureTLS, "Skip TLS verification of EPP metrics endpoints (pod IPs are rarely in a certificate)")
-	fs.StringVar(&o.EPPBearerTokenFile, "epp-bearer-token-file", o.EPPBearerTokenFile, "Bearer token file sent to the EPP (re-read, so rotated tokens work), e.g. a projected ServiceAccount token")
+	fs.BoolVar(&o.EPPInsecureTLS, "epp-insecure-skip-verify", o.EPPInsecureTLS, "Skip TLS verification of EPP metrics endpoints (not allowed with --epp-bearer-token-file)")
+	fs.StringVar(&o.EPPCAFile, "epp-ca-file", o.EPPCAFile, "PEM CA bundle that signed the EPPs' serving certificates (https only; required with --epp-bearer-token-file)")
+	fs.StringVar(&o.EPPTLSServerName, "epp-tls-server-name", o.EPPTLSServerName, "Name the EPP certificates are checked against (default: the host of the URL; pod IPs are rarely in a certificate)")
+	fs.StringVar(&o.EPPBearerTokenFile, "epp-bearer-token-file", o.EPPBearerTokenFile, "Opt-in: bearer token file sent to the EPPs, re-read on every request so rotation works; needs --epp-scheme=https (https --epp-url) and --epp-ca-file. Default: no token is sent")
 	fs.StringArrayVar(&o.EPPURLs, "epp-url", o.EPPURLs, "Static EPP metrics URL serving every namespace (repeatable); replaces pod discovery through --epp-selector")
 
 	fs.DurationVar(&o.WakeTimeout, "wake-timeout", o.WakeTimeout, "After a wake-up, how long to wait for the target to show a replica before waking again")
@@ -100,6 +114,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.ActivatorBackends, "activator-backend", o.ActivatorBackends, "model=URL: where the activator forwards requests for a model (repeatable), e.g. meta/llama-3.1-8b=http://llama.prod.svc:8000")
 	fs.DurationVar(&o.ActivatorMaxWait, "activator-max-wait", o.ActivatorMaxWait, "Longest a request is held for its model to become ready (then 503 with Retry-After)")
 	fs.StringVar(&o.ActivatorHealthPath, "activator-health-path", o.ActivatorHealthPath, "Backend path whose 200 means ready")
+	fs.IntVar(&o.ActivatorMaxHeldRequests, "activator-max-held-requests", o.ActivatorMaxHeldRequests, "Most requests held at once waiting for a model; beyond it 503 with Retry-After (the model is still woken)")
+	fs.Int64Var(&o.ActivatorMaxHeldBytes, "activator-max-held-bytes", o.ActivatorMaxHeldBytes, "Most request-body bytes in memory at once (being read, held or forwarded); beyond it 503 with Retry-After")
+	fs.Int64Var(&o.ActivatorMaxBodyBytes, "activator-max-body-bytes", o.ActivatorMaxBodyBytes, "Largest request body accepted (413 beyond); at most --activator-max-held-bytes")
+	fs.DurationVar(&o.ActivatorReadTimeout, "activator-read-timeout", o.ActivatorReadTimeout, "Longest the activator waits for a request's headers and body (slow senders are cut off)")
+	fs.DurationVar(&o.ActivatorWriteTimeout, "activator-write-timeout", o.ActivatorWriteTimeout, "Longest a forwarded response may stream; the connection's write deadline is --activator-max-wait plus this")
+	fs.DurationVar(&o.ActivatorIdleTimeout, "activator-idle-timeout", o.ActivatorIdleTimeout, "How long an idle keep-alive connection to the activator stays open")
 
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the plain-HTTP /metrics, /healthz and /readyz endpoints (\"0\" disables)")
 	o.Lease.AddFlags(fs, "Only the Lease holder polls and wakes (the activator serves on every replica)")
@@ -117,7 +137,8 @@ func (o *Options) Validate() error {
 	var errs []error
 	for name, d := range map[string]time.Duration{"--poll-interval": o.PollInterval, "--scrape-timeout": o.ScrapeTimeout,
 		"--wake-timeout": o.WakeTimeout, "--retry-after": o.RetryAfter, "--activator-max-wait": o.ActivatorMaxWait,
-		"--budget-metrics-interval": o.BudgetGaugesEvery} {
+		"--budget-metrics-interval": o.BudgetGaugesEvery, "--activator-read-timeout": o.ActivatorReadTimeout,
+		"--activator-write-timeout": o.ActivatorWriteTimeout, "--activator-idle-timeout": o.ActivatorIdleTimeout} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s=%s: must be positive", name, d))
 		}
@@ -150,10 +171,16 @@ func (o *Options) Validate() error {
 	if o.EPPScheme != "http" && o.EPPScheme != "https" {
 		errs = append(errs, fmt.Errorf("--epp-scheme=%q: want http or https", o.EPPScheme))
 	}
-	if o.EPPBearerTokenFile != "" {
-		if _, err := os.Stat(o.EPPBearerTokenFile); err != nil {
-			errs = append(errs, fmt.Errorf("--epp-bearer-token-file: %w", err))
-		}
+	errs = append(errs, o.validateEPPTLS()...)
+	if o.ActivatorMaxHeldRequests < 1 {
+		errs = append(errs, fmt.Errorf("--activator-max-held-requests=%d: must be >= 1", o.ActivatorMaxHeldRequests))
+	}
+	if o.ActivatorMaxBodyBytes < 1 {
+		errs = append(errs, fmt.Errorf("--activator-max-body-bytes=%d: must be >= 1", o.ActivatorMaxBodyBytes))
+	}
+	if o.ActivatorMaxHeldBytes < o.ActivatorMaxBodyBytes {
+		errs = append(errs, fmt.Errorf("--activator-max-held-bytes=%d: must be >= --activator-max-body-bytes (%d), or no body that size is ever accepted",
+			o.ActivatorMaxHeldBytes, o.ActivatorMaxBodyBytes))
 	}
 	errs = append(errs, budget.ValidateFlags(o.BudgetConfigMap, o.BudgetPoolLabel)...)
 	if _, err := ParseBackends(o.ActivatorBackends); err != nil {
@@ -166,6 +193,50 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// validateEPPTLS enforces the trust model of the EPP scrapes: no token by
+// default; a token only over HTTPS with a certificate verified against
+// --epp-ca-file, so neither a sniffer nor a pod that merely carries the EPP
+// label (and has no certificate from that CA) ever sees it.
+func (o *Options) validateEPPTLS() []error {
+	var errs []error
+	https := o.EPPScheme == "https"
+	if len(o.EPPURLs) > 0 {
+		https = true
+		for _, u := range o.EPPURLs {
+			if !strings.HasPrefix(strings.ToLower(u), "https://") {
+				https = false
+			}
+		}
+	}
+	if o.EPPCAFile != "" {
+		if _, err := os.Stat(o.EPPCAFile); err != nil {
+			errs = append(errs, fmt.Errorf("--epp-ca-file: %w", err))
+		}
+		if !https {
+			errs = append(errs, fmt.Errorf("--epp-ca-file=%q: only used with --epp-scheme=https (or https --epp-url)", o.EPPCAFile))
+		}
+	}
+	if o.EPPBearerTokenFile == "" {
+		return errs
+	}
+	if _, err := os.Stat(o.EPPBearerTokenFile); err != nil {
+		errs = append(errs, fmt.Errorf("--epp-bearer-token-file: %w", err))
+	}
+	switch {
+	case len(o.EPPURLs) > 0 && !https:
+		errs = append(errs, fmt.Errorf("--epp-bearer-token-file with a plain-HTTP --epp-url: the token is only sent over HTTPS; use https URLs and --epp-ca-file"))
+	case len(o.EPPURLs) == 0 && !https:
+		errs = append(errs, fmt.Errorf("--epp-bearer-token-file with --epp-scheme=%s: the token is only sent over HTTPS; set --epp-scheme=https and --epp-ca-file", o.EPPScheme))
+	}
+	if o.EPPCAFile == "" {
+		errs = append(errs, errors.New("--epp-bearer-token-file needs --epp-ca-file: the token is only sent to an EPP whose certificate that CA signed"))
+	}
+	if o.EPPInsecureTLS {
+		errs = append(errs, errors.New("--epp-bearer-token-file with --epp-insecure-skip-verify: the token is only sent to a verified server; drop one of them"))
+	}
+	return errs
 }
 
 // ParseBackends reads repeated model=URL flags. The model is everything

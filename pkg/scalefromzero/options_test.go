@@ -27,6 +27,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad path", func(o *Options) { o.EPPSelector, o.EPPMetricsPath = "a=b", "metrics" }, `--epp-metrics-path="metrics": must start with /`},
 		{"both budgets", func(o *Options) { o.EPPSelector, o.BudgetConfigMap, o.BudgetPoolLabel = "a=b", "cm", "pool" }, "choose one budget source"},
 		{"missing token file", func(o *Options) { o.EPPSelector, o.EPPBearerTokenFile = "a=b", "/nonexistent/token" }, "--epp-bearer-token-file"},
+		{"CA file with http", func(o *Options) { o.EPPSelector, o.EPPCAFile = "a=b", "options_test.go" }, `--epp-ca-file="options_test.go": only used with --epp-scheme=https`},
+		{"held bytes below body cap", func(o *Options) { o.EPPSelector, o.ActivatorMaxHeldBytes = "a=b", 1<<20 }, "--activator-max-held-bytes=1048576: must be >= --activator-max-body-bytes (4194304)"},
+		{"no held requests", func(o *Options) { o.EPPSelector, o.ActivatorMaxHeldRequests = "a=b", 0 }, "--activator-max-held-requests=0: must be >= 1"},
 		{"activator without backends", func(o *Options) { o.ActivatorListen = ":8000" }, "needs at least one --activator-backend"},
 		{"lease order", func(o *Options) { o.EPPSelector, o.Lease.Enabled, o.Lease.RenewDeadline = "a=b", true, time.Minute }, "leader election"},
 	}

@@ -3,10 +3,14 @@ package scalefromzero
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +29,6 @@ import (
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/transport"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -172,21 +175,69 @@ func Run(ctx context.Context, o *Options) error {
 	return daemon.RunLeaderElected(ctx, kube, o.Lease, recorder, nil, runner.Run)
 }
 
+// eppClient is the HTTP client of the EPP scrapes. By default it sends no
+// credentials. With --epp-bearer-token-file it adds the token, read from the
+// file on every request, and only to https URLs whose certificate verifies
+// against --epp-ca-file (Validate insists on both); it never follows a
+// redirect, so the token cannot be bounced elsewhere.
 func eppClient(o *Options) (*http.Client, error) {
+	tlsCfg := &tls.Config{InsecureSkipVerify: o.EPPInsecureTLS, ServerName: o.EPPTLSServerName, MinVersion: tls.VersionTLS12} //nolint:gosec // opt-in flag, refused with a token
+	if o.EPPCAFile != "" {
+		pem, err := os.ReadFile(o.EPPCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--epp-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--epp-ca-file=%q: no PEM certificate in it", o.EPPCAFile)
+		}
+		tlsCfg.RootCAs = pool
+	}
 	var rt http.RoundTripper = &http.Transport{
-		Proxy:               nil,                                               // pod IPs: never through an HTTP proxy
-		TLSClientConfig:     &tls.Config{InsecureSkipVerify: o.EPPInsecureTLS}, //nolint:gosec // opt-in flag
+		Proxy:               nil, // pod IPs: never through an HTTP proxy
+		TLSClientConfig:     tlsCfg,
 		DialContext:         (&net.Dialer{Timeout: o.ScrapeTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: o.ScrapeTimeout,
 	}
 	if o.EPPBearerTokenFile != "" {
-		var err error
-		// Re-reads the file periodically, so a rotated token is picked up.
-		if rt, err = transport.NewBearerAuthWithRefreshRoundTripper("", o.EPPBearerTokenFile, rt); err != nil {
-			return nil, fmt.Errorf("--epp-bearer-token-file: %w", err)
+		if o.EPPCAFile == "" || o.EPPInsecureTLS {
+			return nil, errors.New("--epp-bearer-token-file needs --epp-ca-file and no --epp-insecure-skip-verify")
 		}
+		rt = &tokenFileRoundTripper{path: o.EPPBearerTokenFile, next: rt}
 	}
-	return &http.Client{Transport: rt}, nil
+	return &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, nil
+}
+
+// maxTokenBytes bounds the token file; a ServiceAccount JWT is ~1 KiB.
+const maxTokenBytes = 64 << 10
+
+// tokenFileRoundTripper adds "Authorization: Bearer <file content>" to https
+// requests and refuses plain-HTTP ones outright.
+type tokenFileRoundTripper struct {
+	path string
+	next http.RoundTripper
+}
+
+func (t *tokenFileRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "https" {
+		return nil, fmt.Errorf("refusing to send the --epp-bearer-token-file token over plain HTTP to %s", req.URL.Redacted())
+	}
+	f, err := os.Open(t.path)
+	if err != nil {
+		return nil, fmt.Errorf("--epp-bearer-token-file: %w", err)
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("--epp-bearer-token-file=%q: %w", t.path, err)
+	}
+	token := strings.TrimSpace(string(raw))
+	if token == "" || len(raw) > maxTokenBytes {
+		return nil, fmt.Errorf("--epp-bearer-token-file=%q: want a non-empty token of at most %d bytes", t.path, maxTokenBytes)
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+token)
+	return t.next.RoundTrip(req)
 }
 
 func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metrics) error {
@@ -194,13 +245,14 @@ func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metr
 	if err != nil {
 		return err
 	}
-	act := NewActivator(&Activator{Backends: backends, Waker: waker, Metrics: metrics, MaxWait: o.ActivatorMaxWait, HealthPath: o.ActivatorHealthPath})
+	act := NewActivator(&Activator{Backends: backends, Waker: waker, Metrics: metrics, MaxWait: o.ActivatorMaxWait, HealthPath: o.ActivatorHealthPath,
+		MaxBodyBytes: o.ActivatorMaxBodyBytes, MaxHeldBytes: o.ActivatorMaxHeldBytes, MaxHeldRequests: int64(o.ActivatorMaxHeldRequests),
+		ReadTimeout: o.ActivatorReadTimeout, ResponseTimeout: o.ActivatorWriteTimeout, IdleTimeout: o.ActivatorIdleTimeout})
 	ln, err := net.Listen("tcp", o.ActivatorListen)
 	if err != nil {
 		return fmt.Errorf("--activator-listen=%s: %w", o.ActivatorListen, err)
 	}
-	// No write timeout: responses stream for as long as generation takes.
-	srv := &http.Server{Handler: act, ReadHeaderTimeout: 10 * time.Second}
+	srv := act.Server()
 	go func() { _ = srv.Serve(ln) }()
 	go func() {
 		<-ctx.Done()
@@ -208,7 +260,8 @@ func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metr
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	klog.InfoS("activator listening", "address", ln.Addr().String(), "models", sortedKeys(backends), "maxWait", o.ActivatorMaxWait)
+	klog.InfoS("activator listening", "address", ln.Addr().String(), "models", sortedKeys(backends), "maxWait", o.ActivatorMaxWait,
+		"maxHeldRequests", o.ActivatorMaxHeldRequests, "maxHeldBytes", o.ActivatorMaxHeldBytes, "maxBodyBytes", o.ActivatorMaxBodyBytes)
 	return nil
 }
 
