@@ -39,6 +39,10 @@ func TestRunOnceConfigValidCondition(t *testing.T) {
 				c := meta.FindStatusCondition(writes[name].Conditions, llmdv1alpha1.ConditionTypeConfigValid)
 				require.NotNil(t, c, name)
 				assert.Equal(t, want, c.Status, name)
+				// ClientStatusWriter writes only the engine's conditions.
+				var merged llmdv1alpha1.VariantAutoscalingStatus
+				MergeEngineStatus(&merged, writes[name])
+				assert.NotNil(t, meta.FindStatusCondition(merged.Conditions, llmdv1alpha1.ConditionTypeConfigValid), "ConfigValid is engine-owned")
 				if want == metav1.ConditionFalse {
 					assert.Equal(t, llmdv1alpha1.ReasonInvalidConfig, c.Reason)
 					assert.Contains(t, c.Message, "ConfigMap wva-saturation-scaling-config key")
