@@ -73,6 +73,11 @@ type Adapter struct {
 	leading      atomic.Bool
 	// synced is set once every informer has synced.
 	synced atomic.Bool
+	// cmHandlerSynced: the ConfigMap handler has applied the initial
+	// list, so the store is complete before the leader persists it.
+	cmHandlerSynced cache.InformerSynced
+	lastGood        lastGoodPersister
+	invalidGauge    *invalidGauge
 }
 
 // New builds the adapter. base must have had InstallFlags called and its
@@ -152,6 +157,9 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		a.Engine.Budget = inventory.GPUBudget{Source: src}
 		a.budgetStart, a.budgetSynced = start, synced
 	}
+	a.lastGood = lastGoodPersister{kube: a.kube, namespace: opts.ConfigNamespace, store: a.Config,
+		lister: a.cmInformer.Core().V1().ConfigMaps().Lister(), retry: opts.EngineInterval, changed: make(chan struct{}, 1)}
+	a.invalidGauge = newInvalidGauge(a.Registry)
 	a.Provider = provider.New(inv.VAs, clock.RealClock{}, opts.StaleAfter, a.Registry)
 	base.WithExternalMetrics(a.Provider)
 	if opts.KedaScalerAddress != "" {
@@ -185,33 +193,58 @@ func (a *Adapter) watch() {
 		},
 		DeleteFunc: trigger,
 	})
-	apply := func(obj any) {
-		cm, ok := obj.(*corev1.ConfigMap)
-		if !ok || !config.IsConfigMapName(cm.Name) {
-			return
-		}
-		if err := a.Config.Apply(cm.Name, cm.Data); err != nil {
-			klog.ErrorS(err, "rejected ConfigMap entries; last valid entries stay in force", "configmap", klog.KObj(cm))
-			a.recorder.Eventf(cm, corev1.EventTypeWarning, "InvalidConfig", "%v", err)
-		} else {
-			klog.InfoS("applied ConfigMap", "configmap", klog.KObj(cm))
-		}
+	// Every replica applies the ConfigMaps (the engine may move to any of
+	// them); the leader persists what is in force (lastGoodPersister).
+	configChanged := func() {
+		a.invalidGauge.sync(a.Config.Invalid())
+		a.lastGood.notify()
 		a.Engine.Trigger()
 	}
-	_, _ = a.cmInformer.Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	apply := func(obj any) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok {
+			return
+		}
+		switch {
+		case cm.Name == config.LastGoodConfigMapName:
+			a.Config.SetLastGood(cm.Data)
+		case config.IsConfigMapName(cm.Name):
+			if err := a.Config.Apply(cm.Name, cm.Data); err != nil {
+				klog.ErrorS(err, "rejected ConfigMap entries; last valid entries stay in force", "configmap", klog.KObj(cm))
+				a.recorder.Eventf(cm, corev1.EventTypeWarning, "InvalidConfig", "%v", err)
+			} else {
+				klog.InfoS("applied ConfigMap", "configmap", klog.KObj(cm))
+			}
+		default:
+			return
+		}
+		configChanged()
+	}
+	reg, _ := a.cmInformer.Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    apply,
 		UpdateFunc: func(_, obj any) { apply(obj) },
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if cm, ok := obj.(*corev1.ConfigMap); ok && config.IsConfigMapName(cm.Name) {
+			cm, ok := obj.(*corev1.ConfigMap)
+			switch {
+			case !ok:
+				return
+			case cm.Name == config.LastGoodConfigMapName:
+				a.Config.SetLastGood(nil)
+			case config.IsConfigMapName(cm.Name):
 				a.Config.Remove(cm.Name)
 				klog.InfoS("ConfigMap deleted; built-in defaults apply", "configmap", klog.KObj(cm))
-				a.Engine.Trigger()
+			default:
+				return
 			}
+			configChanged()
 		},
 	})
+	if reg != nil {
+		a.cmHandlerSynced = reg.HasSynced
+	}
 }
 
 // Run starts informers, the metrics endpoint, the engine (under leader
@@ -250,6 +283,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if a.dyn != nil {
 		a.dyn.WaitForCacheSync(ctx.Done())
 	}
+	if a.cmHandlerSynced != nil && !cache.WaitForCacheSync(ctx.Done(), a.cmHandlerSynced) {
+		return errors.New("ConfigMap handler did not apply the initial ConfigMaps")
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), a.budgetSynced...) {
 		return errors.New("GPU budget informers (nodes, pods, budget ConfigMap) did not sync")
 	}
@@ -282,7 +318,11 @@ func typeNames[T comparable](m map[T]bool) map[string]bool {
 }
 
 func (a *Adapter) runEngine(ctx context.Context) {
-	if err := daemon.RunLeaderElected(ctx, a.kube, a.Options.Lease, a.recorder, a.leading.Store, a.Engine.Run); err != nil {
+	work := func(ctx context.Context) {
+		go a.lastGood.run(ctx)
+		a.Engine.Run(ctx)
+	}
+	if err := daemon.RunLeaderElected(ctx, a.kube, a.Options.Lease, a.recorder, a.leading.Store, work); err != nil {
 		klog.ErrorS(err, "engine not started")
 	}
 }

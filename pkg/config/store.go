@@ -11,23 +11,38 @@ import (
 )
 
 // EntryError is a rejected ConfigMap entry. Kept says whether an earlier
-// valid version of the entry stays in force.
+// valid version of the entry stays in force; Restored, that this version
+// came from LastGoodConfigMapName (this process had seen no valid one).
 type EntryError struct {
 	ConfigMap string
 	Key       string
 	Kept      bool
+	Restored  bool
 	Err       error
 }
 
 func (e *EntryError) Error() string {
 	outcome := "entry ignored"
-	if e.Kept {
+	switch {
+	case e.Restored:
+		outcome = "last valid entry from ConfigMap " + LastGoodConfigMapName + " kept"
+	case e.Kept:
 		outcome = "previous valid entry kept"
 	}
 	return fmt.Sprintf("%s: entry %q: %v (%s)", e.ConfigMap, e.Key, e.Err, outcome)
 }
 
 func (e *EntryError) Unwrap() error { return e.Err }
+
+// LastGoodConfigMapName is the wva-owned ConfigMap (in the config namespace)
+// where the leader keeps the valid version of every entry in force, so a
+// restarted or newly elected replica keeps the same configuration when a
+// user entry is broken. Its data keys are LastGoodKey(configMap, key).
+const LastGoodConfigMapName = "wva-last-good-config"
+
+// LastGoodKey is the data key of one entry in LastGoodConfigMapName:
+// "<configmap-name>.<entry-key>" (both are valid ConfigMap key characters).
+func LastGoodKey(configMap, key string) string { return configMap + "." + key }
 
 // OverrideKey is the upstream data key of a per-model override. Kubernetes
 // rejects '#' and '/' in ConfigMap data keys, so in a real ConfigMap use the
@@ -46,6 +61,26 @@ type section[E entryOf[V], V validator] struct {
 	configMap string
 	builtin   func() V
 	entries   map[string]E
+	// raw is the text of each entry in entries, as persisted.
+	raw map[string]string
+	// restored marks entries whose text came from lastGood.
+	restored map[string]bool
+	// data is the ConfigMap's data as last applied, re-applied when
+	// lastGood changes.
+	data map[string]string
+	// lastGood is this ConfigMap's part of LastGoodConfigMapName.
+	lastGood map[string]string
+	// invalid is every rejected entry of the last apply.
+	invalid []invalidEntry
+}
+
+// invalidEntry is a rejected entry with the models it was meant for.
+type invalidEntry struct {
+	err *EntryError
+	// sc is the entry's scope; known is false when it could not be read,
+	// and the entry then counts as applying to every model.
+	sc    scope
+	known bool
 }
 
 func (s *section[E, V]) defaultValue() (V, bool) {
@@ -56,40 +91,99 @@ func (s *section[E, V]) defaultValue() (V, bool) {
 	return base, false
 }
 
-// apply replaces the section's entries with data. A key that fails to parse
-// or validate keeps its previous valid version, if it had one.
-func (s *section[E, V]) apply(data map[string]string) error {
-	next := make(map[string]E, len(data))
-	var errs []error
-	reject := func(key string, err error) {
-		prev, had := s.entries[key]
-		if had {
-			next[key] = prev
-		}
-		errs = append(errs, &EntryError{ConfigMap: s.configMap, Key: key, Kept: had, Err: err})
+// parse reads and validates one entry on top of base.
+func (s *section[E, V]) parse(text string, base V) (E, V, error) {
+	var entry E
+	if err := yaml.UnmarshalStrict([]byte(text), &entry); err != nil {
+		var merged V
+		return entry, merged, fmt.Errorf("cannot parse: %w", err)
 	}
+	merged := entry.over(base)
+	return entry, merged, merged.Validate()
+}
+
+// apply replaces the section's entries with data. A key that fails to parse
+// or validate keeps its previous valid version, if it had one, else the
+// version in lastGood, if that one is valid.
+func (s *section[E, V]) apply(data map[string]string) error {
+	s.data = data
+	next := make(map[string]E, len(data))
+	raw := make(map[string]string, len(data))
+	restored := map[string]bool{}
+	s.invalid = nil
+	var errs []error
 	// The default entry first: overrides are validated on top of it.
 	keys := sortedKeys(data)
 	sort.SliceStable(keys, func(i, j int) bool { return keys[i] == DefaultKey && keys[j] != DefaultKey })
 	base := s.builtin()
-	for _, key := range keys {
-		var entry E
-		if err := yaml.UnmarshalStrict([]byte(data[key]), &entry); err != nil {
-			reject(key, fmt.Errorf("cannot parse: %w", err))
-			continue
-		}
-		merged := entry.over(base)
-		if err := merged.Validate(); err != nil {
-			reject(key, err)
-			continue
-		}
-		next[key] = entry
+	keep := func(key string, entry E, text string, merged V) {
+		next[key], raw[key] = entry, text
 		if key == DefaultKey {
 			base = merged
 		}
 	}
-	s.entries = next
+	for _, key := range keys {
+		entry, merged, err := s.parse(data[key], base)
+		if err == nil {
+			keep(key, entry, data[key], merged)
+			continue
+		}
+		ee := &EntryError{ConfigMap: s.configMap, Key: key, Err: err}
+		if prev, had := s.entries[key]; had {
+			ee.Kept, ee.Restored = true, s.restored[key]
+			restored[key] = s.restored[key]
+			keep(key, prev, s.raw[key], prev.over(base))
+		} else if text, ok := s.lastGood[key]; ok {
+			// A fresh process: the leader's persisted version, if it is
+			// still valid on top of the current default.
+			if prev, m, perr := s.parse(text, base); perr == nil {
+				ee.Kept, ee.Restored = true, true
+				restored[key] = true
+				keep(key, prev, text, m)
+			}
+		}
+		inv := invalidEntry{err: ee}
+		inv.sc, inv.known = scopeOfText(data[key])
+		if prev, ok := next[key]; ok && !inv.known {
+			inv.sc = prev.scope()
+			inv.known = inv.sc.ModelID != ""
+		}
+		s.invalid = append(s.invalid, inv)
+		errs = append(errs, ee)
+	}
+	s.entries, s.raw, s.restored = next, raw, restored
 	return errors.Join(errs...)
+}
+
+// scopeOfText reads just model_id/namespace of an entry that may be
+// invalid otherwise.
+func scopeOfText(text string) (scope, bool) {
+	var sc struct {
+		ModelID   string `json:"model_id"`
+		Namespace string `json:"namespace"`
+	}
+	if yaml.Unmarshal([]byte(text), &sc) != nil || sc.ModelID == "" {
+		return scope{}, false
+	}
+	return scope{ModelID: sc.ModelID, Namespace: sc.Namespace}, true
+}
+
+// appliesTo reports whether an invalid entry was meant for the model in
+// namespace: the default entry and entries whose scope cannot be read
+// concern every model.
+func (e invalidEntry) appliesTo(modelID, namespace string) bool {
+	key := e.err.Key
+	switch {
+	case key == DefaultKey:
+		return true
+	case key == OverrideKey(modelID, namespace):
+		return true
+	case strings.Contains(key, "#"):
+		return false
+	case !e.known:
+		return true
+	}
+	return e.sc.ModelID == modelID && (e.sc.Namespace == "" || e.sc.Namespace == namespace)
 }
 
 // resolve layers built-in defaults, the default entry and the most specific
@@ -221,6 +315,68 @@ func (s *Store) Apply(configMapName string, data map[string]string) error {
 	}
 	return fmt.Errorf("unknown ConfigMap %q: want one of %s", configMapName,
 		strings.Join([]string{SaturationConfigMapName, ScaleToZeroConfigMapName, QueueingModelConfigMapName}, ", "))
+}
+
+// SetLastGood replaces the persisted last valid entries (the data of
+// LastGoodConfigMapName) and re-applies every ConfigMap, so a broken entry
+// seen before them falls back to them.
+func (s *Store) SetLastGood(data map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	split := func(configMap string) map[string]string {
+		out := map[string]string{}
+		for k, v := range data {
+			if key, ok := strings.CutPrefix(k, configMap+"."); ok && key != "" {
+				out[key] = v
+			}
+		}
+		return out
+	}
+	s.saturation.lastGood = split(SaturationConfigMapName)
+	s.scaleToZero.lastGood = split(ScaleToZeroConfigMapName)
+	s.queueing.lastGood = split(QueueingModelConfigMapName)
+	// Errors were reported when each ConfigMap was applied.
+	_ = s.saturation.apply(s.saturation.data)
+	_ = s.scaleToZero.apply(s.scaleToZero.data)
+	_ = s.queueing.apply(s.queueing.data)
+}
+
+// LastGood is the text of every entry in force, keyed LastGoodKey: what
+// the leader persists in LastGoodConfigMapName.
+func (s *Store) LastGood() map[string]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[string]string{}
+	for cm, raw := range map[string]map[string]string{SaturationConfigMapName: s.saturation.raw,
+		ScaleToZeroConfigMapName: s.scaleToZero.raw, QueueingModelConfigMapName: s.queueing.raw} {
+		for k, v := range raw {
+			out[LastGoodKey(cm, k)] = v
+		}
+	}
+	return out
+}
+
+// Invalid lists the entries rejected by the last apply of each ConfigMap.
+func (s *Store) Invalid() []*EntryError { return s.invalidFor(func(invalidEntry) bool { return true }) }
+
+// InvalidFor lists the rejected entries meant for modelID in namespace (a
+// default entry concerns every model).
+func (s *Store) InvalidFor(modelID, namespace string) []*EntryError {
+	return s.invalidFor(func(e invalidEntry) bool { return e.appliesTo(modelID, namespace) })
+}
+
+func (s *Store) invalidFor(match func(invalidEntry) bool) []*EntryError {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*EntryError
+	for _, list := range [][]invalidEntry{s.saturation.invalid, s.scaleToZero.invalid, s.queueing.invalid} {
+		for _, e := range list {
+			if match(e) {
+				out = append(out, e.err)
+			}
+		}
+	}
+	return out
 }
 
 // Remove forgets a deleted ConfigMap; built-in defaults apply again.

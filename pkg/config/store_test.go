@@ -234,3 +234,116 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+// A fresh process (restart, new leader) has no in-memory last valid entry:
+// a broken entry falls back to the persisted one, whichever arrives first.
+func TestBrokenEntryFallsBackToLastGood(t *testing.T) {
+	sat := func(key string) string { return LastGoodKey(SaturationConfigMapName, key) }
+	broken := map[string]string{DefaultKey: "kvCacheThreshold: 7"}
+	cases := []struct {
+		name     string
+		steps    func(s *Store) error
+		wantKv   float64
+		kept     bool
+		restored bool
+	}{
+		{"persisted seen first", func(s *Store) error {
+			s.SetLastGood(map[string]string{sat(DefaultKey): "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"})
+			return s.Apply(SaturationConfigMapName, broken)
+		}, 0.55, true, true},
+		{"persisted seen after the broken ConfigMap", func(s *Store) error {
+			err := s.Apply(SaturationConfigMapName, broken)
+			s.SetLastGood(map[string]string{sat(DefaultKey): "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"})
+			return err
+		}, 0.55, true, true},
+		{"persisted entry itself invalid", func(s *Store) error {
+			s.SetLastGood(map[string]string{sat(DefaultKey): "kvCacheThreshold: 2"})
+			return s.Apply(SaturationConfigMapName, broken)
+		}, 0.80, false, false},
+		{"persisted entry of another ConfigMap", func(s *Store) error {
+			s.SetLastGood(map[string]string{LastGoodKey(ScaleToZeroConfigMapName, DefaultKey): "kvCacheThreshold: 0.55"})
+			return s.Apply(SaturationConfigMapName, broken)
+		}, 0.80, false, false},
+		{"in-memory last valid entry wins over the persisted one", func(s *Store) error {
+			require.NoError(t, s.Apply(SaturationConfigMapName, map[string]string{DefaultKey: "kvCacheThreshold: 0.6"}))
+			s.SetLastGood(map[string]string{sat(DefaultKey): "kvCacheThreshold: 0.55"})
+			return s.Apply(SaturationConfigMapName, broken)
+		}, 0.60, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStore()
+			err := tc.steps(s)
+			var ee *EntryError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, tc.wantKv, s.Resolve("m", "ns").Saturation.KvCacheThreshold)
+			// The state after SetLastGood, not the first apply's.
+			invalid := s.Invalid()
+			require.Len(t, invalid, 1)
+			assert.Equal(t, tc.kept, invalid[0].Kept)
+			assert.Equal(t, tc.restored, invalid[0].Restored)
+			assert.Contains(t, invalid[0].Error(), "kvCacheThreshold=7: must be in (0, 1]")
+			if tc.kept {
+				// What the leader persists keeps the version in force, so a
+				// new leader does not erase it.
+				assert.Contains(t, s.LastGood()[sat(DefaultKey)], "kvCacheThreshold: 0.")
+			} else {
+				assert.NotContains(t, s.LastGood(), sat(DefaultKey))
+			}
+		})
+	}
+}
+
+func TestLastGoodMirrorsEntriesInForce(t *testing.T) {
+	s := NewStore()
+	require.NoError(t, s.Apply(SaturationConfigMapName, map[string]string{DefaultKey: "kvCacheThreshold: 0.55", "llama": "model_id: m\nkvCacheThreshold: 0.7"}))
+	require.NoError(t, s.Apply(ScaleToZeroConfigMapName, map[string]string{DefaultKey: "retention_period: 5m"}))
+	assert.Equal(t, map[string]string{
+		"wva-saturation-scaling-config.default":  "kvCacheThreshold: 0.55",
+		"wva-saturation-scaling-config.llama":    "model_id: m\nkvCacheThreshold: 0.7",
+		"wva-model-scale-to-zero-config.default": "retention_period: 5m",
+	}, s.LastGood())
+	// A removed key or ConfigMap leaves the persisted set too; a fixed
+	// entry clears its invalid state.
+	require.Error(t, s.Apply(SaturationConfigMapName, map[string]string{DefaultKey: "kvCacheThreshold: 7"}))
+	require.Len(t, s.Invalid(), 1)
+	require.NoError(t, s.Apply(SaturationConfigMapName, map[string]string{DefaultKey: "kvCacheThreshold: 0.65"}))
+	s.Remove(ScaleToZeroConfigMapName)
+	assert.Equal(t, map[string]string{"wva-saturation-scaling-config.default": "kvCacheThreshold: 0.65"}, s.LastGood())
+	assert.Empty(t, s.Invalid())
+}
+
+func TestInvalidForScopesBrokenEntries(t *testing.T) {
+	s := NewStore()
+	err := s.Apply(SaturationConfigMapName, map[string]string{
+		"llama":              "model_id: meta/llama\nnamespace: prod\nkvCacheThreshold: 3",
+		"granite":            "model_id: ibm/granite\nkvCacheThreshold: 3",
+		"garbled":            "model_id: [unterminated",
+		"meta/qwen#dev":      "kvCacheThreshold: 3",
+		"valid-for-everyone": "model_id: x/y\nkvCacheThreshold: 0.7",
+	})
+	require.Error(t, err)
+	keys := func(model, ns string) []string {
+		var out []string
+		for _, e := range s.InvalidFor(model, ns) {
+			out = append(out, e.Key)
+		}
+		return out
+	}
+	cases := []struct {
+		model, ns string
+		want      []string
+	}{
+		{"meta/llama", "prod", []string{"garbled", "llama"}},
+		{"meta/llama", "dev", []string{"garbled"}},
+		{"ibm/granite", "any", []string{"garbled", "granite"}},
+		{"meta/qwen", "dev", []string{"garbled", "meta/qwen#dev"}},
+		{"x/y", "prod", []string{"garbled"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.model+"/"+tc.ns, func(t *testing.T) { assert.ElementsMatch(t, tc.want, keys(tc.model, tc.ns)) })
+	}
+	// A broken default concerns every model.
+	require.Error(t, s.Apply(ScaleToZeroConfigMapName, map[string]string{DefaultKey: "retention_period: 1s"}))
+	assert.Contains(t, keys("x/y", "prod"), DefaultKey)
+}

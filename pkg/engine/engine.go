@@ -248,6 +248,9 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 				Desired: t.Replicas, Current: tgt.SpecReplicas, Cost: variantCost(va), Target: t,
 			})
 			status := NextStatus(va, p, res, t, tgt, c.MetricsErr, now)
+			if e.Config != nil {
+				setConfigCondition(&status, va, e.Config.InvalidFor(p.Key.ModelID, p.Key.Namespace), now)
+			}
 			prev := va.Status.DesiredOptimizedAlloc
 			wrote, err := e.publish(ctx, va, status, now)
 			if err != nil {

@@ -17,6 +17,7 @@ var engineConditions = []string{
 	llmdv1alpha1.ConditionTypeTargetResolved,
 	llmdv1alpha1.ConditionTypeMetricsAvailable,
 	llmdv1alpha1.ConditionTypeOptimizationReady,
+	llmdv1alpha1.ConditionTypeConfigValid,
 }
 
 // ClientStatusWriter writes VA status through the API server.

@@ -73,6 +73,10 @@ const (
 	// ConditionTypeHPAReady reports whether the companion controller's HPA
 	// for the variant exists and matches the VA (set by `wva controller`).
 	ConditionTypeHPAReady = "HPAReady"
+	// ConditionTypeConfigValid reports whether every wva ConfigMap entry
+	// meant for the variant's model (the default entries concern every
+	// model) is valid; while one is not, its last valid version applies.
+	ConditionTypeConfigValid = "ConfigValid"
 )
 
 // Condition reasons set in status.conditions.
@@ -98,6 +102,10 @@ const (
 	ReasonOptimizationSucceeded = "OptimizationSucceeded"
 	ReasonOptimizationFailed    = "OptimizationFailed"
 	ReasonInvalidSpec           = "InvalidSpec"
+
+	// ConfigValid reasons.
+	ReasonConfigApplied = "ConfigApplied"
+	ReasonInvalidConfig = "InvalidConfig"
 
 	// HPAReady reasons.
 	ReasonHPASynced          = "HPASynced"

@@ -1,0 +1,142 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/wva-project/wva/pkg/config"
+)
+
+// lastGoodLabels mark config.LastGoodConfigMapName as wva's own.
+var lastGoodLabels = map[string]string{"app.kubernetes.io/name": "wva", "app.kubernetes.io/managed-by": "wva"}
+
+// lastGoodPersister keeps config.LastGoodConfigMapName equal to the entries
+// in force in the store. Only the leader runs it; every replica reads the
+// ConfigMap back through its informer (Store.SetLastGood), so a restarted
+// or newly elected replica keeps the last valid version of a broken entry
+// instead of falling back to built-in defaults.
+type lastGoodPersister struct {
+	kube      kubernetes.Interface
+	namespace string
+	store     *config.Store
+	lister    corelisters.ConfigMapLister
+	// retry is how soon a failed write is tried again.
+	retry   time.Duration
+	changed chan struct{}
+}
+
+// notify asks for a write check; it never blocks.
+func (p *lastGoodPersister) notify() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (p *lastGoodPersister) run(ctx context.Context) {
+	tick := time.NewTicker(p.retry)
+	defer tick.Stop()
+	for {
+		if err := p.persist(ctx); err != nil && ctx.Err() == nil {
+			klog.ErrorS(err, "persisting the last valid configuration", "configmap", klog.KRef(p.namespace, config.LastGoodConfigMapName))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.changed:
+		case <-tick.C:
+		}
+	}
+}
+
+// persist writes the entries in force when they differ from the cached
+// ConfigMap: no API call while nothing changes.
+func (p *lastGoodPersister) persist(ctx context.Context) error {
+	want := p.store.LastGood()
+	cur, err := p.lister.ConfigMaps(p.namespace).Get(config.LastGoodConfigMapName)
+	switch {
+	case apierrors.IsNotFound(err):
+		if len(want) == 0 {
+			return nil
+		}
+		_, err = p.kube.CoreV1().ConfigMaps(p.namespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: config.LastGoodConfigMapName, Namespace: p.namespace, Labels: lastGoodLabels},
+			Data:       want,
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil // the informer brings it; the next check updates it
+		}
+		return err
+	case err != nil:
+		return err
+	}
+	if maps.Equal(cur.Data, want) && hasLabels(cur.Labels, lastGoodLabels) {
+		return nil
+	}
+	next := cur.DeepCopy()
+	next.Data = want
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	maps.Copy(next.Labels, lastGoodLabels)
+	// A conflict means the cache is behind; the informer's update triggers
+	// the next check.
+	if _, err := p.kube.CoreV1().ConfigMaps(p.namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("updating ConfigMap %s/%s: %w", p.namespace, config.LastGoodConfigMapName, err)
+	}
+	return nil
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// invalidGauge is wva_config_entry_invalid: 1 per rejected ConfigMap entry,
+// 0 once it is fixed (kept so alerts see it resolve).
+type invalidGauge struct {
+	mu    sync.Mutex
+	vec   *prometheus.GaugeVec
+	known map[[2]string]bool
+}
+
+func newInvalidGauge(reg prometheus.Registerer) *invalidGauge {
+	g := &invalidGauge{known: map[[2]string]bool{}, vec: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_config_entry_invalid",
+		Help: "1 while the ConfigMap entry is rejected (its last valid version, else built-in defaults, applies); 0 once fixed."},
+		[]string{"configmap", "key"})}
+	reg.MustRegister(g.vec)
+	return g
+}
+
+func (g *invalidGauge) sync(invalid []*config.EntryError) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := map[[2]string]bool{}
+	for _, e := range invalid {
+		now[[2]string{e.ConfigMap, e.Key}] = true
+	}
+	for k := range g.known {
+		if !now[k] {
+			g.vec.WithLabelValues(k[0], k[1]).Set(0)
+		}
+	}
+	for k := range now {
+		g.known[k] = true
+		g.vec.WithLabelValues(k[0], k[1]).Set(1)
+	}
+}
