@@ -203,6 +203,9 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 				if plan.Infeasible > 0 {
 					s.Note += fmt.Sprintf("; %d intervals exceed every variant's maxReplicas", plan.Infeasible)
 				}
+				if plan.Attainment < sc.SLO.Attainment {
+					s.Note += fmt.Sprintf("; the plan still misses the SLO after %d replays", plan.Repairs)
+				}
 			}
 			summaries[i] = s
 		}()
