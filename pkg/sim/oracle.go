@@ -3,12 +3,17 @@ package sim
 import (
 	"math"
 	"runtime"
+	"slices"
+	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// The oracle is an offline lower bound on what a policy that meets the SLO
-// must pay. It is computed by search, with perfect foresight:
+// The oracle is an offline plan, with perfect foresight, that meets the SLO
+// when replayed (MakeFeasible), and the per-interval lower bound on what a
+// policy that meets the SLO must pay that it starts from (PlanOracle). The
+// bound is computed by search:
 //
 //  1. The trace is cut into intervals (control.oracleInterval, 1 min).
 //  2. For every interval, each candidate fleet (an integer mix n_v in
@@ -68,6 +73,19 @@ type OraclePlan struct {
 	// scale-up could serve (start-up delay + engine interval + metrics
 	// window), as if the fleet had been running and sized for the load.
 	Warm []int32 `json:"warm"`
+
+	// Bound is the per-interval plan (each interval tested from an empty
+	// fleet) and LowerBound its cost. Peak, Warm and StartupCost derive
+	// from it. Until MakeFeasible runs, Replicas and Cost are the same.
+	Bound      [][]int32 `json:"bound"`
+	LowerBound float64   `json:"lowerBound"`
+	// Feasible says Replicas is the plan MakeFeasible made; Attainment is
+	// its replay's SLO attainment and Repairs the replays it took.
+	Feasible   bool    `json:"feasible"`
+	Attainment float64 `json:"attainment"`
+	Repairs    int     `json:"repairs"`
+
+	buckets []Trace
 }
 
 // PlanOracle computes the oracle's plan for a trace.
@@ -101,6 +119,7 @@ func PlanOracle(sc *Scenario, trace *Trace) OraclePlan {
 	}
 	close(jobs)
 	wg.Wait()
+	plan.buckets = buckets
 	var lead time.Duration
 	for _, v := range sc.Variants {
 		lead = max(lead, v.StartupDelay.D())
@@ -130,6 +149,11 @@ func PlanOracle(sc *Scenario, trace *Trace) OraclePlan {
 		if time.Duration(i)*interval < lead && c > warmCost {
 			warmCost, plan.Warm = c, plan.Replicas[i]
 		}
+	}
+	plan.LowerBound = plan.Cost
+	plan.Bound = make([][]int32, n)
+	for i, mix := range plan.Replicas {
+		plan.Bound[i] = slices.Clone(mix)
 	}
 	return plan
 }
@@ -275,3 +299,213 @@ func cheapestMix(variants []VariantSpec, passes func(mix []int32) bool) ([]int32
 	}
 	return best, true
 }
+
+// maxRepairs bounds MakeFeasible's replays of the whole plan.
+const maxRepairs = 12
+
+// MakeFeasible turns the per-interval plan into one that meets the SLO when
+// replayed: the per-interval test starts every interval empty, so the
+// requests still in flight or queued when the previous interval's fleet
+// hands over (and the pods it removes while they drain) are ignored, and
+// every interval sits at the very edge of the target. Replayed, such a plan
+// misses the attainment target on most workloads.
+//
+//  1. Carry the backlog forward: interval i is tested from the state the
+//     chosen plan of interval i-1 leaves (interval i-1 replayed, from
+//     empty, before i, its requests not counted). The per-interval plan of
+//     i, which passes from empty, is tried first; when it fails, the
+//     cheapest mix at least as costly that passes is searched. Intervals
+//     are chosen in order; the tests of the per-interval plans' own
+//     hand-overs run in parallel beforehand.
+//  2. Replay the whole plan as the oracle policy does. While it misses the
+//     attainment target, give the intervals with the most requests over
+//     their share of misses the next costlier mix that passes step 1's
+//     test, and replay again (at most maxRepairs replays).
+func (plan *OraclePlan) MakeFeasible(sc *Scenario, trace *Trace) {
+	if plan.Feasible || len(plan.Replicas) == 0 {
+		return
+	}
+	n := len(plan.Replicas)
+	replay := replayScenario(sc)
+	need := make([]float64, n)
+	for i := range n {
+		var alone int
+		for _, v := range sc.Variants {
+			alone = max(alone, idleMet(v.Server, plan.buckets[i].Requests, sc.SLO))
+		}
+		need[i] = math.Floor(sc.SLO.Attainment*float64(alone) + 1e-9)
+	}
+	// carried reports whether mix meets interval i's need after prev held
+	// interval i-1.
+	carried := func(i int, prev, mix []int32) bool {
+		if len(plan.buckets[i].Requests) == 0 {
+			return true
+		}
+		plan.Replays++
+		if i == 0 {
+			// The replay starts empty.
+			return handOver(&replay, plan.Interval, &Trace{}, &plan.buckets[0], mix, mix) >= need[0]-1e-9
+		}
+		return handOver(&replay, plan.Interval, &plan.buckets[i-1], &plan.buckets[i], prev, mix) >= need[i]-1e-9
+	}
+	// The per-interval plans' own hand-overs, in parallel.
+	ok := make([]bool, n)
+	var replays atomicCounter
+	parallel(n, func(i int) {
+		if i == 0 || len(plan.buckets[i].Requests) == 0 {
+			ok[i] = true
+			return
+		}
+		replays.add(1)
+		ok[i] = handOver(&replay, plan.Interval, &plan.buckets[i-1], &plan.buckets[i], plan.Bound[i-1], plan.Bound[i]) >= need[i]-1e-9
+	})
+	plan.Replays += replays.load()
+	// search is the cheapest mix costing more than floor (at least floor
+	// when strict is false) that passes after prev.
+	search := func(i int, prev []int32, floor float64, strict bool) []int32 {
+		mix, found := cheapestMix(sc.Variants, func(mix []int32) bool {
+			c := mixCost(sc.Variants, mix)
+			if c < floor-1e-9 || (strict && c <= floor+1e-9) {
+				return false
+			}
+			return carried(i, prev, mix)
+		})
+		if !found {
+			plan.Infeasible++
+		}
+		return mix
+	}
+	for i := 1; i < n; i++ {
+		if ok[i] && slices.Equal(plan.Replicas[i-1], plan.Bound[i-1]) {
+			continue
+		}
+		if !ok[i] || !carried(i, plan.Replicas[i-1], plan.Bound[i]) {
+			plan.Replicas[i] = search(i, plan.Replicas[i-1], mixCost(sc.Variants, plan.Bound[i]), false)
+		}
+	}
+	// Repair what the whole replay still misses.
+	total := len(trace.Requests)
+	allowed := (1 - sc.SLO.Attainment) * float64(total)
+	for plan.Repairs = 1; ; plan.Repairs++ {
+		f := newPlanFleet(sc, trace, plan.Replicas, plan.Interval)
+		f.run()
+		missed := make([]int, n)
+		met := 0
+		for k, r := range trace.Requests {
+			if f.met(k) {
+				met++
+				continue
+			}
+			missed[min(int(r.Arrival/plan.Interval), n-1)]++
+		}
+		if total > 0 {
+			plan.Attainment = float64(met) / float64(total)
+		}
+		excess := float64(total-met) - allowed
+		if excess <= 1e-9 || plan.Repairs >= maxRepairs {
+			break
+		}
+		// The intervals furthest over their share of misses first, until
+		// their misses cover the excess.
+		order := make([]int, 0, n)
+		for i := range n {
+			if missed[i] > 0 {
+				order = append(order, i)
+			}
+		}
+		over := func(i int) float64 {
+			return float64(missed[i]) - (1-sc.SLO.Attainment)*float64(len(plan.buckets[i].Requests))
+		}
+		sort.SliceStable(order, func(a, b int) bool { return over(order[a]) > over(order[b]) })
+		covered := 0.0
+		for _, i := range order {
+			if covered >= excess {
+				break
+			}
+			covered += float64(missed[i])
+			var prev []int32
+			if i > 0 {
+				prev = plan.Replicas[i-1]
+			}
+			plan.Replicas[i] = search(i, prev, mixCost(sc.Variants, plan.Replicas[i]), true)
+		}
+	}
+	plan.Cost = 0
+	for _, mix := range plan.Replicas {
+		plan.Cost += mixCost(sc.Variants, mix) * plan.Interval.Hours()
+	}
+	plan.Feasible = true
+}
+
+// replayScenario is the scenario the plan is replayed with: replicas serve
+// the moment the plan asks for them.
+func replayScenario(sc *Scenario) Scenario {
+	scn := *sc
+	scn.Variants = slices.Clone(sc.Variants)
+	for v := range scn.Variants {
+		scn.Variants[v].StartupDelay = 0
+	}
+	scn.Control.EngineInterval = sc.Control.OracleInterval
+	return scn
+}
+
+// newPlanFleet is the fleet that replays a plan: replicas change at
+// interval starts and serve at once.
+func newPlanFleet(sc *Scenario, trace *Trace, replicas [][]int32, interval time.Duration) *fleet {
+	scn := replayScenario(sc)
+	initial := make([]int32, len(sc.Variants))
+	if len(replicas) > 0 {
+		copy(initial, replicas[0])
+	}
+	f := newFleet(&scn, trace, &replayPolicy{plan: &OraclePlan{Interval: interval, Replicas: replicas}}, initial)
+	f.controlStart = 0
+	return f
+}
+
+// handOver replays interval prevReqs with fleet prev from empty, then
+// interval reqs with mix (arrivals of both relative to their own interval's
+// start), and counts reqs' requests that meet the SLO.
+func handOver(scn *Scenario, interval time.Duration, prevReqs, reqs *Trace, prev, mix []int32) float64 {
+	tr := &Trace{Requests: make([]Request, 0, len(prevReqs.Requests)+len(reqs.Requests))}
+	tr.Requests = append(tr.Requests, prevReqs.Requests...)
+	for _, r := range reqs.Requests {
+		r.Arrival += interval
+		tr.Requests = append(tr.Requests, r)
+	}
+	f := newFleetWarm(scn, tr, &replayPolicy{plan: &OraclePlan{Interval: interval, Replicas: [][]int32{prev, mix}}}, prev,
+		warmup{origin: interval, skip: len(prevReqs.Requests)})
+	f.controlStart = 0
+	f.run()
+	met := 0
+	for k := f.skip; k < len(f.results); k++ {
+		if f.met(k) {
+			met++
+		}
+	}
+	return float64(met)
+}
+
+// parallel runs do(i) for i in [0, n) on GOMAXPROCS goroutines.
+func parallel(n int, do func(i int)) {
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				do(i)
+			}
+		}()
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+}
+
+type atomicCounter struct{ n atomic.Int64 }
+
+func (c *atomicCounter) add(d int) { c.n.Add(int64(d)) }
+func (c *atomicCounter) load() int { return int(c.n.Load()) }

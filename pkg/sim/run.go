@@ -45,6 +45,10 @@ type PolicySummary struct {
 	// Simulated says the figures come from the simulation; the oracle's
 	// latency figures are those of its plan replayed with no start-up delay.
 	Note string `json:"note,omitempty"`
+	// LowerBound is the oracle's per-interval plan cost, each interval
+	// tested from an empty fleet: a lower bound, not a plan that meets the
+	// SLO when replayed (0 for other policies).
+	LowerBound float64 `json:"lowerBound,omitempty"`
 	// EngineSteps is how many server iterations were simulated.
 	EngineSteps int64       `json:"engineSteps"`
 	Elapsed     float64     `json:"-"`
@@ -124,6 +128,9 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 	var plan *OraclePlan
 	if slices.Contains(policies, PolicyOracle) || slices.Contains(policies, PolicyStaticPeak) || sc.Control.InitialFleet == InitialFleetWarm {
 		p := PlanOracle(&sc, &trace)
+		if slices.Contains(policies, PolicyOracle) {
+			p.MakeFeasible(&sc, &trace)
+		}
 		plan = &p
 	}
 
@@ -154,11 +161,7 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 			case PolicyOracle:
 				// The plan replayed: replicas change at interval starts and
 				// serve at once.
-				scn.Variants = slices.Clone(sc.Variants)
-				for v := range scn.Variants {
-					scn.Variants[v].StartupDelay = 0
-				}
-				scn.Control.EngineInterval = sc.Control.OracleInterval
+				scn = replayScenario(&sc)
 				copy(initial, plan.Replicas[0])
 				ctl = &replayPolicy{plan: plan}
 			default:
@@ -194,9 +197,14 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 				s.Cost = plan.Cost
 				s.ReplicaHours = planReplicaHours(&sc, plan)
 				s.Plan = plan
-				s.Note = fmt.Sprintf("cost: the plan (lower bound; %.1f with replicas paid from the shortest start-up delay before they serve); latencies: the plan replayed with no start-up delay", plan.StartupCost)
+				s.LowerBound = plan.LowerBound
+				s.Note = fmt.Sprintf("cost: the cheapest plan found that meets the SLO replayed with no start-up delay, each minute tested with the backlog the previous one leaves (%d replays of the plan); lower bound %.1f (each minute from an empty fleet; %.1f with replicas paid from the shortest start-up delay before they serve)",
+					plan.Repairs, plan.LowerBound, plan.StartupCost)
 				if plan.Infeasible > 0 {
 					s.Note += fmt.Sprintf("; %d intervals exceed every variant's maxReplicas", plan.Infeasible)
+				}
+				if plan.Attainment < sc.SLO.Attainment {
+					s.Note += fmt.Sprintf("; the plan still misses the SLO after %d replays", plan.Repairs)
 				}
 			}
 			summaries[i] = s
