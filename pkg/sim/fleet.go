@@ -64,7 +64,8 @@ const (
 type controlPlane interface {
 	// start runs before the first event; the initial replicas exist.
 	start(f *fleet)
-	// engine runs every engine interval.
+	// engine runs every engine interval (or every enginePeriod() of a
+	// control plane that has one).
 	engine(f *fleet)
 	// hpa returns the HPA behavior and minimum of a variant; nil for none.
 	hpa(f *fleet, v int) *HPA
@@ -525,6 +526,11 @@ func (f *fleet) run() {
 	// first metrics window is full, as if it had been running all along.
 	f.nextEngine = f.controlStart
 	f.nextHPA = f.controlStart + sc.HPASyncPeriod.D()/2
+	engineEvery := sc.EngineInterval.D()
+	if c, ok := f.ctl.(interface{ enginePeriod() time.Duration }); ok {
+		// A control plane with a cadence of its own (the KPA's 1 s scrape).
+		engineEvery = c.enginePeriod()
+	}
 	for {
 		tArr := never
 		if f.next < len(f.trace.Requests) {
@@ -564,7 +570,7 @@ func (f *fleet) run() {
 			}
 		case f.nextEngine:
 			f.ctl.engine(f)
-			f.nextEngine += sc.EngineInterval.D()
+			f.nextEngine += engineEvery
 		case f.nextHPA:
 			f.syncHPAs()
 			f.nextHPA += sc.HPASyncPeriod.D()

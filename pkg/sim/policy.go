@@ -23,12 +23,16 @@ const (
 	PolicyWVA            = "wva"
 	PolicyWVAV1          = "wva-v1"
 	PolicyQueueThreshold = "queue-threshold"
+	PolicyKPA            = "kpa"
 	PolicyStaticPeak     = "static-peak"
+	// PolicyStaticFrontier expands to one row per constant fleet on the
+	// cheapest-mix frontier, named static:<n>x<variant>+...
+	PolicyStaticFrontier = "static-frontier"
 	PolicyOracle         = "oracle"
 )
 
 // AllPolicies is every policy, in report order.
-var AllPolicies = []string{PolicyWVA, PolicyWVAV1, PolicyQueueThreshold, PolicyStaticPeak, PolicyOracle}
+var AllPolicies = []string{PolicyWVA, PolicyWVAV1, PolicyQueueThreshold, PolicyKPA, PolicyStaticPeak, PolicyStaticFrontier, PolicyOracle}
 
 // ParsePolicies splits a comma-separated list and checks every name.
 func ParsePolicies(list string) ([]string, error) {

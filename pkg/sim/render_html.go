@@ -10,7 +10,7 @@ import (
 )
 
 var policyColors = map[string]string{
-	PolicyWVA: "#1f77b4", PolicyWVAV1: "#ff7f0e", PolicyQueueThreshold: "#2ca02c", PolicyStaticPeak: "#9467bd", PolicyOracle: "#555555",
+	PolicyWVA: "#1f77b4", PolicyWVAV1: "#ff7f0e", PolicyQueueThreshold: "#2ca02c", PolicyKPA: "#d62728", PolicyStaticPeak: "#9467bd", PolicyOracle: "#555555",
 }
 
 var variantColors = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948"}
@@ -79,8 +79,13 @@ svg{background:#fff}
 		b.WriteString("<h2>Load</h2>\n")
 		b.WriteString(svgChart(chartSpec{title: "Arrival rate (requests/s, per minute)", xmax: xmax, width: 1000, height: 220}, []chartSeries{load}))
 	}
+	// Charts leave out the static-frontier rows (constant fleets, in the
+	// table).
 	b.WriteString("<h2>Replicas per variant</h2>\n<div class=\"grid\">\n")
 	for _, p := range rep.Policies {
+		if isFrontierRow(p.Policy) {
+			continue
+		}
 		var ss []chartSeries
 		for v := range rep.Variants {
 			s := chartSeries{name: rep.Variants[v].Name, color: variantColors[v%len(variantColors)], step: true, stack: true}
@@ -99,6 +104,9 @@ svg{background:#fff}
 	b.WriteString("</div>\n")
 	var total, kv, ttft []chartSeries
 	for _, p := range rep.Policies {
+		if isFrontierRow(p.Policy) {
+			continue
+		}
 		c := policyColor(p.Policy)
 		t := chartSeries{name: p.Policy, color: c, step: true, dashed: p.Policy == PolicyOracle}
 		k := chartSeries{name: p.Policy, color: c}

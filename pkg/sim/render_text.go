@@ -68,10 +68,10 @@ func seconds(s float64) string {
 }
 
 // policyMarks are the chart's marks, in drawing priority (first on top).
-var policyMarks = map[string]byte{PolicyWVA: 'W', PolicyWVAV1: '1', PolicyQueueThreshold: 'q', PolicyStaticPeak: 's', PolicyOracle: 'o'}
+var policyMarks = map[string]byte{PolicyWVA: 'W', PolicyWVAV1: '1', PolicyQueueThreshold: 'q', PolicyKPA: 'k', PolicyStaticPeak: 's', PolicyOracle: 'o'}
 
 // asciiChart draws total replicas per policy (one mark each) over the load
-// (shaded, right axis).
+// (shaded, right axis). The static-frontier rows (flat lines) are left out.
 func asciiChart(rep Report, width, height int) string {
 	if len(rep.Policies) == 0 || rep.Horizon <= 0 {
 		return ""
@@ -100,6 +100,9 @@ func asciiChart(rep Report, width, height int) string {
 	reps := map[string][]float64{}
 	var maxRep float64 = 1
 	for _, p := range rep.Policies {
+		if isFrontierRow(p.Policy) {
+			continue
+		}
 		r := make([]float64, width)
 		for c := range r {
 			r[c] = -1
@@ -139,6 +142,9 @@ func asciiChart(rep Report, width, height int) string {
 	}
 	for i := len(rep.Policies) - 1; i >= 0; i-- {
 		p := rep.Policies[i]
+		if isFrontierRow(p.Policy) {
+			continue
+		}
 		mark, ok := policyMarks[p.Policy]
 		if !ok {
 			mark = '*'

@@ -118,7 +118,9 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 			ctls[name] = &v1Policy{cfg: sc.Policies.V1}
 		case PolicyQueueThreshold:
 			ctls[name] = &queuePolicy{target: sc.Policies.QueueThreshold.TargetWaitingPerReplica}
-		case PolicyStaticPeak:
+		case PolicyKPA:
+			ctls[name] = newKPAPolicy(&sc)
+		case PolicyStaticPeak, PolicyStaticFrontier:
 			ctls[name] = staticPolicy{}
 		case PolicyOracle:
 		default:
@@ -126,25 +128,43 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 		}
 	}
 	var plan *OraclePlan
-	if slices.Contains(policies, PolicyOracle) || slices.Contains(policies, PolicyStaticPeak) || sc.Control.InitialFleet == InitialFleetWarm {
+	if slices.Contains(policies, PolicyOracle) || slices.Contains(policies, PolicyStaticPeak) ||
+		slices.Contains(policies, PolicyStaticFrontier) || sc.Control.InitialFleet == InitialFleetWarm {
 		p := PlanOracle(&sc, &trace)
 		if slices.Contains(policies, PolicyOracle) {
 			p.MakeFeasible(&sc, &trace)
 		}
 		plan = &p
 	}
+	// The report's rows: one per policy, static-frontier expanded into its
+	// fleets.
+	type row struct {
+		name, policy string
+		fixed        []int32 // a static-frontier fleet
+	}
+	var rows []row
+	for _, name := range policies {
+		if name != PolicyStaticFrontier {
+			rows = append(rows, row{name: name, policy: name})
+			continue
+		}
+		for _, m := range staticFrontier(&sc, rep.Stats, frontierCostFactor*mixCost(sc.Variants, plan.Peak), frontierMaxRows) {
+			rows = append(rows, row{name: frontierName(&sc, m.Mix), policy: name, fixed: m.Mix})
+		}
+	}
 
 	var progressed atomic.Int64
-	total := int64(len(policies)) * int64(rep.Horizon)
+	total := int64(len(rows)) * int64(rep.Horizon)
 	report := func(delta time.Duration) {
 		if opts.Progress != nil && total > 0 {
 			opts.Progress(float64(progressed.Add(int64(delta))) / float64(total))
 		}
 	}
-	summaries := make([]PolicySummary, len(policies))
+	summaries := make([]PolicySummary, len(rows))
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 	var wg sync.WaitGroup
-	for i, name := range policies {
+	for i, r := range rows {
+		name := r.policy
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -157,6 +177,9 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 			switch name {
 			case PolicyStaticPeak:
 				copy(initial, plan.Peak)
+				ctl = staticPolicy{}
+			case PolicyStaticFrontier:
+				copy(initial, r.fixed)
 				ctl = staticPolicy{}
 			case PolicyOracle:
 				// The plan replayed: replicas change at interval starts and
@@ -191,7 +214,7 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 			}
 			f.run()
 			report(rep.Horizon - last)
-			s := summarize(name, f)
+			s := summarize(r.name, f)
 			s.Elapsed = time.Since(t0).Seconds()
 			if name == PolicyOracle {
 				s.Cost = plan.Cost

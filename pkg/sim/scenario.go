@@ -113,6 +113,7 @@ type PolicyConfig struct {
 	WVA            WVAConfig            `json:"wva"`
 	V1             V1Config             `json:"v1"`
 	QueueThreshold QueueThresholdConfig `json:"queueThreshold"`
+	KPA            KPAConfig            `json:"kpa"`
 }
 
 // WVAConfig is the data of wva's ConfigMaps (name -> key -> entry), exactly
@@ -135,6 +136,18 @@ type V1Config struct {
 // sum(num_requests_waiting) / replicas at the target.
 type QueueThresholdConfig struct {
 	TargetWaitingPerReplica float64 `json:"targetWaitingPerReplica"`
+}
+
+// KPAConfig is Knative's KPA: each variant is sized for
+// targetConcurrency x targetUtilization requests in flight per pod.
+type KPAConfig struct {
+	// TargetConcurrency per pod (autoscaling.knative.dev/target); 0 is half
+	// each variant's --max-num-seqs: a pod at the target holds half the
+	// batch it can run, whatever the workload.
+	TargetConcurrency float64 `json:"targetConcurrency,omitempty"`
+	// TargetUtilization (default 0.7, Knative's
+	// container-concurrency-target-percentage).
+	TargetUtilization float64 `json:"targetUtilization,omitempty"`
 }
 
 // ParseScenario reads a scenario (YAML or JSON; unknown fields are errors)
@@ -216,6 +229,9 @@ func (s *Scenario) applyDefaults() {
 	}
 	if s.Policies.QueueThreshold.TargetWaitingPerReplica == 0 {
 		s.Policies.QueueThreshold.TargetWaitingPerReplica = 2
+	}
+	if s.Policies.KPA.TargetUtilization == 0 {
+		s.Policies.KPA.TargetUtilization = 0.7
 	}
 }
 
@@ -299,6 +315,13 @@ func (s Scenario) validatePolicies() error {
 	}
 	if q := s.Policies.QueueThreshold.TargetWaitingPerReplica; !(q > 0) || math.IsInf(q, 0) {
 		return fmt.Errorf("policies.queueThreshold.targetWaitingPerReplica %v: must be a finite number > 0", q)
+	}
+	k := s.Policies.KPA
+	if !(k.TargetConcurrency >= 0) || math.IsInf(k.TargetConcurrency, 0) {
+		return fmt.Errorf("policies.kpa.targetConcurrency %v: must be a finite number >= 0 (0: half of each variant's maxNumSeqs)", k.TargetConcurrency)
+	}
+	if !(k.TargetUtilization > 0 && k.TargetUtilization <= 1) {
+		return fmt.Errorf("policies.kpa.targetUtilization %v: must be in (0, 1]", k.TargetUtilization)
 	}
 	return nil
 }

@@ -345,7 +345,7 @@ func TestRender(t *testing.T) {
 	require.NoError(t, err)
 	var text, html stringsBuilder
 	require.NoError(t, RenderText(&text, rep))
-	for _, want := range []string{"POLICY", "x ORACLE", "wva-v1", "queue-threshold", "static-peak", "oracle", "Replicas (all variants)", "W wva"} {
+	for _, want := range []string{"POLICY", "x ORACLE", "wva-v1", "queue-threshold", "kpa", "static-peak", "static:", "oracle", "Replicas (all variants)", "W wva", "k kpa"} {
 		assert.Contains(t, text.String(), want)
 	}
 	require.NoError(t, RenderHTML(&html, rep))

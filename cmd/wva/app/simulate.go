@@ -46,8 +46,9 @@ func newSimulateCommand() *cobra.Command {
 KV cache in blocks, chunked prefill, preemption) driven by the real decision
 pipeline, Prometheus-style metric windows, the HPA and pod start-up delays, and
 compares policies side by side: wva, wva-v1 (the reference percentage analyzer),
-queue-threshold (KEDA-style), static-peak and the oracle (an offline lower bound
-on cost).
+queue-threshold (KEDA-style), kpa (Knative's KPA), static-peak, static-frontier
+(one row per constant fleet on the cheapest-mix frontier) and the oracle (an
+offline lower bound on cost).
 
 Without flags it runs the embedded default scenario (two variants, a bursty hour).
 Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,GeneratedTokens).`,
