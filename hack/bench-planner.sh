@@ -13,7 +13,7 @@ cd "$root"
 bin="$(mktemp -d)/wva"
 go build -o "$bin" ./cmd/wva
 rows() {
-	awk -v w="$1" -v as="$2" '$1=="wva"||$1=="wva-v1"||$1=="queue-threshold"||$1=="static-peak"||$1=="oracle" {
+	awk -v w="$1" -v as="$2" '($1=="wva"||$1=="wva-v1"||$1=="queue-threshold"||$1=="kpa"||$1=="static-peak"||$1=="oracle") && !(as != "" && $1 != "wva") {
 		p = ($1 == "wva" && as != "") ? as : $1
 		printf "| %s | %s | %s | %s | %s | %s | %s |\n", w, p, $2, $3, $4, $10, $11 }'
 }
@@ -21,7 +21,8 @@ run() {
 	local name=$1
 	shift
 	"$bin" simulate --progress never "$@" | rows "$name" ""
-	"$bin" simulate --progress never --policies wva --wva-config examples/slo-planner/token-analyzer.yaml "$@" | rows "$name" "wva (token analyzer)"
+	# The oracle runs too, so "x oracle" is against the same plan.
+	"$bin" simulate --progress never --policies wva,oracle --wva-config examples/slo-planner/token-analyzer.yaml "$@" | rows "$name" "wva (token analyzer)"
 }
 echo "| workload | policy | cost | x oracle | SLO met | mean replicas | peak replicas |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
