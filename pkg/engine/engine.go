@@ -20,6 +20,7 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/enforcer"
 	"github.com/wva-project/wva/pkg/optimizer"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
@@ -349,7 +350,8 @@ func logDecision(p Plan, va *llmdv1alpha1.VariantAutoscaling, t decision.Target,
 }
 
 func groupSample(p Plan, res pipeline.GroupResult) GroupSample {
-	g := GroupSample{Labels: [2]string{p.Key.Namespace, p.Key.ModelID}}
+	g := GroupSample{Labels: [2]string{p.Key.Namespace, p.Key.ModelID},
+		MetricsAvailable: p.Input.Metrics == enforcer.MetricsAvailable && !p.Input.RequestCountMissing()}
 	if a, ok := res.Analysis.(saturation.Analysis); ok {
 		g.HasAnalysis, g.AvgSpareKv, g.AvgSpareQueue = true, a.AvgSpareKv, a.AvgSpareQueue
 	}
