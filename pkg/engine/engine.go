@@ -252,6 +252,7 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 			if e.Config != nil {
 				setConfigCondition(&status, va, e.Config.InvalidFor(p.Key.ModelID, p.Key.Namespace), now)
 			}
+			stuck := setStuckCondition(&status, va, res, now)
 			prev := va.Status.DesiredOptimizedAlloc
 			wrote, err := e.publish(ctx, va, status, now)
 			if err != nil {
@@ -263,6 +264,11 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 				c.StatusWrites++
 			}
 			e.recordChange(va, prev, t)
+			// Once per onset: the condition written above is the memory,
+			// so a new leader does not repeat it.
+			if stuck != "" && e.Recorder != nil {
+				e.Recorder.Event(va, corev1.EventTypeWarning, llmdv1alpha1.ReasonStuckTransition, stuck)
+			}
 		}
 	}
 	for _, v := range views {
