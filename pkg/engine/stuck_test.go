@@ -135,6 +135,10 @@ func TestRunOnceStuckTransitionConditionAndEvent(t *testing.T) {
 				assert.Equal(t, llmdv1alpha1.ReasonStuckTransition, c.Reason, s.name)
 				assert.Contains(t, c.Message, "h100 in transition since "+decided.UTC().Format(time.RFC3339), s.name)
 				assert.Contains(t, c.Message, "1 pods not Ready", s.name)
+				// ClientStatusWriter writes only the engine's conditions.
+				var merged llmdv1alpha1.VariantAutoscalingStatus
+				MergeEngineStatus(&merged, writer.writes["h100"])
+				assert.NotNil(t, meta.FindStatusCondition(merged.Conditions, llmdv1alpha1.ConditionTypeTransitionStuck), "TransitionStuck is engine-owned")
 			}
 		}
 		assert.Nil(t, meta.FindStatusCondition(l4.Status.Conditions, llmdv1alpha1.ConditionTypeTransitionStuck), "%s: l4 is not stuck", s.name)
