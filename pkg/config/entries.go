@@ -159,17 +159,28 @@ func (e scaleToZeroEntry) over(base ScaleToZero) ScaleToZero {
 	return base
 }
 
-// MinRetentionPeriod is the shortest retention_period accepted: idle
-// detection reads increase() over it, which needs at least two scrapes of
-// the request counter, and anything shorter would scale a model to zero
-// between two bursts of a bursty workload.
-const MinRetentionPeriod = time.Minute
+// MaxScrapeInterval is the longest vLLM scrape interval wva's queries are
+// sized for. The adapter is not told the real one; the collector's rate
+// window (collector.RateWindow, 1m) is two scrapes at it.
+const MaxScrapeInterval = 30 * time.Second
+
+// MinRetentionScrapes is how many scrapes of the request counter the
+// retention period must span at least: increase() over fewer returns no
+// sample, and a missing count must never read as idleness.
+const MinRetentionScrapes = 2
+
+// MinRetentionPeriod is the shortest retention_period accepted: several
+// scrapes at MaxScrapeInterval, the collector's rate window (a test keeps
+// them equal). Anything shorter would also scale a model to zero between
+// two bursts of a bursty workload.
+const MinRetentionPeriod = MinRetentionScrapes * MaxScrapeInterval
 
 // Validate requires a retention period of at least MinRetentionPeriod.
 func (s ScaleToZero) Validate() error {
 	if s.RetentionPeriod.D() < MinRetentionPeriod {
 		return &FieldError{Field: "retention_period", Value: s.RetentionPeriod.String(),
-			Reason: fmt.Sprintf("must be a duration of at least %s such as \"10m\"", MinRetentionPeriod)}
+			Reason: fmt.Sprintf("must be a duration of at least %s such as \"10m\": idle detection counts requests with increase() over it, "+
+				"which needs %d scrapes at a scrape interval of up to %s (the collector's rate window)", MinRetentionPeriod, MinRetentionScrapes, MaxScrapeInterval)}
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/collector"
 )
 
 func TestBuiltInDefaultsWithoutConfigMaps(t *testing.T) {
@@ -93,6 +95,8 @@ func TestApplyValidation(t *testing.T) {
 		{"zero retention", ScaleToZeroConfigMapName, "retention_period: 0s", "retention_period=0s: must be a duration of at least 1m0s"},
 		{"negative retention", ScaleToZeroConfigMapName, "retention_period: -5m", "retention_period=-5m0s: must be a duration of at least 1m0s"},
 		{"retention below a minute", ScaleToZeroConfigMapName, "retention_period: 59s", "retention_period=59s: must be a duration of at least 1m0s"},
+		{"retention of 1ns (Prometheus would answer [1s] with nothing)", ScaleToZeroConfigMapName, "retention_period: 1ns",
+			"retention_period=1ns: must be a duration of at least 1m0s such as \"10m\": idle detection counts requests with increase() over it, which needs 2 scrapes at a scrape interval of up to 30s"},
 		{"retention of exactly a minute", ScaleToZeroConfigMapName, "retention_period: 1m", ""},
 		{"numeric retention", ScaleToZeroConfigMapName, "retention_period: 600", "want a duration string"},
 		{"valid queueing model", QueueingModelConfigMapName, "sloMultiplier: 2.5\ntargetTTFT: 500\ntargetITL: 50", ""},
@@ -346,4 +350,13 @@ func TestInvalidForScopesBrokenEntries(t *testing.T) {
 	// A broken default concerns every model.
 	require.Error(t, s.Apply(ScaleToZeroConfigMapName, map[string]string{DefaultKey: "retention_period: 1s"}))
 	assert.Contains(t, keys("x/y", "prod"), DefaultKey)
+}
+
+// The retention floor is the collector's rate window: the scrapes its
+// queries are sized for. A longer rate window (a slower scrape) must raise
+// the floor with it.
+func TestMinRetentionPeriodIsTheRateWindow(t *testing.T) {
+	assert.Equal(t, collector.RateWindow, MinRetentionPeriod)
+	assert.Equal(t, collector.RateWindow, time.Duration(MinRetentionScrapes)*MaxScrapeInterval)
+	assert.Equal(t, collector.RateWindow, collector.IdleWindow(MinRetentionPeriod), "the shortest period's idle window is not widened")
 }

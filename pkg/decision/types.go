@@ -204,6 +204,9 @@ const (
 	// RuleRequestCountMissing marks a replica count held because the
 	// request counter, idle detection's evidence, is missing.
 	RuleRequestCountMissing Rule = "request-count-missing"
+	// RuleMetricsMissing marks a replica count held because Ready pods
+	// report no saturation metrics (a scraping fault, not idleness).
+	RuleMetricsMissing Rule = "metrics-missing-hold"
 	// RuleGPULimited marks a scale-up the GPU limiter cut or moved because
 	// the accelerator budget could not satisfy every group.
 	RuleGPULimited Rule = "gpu-limited"

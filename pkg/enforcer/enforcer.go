@@ -21,8 +21,15 @@ const (
 	// MetricsAvailable: the optimizer ran on fresh metrics.
 	MetricsAvailable MetricsState = "available"
 	// MetricsAbsent: the metrics source answered but has no series for the
-	// group (no pod reporting). The retention hierarchy applies.
+	// group, and none of its pods is Ready (still loading, crash-looping,
+	// unschedulable): nothing runs to report. The retention hierarchy
+	// applies.
 	MetricsAbsent MetricsState = "absent"
+	// MetricsMissing: the metrics source answered with no series for the
+	// group although its scale target has Ready pods. That is a scraping
+	// fault (PodMonitor, relabeling, model_name label), not idleness: the
+	// replicas are held and the retention ladder never walks them to zero.
+	MetricsMissing MetricsState = "missing"
 	// MetricsUnreachable: the metrics source failed. Nothing is known about
 	// load, so the previous decision holds: wva never scales down, or to
 	// zero, because Prometheus is down.
@@ -90,6 +97,8 @@ func Enforce(in Input) []decision.Target {
 		targets = withOptimizer(in, variants)
 	case MetricsUnreachable:
 		targets = preserve(variants, decision.RuleUnreachableHold, "Fallback: metrics source unreachable, preserving previous allocation")
+	case MetricsMissing:
+		targets = holdMissing(variants)
 	default:
 		targets = withoutMetrics(in, variants)
 	}
@@ -306,6 +315,19 @@ func holdCurrent(targets []decision.Target, variants []decision.Variant) []decis
 			targets[i].Rule = decision.RuleRequestCountMissing
 			targets[i].Reason = fmt.Sprintf("Holding current %d: pods are Ready but the request-count series (vllm:request_success_total) is missing, a scraping fault, not idleness", n)
 		}
+	}
+	return finish(targets, variants)
+}
+
+// holdMissing keeps every variant at the larger of its current replicas
+// and its previous decision (within bounds) while Ready pods report no
+// series: a scale-up under way is not undone, and nothing goes to zero.
+func holdMissing(variants []decision.Variant) []decision.Target {
+	targets := make([]decision.Target, 0, len(variants))
+	for _, v := range variants {
+		n := decision.Clamp(max(v.CurrentReplicas, v.DesiredReplicas), v.MinReplicas, v.MaxReplicas)
+		targets = append(targets, decision.Target{Variant: v.Name, Replicas: n, Rule: decision.RuleMetricsMissing,
+			Reason: fmt.Sprintf("Holding %d: the group's pods are Ready but none reports vLLM metrics, a scraping fault, not idleness; no scale to zero", n)})
 	}
 	return finish(targets, variants)
 }

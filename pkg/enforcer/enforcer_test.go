@@ -124,12 +124,36 @@ func TestEnforce(t *testing.T) {
 		},
 		{
 			// scaling-behavior.md, last resort scenario 2: previous 10 (6 min
-			// ago), all min 0, scale to zero on, retention 5m -> 0.
-			name: "seed last-resort scenario 2: retention exceeded scales to zero",
+			// ago), all min 0, scale to zero on, retention 5m -> 0. It holds
+			// where nothing runs to report: no pod of the target is Ready.
+			name: "seed last-resort scenario 2: retention exceeded with no Ready pod scales to zero",
 			in: Input{Metrics: MetricsAbsent, ScaleToZero: stz(true, 5*time.Minute),
 				Variants: []v{{Name: "v", Cost: 5, MinReplicas: 0, MaxReplicas: 12, CurrentReplicas: 10, DesiredReplicas: 10, LastUpdate: ago(6 * time.Minute)}}},
 			want:   map[string]int32{"v": 0},
 			reason: map[string]string{"v": "Fallback: scale-to-zero after retention period (no metrics for 6m0s > 5m0s)"},
+		},
+		{
+			// The same scenario with the target's pods Ready: series absent
+			// is a scraping fault, not idleness; the 10 replicas are held.
+			name: "seed last-resort scenario 2 with Ready pods holds",
+			in: Input{Metrics: MetricsMissing, ScaleToZero: stz(true, 5*time.Minute), MetricsLastSeen: ago(time.Hour),
+				Variants: []v{{Name: "v", Cost: 5, MinReplicas: 0, MaxReplicas: 12, CurrentReplicas: 10, DesiredReplicas: 10, LastUpdate: ago(6 * time.Minute)}}},
+			want:   map[string]int32{"v": 10},
+			reason: map[string]string{"v": "Holding 10: the group's pods are Ready but none reports vLLM metrics"},
+			rules:  map[string]decision.Rule{"v": decision.RuleMetricsMissing},
+		},
+		{
+			name: "missing with Ready pods keeps a scale-up under way, scale to zero disabled",
+			in: Input{Metrics: MetricsMissing, ScaleToZero: stz(false, 5*time.Minute), MetricsLastSeen: ago(time.Hour),
+				Variants: []v{{Name: "a", Cost: 15, MaxReplicas: 4, CurrentReplicas: 2, DesiredReplicas: 3, LastUpdate: ago(time.Hour)}, {Name: "b", Cost: 5, MaxReplicas: 4, CurrentReplicas: 2, DesiredReplicas: 2, LastUpdate: ago(time.Hour)}}},
+			want:    map[string]int32{"a": 3, "b": 2},
+			actions: map[string]decision.Action{"a": decision.ActionScaleUp, "b": decision.ActionNone},
+		},
+		{
+			name: "missing with Ready pods stays within bounds",
+			in: Input{Metrics: MetricsMissing, ScaleToZero: stz(true, 5*time.Minute),
+				Variants: []v{{Name: "v", Cost: 5, MinReplicas: 1, MaxReplicas: 3, CurrentReplicas: 5}}},
+			want: map[string]int32{"v": 3},
 		},
 		{
 			name: "deployment discovered late uses current",
@@ -204,9 +228,9 @@ func TestEnforce(t *testing.T) {
 }
 
 // Whatever the inputs, the enforcer never leaves [min, max] and never goes
-// down while metrics are unreachable.
+// down while metrics are unreachable or missing with Ready pods.
 func TestEnforceInvariants(t *testing.T) {
-	states := []MetricsState{MetricsAvailable, MetricsAbsent, MetricsUnreachable}
+	states := []MetricsState{MetricsAvailable, MetricsAbsent, MetricsMissing, MetricsUnreachable}
 	for _, state := range states {
 		for _, enabled := range []bool{true, false} {
 			for _, min := range []int32{0, 1, 3} {
@@ -225,6 +249,9 @@ func TestEnforceInvariants(t *testing.T) {
 							assert.LessOrEqual(t, got.Replicas, int32(6))
 							if state == MetricsUnreachable && !last.IsZero() {
 								assert.Equal(t, decision.Clamp(desired, min, 6), got.Replicas, "unreachable preserves desired")
+							}
+							if state == MetricsMissing {
+								assert.Equal(t, decision.Clamp(max(current, desired), min, 6), got.Replicas, "missing with Ready pods never goes down")
 							}
 						}
 					}

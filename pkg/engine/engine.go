@@ -20,6 +20,7 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/enforcer"
 	"github.com/wva-project/wva/pkg/optimizer"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
@@ -251,6 +252,7 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 			if e.Config != nil {
 				setConfigCondition(&status, va, e.Config.InvalidFor(p.Key.ModelID, p.Key.Namespace), now)
 			}
+			stuck := setStuckCondition(&status, va, res, now)
 			prev := va.Status.DesiredOptimizedAlloc
 			wrote, err := e.publish(ctx, va, status, now)
 			if err != nil {
@@ -262,6 +264,11 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 				c.StatusWrites++
 			}
 			e.recordChange(va, prev, t)
+			// Once per onset: the condition written above is the memory,
+			// so a new leader does not repeat it.
+			if stuck != "" && e.Recorder != nil {
+				e.Recorder.Event(va, corev1.EventTypeWarning, llmdv1alpha1.ReasonStuckTransition, stuck)
+			}
 		}
 	}
 	for _, v := range views {
@@ -349,7 +356,8 @@ func logDecision(p Plan, va *llmdv1alpha1.VariantAutoscaling, t decision.Target,
 }
 
 func groupSample(p Plan, res pipeline.GroupResult) GroupSample {
-	g := GroupSample{Labels: [2]string{p.Key.Namespace, p.Key.ModelID}}
+	g := GroupSample{Labels: [2]string{p.Key.Namespace, p.Key.ModelID},
+		MetricsAvailable: p.Input.Metrics == enforcer.MetricsAvailable && !p.Input.RequestCountMissing()}
 	if a, ok := res.Analysis.(saturation.Analysis); ok {
 		g.HasAnalysis, g.AvgSpareKv, g.AvgSpareQueue = true, a.AvgSpareKv, a.AvgSpareQueue
 	}

@@ -61,6 +61,7 @@ func TestBuildPlans(t *testing.T) {
 		{VA: va("prod", "gone", "llama", "5", 1, 4), Target: Target{Reason: "TargetNotFound"}},
 		{VA: va("dev", "granite", "granite", "5", 0, 4), Target: resolved(0)},
 		{VA: va("dev", "silent", "mistral", "5", 1, 4), Target: resolved(2, "m-1", "m-2")},
+		{VA: va("dev", "loading", "phi", "5", 1, 4), Target: resolved(2)},
 	}
 	metrics := collector.Result{Pods: pods("prod", 0.5, "l4-1", "l4-2"),
 		Requests: map[time.Duration]map[collector.ModelKey]float64{10 * time.Minute: {{Namespace: "prod", Model: "llama"}: 30}}}
@@ -70,17 +71,21 @@ func TestBuildPlans(t *testing.T) {
 	metrics.Pods[collector.PodKey{Namespace: "prod", Pod: "l4-1"}] = l4
 
 	plans := BuildPlans(views, metrics, nil, defaults)
-	require.Len(t, plans, 3)
+	require.Len(t, plans, 4)
 	assert.Equal(t, GroupKey{"dev", "granite"}, plans[0].Key)
 	assert.Equal(t, GroupKey{"dev", "mistral"}, plans[1].Key)
-	assert.Equal(t, GroupKey{"prod", "llama"}, plans[2].Key)
+	assert.Equal(t, GroupKey{"dev", "phi"}, plans[2].Key)
+	assert.Equal(t, GroupKey{"prod", "llama"}, plans[3].Key)
 
 	assert.Equal(t, enforcer.MetricsAvailable, plans[0].Input.Metrics, "a group at zero has nothing to report")
 	require.NotNil(t, plans[0].Input.RequestsInRetention)
 	assert.Zero(t, *plans[0].Input.RequestsInRetention)
-	assert.Equal(t, enforcer.MetricsAbsent, plans[1].Input.Metrics, "replicas but no series")
+	assert.Equal(t, enforcer.MetricsMissing, plans[1].Input.Metrics, "Ready pods but no series: a scraping fault")
+	assert.Equal(t, int32(2), plans[1].ReadyPods)
+	assert.Nil(t, plans[1].Input.RequestsInRetention, "no counter with Ready pods is unknown, not 0")
+	assert.Equal(t, enforcer.MetricsAbsent, plans[2].Input.Metrics, "replicas, none Ready, no series")
 
-	llama := plans[2]
+	llama := plans[3]
 	assert.Equal(t, enforcer.MetricsAvailable, llama.Input.Metrics)
 	require.Len(t, llama.VAs, 2, "the unresolved VA is left out")
 	assert.Equal(t, "a-l4", llama.Input.Group.Variants[0].Name)

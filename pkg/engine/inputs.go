@@ -70,6 +70,8 @@ type Plan struct {
 	Key   GroupKey
 	Input pipeline.GroupInput
 	VAs   []*llmdv1alpha1.VariantAutoscaling
+	// ReadyPods counts the group's Ready pods, for the conditions.
+	ReadyPods int32
 }
 
 // ConfigResolver resolves the configuration in force for a group.
@@ -137,6 +139,9 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 			// A group at zero replicas has nothing to report; Prometheus
 			// answered, so the request count (idle or not) is known.
 			p.Input.Metrics = enforcer.MetricsAvailable
+		case ready > 0:
+			// Ready pods serve but none is scraped: a scraping fault, held.
+			p.Input.Metrics = enforcer.MetricsMissing
 		default:
 			p.Input.Metrics = enforcer.MetricsAbsent
 		}
@@ -152,6 +157,7 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 				p.Input.RequestsInRetention = &n
 			}
 		}
+		p.ReadyPods = ready
 		plans = append(plans, p)
 	}
 	return plans

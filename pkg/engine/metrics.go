@@ -18,6 +18,7 @@ type Metrics struct {
 	DecisionInfo    *prometheus.GaugeVec
 	AvgSpareKv      *prometheus.GaugeVec
 	AvgSpareQueue   *prometheus.GaugeVec
+	MetricsOK       *prometheus.GaugeVec
 	Decisions       *prometheus.CounterVec
 	CycleDuration   prometheus.Histogram
 	QueryErrors     *prometheus.CounterVec
@@ -31,6 +32,8 @@ type Metrics struct {
 	// deleted when the decision changes so one series per variant remains.
 	lastDecision map[[4]string][2]string
 	groupLabels  map[[2]string]bool
+	// metricsLabels are the groups with a MetricsOK series.
+	metricsLabels map[[2]string]bool
 }
 
 var variantLabelNames = []string{"variant_name", "namespace", "model_id", "accelerator"}
@@ -52,6 +55,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Average spare KV cache fraction over non-saturated replicas of the model."}, []string{"namespace", "model_id"}),
 		AvgSpareQueue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_saturation_avg_spare_queue",
 			Help: "Average spare queue slots over non-saturated replicas of the model."}, []string{"namespace", "model_id"}),
+		MetricsOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_metrics_available",
+			Help: "1 when the model's metrics were collected this cycle (its VAs' MetricsAvailable=True), 0 when not: Prometheus unreachable, series absent, or the request counter missing."},
+			[]string{"namespace", "model_id"}),
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wva_decisions_total",
 			Help: "Per-variant decisions by action and by the rule that made them."}, []string{"action", "rule"}),
 		CycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "wva_engine_cycle_duration_seconds",
@@ -69,6 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		variantLabels: map[[4]string]bool{},
 		lastDecision:  map[[4]string][2]string{},
 		groupLabels:   map[[2]string]bool{},
+		metricsLabels: map[[2]string]bool{},
 	}
 	// Every query's error counter exists from the start at 0: a series that
 	// first appears at 1 has no increase to rate(), so an alert on
@@ -76,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, q := range collector.Queries(collector.DefaultLabels(), nil, []time.Duration{time.Minute}) {
 		m.QueryErrors.WithLabelValues(q.Name)
 	}
-	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.VariantCost, m.DecisionInfo, m.AvgSpareKv, m.AvgSpareQueue, m.Decisions,
+	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.VariantCost, m.DecisionInfo, m.AvgSpareKv, m.AvgSpareQueue, m.MetricsOK, m.Decisions,
 		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs)
 	return m
 }
@@ -97,6 +104,8 @@ type GroupSample struct {
 	AvgSpareKv    float64
 	AvgSpareQueue float64
 	HasAnalysis   bool
+	// MetricsAvailable is the group's MetricsAvailable condition status.
+	MetricsAvailable bool
 }
 
 // Publish sets the per-variant and per-group gauges of a cycle and deletes
@@ -134,6 +143,22 @@ func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
 		}
 	}
 	m.variantLabels = seenV
+
+	seenM := map[[2]string]bool{}
+	for _, g := range groups {
+		seenM[g.Labels] = true
+		ok := 0.0
+		if g.MetricsAvailable {
+			ok = 1
+		}
+		m.MetricsOK.WithLabelValues(g.Labels[:]...).Set(ok)
+	}
+	for l := range m.metricsLabels {
+		if !seenM[l] {
+			m.MetricsOK.DeleteLabelValues(l[:]...)
+		}
+	}
+	m.metricsLabels = seenM
 
 	seenG := map[[2]string]bool{}
 	for _, g := range groups {

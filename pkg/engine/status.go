@@ -59,6 +59,11 @@ func NextStatus(va *llmdv1alpha1.VariantAutoscaling, plan Plan, res pipeline.Gro
 	case plan.Input.Metrics == enforcer.MetricsAvailable:
 		set(llmdv1alpha1.ConditionTypeMetricsAvailable, true, llmdv1alpha1.ReasonMetricsFound,
 			fmt.Sprintf("%d of %d replicas reporting vLLM metrics", reporting, tgt.SpecReplicas))
+	case plan.Input.Metrics == enforcer.MetricsMissing:
+		set(llmdv1alpha1.ConditionTypeMetricsAvailable, false, llmdv1alpha1.ReasonMetricsMissingWithReadyPods,
+			fmt.Sprintf("variant %s has %d Ready pods (model %q: %d) but none reports vLLM metrics in Prometheus: "+
+				"a scraping fault (PodMonitor, relabeling, model_name label), not idleness; replicas held, no scale to zero",
+				va.Name, len(tgt.ReadyPods), plan.Key.ModelID, plan.ReadyPods))
 	case plan.Input.Metrics == enforcer.MetricsAbsent:
 		set(llmdv1alpha1.ConditionTypeMetricsAvailable, false, llmdv1alpha1.ReasonMetricsMissing,
 			fmt.Sprintf("no replica of model %q reports vLLM metrics in Prometheus", plan.Key.ModelID))

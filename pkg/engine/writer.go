@@ -18,6 +18,7 @@ var engineConditions = []string{
 	llmdv1alpha1.ConditionTypeMetricsAvailable,
 	llmdv1alpha1.ConditionTypeOptimizationReady,
 	llmdv1alpha1.ConditionTypeConfigValid,
+	llmdv1alpha1.ConditionTypeTransitionStuck,
 }
 
 // ClientStatusWriter writes VA status through the API server.

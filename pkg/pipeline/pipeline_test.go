@@ -267,6 +267,10 @@ func TestScaleToZeroNeedsEvidence(t *testing.T) {
 			variants: one(func(v *decision.Variant) {
 				v.CurrentReplicas, v.DesiredReplicas, v.ScaledFromZeroAt = 1, 0, t0.Add(-30*time.Second)
 			}), want: 1, rule: decision.RuleZeroBlocked},
+		{name: "Ready pods without series hold four", metrics: enforcer.MetricsMissing,
+			variants: one(nil), want: 4, rule: decision.RuleMetricsMissing},
+		{name: "no Ready pod and no series past retention goes to zero", metrics: enforcer.MetricsAbsent,
+			variants: one(nil), want: 0, rule: decision.RuleRetention},
 		{name: "idle with evidence scales to zero", metrics: enforcer.MetricsAvailable,
 			variants: one(nil), replicas: idle, requests: &zero, want: 0, rule: decision.RuleScaleToZero},
 	}

@@ -51,7 +51,8 @@ type Snapshot struct {
 	// ScaleToZero holds scale-to-zero settings in the ConfigMap entry format
 	// (enable_scale_to_zero, retention_period).
 	ScaleToZero map[string]any `json:"scaleToZero,omitempty"`
-	// Metrics is available (default), absent or unreachable.
+	// Metrics is available (default), absent (no series, no Ready pod),
+	// missing (no series although pods are Ready) or unreachable.
 	Metrics string `json:"metrics,omitempty"`
 	// Now is the decision time; default: the snapshot's latest timestamp, or
 	// the Unix epoch, so the same file always decides the same way.
@@ -185,9 +186,9 @@ func (s *Snapshot) Validate() error {
 		bad("modelID", "required")
 	}
 	switch s.Metrics {
-	case "", string(enforcer.MetricsAvailable), string(enforcer.MetricsAbsent), string(enforcer.MetricsUnreachable):
+	case "", string(enforcer.MetricsAvailable), string(enforcer.MetricsAbsent), string(enforcer.MetricsMissing), string(enforcer.MetricsUnreachable):
 	default:
-		bad("metrics", "%q is not one of available, absent, unreachable", s.Metrics)
+		bad("metrics", "%q is not one of available, absent, missing, unreachable", s.Metrics)
 	}
 	if s.RequestsInRetention != nil {
 		inRange("requestsInRetention", *s.RequestsInRetention, maxRetention)

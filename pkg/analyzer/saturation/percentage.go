@@ -36,8 +36,54 @@ type Analysis struct {
 	ShouldScaleUp bool    `json:"shouldScaleUp"`
 	ScaleDownSafe bool    `json:"scaleDownSafe"`
 	InTransition  bool    `json:"inTransition"`
+	// Stuck are the variants in transition for longer than StuckAfter:
+	// they no longer block the group, and the engine shows them on their
+	// VAs (condition TransitionStuck, Event StuckTransition).
+	Stuck []Stuck `json:"stuck,omitempty"`
 	// Why explains the verdict in one sentence.
 	Why string `json:"why"`
+}
+
+// Stuck is one variant stuck in transition.
+type Stuck struct {
+	Variant string `json:"variant"`
+	// Since is the variant's last decision change, For how long ago that
+	// was and Bound its StuckAfter.
+	Since time.Time       `json:"since"`
+	For   config.Duration `json:"for"`
+	Bound config.Duration `json:"bound"`
+	// Desired, Current, Reporting and Pending are the variant's decided
+	// and spec replicas, its pods reporting metrics and its pods not Ready.
+	Desired   int32 `json:"desired"`
+	Current   int32 `json:"current"`
+	Reporting int32 `json:"reporting"`
+	Pending   int32 `json:"pending"`
+}
+
+// Message describes the stuck variant for a condition or an Event. It
+// quotes the onset, not the age, so it stays the same cycle after cycle.
+func (s Stuck) Message() string {
+	return fmt.Sprintf("%s in transition since %s, longer than its bound %s (twice its start-up): desired %d, current %d, "+
+		"%d of them reporting metrics, %d pods not Ready; it no longer blocks the model's other variants",
+		s.Variant, s.Since.UTC().Format(time.RFC3339), s.Bound, s.Desired, s.Current, s.Reporting, s.Pending)
+}
+
+// StuckVariants lists the group's variants in transition for longer than
+// StuckAfter, by name (none without a clock).
+func StuckVariants(g decision.Group) []Stuck {
+	var out []Stuck
+	for _, v := range sortedVariants(g.Variants) {
+		if transitioning(g, v) && stuck(v, g.Now) {
+			out = append(out, Stuck{Variant: v.Name, Since: v.LastUpdate, For: config.Duration(g.Now.Sub(v.LastUpdate).Round(time.Second)), Bound: config.Duration(StuckAfter(v)),
+				Desired: v.DesiredReplicas, Current: v.CurrentReplicas, Reporting: g.MetricsCount(v.Name), Pending: v.PendingReplicas})
+		}
+	}
+	return out
+}
+
+// transitioning: a decision not yet applied, or pods not all reporting.
+func transitioning(g decision.Group, v decision.Variant) bool {
+	return (v.DesiredReplicas != 0 && v.DesiredReplicas != v.CurrentReplicas) || g.MetricsCount(v.Name) != v.CurrentReplicas
 }
 
 // IsSaturated says whether one replica is at or above either threshold.
@@ -150,8 +196,7 @@ func Transition(g decision.Group) (bool, map[string]int32, string) {
 	}
 	for _, v := range sortedVariants(g.Variants) {
 		held[v.Name] = v.CurrentReplicas
-		transitioning := (v.DesiredReplicas != 0 && v.DesiredReplicas != v.CurrentReplicas) || g.MetricsCount(v.Name) != v.CurrentReplicas
-		if transitioning && stuck(v, g.Now) {
+		if transitioning(g, v) && stuck(v, g.Now) {
 			stuckNotes = append(stuckNotes, fmt.Sprintf("%s in transition for %s > %s: not blocking", v.Name,
 				g.Now.Sub(v.LastUpdate).Round(time.Second), StuckAfter(v)))
 			continue
@@ -189,6 +234,7 @@ func (Analyzer) analyze(g decision.Group, cfg config.Resolved) (Analysis, decisi
 	a := AnalyzeReplicas(g.Replicas, cfg.Saturation)
 	sig := decision.Signal{Analyzer: Name, Priority: cfg.Saturation.Priority}
 	inTransition, held, why := Transition(g)
+	a.Stuck = StuckVariants(g)
 	if inTransition {
 		a.InTransition = true
 		sig.Hold = true

@@ -250,8 +250,16 @@ func TestStuckTransitionStopsBlocking(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.hold, res.Signal.Hold, res.Signal.Reason)
 			assert.Contains(t, res.Signal.Reason, tc.fragment)
+			stuck := res.Details.(Analysis).Stuck
 			if !tc.hold {
 				assert.Positive(t, res.Signal.RequiredCapacity, "the saturated L4s ask for capacity")
+				// The engine reads the stuck variant from the analysis.
+				require.Len(t, stuck, 1)
+				assert.Equal(t, Stuck{Variant: "v2-h100", Since: tc.h100.LastUpdate, For: config.Duration(now.Sub(tc.h100.LastUpdate)), Bound: config.Duration(StuckAfter(tc.h100)),
+					Desired: 1, Current: 1, Reporting: 0, Pending: 1}, stuck[0])
+				assert.Contains(t, stuck[0].Message(), "v2-h100 in transition since "+tc.h100.LastUpdate.Format(time.RFC3339))
+			} else {
+				assert.Empty(t, stuck, "an ordinary transition is not stuck")
 			}
 		})
 	}

@@ -77,6 +77,11 @@ const (
 	// meant for the variant's model (the default entries concern every
 	// model) is valid; while one is not, its last valid version applies.
 	ConditionTypeConfigValid = "ConfigValid"
+	// ConditionTypeTransitionStuck is True while a variant of the model has
+	// been in transition (desired != current, or pods not reporting) for
+	// longer than its bound (twice its start-up); it no longer blocks the
+	// other variants' decisions.
+	ConditionTypeTransitionStuck = "TransitionStuck"
 )
 
 // Condition reasons set in status.conditions.
@@ -97,6 +102,14 @@ const (
 	// (a scraping fault). Idle detection has no evidence, so the group is
 	// not scaled to zero or down while it lasts.
 	ReasonRequestCountMissing = "RequestCountMissing"
+	// ReasonMetricsMissingWithReadyPods: the scale target has Ready pods but
+	// none reports saturation metrics (a scraping fault, not idleness). The
+	// replicas are held; the retention fallback does not apply.
+	ReasonMetricsMissingWithReadyPods = "MetricsMissingWithReadyPods"
+
+	// TransitionStuck reasons.
+	ReasonStuckTransition   = "StuckTransition"
+	ReasonNoStuckTransition = "NoStuckTransition"
 
 	// OptimizationReady reasons.
 	ReasonOptimizationSucceeded = "OptimizationSucceeded"
