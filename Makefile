@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X github.com/wva-project/wva/pkg/version.Version=$(VERSION) -X
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build test test-unit test-race test-deps e2e lint fuzz generate verify-generate demo clean
+.PHONY: help build test test-unit test-race test-deps e2e lint fuzz generate verify-generate demo bench-report bench-check clean
 
 help: ## List targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -61,6 +61,12 @@ verify-generate: ## Fail if generated files are stale
 
 demo: ## The main job on its embedded default (no cluster): simulate wva against the other policies
 	$(GO) run ./cmd/wva simulate
+
+bench-report: ## Regenerate the benchmark tables in README.md and docs/benchmarks.md
+	$(GO) run ./hack/benchreport
+
+bench-check: ## Fail when the committed benchmark tables differ from a fresh run
+	$(GO) run ./hack/benchreport -check
 
 clean:
 	rm -rf $(BIN)

@@ -45,6 +45,9 @@ func RenderText(w io.Writer, rep Report) error {
 			fmt.Fprintf(&b, "  %s: %s\n", p.Policy, p.Note)
 		}
 	}
+	if rep.Verdict != nil {
+		fmt.Fprintf(&b, "  wva against the other rows (attainment capped at %.0f%%): %s\n", 100*rep.SLO.Attainment, rep.Verdict)
+	}
 	b.WriteString("\n")
 	b.WriteString(asciiChart(rep, 72, 14))
 	_, err := io.WriteString(w, b.String())

@@ -67,7 +67,9 @@ type Report struct {
 	Policies []PolicySummary `json:"policies"`
 	Elapsed  float64         `json:"wallSeconds"`
 	Analyzer string          `json:"wvaAnalyzer,omitempty"`
-	Horizon  time.Duration   `json:"-"`
+	// Verdict compares wva's row with the others (nil without a wva row).
+	Verdict *Verdict      `json:"wvaVerdict,omitempty"`
+	Horizon time.Duration `json:"-"`
 }
 
 // SLOSummary is the SLO in seconds.
@@ -240,6 +242,9 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 		}
 	}
 	rep.Policies = summaries
+	if v, ok := Judge(rep); ok {
+		rep.Verdict = &v
+	}
 	rep.Elapsed = time.Since(start).Seconds()
 	return rep, nil
 }

@@ -246,7 +246,7 @@ func TestSyntheticShapes(t *testing.T) {
 }
 
 // TestAzureTraces parses the Azure traces shipped in examples/traces,
-// which the docs and hack/bench-planner.sh run.
+// which the docs and hack/benchreport run.
 func TestAzureTraces(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "examples", "traces")

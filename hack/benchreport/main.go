@@ -1,0 +1,224 @@
+// Command benchreport regenerates the benchmark tables in README.md and
+// docs/benchmarks.md from `wva simulate` runs, or with -check fails when the
+// committed tables differ from a fresh run's (CI runs it that way).
+//
+// Run from the repository root: go run ./hack/benchreport [-check]
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/wva-project/wva/pkg/sim"
+)
+
+// workload is one row group of the policy table: `wva simulate` with args.
+type workload struct {
+	name string
+	args []string
+}
+
+const (
+	conv = "examples/traces/azure-llm-inference-2023-conv.csv"
+	code = "examples/traces/azure-llm-inference-2023-code.csv"
+	// tokenConfig runs wva on the previous default analyzer for comparison.
+	tokenConfig = "examples/slo-planner/token-analyzer.yaml"
+)
+
+var workloads = []workload{
+	{"default (bursty)", nil},
+	{"spike", []string{"--shape", "spike"}},
+	{"default, 7m start-up", []string{"--startup-delay", "7m"}},
+	{"Azure conv", []string{"--trace", conv}},
+	{"Azure code", []string{"--trace", code}},
+	{"Azure conv x0.8", []string{"--trace", conv, "--rate-scale", "0.8"}},
+	{"Azure conv x1.2", []string{"--trace", conv, "--rate-scale", "1.2"}},
+	{"Azure conv x1.5", []string{"--trace", conv, "--rate-scale", "1.5"}},
+}
+
+// tablePolicies are the rows the workload table keeps (static-frontier
+// rows are judged against, not listed).
+var tablePolicies = map[string]bool{"wva": true, "wva-v1": true, "queue-threshold": true, "kpa": true, "static-peak": true, "oracle": true}
+
+func main() {
+	check := flag.Bool("check", false, "fail when README.md or docs/benchmarks.md differ from a fresh run instead of writing them")
+	flag.Parse()
+	if err := run(*check); err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(1)
+	}
+}
+
+func run(check bool) error {
+	dir, err := os.MkdirTemp("", "benchreport")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "wva")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/wva").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	simulate := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(bin, append([]string{"simulate", "--progress", "never"}, args...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("wva simulate %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return out, nil
+	}
+
+	table, err := policyTable(simulate)
+	if err != nil {
+		return err
+	}
+	text, err := simulate()
+	if err != nil {
+		return err
+	}
+	full := tableOf(string(text))
+	blocks := map[string]map[string]string{
+		"README.md": {"headline": fence(withoutFrontier(full))},
+		"docs/benchmarks.md": {
+			"policies": table,
+			"default":  fence(full),
+		},
+	}
+	var stale []string
+	for file, bs := range blocks {
+		old, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		updated := string(old)
+		for name, content := range bs {
+			if updated, err = replaceBlock(updated, name, content); err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+		}
+		if updated == string(old) {
+			continue
+		}
+		if check {
+			stale = append(stale, file)
+			continue
+		}
+		if err := os.WriteFile(file, []byte(updated), 0o644); err != nil {
+			return err
+		}
+		fmt.Println("wrote", file)
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("%s differ from a fresh run: run `go run ./hack/benchreport` and commit the result", strings.Join(stale, " and "))
+	}
+	return nil
+}
+
+// policyTable runs every workload and renders the Markdown table.
+func policyTable(simulate func(...string) ([]byte, error)) (string, error) {
+	var b strings.Builder
+	b.WriteString("| workload | policy | cost | x oracle | SLO met | mean replicas | peak replicas | wva against every other row |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, w := range workloads {
+		rep, err := report(simulate, w.args...)
+		if err != nil {
+			return "", err
+		}
+		token, err := report(simulate, append([]string{"--policies", "wva,oracle", "--wva-config", tokenConfig}, w.args...)...)
+		if err != nil {
+			return "", err
+		}
+		for _, p := range rep.Policies {
+			if !tablePolicies[p.Policy] {
+				continue
+			}
+			verdict := ""
+			if p.Policy == sim.PolicyWVA && rep.Verdict != nil {
+				verdict = rep.Verdict.String()
+			}
+			b.WriteString(row(w.name, p.Policy, p, verdict))
+		}
+		if wva, ok := find(token.Policies, sim.PolicyWVA); ok {
+			b.WriteString(row(w.name, "wva (token analyzer)", wva, ""))
+		}
+	}
+	return b.String(), nil
+}
+
+func report(simulate func(...string) ([]byte, error), args ...string) (sim.Report, error) {
+	out, err := simulate(append([]string{"--json"}, args...)...)
+	if err != nil {
+		return sim.Report{}, err
+	}
+	var rep sim.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return sim.Report{}, fmt.Errorf("wva simulate %s --json: %w", strings.Join(args, " "), err)
+	}
+	return rep, nil
+}
+
+func row(workload, policy string, p sim.PolicySummary, verdict string) string {
+	return fmt.Sprintf("| %s | %s | %.1f | %.2f | %.2f%% | %.1f | %d | %s |\n", workload, policy, p.Cost, p.CostToOracle,
+		100*p.SLOAttainment, p.MeanReplicas, p.MaxReplicas, verdict)
+}
+
+func find(rows []sim.PolicySummary, policy string) (sim.PolicySummary, bool) {
+	for _, p := range rows {
+		if p.Policy == policy {
+			return p, true
+		}
+	}
+	return sim.PolicySummary{}, false
+}
+
+// tableOf keeps the table and its notes from `wva simulate`'s text output:
+// from the header line to the first blank line after it.
+func tableOf(out string) string {
+	lines := strings.Split(out, "\n")
+	var keep []string
+	for _, l := range lines {
+		if len(keep) == 0 && !strings.HasPrefix(l, "POLICY") {
+			continue
+		}
+		if l == "" {
+			break
+		}
+		keep = append(keep, l)
+	}
+	return strings.Join(keep, "\n") + "\n"
+}
+
+// withoutFrontier drops the static-frontier rows (the README keeps the
+// named policies; docs/benchmarks.md has every row).
+func withoutFrontier(table string) string {
+	var keep []string
+	for _, l := range strings.SplitAfter(table, "\n") {
+		if !strings.HasPrefix(l, "static:") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "")
+}
+
+func fence(s string) string { return "```\n" + s + "```\n" }
+
+// replaceBlock replaces what stands between the markers
+// <!-- benchreport:NAME --> and <!-- /benchreport:NAME -->.
+func replaceBlock(doc, name, content string) (string, error) {
+	begin, end := "<!-- benchreport:"+name+" -->\n", "<!-- /benchreport:"+name+" -->"
+	i := strings.Index(doc, begin)
+	j := strings.Index(doc, end)
+	if i < 0 || j < i {
+		return "", errors.New("markers for block " + name + " not found: " + strings.TrimSpace(begin) + " ... " + end)
+	}
+	return doc[:i+len(begin)] + content + doc[j:], nil
+}
