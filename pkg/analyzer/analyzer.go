@@ -37,6 +37,21 @@ type Stateful interface {
 	AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (Result, error)
 }
 
+// SpareReporter is implemented by analysis details that measure the
+// group's average spare KV cache and queue capacity (the engine exports
+// them as gauges for the dashboard).
+type SpareReporter interface {
+	Spare() (kv, queue float64)
+}
+
+// StuckReporter is implemented by analysis details that find variants in
+// transition for longer than their bound; the engine shows them on the
+// VAs (condition TransitionStuck, one Event at onset). The message says
+// which pods and since when.
+type StuckReporter interface {
+	StuckVariants() map[string]string
+}
+
 // Summarizer is implemented by analysis details that can describe their
 // intermediate quantities as lines of text (for `wva decide -o table`).
 type Summarizer interface {

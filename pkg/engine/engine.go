@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/wva-project/wva/pkg/analyzer/saturation"
+	"github.com/wva-project/wva/pkg/analyzer"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
@@ -358,8 +358,9 @@ func logDecision(p Plan, va *llmdv1alpha1.VariantAutoscaling, t decision.Target,
 func groupSample(p Plan, res pipeline.GroupResult) GroupSample {
 	g := GroupSample{Labels: [2]string{p.Key.Namespace, p.Key.ModelID},
 		MetricsAvailable: p.Input.Metrics == enforcer.MetricsAvailable && !p.Input.RequestCountMissing()}
-	if a, ok := res.Analysis.(saturation.Analysis); ok {
-		g.HasAnalysis, g.AvgSpareKv, g.AvgSpareQueue = true, a.AvgSpareKv, a.AvgSpareQueue
+	if a, ok := res.Analysis.(analyzer.SpareReporter); ok {
+		g.HasAnalysis = true
+		g.AvgSpareKv, g.AvgSpareQueue = a.Spare()
 	}
 	return g
 }

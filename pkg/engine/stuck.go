@@ -6,13 +6,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/wva-project/wva/pkg/analyzer/saturation"
+	"github.com/wva-project/wva/pkg/analyzer"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 // setStuckCondition shows on the VA that its variant is stuck in
-// transition (saturation.StuckAfter passed): TransitionStuck=True with the
+// transition (the analyzer's bound passed): TransitionStuck=True with the
 // analyzer's description. It returns the message when this cycle is the
 // onset (the condition was not True before), for a single Event. A variant
 // no longer stuck gets False only if it had the condition, so VAs that
@@ -20,18 +20,15 @@ import (
 // not available this cycle) nothing is known and the condition is kept.
 func setStuckCondition(st *llmdv1alpha1.VariantAutoscalingStatus, va *llmdv1alpha1.VariantAutoscaling,
 	res pipeline.GroupResult, now time.Time) (onset string) {
-	a, ok := res.Analysis.(saturation.Analysis)
+	a, ok := res.Analysis.(analyzer.StuckReporter)
 	if !ok {
 		return ""
 	}
 	was := meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeTransitionStuck)
 	c := metav1.Condition{Type: llmdv1alpha1.ConditionTypeTransitionStuck, ObservedGeneration: va.Generation,
 		LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))}
-	for _, s := range a.Stuck {
-		if s.Variant != va.Name {
-			continue
-		}
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, llmdv1alpha1.ReasonStuckTransition, s.Message()
+	if msg, stuck := a.StuckVariants()[va.Name]; stuck {
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, llmdv1alpha1.ReasonStuckTransition, msg
 		meta.SetStatusCondition(&st.Conditions, c)
 		if was {
 			return ""

@@ -44,6 +44,18 @@ type Analysis struct {
 	Why string `json:"why"`
 }
 
+// Spare implements analyzer.SpareReporter.
+func (a Analysis) Spare() (kv, queue float64) { return a.AvgSpareKv, a.AvgSpareQueue }
+
+// StuckVariants implements analyzer.StuckReporter: variant name -> message.
+func (a Analysis) StuckVariants() map[string]string {
+	m := make(map[string]string, len(a.Stuck))
+	for _, s := range a.Stuck {
+		m[s.Variant] = s.Message()
+	}
+	return m
+}
+
 // Stuck is one variant stuck in transition.
 type Stuck struct {
 	Variant string `json:"variant"`
