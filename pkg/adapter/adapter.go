@@ -293,11 +293,18 @@ func (a *Adapter) Run(ctx context.Context) error {
 	klog.InfoS("informers synced; starting engine", "interval", a.Options.EngineInterval, "leaderElect", a.Options.Lease.Enabled)
 
 	if a.Scaler != nil {
+		if !a.Options.KedaScalerInsecure {
+			var err error
+			if a.Scaler.TLS, err = kedascaler.ServerTLS(ctx, a.Options.KedaScalerTLS); err != nil {
+				return fmt.Errorf("KEDA external scaler TLS: %w", err)
+			}
+		}
 		lis, err := net.Listen("tcp", a.Options.KedaScalerAddress)
 		if err != nil {
 			return fmt.Errorf("--keda-scaler-address=%s: %w", a.Options.KedaScalerAddress, err)
 		}
-		klog.InfoS("serving the KEDA external scaler", "address", lis.Addr().String())
+		klog.InfoS("serving the KEDA external scaler", "address", lis.Addr().String(), "tls", a.Scaler.TLS != nil,
+			"mutualTLS", a.Options.KedaScalerTLS.ClientCAFile != "")
 		go func() {
 			if err := a.Scaler.ServeListener(ctx, lis); err != nil {
 				klog.ErrorS(err, "KEDA external scaler stopped")

@@ -140,7 +140,11 @@ func TestKedaExampleScaledObject(t *testing.T) {
 	example := file[0]
 	md, _, _ := unstructured.NestedSlice(example.Object, "spec", "triggers")
 	address, _, _ := unstructured.NestedString(md[0].(map[string]any), "metadata", "scalerAddress")
-	desired, err := controller.DesiredScaledObject(va, address)
+	var auth *controller.KedaAuthenticationRef
+	if a, ok, _ := unstructured.NestedStringMap(md[0].(map[string]any), "authenticationRef"); ok {
+		auth = &controller.KedaAuthenticationRef{Kind: a["kind"], Name: a["name"]}
+	}
+	desired, err := controller.DesiredScaledObject(va, controller.KedaScaler{Address: address, Authentication: auth})
 	require.NoError(t, err)
 	desired.SetOwnerReferences(nil) // the VA's UID exists only in a cluster
 	assert.Equal(t, viaJSON(t, desired).Object, viaJSON(t, example).Object)
