@@ -116,6 +116,17 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	_ = llmdv1alpha1.AddToScheme(evScheme)
 	a.recorder = a.broadcast.NewRecorder(evScheme, corev1.EventSource{Component: "wva-adapter"})
 
+	// Trim what the inventory does not read: these caches hold every pod,
+	// Deployment and StatefulSet watched.
+	for inf, transform := range map[cache.SharedIndexInformer]cache.TransformFunc{
+		a.informers.Core().V1().Pods().Informer():         inventory.PodTransform,
+		a.informers.Apps().V1().Deployments().Informer():  inventory.DeploymentTransform,
+		a.informers.Apps().V1().StatefulSets().Informer(): inventory.StatefulSetTransform,
+	} {
+		if err := inf.SetTransform(transform); err != nil {
+			return nil, err
+		}
+	}
 	inv := &inventory.Inventory{
 		VAs:          a.wva.Llmd().V1alpha1().VariantAutoscalings().Lister(),
 		Deployments:  a.informers.Apps().V1().Deployments().Lister(),
