@@ -63,7 +63,13 @@ func ServerTLS(ctx context.Context, f TLSFiles) (*tls.Config, error) {
 	// The CA pool changes on reload, so verify by hand against the current
 	// one (VerifyOptions asks for client-auth key usage).
 	cfg.ClientAuth = tls.RequireAnyClientCert
+	// A resumed session skips VerifyPeerCertificate: none, so a replaced CA
+	// takes effect on every connection.
+	cfg.SessionTicketsDisabled = true
 	cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return errors.New("no client certificate")
+		}
 		opts, ok := ca.VerifyOptions()
 		if !ok {
 			return errors.New("no client CA loaded")
