@@ -116,6 +116,17 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	_ = llmdv1alpha1.AddToScheme(evScheme)
 	a.recorder = a.broadcast.NewRecorder(evScheme, corev1.EventSource{Component: "wva-adapter"})
 
+	// Trim what the inventory does not read: these caches hold every pod,
+	// Deployment and StatefulSet watched.
+	for inf, transform := range map[cache.SharedIndexInformer]cache.TransformFunc{
+		a.informers.Core().V1().Pods().Informer():         inventory.PodTransform,
+		a.informers.Apps().V1().Deployments().Informer():  inventory.DeploymentTransform,
+		a.informers.Apps().V1().StatefulSets().Informer(): inventory.StatefulSetTransform,
+	} {
+		if err := inf.SetTransform(transform); err != nil {
+			return nil, err
+		}
+	}
 	inv := &inventory.Inventory{
 		VAs:          a.wva.Llmd().V1alpha1().VariantAutoscalings().Lister(),
 		Deployments:  a.informers.Apps().V1().Deployments().Lister(),
@@ -293,11 +304,18 @@ func (a *Adapter) Run(ctx context.Context) error {
 	klog.InfoS("informers synced; starting engine", "interval", a.Options.EngineInterval, "leaderElect", a.Options.Lease.Enabled)
 
 	if a.Scaler != nil {
+		if !a.Options.KedaScalerInsecure {
+			var err error
+			if a.Scaler.TLS, err = kedascaler.ServerTLS(ctx, a.Options.KedaScalerTLS); err != nil {
+				return fmt.Errorf("KEDA external scaler TLS: %w", err)
+			}
+		}
 		lis, err := net.Listen("tcp", a.Options.KedaScalerAddress)
 		if err != nil {
 			return fmt.Errorf("--keda-scaler-address=%s: %w", a.Options.KedaScalerAddress, err)
 		}
-		klog.InfoS("serving the KEDA external scaler", "address", lis.Addr().String())
+		klog.InfoS("serving the KEDA external scaler", "address", lis.Addr().String(), "tls", a.Scaler.TLS != nil,
+			"mutualTLS", a.Options.KedaScalerTLS.ClientCAFile != "")
 		go func() {
 			if err := a.Scaler.ServeListener(ctx, lis); err != nil {
 				klog.ErrorS(err, "KEDA external scaler stopped")

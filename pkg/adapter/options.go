@@ -55,6 +55,10 @@ type Options struct {
 	// APIService belongs to KEDA.
 	KedaScalerAddress        string
 	KedaScalerResendInterval time.Duration
+	// KedaScalerTLS secures the scaler; KedaScalerInsecure opts in to
+	// plain gRPC instead.
+	KedaScalerTLS      kedascaler.TLSFiles
+	KedaScalerInsecure bool
 }
 
 // NewOptions returns the defaults.
@@ -103,6 +107,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"The leader fails /healthz when its engine loop has completed no cycle (successful or not) for this long (default: 3 engine intervals + cycle timeout)")
 	fs.StringVar(&o.KedaScalerAddress, "keda-scaler-address", o.KedaScalerAddress,
 		"Also serve the decisions as a KEDA external scaler (gRPC) on this address, e.g. :9090 (default: off)")
+	fs.StringVar(&o.KedaScalerTLS.CertFile, "keda-scaler-tls-cert-file", o.KedaScalerTLS.CertFile,
+		"PEM certificate of the KEDA external scaler's gRPC server; re-read when it changes")
+	fs.StringVar(&o.KedaScalerTLS.KeyFile, "keda-scaler-tls-key-file", o.KedaScalerTLS.KeyFile, "PEM private key of --keda-scaler-tls-cert-file")
+	fs.StringVar(&o.KedaScalerTLS.ClientCAFile, "keda-scaler-client-ca-file", o.KedaScalerTLS.ClientCAFile,
+		"Require KEDA to present a client certificate signed by this CA (mutual TLS; KEDA's tlsClientCert and tlsClientKey); re-read when it changes")
+	fs.BoolVar(&o.KedaScalerInsecure, "keda-scaler-insecure", o.KedaScalerInsecure,
+		"Serve the KEDA external scaler as plain gRPC, without TLS: anyone who can reach the port reads every decision")
 	fs.DurationVar(&o.KedaScalerResendInterval, "keda-scaler-resend-interval", o.KedaScalerResendInterval,
 		"Longest silence on a KEDA StreamIsActive stream: activity is pushed on every change and re-sent at least this often")
 }
@@ -154,9 +165,28 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--keda-scaler-address=%q: want [host]:port, e.g. :9090", o.KedaScalerAddress))
 		}
 	}
+	errs = append(errs, o.validateKedaTLS()...)
 	errs = append(errs, budget.ValidateFlags(o.BudgetConfigMap, o.BudgetPoolLabel)...)
 	if err := o.Lease.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+func (o *Options) validateKedaTLS() []error {
+	t := o.KedaScalerTLS
+	switch {
+	case o.KedaScalerAddress == "" && (t != kedascaler.TLSFiles{} || o.KedaScalerInsecure):
+		return []error{errors.New("--keda-scaler-tls-*, --keda-scaler-client-ca-file and --keda-scaler-insecure need --keda-scaler-address")}
+	case o.KedaScalerAddress == "":
+		return nil
+	case o.KedaScalerInsecure && (t != kedascaler.TLSFiles{}):
+		return []error{errors.New("--keda-scaler-insecure: plain gRPC excludes --keda-scaler-tls-cert-file, --keda-scaler-tls-key-file and --keda-scaler-client-ca-file")}
+	case o.KedaScalerInsecure:
+		return nil
+	case t.CertFile == "" || t.KeyFile == "":
+		return []error{fmt.Errorf("--keda-scaler-address=%s: set --keda-scaler-tls-cert-file and --keda-scaler-tls-key-file, or --keda-scaler-insecure for plain gRPC",
+			o.KedaScalerAddress)}
+	}
+	return nil
 }

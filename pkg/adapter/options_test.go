@@ -6,26 +6,38 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/kedascaler"
 )
 
 func TestOptionsValidateKedaScaler(t *testing.T) {
+	certKey := kedascaler.TLSFiles{CertFile: "tls.crt", KeyFile: "tls.key"}
 	cases := []struct {
-		name    string
-		address string
-		resend  time.Duration
-		errText string
+		name     string
+		address  string
+		resend   time.Duration
+		tls      kedascaler.TLSFiles
+		insecure bool
+		errText  string
 	}{
 		{name: "off by default"},
-		{name: "port only", address: ":9090"},
-		{name: "host and port", address: "0.0.0.0:9090"},
-		{name: "no port", address: "9090", errText: `--keda-scaler-address="9090": want [host]:port`},
-		{name: "resend must be positive", address: ":9090", resend: -time.Second, errText: "--keda-scaler-resend-interval=-1s: must be positive"},
+		{name: "port only", address: ":9090", tls: certKey},
+		{name: "host and port", address: "0.0.0.0:9090", tls: certKey},
+		{name: "mutual TLS", address: ":9090", tls: kedascaler.TLSFiles{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}},
+		{name: "plain gRPC by opt-in", address: ":9090", insecure: true},
+		{name: "no port", address: "9090", tls: certKey, errText: `--keda-scaler-address="9090": want [host]:port`},
+		{name: "resend must be positive", address: ":9090", tls: certKey, resend: -time.Second, errText: "--keda-scaler-resend-interval=-1s: must be positive"},
+		{name: "no TLS without opt-in", address: ":9090", errText: "set --keda-scaler-tls-cert-file and --keda-scaler-tls-key-file, or --keda-scaler-insecure"},
+		{name: "key without certificate", address: ":9090", tls: kedascaler.TLSFiles{KeyFile: "k"}, errText: "set --keda-scaler-tls-cert-file"},
+		{name: "opt-in and TLS files", address: ":9090", tls: certKey, insecure: true, errText: "--keda-scaler-insecure: plain gRPC excludes"},
+		{name: "TLS without the scaler", tls: certKey, errText: "need --keda-scaler-address"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewOptions()
 			o.PrometheusURL = "http://prometheus:9090"
 			o.KedaScalerAddress = tc.address
+			o.KedaScalerTLS, o.KedaScalerInsecure = tc.tls, tc.insecure
 			if tc.resend != 0 {
 				o.KedaScalerResendInterval = tc.resend
 			}

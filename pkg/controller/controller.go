@@ -49,11 +49,11 @@ type Controller struct {
 	StaleAfter time.Duration
 
 	// Output is what the controller keeps per VA: an HPA (default) or a
-	// KEDA ScaledObject, whose trigger reads KedaScalerAddress.
-	Output            Output
-	Dynamic           dynamic.Interface
-	ScaledObjects     cache.GenericLister
-	KedaScalerAddress string
+	// KEDA ScaledObject, whose trigger reads KedaScaler.
+	Output        Output
+	Dynamic       dynamic.Interface
+	ScaledObjects cache.GenericLister
+	KedaScaler    KedaScaler
 
 	queue workqueue.TypedRateLimitingInterface[string]
 }
@@ -147,7 +147,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	if c.Output == OutputScaledObject {
 		st.reason, st.msg = llmdv1alpha1.ReasonScaledObjectSynced, "ScaledObject "+name+" matches the VA"
 		var desired *unstructured.Unstructured
-		desired, behaviorErr = DesiredScaledObject(va, c.KedaScalerAddress)
+		desired, behaviorErr = DesiredScaledObject(va, c.KedaScaler)
 		if desired == nil {
 			return behaviorErr
 		}

@@ -26,6 +26,8 @@ type Options struct {
 	Lease              daemon.Lease
 	Output             string
 	KedaScalerAddress  string
+	// KedaAuthentication is "[Kind/]name" of a (Cluster)TriggerAuthentication.
+	KedaAuthentication string
 }
 
 // NewOptions returns the defaults.
@@ -57,6 +59,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"scaledobject (a KEDA ScaledObject whose external-push trigger reads the adapter's --keda-scaler-address)")
 	fs.StringVar(&o.KedaScalerAddress, "keda-scaler-address", o.KedaScalerAddress,
 		"With --output=scaledobject: host:port KEDA dials for the adapter's external scaler, e.g. wva-adapter.wva-system.svc:9090")
+	fs.StringVar(&o.KedaAuthentication, "keda-trigger-authentication", o.KedaAuthentication,
+		"With --output=scaledobject: [Kind/]name of the TriggerAuthentication or ClusterTriggerAuthentication giving KEDA the scaler's CA "+
+			"(caCert) and client certificate (tlsClientCert, tlsClientKey), set as the trigger's authenticationRef, "+
+			"e.g. ClusterTriggerAuthentication/wva-keda-scaler (default: none, KEDA dials without TLS)")
 	o.Lease.AddFlags(fs, "Run one active replica (Lease)")
 }
 
@@ -73,6 +79,9 @@ func (o *Options) Validate() error {
 	case OutputScaledObject:
 		if _, port, err := net.SplitHostPort(o.KedaScalerAddress); err != nil || port == "" {
 			errs = append(errs, fmt.Errorf("--keda-scaler-address=%q: --output=scaledobject needs the adapter scaler's host:port", o.KedaScalerAddress))
+		}
+		if _, err := ParseKedaAuthenticationRef(o.KedaAuthentication); err != nil {
+			errs = append(errs, fmt.Errorf("--keda-trigger-authentication=%w", err))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--output=%q: want hpa or scaledobject", o.Output))

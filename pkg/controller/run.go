@@ -73,10 +73,14 @@ func Run(ctx context.Context, o *Options) error {
 	wvaInformers := wvainformers.NewSharedInformerFactoryWithOptions(wva, o.Resync, wvainformers.WithNamespace(o.WatchNamespace))
 	vaInformer := wvaInformers.Llmd().V1alpha1().VariantAutoscalings()
 	hpaInformer := kubeInformers.Autoscaling().V2().HorizontalPodAutoscalers()
+	auth, err := ParseKedaAuthenticationRef(o.KedaAuthentication) // validated
+	if err != nil {
+		return err
+	}
 	c := &Controller{
 		Kube: kube, WVA: wva, VAs: vaInformer.Lister(), HPAs: hpaInformer.Lister(), Scales: scales, Mapper: mapper,
 		Recorder: recorder, Clock: clock.RealClock{}, Caps: caps, StaleAfter: o.StaleAfter,
-		Output: Output(o.Output), KedaScalerAddress: o.KedaScalerAddress,
+		Output: Output(o.Output), KedaScaler: KedaScaler{Address: o.KedaScalerAddress, Authentication: auth},
 	}
 	c.NewQueue()
 	vaHandler, ownedHandler := c.Handlers()

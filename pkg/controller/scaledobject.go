@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
@@ -51,19 +53,56 @@ type kedaHPAConfig struct {
 }
 
 type kedaTrigger struct {
-	Type     string            `json:"type"`
-	Name     string            `json:"name,omitempty"`
-	Metadata map[string]string `json:"metadata"`
+	Type              string                 `json:"type"`
+	Name              string                 `json:"name,omitempty"`
+	Metadata          map[string]string      `json:"metadata"`
+	AuthenticationRef *KedaAuthenticationRef `json:"authenticationRef,omitempty"`
+}
+
+// KedaAuthenticationRef names the (Cluster)TriggerAuthentication that gives
+// KEDA the scaler's CA (caCert) and, for mutual TLS, its client certificate
+// (tlsClientCert, tlsClientKey): KEDA reads these only from one.
+type KedaAuthenticationRef struct {
+	Name string `json:"name"`
+	// Kind is TriggerAuthentication (KEDA's default when empty) or
+	// ClusterTriggerAuthentication.
+	Kind string `json:"kind,omitempty"`
+}
+
+// ParseKedaAuthenticationRef parses "[Kind/]name".
+func ParseKedaAuthenticationRef(s string) (*KedaAuthenticationRef, error) {
+	if s == "" {
+		return nil, nil
+	}
+	kind, name, found := strings.Cut(s, "/")
+	if !found {
+		kind, name = "", kind
+	}
+	if kind != "" && kind != "TriggerAuthentication" && kind != "ClusterTriggerAuthentication" {
+		return nil, fmt.Errorf("%q: kind %q: want TriggerAuthentication or ClusterTriggerAuthentication", s, kind)
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, fmt.Errorf("%q: name %q: %s", s, name, strings.Join(errs, "; "))
+	}
+	return &KedaAuthenticationRef{Name: name, Kind: kind}, nil
+}
+
+// KedaScaler is how a ScaledObject's trigger reaches the adapter's scaler.
+type KedaScaler struct {
+	// Address is host:port.
+	Address string
+	// Authentication, when set, is the trigger's authenticationRef.
+	Authentication *KedaAuthenticationRef
 }
 
 // DesiredScaledObject builds the KEDA ScaledObject for a VA, whose external
 // trigger reads wva_desired_replicas from the adapter's scaler at
-// scalerAddress (host:port). Pure, like DesiredHPA: comparing its result
+// scaler.Address (host:port). Pure, like DesiredHPA: comparing its result
 // with the live object detects drift. The behavior carries no tolerance:
 // KEDA CRDs that lack the field would prune it, and the object would never
 // compare equal (an update storm).
-func DesiredScaledObject(va *llmdv1alpha1.VariantAutoscaling, scalerAddress string) (*unstructured.Unstructured, error) {
-	if scalerAddress == "" {
+func DesiredScaledObject(va *llmdv1alpha1.VariantAutoscaling, scaler KedaScaler) (*unstructured.Unstructured, error) {
+	if scaler.Address == "" {
 		return nil, fmt.Errorf("--keda-scaler-address is empty: a ScaledObject needs the adapter's scaler address (host:port)")
 	}
 	behavior, err := BehaviorFor(va, Capabilities{})
@@ -83,10 +122,11 @@ func DesiredScaledObject(va *llmdv1alpha1.VariantAutoscaling, scalerAddress stri
 			Type: KedaTriggerType,
 			Name: "wva",
 			Metadata: map[string]string{
-				"scalerAddress":              scalerAddress,
+				"scalerAddress":              scaler.Address,
 				kedascaler.MetadataNamespace: va.Namespace,
 				kedascaler.MetadataVariant:   va.Name,
 			},
+			AuthenticationRef: scaler.Authentication,
 		}},
 	}
 	content, cerr := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)

@@ -23,10 +23,13 @@ func TestDesiredScaledObject(t *testing.T) {
 		name     string
 		va       *llmdv1alpha1.VariantAutoscaling
 		address  string
+		auth     *KedaAuthenticationRef
 		min, max int64
 		downStab int64
 		errText  string
 	}{
+		{name: "authenticationRef for TLS", va: testVA(1, 8, nil), address: scalerAddr,
+			auth: &KedaAuthenticationRef{Kind: "ClusterTriggerAuthentication", Name: "wva-keda-scaler"}, min: 1, max: 8, downStab: 30},
 		{name: "min 0 goes to KEDA as is", va: testVA(0, 8, nil), address: scalerAddr, min: 0, max: 8, downStab: 30},
 		{name: "min and max from the VA", va: testVA(2, 5, nil), address: scalerAddr, min: 2, max: 5, downStab: 30},
 		{name: "behavior annotation reaches KEDA's HPA", va: testVA(1, 8, map[string]string{BehaviorAnnotation: "scaleDown:\n  stabilizationWindowSeconds: 120"}),
@@ -37,7 +40,7 @@ func TestDesiredScaledObject(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			so, err := DesiredScaledObject(tc.va, tc.address)
+			so, err := DesiredScaledObject(tc.va, KedaScaler{Address: tc.address, Authentication: tc.auth})
 			if tc.errText != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.errText)
@@ -61,8 +64,12 @@ func TestDesiredScaledObject(t *testing.T) {
 			assert.Equal(t, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-l4-deploy"}, spec["scaleTargetRef"])
 			assert.Equal(t, tc.min, spec["minReplicaCount"])
 			assert.Equal(t, tc.max, spec["maxReplicaCount"])
-			assert.Equal(t, []any{map[string]any{"type": "external-push", "name": "wva", "metadata": map[string]any{
-				"scalerAddress": scalerAddr, "namespace": "prod", "variantAutoscaling": "llama-l4"}}}, spec["triggers"])
+			trigger := map[string]any{"type": "external-push", "name": "wva", "metadata": map[string]any{
+				"scalerAddress": scalerAddr, "namespace": "prod", "variantAutoscaling": "llama-l4"}}
+			if tc.auth != nil {
+				trigger["authenticationRef"] = map[string]any{"kind": tc.auth.Kind, "name": tc.auth.Name}
+			}
+			assert.Equal(t, []any{trigger}, spec["triggers"])
 			down, _, _ := unstructured.NestedInt64(so.Object, "spec", "advanced", "horizontalPodAutoscalerConfig", "behavior", "scaleDown", "stabilizationWindowSeconds")
 			assert.Equal(t, tc.downStab, down)
 			_, hasTol, _ := unstructured.NestedFieldNoCopy(so.Object, "spec", "advanced", "horizontalPodAutoscalerConfig", "behavior", "scaleUp", "tolerance")
@@ -83,7 +90,8 @@ func roundTrip(t *testing.T, u *unstructured.Unstructured) *unstructured.Unstruc
 }
 
 func TestScaledObjectInSyncAndApply(t *testing.T) {
-	desired, err := DesiredScaledObject(testVA(1, 8, nil), scalerAddr)
+	desired, err := DesiredScaledObject(testVA(1, 8, nil),
+		KedaScaler{Address: scalerAddr, Authentication: &KedaAuthenticationRef{Kind: "ClusterTriggerAuthentication", Name: "wva-keda-scaler"}})
 	require.NoError(t, err)
 	live := roundTrip(t, desired)
 	live.SetLabels(map[string]string{ManagedByLabel: ManagedByValue, VariantLabel: "llama-l4", "team": "inference"})
@@ -101,6 +109,11 @@ func TestScaledObjectInSyncAndApply(t *testing.T) {
 		}, inSync: false},
 		{name: "trigger pointed elsewhere", mutate: func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "prometheus", "metadata": map[string]any{}}}, "spec", "triggers")
+		}, inSync: false},
+		{name: "authenticationRef removed (KEDA would dial without TLS)", mutate: func(u *unstructured.Unstructured) {
+			triggers, _, _ := unstructured.NestedSlice(u.Object, "spec", "triggers")
+			delete(triggers[0].(map[string]any), "authenticationRef")
+			_ = unstructured.SetNestedSlice(u.Object, triggers, "spec", "triggers")
 		}, inSync: false},
 		{name: "behavior removed", mutate: func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "advanced") }, inSync: false},
 		{name: "managed-by label removed", mutate: func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"team": "inference"}) }, inSync: false},
@@ -148,9 +161,11 @@ func TestPlanDirectScaleForScaledObjects(t *testing.T) {
 
 func TestOptionsValidateOutput(t *testing.T) {
 	cases := []struct {
-		output, address string
-		errText         string
+		output, address, auth string
+		errText               string
 	}{
+		{output: "scaledobject", address: scalerAddr, auth: "ClusterTriggerAuthentication/wva-keda-scaler"},
+		{output: "scaledobject", address: scalerAddr, auth: "Secret/x", errText: `--keda-trigger-authentication="Secret/x": kind "Secret"`},
 		{output: "hpa"},
 		{output: "scaledobject", address: scalerAddr},
 		{output: "scaledobject", errText: `--keda-scaler-address="": --output=scaledobject needs`},
@@ -158,9 +173,9 @@ func TestOptionsValidateOutput(t *testing.T) {
 		{output: "keda", errText: `--output="keda": want hpa or scaledobject`},
 	}
 	for _, tc := range cases {
-		t.Run(tc.output+" "+tc.address, func(t *testing.T) {
+		t.Run(tc.output+" "+tc.address+" "+tc.auth, func(t *testing.T) {
 			o := NewOptions()
-			o.Output, o.KedaScalerAddress = tc.output, tc.address
+			o.Output, o.KedaScalerAddress, o.KedaAuthentication = tc.output, tc.address, tc.auth
 			err := o.Validate()
 			if tc.errText == "" {
 				assert.NoError(t, err)
@@ -200,6 +215,33 @@ func TestCompetingHPAInScaledObjectMode(t *testing.T) {
 			require.NoError(t, idx.Add(tc.hpa))
 			c := &Controller{HPAs: autoscalinglisters.NewHorizontalPodAutoscalerLister(idx)}
 			assert.Equal(t, tc.want, c.competingHPA(va))
+		})
+	}
+}
+
+func TestParseKedaAuthenticationRef(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    *KedaAuthenticationRef
+		errText string
+	}{
+		{in: ""},
+		{in: "wva-keda-scaler", want: &KedaAuthenticationRef{Name: "wva-keda-scaler"}},
+		{in: "TriggerAuthentication/wva", want: &KedaAuthenticationRef{Kind: "TriggerAuthentication", Name: "wva"}},
+		{in: "ClusterTriggerAuthentication/wva-keda-scaler", want: &KedaAuthenticationRef{Kind: "ClusterTriggerAuthentication", Name: "wva-keda-scaler"}},
+		{in: "Secret/wva", errText: `kind "Secret"`},
+		{in: "ClusterTriggerAuthentication/", errText: `name ""`},
+		{in: "ClusterTriggerAuthentication/Bad_Name", errText: `name "Bad_Name"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseKedaAuthenticationRef(tc.in)
+			if tc.errText != "" {
+				assert.ErrorContains(t, err, tc.errText)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
 		})
 	}
 }

@@ -7,6 +7,7 @@ package kedascaler
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -52,6 +54,9 @@ type Scaler struct {
 	pb.UnimplementedExternalScalerServer
 	VAs            llmdlisters.VariantAutoscalingLister
 	ResendInterval time.Duration
+	// TLS, when set, secures the gRPC server (see ServerTLS); nil serves
+	// plain gRPC.
+	TLS *tls.Config
 
 	requests *prometheus.CounterVec
 	mu       sync.Mutex
@@ -92,7 +97,11 @@ func (s *Scaler) changes() <-chan struct{} {
 // ServeListener serves on lis until ctx ends, then ends the open streams
 // (KEDA reconnects to another replica) and stops gracefully.
 func (s *Scaler) ServeListener(ctx context.Context, lis net.Listener) error {
-	g := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if s.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.TLS)))
+	}
+	g := grpc.NewServer(opts...)
 	pb.RegisterExternalScalerServer(g, s)
 	go func() {
 		<-ctx.Done()

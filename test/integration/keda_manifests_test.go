@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	wvaadapter "github.com/wva-project/wva/pkg/adapter"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/controller"
 	"github.com/wva-project/wva/test/harness"
@@ -59,6 +60,13 @@ func TestKedaManifestsRender(t *testing.T) {
 		"apps/v1/Deployment wva-system/wva-adapter":                                    false,
 		"v1/Service wva-system/wva-adapter":                                            false,
 		"apps/v1/Deployment wva-system/wva-controller":                                 false,
+		// certificates.yaml: the scaler's mutual TLS.
+		"cert-manager.io/v1/ClusterIssuer /wva-keda-selfsigned":          false,
+		"cert-manager.io/v1/Certificate cert-manager/wva-keda-ca":        false,
+		"cert-manager.io/v1/ClusterIssuer /wva-keda-ca":                  false,
+		"cert-manager.io/v1/Certificate wva-system/wva-keda-scaler":      false,
+		"cert-manager.io/v1/Certificate keda/wva-keda-client":            false,
+		"keda.sh/v1alpha1/ClusterTriggerAuthentication /wva-keda-scaler": false,
 	}
 	for key, o := range def {
 		drop, listed := dropped[key]
@@ -95,11 +103,16 @@ func TestKedaManifestsRender(t *testing.T) {
 			args = append(args, a)
 		}
 	}
-	pod.Containers[0].Args = append(args, "--keda-scaler-address=:9090")
+	const certDir = "/var/run/keda-scaler-cert/"
+	pod.Containers[0].Args = append(args, "--keda-scaler-address=:9090", "--keda-scaler-tls-cert-file="+certDir+"tls.crt",
+		"--keda-scaler-tls-key-file="+certDir+"tls.key", "--keda-scaler-client-ca-file="+certDir+"ca.crt")
 	pod.Containers[0].Ports = append(pod.Containers[0].Ports, corev1.ContainerPort{Name: "keda-scaler", ContainerPort: 9090})
 	pod.Containers[0].VolumeMounts = slices.DeleteFunc(pod.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "serving-cert" })
+	pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "keda-scaler-cert", MountPath: strings.TrimSuffix(certDir, "/"), ReadOnly: true})
 	pod.Volumes = slices.DeleteFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "serving-cert" })
-	assert.Equal(t, adapter, typed[appsv1.Deployment](t, keda[adapterKey]), "deploy/keda's adapter = deploy/default's + the scaler - the serving Secret")
+	scalerSecret, _, _ := unstructured.NestedString(keda["cert-manager.io/v1/Certificate wva-system/wva-keda-scaler"].Object, "spec", "secretName")
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "keda-scaler-cert", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: scalerSecret}}})
+	assert.Equal(t, adapter, typed[appsv1.Deployment](t, keda[adapterKey]), "deploy/keda's adapter = deploy/default's + the TLS scaler - the serving Secret")
 
 	svc := typed[corev1.Service](t, def[serviceKey])
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "keda-scaler", Port: 9090, TargetPort: intstr.FromString("keda-scaler"),
@@ -109,7 +122,8 @@ func TestKedaManifestsRender(t *testing.T) {
 
 	ctrlDefault := typed[appsv1.Deployment](t, def[controllerKey])
 	ctrlDefault.Spec.Template.Spec.Containers[0].Args = append(ctrlDefault.Spec.Template.Spec.Containers[0].Args,
-		"--output=scaledobject", "--keda-scaler-address=wva-adapter.wva-system.svc:9090")
+		"--output=scaledobject", "--keda-scaler-address=wva-adapter.wva-system.svc:9090",
+		"--keda-trigger-authentication=ClusterTriggerAuthentication/wva-keda-scaler")
 	assert.Equal(t, ctrlDefault, typed[appsv1.Deployment](t, keda[controllerKey]), "deploy/keda's controller = deploy/default's in ScaledObject mode")
 
 	// The controller's flags parse and validate as the binary would, and
@@ -122,10 +136,41 @@ func TestKedaManifestsRender(t *testing.T) {
 	require.NoError(t, opts.Validate())
 	assert.Equal(t, string(controller.OutputScaledObject), opts.Output)
 	assert.Equal(t, fmt.Sprintf("%s.%s.svc:%d", svc.Name, svc.Namespace, scalerPort.Port), opts.KedaScalerAddress)
+
+	// TLS fits together: the scaler's certificate names the address KEDA
+	// dials, the trigger's authentication exists and gives KEDA the client
+	// certificate's Secret (ca.crt, tls.crt, tls.key).
+	host, _, _ := strings.Cut(opts.KedaScalerAddress, ":")
+	dnsNames, _, _ := unstructured.NestedStringSlice(keda["cert-manager.io/v1/Certificate wva-system/wva-keda-scaler"].Object, "spec", "dnsNames")
+	assert.Contains(t, dnsNames, host)
+	auth, err := controller.ParseKedaAuthenticationRef(opts.KedaAuthentication)
+	require.NoError(t, err)
+	cta := keda["keda.sh/v1alpha1/"+auth.Kind+" /"+auth.Name]
+	require.NotNil(t, cta, "--keda-trigger-authentication=%s names no object of deploy/keda", opts.KedaAuthentication)
+	clientSecret, _, _ := unstructured.NestedString(keda["cert-manager.io/v1/Certificate keda/wva-keda-client"].Object, "spec", "secretName")
+	refs, _, _ := unstructured.NestedSlice(cta.Object, "spec", "secretTargetRef")
+	got := map[string]string{}
+	for _, r := range refs {
+		m := r.(map[string]any)
+		assert.Equal(t, clientSecret, m["name"])
+		got[m["parameter"].(string)] = m["key"].(string)
+	}
+	assert.Equal(t, map[string]string{"caCert": "ca.crt", "tlsClientCert": "tls.crt", "tlsClientKey": "tls.key"}, got)
+
+	// The adapter's own flags validate (the API server's flags are not ours).
+	adapterOpts := wvaadapter.NewOptions()
+	afs := pflag.NewFlagSet("adapter", pflag.ContinueOnError)
+	afs.ParseErrorsAllowlist.UnknownFlags = true
+	adapterOpts.AddFlags(afs)
+	require.NoError(t, afs.Parse(typed[appsv1.Deployment](t, keda[adapterKey]).Spec.Template.Spec.Containers[0].Args[1:]))
+	adapterOpts.Complete()
+	require.NoError(t, adapterOpts.Validate())
+	assert.False(t, adapterOpts.KedaScalerInsecure)
+	assert.NotEmpty(t, adapterOpts.KedaScalerTLS.ClientCAFile, "mutual TLS")
 }
 
-// TestKedaExampleScaledObject: examples/keda/scaledobject.yaml is what the
-// controller builds for the example's VA, so the docs do not lie.
+// TestKedaExampleScaledObject: examples/keda/scaledobject.yaml is what
+// deploy/keda's controller builds for the example's VA, so the docs do not lie.
 func TestKedaExampleScaledObject(t *testing.T) {
 	var vaObj *unstructured.Unstructured
 	for _, o := range render(t, "examples/keda") {
@@ -140,7 +185,17 @@ func TestKedaExampleScaledObject(t *testing.T) {
 	example := file[0]
 	md, _, _ := unstructured.NestedSlice(example.Object, "spec", "triggers")
 	address, _, _ := unstructured.NestedString(md[0].(map[string]any), "metadata", "scalerAddress")
-	desired, err := controller.DesiredScaledObject(va, address)
+	// The authentication deploy/keda's controller sets.
+	var auth *controller.KedaAuthenticationRef
+	for _, a := range typed[appsv1.Deployment](t, byKey(render(t, "deploy/keda"))["apps/v1/Deployment wva-system/wva-controller"]).Spec.Template.Spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--keda-trigger-authentication="); ok {
+			var err error
+			auth, err = controller.ParseKedaAuthenticationRef(v)
+			require.NoError(t, err)
+		}
+	}
+	require.NotNil(t, auth)
+	desired, err := controller.DesiredScaledObject(va, controller.KedaScaler{Address: address, Authentication: auth})
 	require.NoError(t, err)
 	desired.SetOwnerReferences(nil) // the VA's UID exists only in a cluster
 	assert.Equal(t, viaJSON(t, desired).Object, viaJSON(t, example).Object)

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os/exec"
@@ -13,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,10 +69,15 @@ func TestControllerScaledObjects(t *testing.T) {
 	cert, key, err := cluster.IssueServingCert([]string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
 	require.NoError(t, err)
 	scalerAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	// The scaler serves TLS with a certificate of the cluster CA.
+	scalerDir := t.TempDir()
+	require.NoError(t, testenv.WriteSecretVolume(scalerDir, map[string][]byte{"tls.crt": cert, "tls.key": key}))
 	startAdapter(ctx, t, cluster, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), cert, key,
-		"--leader-elect=true", "--leader-election-namespace=wva-system", "--keda-scaler-address="+scalerAddr)
+		"--leader-elect=true", "--leader-election-namespace=wva-system", "--keda-scaler-address="+scalerAddr,
+		"--keda-scaler-tls-cert-file="+filepath.Join(scalerDir, "tls.crt"), "--keda-scaler-tls-key-file="+filepath.Join(scalerDir, "tls.key"))
 	startWVAProcess(ctx, t, "controller", []string{"controller", "--kubeconfig=" + cluster.KubeconfigPath,
-		"--leader-elect=false", "--resync=2s", "--v=2", "--output=scaledobject", "--keda-scaler-address=" + scalerAddr})
+		"--leader-elect=false", "--resync=2s", "--v=2", "--output=scaledobject", "--keda-scaler-address=" + scalerAddr,
+		"--keda-trigger-authentication=ClusterTriggerAuthentication/wva-keda-scaler"})
 
 	servingVariant(ctx, t, kube, "prod", "llama-l4", 2, nil)
 	va, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-l4", "meta/llama", "5", 1, 4), metav1.CreateOptions{})
@@ -105,6 +112,8 @@ func TestControllerScaledObjects(t *testing.T) {
 		assert.Equal(t, map[string]string{"scalerAddress": scalerAddr, "namespace": "prod", "variantAutoscaling": "llama-l4"}, triggerMetadata(so))
 		triggers, _, _ := unstructured.NestedSlice(so.Object, "spec", "triggers")
 		assert.Equal(t, controller.KedaTriggerType, triggers[0].(map[string]any)["type"])
+		auth, _, _ := unstructured.NestedStringMap(triggers[0].(map[string]any), "authenticationRef")
+		assert.Equal(t, map[string]string{"kind": "ClusterTriggerAuthentication", "name": "wva-keda-scaler"}, auth, "KEDA gets the scaler's CA")
 		ref, _, _ := unstructured.NestedStringMap(so.Object, "spec", "scaleTargetRef")
 		assert.Equal(t, map[string]string{"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-l4"}, ref)
 		require.Len(t, so.GetOwnerReferences(), 1)
@@ -160,7 +169,10 @@ func TestControllerScaledObjects(t *testing.T) {
 		// What KEDA sends: the ScaledObject's name and namespace and its
 		// trigger's metadata.
 		ref := &pb.ScaledObjectRef{Name: so.GetName(), Namespace: so.GetNamespace(), ScalerMetadata: triggerMetadata(so)}
-		conn, err := grpc.NewClient(scalerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		// KEDA's side of the trigger's caCert.
+		roots := x509.NewCertPool()
+		require.True(t, roots.AppendCertsFromPEM(cluster.CAPEM))
+		conn, err := grpc.NewClient(scalerAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})))
 		require.NoError(t, err)
 		defer conn.Close()
 		client := pb.NewExternalScalerClient(conn)
