@@ -278,7 +278,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	for _, start := range a.budgetStart {
 		start(ctx.Done())
 	}
-	if err := daemon.Serve(ctx, a.Options.MetricsBindAddress, prometheus.Gatherers{a.Registry, legacyregistry.DefaultGatherer}, a.ready, a.live); err != nil {
+	if err := daemon.Serve(ctx, a.Options.Endpoints, a.kube, prometheus.Gatherers{a.Registry, legacyregistry.DefaultGatherer}, a.ready, a.live); err != nil {
 		return err
 	}
 	for name, synced := range map[string]map[string]bool{

@@ -81,7 +81,7 @@ func TestProbes(t *testing.T) {
 			t.Cleanup(func() { cancel(); close(views.release); <-done })
 			clk.Step(tc.stall)
 
-			srv := httptest.NewServer(daemon.Handler(prometheus.NewRegistry(), a.ready, a.live))
+			srv := httptest.NewServer(daemon.ProbeHandler(a.ready, a.live))
 			defer srv.Close()
 			code, body := get(t, srv.URL+"/healthz")
 			assert.Equal(t, tc.healthCode, code)

@@ -44,7 +44,7 @@ type Options struct {
 	GPUResource     string
 
 	Lease                daemon.Lease
-	MetricsBindAddress   string
+	Endpoints            daemon.Endpoints
 	ReadinessMaxCycleAge time.Duration
 	// LivenessStaleAfter: the leader fails /healthz when its engine has
 	// ended no cycle for this long.
@@ -76,7 +76,7 @@ func NewOptions() *Options {
 		ConfigNamespace:          ns,
 		GPUResource:              "nvidia.com/gpu",
 		Lease:                    daemon.DefaultLease("wva-adapter", "", true),
-		MetricsBindAddress:       ":8080",
+		Endpoints:                daemon.DefaultEndpoints(":8443", ":8080"),
 		KedaScalerResendInterval: kedascaler.DefaultResendInterval,
 	}
 }
@@ -102,7 +102,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"GPU budget of enableLimiter groups from this ConfigMap in --config-namespace (data key = acceleratorName, value = {nodeSelector, gpus}), the same format as wva scale-from-zero's")
 	fs.StringVar(&o.GPUResource, "gpu-resource", o.GPUResource, "Extended resource counted as GPUs")
 	o.Lease.AddFlags(fs, "Elect one replica to run the engine (all replicas serve metrics)")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the plain-HTTP /metrics, /healthz and /readyz endpoints (\"0\" disables)")
+	o.Endpoints.AddFlags(fs)
 	fs.DurationVar(&o.LivenessStaleAfter, "liveness-stale-after", o.LivenessStaleAfter,
 		"The leader fails /healthz when its engine loop has completed no cycle (successful or not) for this long (default: 3 engine intervals + cycle timeout)")
 	fs.StringVar(&o.KedaScalerAddress, "keda-scaler-address", o.KedaScalerAddress,
@@ -167,6 +167,9 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.validateKedaTLS()...)
 	errs = append(errs, budget.ValidateFlags(o.BudgetConfigMap, o.BudgetPoolLabel)...)
+	if err := o.Endpoints.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := o.Lease.Validate(); err != nil {
 		errs = append(errs, err)
 	}

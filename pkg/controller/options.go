@@ -14,18 +14,18 @@ import (
 
 // Options are `wva controller`'s flags.
 type Options struct {
-	Kubeconfig         string
-	Workers            int
-	Resync             time.Duration
-	StaleAfter         time.Duration
-	HPATolerance       string
-	HPAScaleToZero     string
-	ProbeNamespace     string
-	WatchNamespace     string
-	MetricsBindAddress string
-	Lease              daemon.Lease
-	Output             string
-	KedaScalerAddress  string
+	Kubeconfig        string
+	Workers           int
+	Resync            time.Duration
+	StaleAfter        time.Duration
+	HPATolerance      string
+	HPAScaleToZero    string
+	ProbeNamespace    string
+	WatchNamespace    string
+	Endpoints         daemon.Endpoints
+	Lease             daemon.Lease
+	Output            string
+	KedaScalerAddress string
 	// KedaAuthentication is "[Kind/]name" of a (Cluster)TriggerAuthentication.
 	KedaAuthentication string
 }
@@ -39,8 +39,8 @@ func NewOptions() *Options {
 	return &Options{
 		Workers: 2, Resync: 30 * time.Second, StaleAfter: 5 * time.Minute,
 		HPATolerance: "auto", HPAScaleToZero: "auto", ProbeNamespace: ns,
-		Output:             string(OutputHPA),
-		MetricsBindAddress: ":8082", Lease: daemon.DefaultLease("wva-controller", ns, true),
+		Output:    string(OutputHPA),
+		Endpoints: daemon.DefaultEndpoints(":8443", ":8082"), Lease: daemon.DefaultLease("wva-controller", ns, true),
 	}
 }
 
@@ -54,7 +54,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HPAScaleToZero, "hpa-scale-to-zero", o.HPAScaleToZero, "Does the cluster's HPA accept minReplicas 0? auto (probe), true, false")
 	fs.StringVar(&o.ProbeNamespace, "probe-namespace", o.ProbeNamespace, "Namespace for the dry-run capability probes (default: $POD_NAMESPACE or wva-system)")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Only manage VAs in this namespace (default: all)")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics, /healthz and /readyz (\"0\" disables)")
+	o.Endpoints.AddFlags(fs)
 	fs.StringVar(&o.Output, "output", o.Output, "What to keep per VA: hpa (an autoscaling/v2 HPA on the external metrics API) or "+
 		"scaledobject (a KEDA ScaledObject whose external-push trigger reads the adapter's --keda-scaler-address)")
 	fs.StringVar(&o.KedaScalerAddress, "keda-scaler-address", o.KedaScalerAddress,
@@ -91,6 +91,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Resync <= 0 || o.StaleAfter <= 0 {
 		errs = append(errs, fmt.Errorf("--resync (%s) and --stale-after (%s) must be positive", o.Resync, o.StaleAfter))
+	}
+	if err := o.Endpoints.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := o.Lease.Validate(); err != nil {
 		errs = append(errs, err)

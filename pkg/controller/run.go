@@ -120,7 +120,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		return nil
 	}
-	if err := daemon.Serve(ctx, o.MetricsBindAddress, prometheus.Gatherers{legacyregistry.DefaultGatherer}, ready, nil); err != nil {
+	if err := daemon.Serve(ctx, o.Endpoints, kube, prometheus.Gatherers{legacyregistry.DefaultGatherer}, ready, nil); err != nil {
 		return err
 	}
 	kubeInformers.Start(ctx.Done())

@@ -1,12 +1,12 @@
 // Package daemon holds what every long-running wva component needs: the
-// plain-HTTP /metrics, /healthz and /readyz endpoints and running work under
-// a Lease.
+// /metrics endpoint behind the API server's delegated authentication and
+// authorization, the plain /healthz and /readyz probes, and running work
+// under a Lease.
 package daemon
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"time"
@@ -24,33 +24,15 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Serve serves Handler on addr until ctx ends. addr "" or "0" disables.
-func Serve(ctx context.Context, addr string, gatherer prometheus.Gatherer, ready, live func() error) error {
-	if addr == "" || addr == "0" {
-		return nil
-	}
-	mux := Handler(gatherer, ready, live)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--metrics-bind-address=%s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	klog.InfoS("serving /metrics, /healthz, /readyz", "address", ln.Addr().String())
-	return nil
+// MetricsHandler serves gatherer's metrics in the Prometheus formats.
+func MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})
 }
 
-// Handler serves /metrics (from gatherer), /healthz (500 with live()'s
-// error; nil live: always ok) and /readyz (503 with ready()'s error).
-func Handler(gatherer prometheus.Gatherer, ready, live func() error) http.Handler {
+// ProbeHandler serves /healthz (500 with live()'s error; nil live: always
+// ok) and /readyz (503 with ready()'s error).
+func ProbeHandler(ready, live func() error) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	probe := func(check func() error, code int) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
 			if check != nil {

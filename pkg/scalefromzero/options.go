@@ -58,8 +58,8 @@ type Options struct {
 	ActivatorWriteTimeout    time.Duration
 	ActivatorIdleTimeout     time.Duration
 
-	MetricsBindAddress string
-	Lease              daemon.Lease
+	Endpoints daemon.Endpoints
+	Lease     daemon.Lease
 }
 
 // NewOptions returns the defaults.
@@ -77,7 +77,7 @@ func NewOptions() *Options {
 		ActivatorMaxWait: 60 * time.Second, ActivatorHealthPath: "/health",
 		ActivatorMaxHeldRequests: 100, ActivatorMaxHeldBytes: 64 << 20, ActivatorMaxBodyBytes: 4 << 20,
 		ActivatorReadTimeout: 30 * time.Second, ActivatorWriteTimeout: 10 * time.Minute, ActivatorIdleTimeout: 90 * time.Second,
-		MetricsBindAddress: ":8081", Lease: daemon.DefaultLease("wva-scale-from-zero", "", false),
+		Endpoints: daemon.DefaultEndpoints(":8443", ":8081"), Lease: daemon.DefaultLease("wva-scale-from-zero", "", false),
 	}
 }
 
@@ -121,7 +121,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ActivatorWriteTimeout, "activator-write-timeout", o.ActivatorWriteTimeout, "Longest a forwarded response may stream; the connection's write deadline is --activator-max-wait plus this")
 	fs.DurationVar(&o.ActivatorIdleTimeout, "activator-idle-timeout", o.ActivatorIdleTimeout, "How long an idle keep-alive connection to the activator stays open")
 
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the plain-HTTP /metrics, /healthz and /readyz endpoints (\"0\" disables)")
+	o.Endpoints.AddFlags(fs)
 	o.Lease.AddFlags(fs, "Only the Lease holder polls and wakes (the activator serves on every replica)")
 }
 
@@ -188,6 +188,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ActivatorListen != "" && len(o.ActivatorBackends) == 0 {
 		errs = append(errs, fmt.Errorf("--activator-listen=%q: needs at least one --activator-backend model=URL", o.ActivatorListen))
+	}
+	if err := o.Endpoints.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := o.Lease.Validate(); err != nil {
 		errs = append(errs, err)

@@ -157,7 +157,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		return nil
 	}
-	if err := daemon.Serve(ctx, o.MetricsBindAddress, prometheus.Gatherers{reg, legacyregistry.DefaultGatherer}, ready, nil); err != nil {
+	if err := daemon.Serve(ctx, o.Endpoints, kube, prometheus.Gatherers{reg, legacyregistry.DefaultGatherer}, ready, nil); err != nil {
 		return err
 	}
 	for _, start := range starters {

@@ -145,9 +145,9 @@ func TestAdapterEndToEnd(t *testing.T) {
 		assert.Contains(t, body, `wva_decision_age_seconds{namespace="prod",variant_name="llama-l4"}`)
 		assert.Contains(t, body, `wva_external_metric_requests_total{result="ok"}`)
 		assert.Contains(t, body, "metrics_apiserver_metric_freshness_seconds")
-		assert.Equal(t, "ok", httpGet(ctx, t, adapter.MetricsURL+"/readyz"))
+		assert.Equal(t, "ok", httpGet(ctx, t, adapter.HealthURL+"/readyz"))
 		// The leader's engine is cycling: live.
-		assert.Equal(t, "ok", httpGet(ctx, t, adapter.MetricsURL+"/healthz"))
+		assert.Equal(t, "ok", httpGet(ctx, t, adapter.HealthURL+"/healthz"))
 	})
 
 	t.Run("an invalid ConfigMap is rejected with an Event and the last good config stays", func(t *testing.T) {

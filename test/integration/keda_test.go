@@ -275,7 +275,7 @@ func TestControllerScaledObjectsWithoutKEDA(t *testing.T) {
 	defer cancel()
 	cluster, _, _ := startCluster(ctx, t, "wva-system")
 	out, err := exec.CommandContext(ctx, wvaBinary, "controller", "--kubeconfig="+cluster.KubeconfigPath, "--leader-elect=false",
-		"--metrics-bind-address=0", "--output=scaledobject", "--keda-scaler-address=127.0.0.1:9090").CombinedOutput()
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--output=scaledobject", "--keda-scaler-address=127.0.0.1:9090").CombinedOutput()
 	require.Error(t, err, "must not run without the ScaledObject API")
 	assert.Contains(t, string(out), "--output=scaledobject: the API server does not serve scaledobjects.keda.sh/v1alpha1; install KEDA")
 }

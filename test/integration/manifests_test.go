@@ -252,13 +252,15 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 		},
 		"wva-system:wva-controller": {
 			allowed: []access{{"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""}, {"update", "apps", "deployments", "scale", "prod", "x"},
-				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "wva-system", "wva-controller"}},
+				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "wva-system", "wva-controller"},
+				{"create", "authentication.k8s.io", "tokenreviews", "", "", ""}, {"create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""}},
 			denied: []access{{"list", "", "pods", "", "", ""}, {"get", "", "secrets", "", "prod", "x"}, {"update", "apps", "deployments", "", "prod", "x"},
 				{"list", "", "configmaps", "", "wva-system", ""}},
 		},
 		"wva-system:wva-scale-from-zero": {
 			allowed: []access{{"patch", "llmd.ai", va, "", "prod", "x"}, {"update", "apps", "deployments", "scale", "prod", "x"},
-				{"list", "", "nodes", "", "", ""}, {"list", "", "pods", "", "", ""}, {"watch", "", "configmaps", "", "wva-system", ""}},
+				{"list", "", "nodes", "", "", ""}, {"list", "", "pods", "", "", ""}, {"watch", "", "configmaps", "", "wva-system", ""},
+				{"create", "authentication.k8s.io", "tokenreviews", "", "", ""}, {"create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""}},
 			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"delete", "", "pods", "", "prod", "x"},
 				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""}},
 		},
@@ -268,6 +270,24 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 	}
 	for sa, c := range cases {
 		assertAccess(ctx, t, cs, sa, c.allowed, c.denied)
+	}
+
+	// /metrics: get only for those bound to wva-metrics-reader (here a
+	// ServiceAccount bound as deploy/monitoring does), not for the components.
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-reads-wva"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "wva-metrics-reader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: "monitoring"}}}
+	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for sa, want := range map[string]bool{"monitoring:prometheus": true, "wva-system:wva-adapter": false, "prod:default": false} {
+		for _, verb := range []string{"get", "create"} {
+			sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+				Spec: authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + sa, Groups: []string{"system:authenticated"},
+					NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: verb}},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, want && verb == "get", sar.Status.Allowed, "%s %s /metrics", sa, verb)
+		}
 	}
 }
 
@@ -404,6 +424,22 @@ func TestManifestsMonitoring(t *testing.T) {
 	require.Contains(t, fmt.Sprint(ports), "name:"+eps[0].(map[string]any)["port"].(string))
 	require.Equal(t, true, eps[0].(map[string]any)["honorLabels"], "wva_* metrics carry the VA's namespace label")
 
+	// Both monitors scrape over HTTPS with the token of the ServiceAccount
+	// metrics-reader.yaml binds to deploy/default's wva-metrics-reader.
+	pmEps, _, _ := unstructured.NestedSlice(find(t, objs, "PodMonitor", "wva-components").Object, "spec", "podMetricsEndpoints")
+	for _, ep := range []any{eps[0], pmEps[0]} {
+		e := ep.(map[string]any)
+		require.Equal(t, "https", e["scheme"])
+		secret, _, _ := unstructured.NestedString(e, "authorization", "credentials", "name")
+		tokenSecret := find(t, objs, "Secret", secret)
+		require.Equal(t, "kubernetes.io/service-account-token", tokenSecret.Object["type"])
+		sa := tokenSecret.GetAnnotations()["kubernetes.io/service-account.name"]
+		find(t, objs, "ServiceAccount", sa)
+		crb := typed[rbacv1.ClusterRoleBinding](t, find(t, objs, "ClusterRoleBinding", "wva-metrics-reader"))
+		require.Equal(t, rbacv1.Subject{Kind: "ServiceAccount", Name: sa, Namespace: tokenSecret.GetNamespace()}, crb.Subjects[0])
+		find(t, base, "ClusterRole", crb.RoleRef.Name)
+	}
+
 	// The components PodMonitor reaches the controller's and the fast path's metrics ports.
 	pm := find(t, objs, "PodMonitor", "wva-components")
 	var want []string
@@ -415,11 +451,14 @@ func TestManifestsMonitoring(t *testing.T) {
 		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d))
 		lbls := d.Spec.Template.Labels
 		want = append(want, lbls["app.kubernetes.io/component"])
-		hasMetrics := false
+		ports := map[string]bool{}
 		for _, p := range d.Spec.Template.Spec.Containers[0].Ports {
-			hasMetrics = hasMetrics || p.Name == "metrics"
+			ports[p.Name] = true
 		}
-		require.True(t, hasMetrics, "%s: no container port named metrics", d.Name)
+		require.True(t, ports["metrics"], "%s: no container port named metrics", d.Name)
+		// The kubelet probes the plain health port, not the authenticated metrics one.
+		require.Equal(t, "health", d.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Port.StrVal, d.Name)
+		require.True(t, ports["health"], "%s: no container port named health", d.Name)
 	}
 	exprs, _, _ := unstructured.NestedSlice(pm.Object, "spec", "selector", "matchExpressions")
 	require.ElementsMatch(t, want, exprs[0].(map[string]any)["values"])

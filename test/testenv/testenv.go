@@ -143,15 +143,20 @@ func ExternalMetric(ctx context.Context, cs kubernetes.Interface, ns, variant st
 
 // Process is a wva subcommand running as a child process.
 type Process struct {
-	Name       string
+	Name string
+	// MetricsURL serves /metrics in plain HTTP on loopback
+	// (--metrics-secure=false); HealthURL serves /healthz and /readyz.
 	MetricsURL string
+	HealthURL  string
 	cmd        *exec.Cmd
 	log        *SyncBuffer
 	done       chan struct{}
 }
 
-// StartProcess runs `bin args... --metrics-bind-address=<free>` and waits
-// until /readyz answers ok.
+// StartProcess runs `bin subcommand --metrics-secure=false
+// --metrics-bind-address=<free> --health-probe-bind-address=<free> args...`
+// (all on loopback; args[0] is the subcommand and a flag in args overrides
+// these) and waits until /readyz answers ok.
 func StartProcess(ctx context.Context, t testing.TB, name, bin string, args ...string) *Process {
 	t.Helper()
 	return StartProcessWaiting(ctx, t, name, bin, "/readyz", args...)
@@ -162,8 +167,10 @@ func StartProcess(ctx context.Context, t testing.TB, name, bin string, args ...s
 func StartProcessWaiting(ctx context.Context, t testing.TB, name, bin, readyPath string, args ...string) *Process {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	p := &Process{Name: name, MetricsURL: "http://" + addr, log: &SyncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append(args, "--metrics-bind-address="+addr)...)
+	health := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	p := &Process{Name: name, MetricsURL: "http://" + addr, HealthURL: "http://" + health, log: &SyncBuffer{}, done: make(chan struct{})}
+	argv := []string{args[0], "--metrics-secure=false", "--metrics-bind-address=" + addr, "--health-probe-bind-address=" + health}
+	p.cmd = exec.Command(bin, append(argv, args[1:]...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -181,7 +188,7 @@ func StartProcessWaiting(ctx context.Context, t testing.TB, name, bin, readyPath
 			return false, name + " exited:\n" + Tail(p.log.String(), 30)
 		default:
 		}
-		body, err := Get(ctx, p.MetricsURL+readyPath)
+		body, err := Get(ctx, p.HealthURL+readyPath)
 		return err == nil && body == "ok", fmt.Sprint(body, err)
 	})
 	return p
