@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -149,11 +150,17 @@ func Run(ctx context.Context, o *Options) error {
 		runner.BudgetEvery = o.BudgetGaugesEvery
 	}
 
+	// Ready once the informers have synced and, with the activator on, it
+	// listens: a Service must not route requests to a pod that refuses them.
+	var activatorUp atomic.Bool
 	ready := func() error {
 		for _, s := range synced {
 			if !s() {
 				return errors.New("informers not synced")
 			}
+		}
+		if o.ActivatorListen != "" && !activatorUp.Load() {
+			return errors.New("activator not listening yet")
 		}
 		return nil
 	}
@@ -170,6 +177,7 @@ func Run(ctx context.Context, o *Options) error {
 		if err := serveActivator(ctx, o, waker, metrics); err != nil {
 			return err
 		}
+		activatorUp.Store(true)
 	}
 	klog.InfoS("informers synced; polling EPPs of groups at zero", "interval", o.PollInterval, "budget", budgeted, "leaderElect", o.Lease.Enabled)
 	return daemon.RunLeaderElected(ctx, kube, o.Lease, recorder, nil, runner.Run)

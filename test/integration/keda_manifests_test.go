@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -67,6 +69,7 @@ func TestKedaManifestsRender(t *testing.T) {
 		"cert-manager.io/v1/Certificate wva-system/wva-keda-scaler":      false,
 		"cert-manager.io/v1/Certificate keda/wva-keda-client":            false,
 		"keda.sh/v1alpha1/ClusterTriggerAuthentication /wva-keda-scaler": false,
+		"networking.k8s.io/v1/NetworkPolicy wva-system/wva-adapter":      false,
 	}
 	for key, o := range def {
 		drop, listed := dropped[key]
@@ -104,9 +107,10 @@ func TestKedaManifestsRender(t *testing.T) {
 		}
 	}
 	const certDir = "/var/run/keda-scaler-cert/"
+	const scalerContainerPort = 9090
 	pod.Containers[0].Args = append(args, "--keda-scaler-address=:9090", "--keda-scaler-tls-cert-file="+certDir+"tls.crt",
 		"--keda-scaler-tls-key-file="+certDir+"tls.key", "--keda-scaler-client-ca-file="+certDir+"ca.crt")
-	pod.Containers[0].Ports = append(pod.Containers[0].Ports, corev1.ContainerPort{Name: "keda-scaler", ContainerPort: 9090})
+	pod.Containers[0].Ports = append(pod.Containers[0].Ports, corev1.ContainerPort{Name: "keda-scaler", ContainerPort: scalerContainerPort})
 	pod.Containers[0].VolumeMounts = slices.DeleteFunc(pod.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "serving-cert" })
 	pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "keda-scaler-cert", MountPath: strings.TrimSuffix(certDir, "/"), ReadOnly: true})
 	pod.Volumes = slices.DeleteFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "serving-cert" })
@@ -125,6 +129,16 @@ func TestKedaManifestsRender(t *testing.T) {
 		"--output=scaledobject", "--keda-scaler-address=wva-adapter.wva-system.svc:9090",
 		"--keda-trigger-authentication=ClusterTriggerAuthentication/wva-keda-scaler")
 	assert.Equal(t, ctrlDefault, typed[appsv1.Deployment](t, keda[controllerKey]), "deploy/keda's controller = deploy/default's in ScaledObject mode")
+
+	// The adapter's NetworkPolicy also admits KEDA, from its namespace, on
+	// the scaler's container port.
+	np := typed[networkingv1.NetworkPolicy](t, def["networking.k8s.io/v1/NetworkPolicy wva-system/wva-adapter"])
+	np.Spec.Ingress = append(np.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{
+		From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "keda"}}}},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(scalerContainerPort))}},
+	})
+	assert.Equal(t, np, typed[networkingv1.NetworkPolicy](t, keda["networking.k8s.io/v1/NetworkPolicy wva-system/wva-adapter"]),
+		"deploy/keda's adapter NetworkPolicy = deploy/default's + KEDA on the scaler port")
 
 	// The controller's flags parse and validate as the binary would, and
 	// its scaler address is the adapter Service's port.

@@ -33,7 +33,7 @@ import (
 // deployDirs and exampleDirs are every kustomization CI renders and
 // applies (server-side dry run) on the real kube-apiserver.
 var (
-	deployDirs  = []string{"deploy/default", "deploy/cert-manager", "deploy/ca-bundle", "deploy/monitoring", "deploy/keda"}
+	deployDirs  = []string{"deploy/default", "deploy/cert-manager", "deploy/ca-bundle", "deploy/monitoring", "deploy/keda", "deploy/namespaced"}
 	exampleDirs = []string{"examples/single-variant", "examples/two-variants", "examples/scale-to-zero",
 		"examples/slo-analyzer", "examples/gpu-limited", "examples/keda"}
 )
@@ -199,6 +199,7 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 	created := map[string]bool{"default": true, "kube-system": true}
 	var rejected []string
 	n := 0
+	kinds := map[string]int{}
 	for _, dir := range append(append([]string{}, deployDirs...), exampleDirs...) {
 		for _, o := range render(t, dir) {
 			if ns := o.GetNamespace(); ns != "" && !created[ns] {
@@ -206,12 +207,17 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 				created[ns] = true
 			}
 			n++
+			kinds[o.GetKind()]++
 			if err := applier.Apply(ctx, o, true); err != nil {
 				rejected = append(rejected, fmt.Sprintf("%s %s: %v", dir, objKey(o), err))
 			}
 		}
 	}
 	require.Empty(t, rejected, "objects rejected by the apiserver")
+	// Three NetworkPolicies and the adapter's and controller's PDBs in each
+	// of deploy/default and the four kustomizations built from it or like it.
+	assert.GreaterOrEqual(t, kinds["NetworkPolicy"], 3*5, "NetworkPolicies dry-run applied")
+	assert.GreaterOrEqual(t, kinds["PodDisruptionBudget"], 2*5, "PodDisruptionBudgets dry-run applied")
 	t.Logf("%d objects of %d kustomizations accepted by server-side dry run (%s incl. control plane start)",
 		n, len(deployDirs)+len(exampleDirs), time.Since(start).Round(time.Millisecond))
 

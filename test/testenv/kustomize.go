@@ -35,9 +35,10 @@ import (
 // (it would pull kyaml and go-openapi for one test), so RenderKustomization
 // implements what deploy/ and examples/ use: `resources:` (files and
 // directories with a kustomization, recursively), `images:` and `patches:`
-// in their JSON 6902 form. Any other field (or a strategic-merge patch) is an
-// error, so a manifest change that needs real kustomize features fails here
-// loudly.
+// in their JSON 6902 form (add may append to a list with "-"), plus the one
+// strategic-merge patch `$patch: delete` that drops an object. Any other
+// field (or strategic-merge patch) is an error, so a manifest change that
+// needs real kustomize features fails here loudly.
 type kustomization struct {
 	APIVersion string   `json:"apiVersion"`
 	Kind       string   `json:"kind"`
@@ -110,6 +111,14 @@ func RenderKustomization(dir string) ([]*unstructured.Unstructured, error) {
 				return nil, fmt.Errorf("%s: %w", where, err)
 			}
 		}
+		if del, ok, err := deletePatch(body); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		} else if ok {
+			if objs, err = deleteObjects(objs, del, p.Target.Kind, p.Target.Name, p.Target.Namespace); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			continue
+		}
 		var ops []jsonPatchOp
 		if err := yaml.UnmarshalStrict(body, &ops); err != nil {
 			return nil, fmt.Errorf("%s: only JSON 6902 patches (a list of ops) are supported: %w", where, err)
@@ -134,6 +143,52 @@ func RenderKustomization(dir string) ([]*unstructured.Unstructured, error) {
 		}
 	}
 	return objs, nil
+}
+
+// deletePatch recognises a strategic-merge patch that is only an object's
+// identity and `$patch: delete`, the way kustomize drops a base's object.
+func deletePatch(body []byte) (*unstructured.Unstructured, bool, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(body, &m); err != nil || m["$patch"] == nil {
+		return nil, false, nil // a list of JSON 6902 ops, or something the caller rejects
+	}
+	if m["$patch"] != "delete" {
+		return nil, false, fmt.Errorf("$patch: %v: only delete is supported", m["$patch"])
+	}
+	for k := range m {
+		if k != "$patch" && k != "apiVersion" && k != "kind" && k != "metadata" {
+			return nil, false, fmt.Errorf("a $patch: delete patch names an object; %q is not supported", k)
+		}
+	}
+	return &unstructured.Unstructured{Object: m}, true, nil
+}
+
+// deleteObjects drops the objects del (and the optional target) names;
+// naming nothing is an error, as in kustomize.
+func deleteObjects(objs []*unstructured.Unstructured, del *unstructured.Unstructured, kind, name, namespace string) ([]*unstructured.Unstructured, error) {
+	if kind == "" {
+		kind = del.GetKind()
+	}
+	if name == "" {
+		name = del.GetName()
+	}
+	if namespace == "" {
+		namespace = del.GetNamespace()
+	}
+	if kind == "" || name == "" {
+		return nil, fmt.Errorf("$patch: delete needs a kind and a name")
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name && (namespace == "" || o.GetNamespace() == namespace) {
+			continue
+		}
+		out = append(out, o)
+	}
+	if len(out) == len(objs) {
+		return nil, fmt.Errorf("$patch: delete: no %s %s", kind, name)
+	}
+	return out, nil
 }
 
 // jsonPatchOp is one RFC 6902 operation; add, replace and remove are what
@@ -194,10 +249,24 @@ func (op jsonPatchOp) apply(obj map[string]any) error {
 		}
 		return nil
 	case []any:
-		return fmt.Errorf("path %q: patching list elements is not supported by the minimal renderer", op.Path)
+		// Appending ("-") is what overlays do to args; the new slice must
+		// be stored back in the list's own parent.
+		if op.Op != "add" || last != "-" || len(parts) < 2 {
+			return fmt.Errorf("path %q: only appending (add .../-) to a list is supported by the minimal renderer", op.Path)
+		}
+		return jsonPatchOp{Op: "replace", Path: "/" + strings.Join(escape(parts[:len(parts)-1]), "/"), Value: append(c, op.Value)}.apply(obj)
 	default:
 		return fmt.Errorf("path %q: parent is not a map", op.Path)
 	}
+}
+
+// escape undoes the ~0/~1 decoding of JSON pointer tokens.
+func escape(parts []string) []string {
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = strings.ReplaceAll(strings.ReplaceAll(p, "~", "~0"), "/", "~1")
+	}
+	return out
 }
 
 // readYAMLObjects splits a multi-document YAML file into objects.

@@ -60,10 +60,49 @@ func TestRenderKustomizationPatches(t *testing.T) {
 		"replace missing field":  {"patches:\n  - target: {kind: ConfigMap}\n    patch: '[{op: replace, path: /data/none, value: x}]'\n", "no such field"},
 		"list element":           {"patches:\n  - target: {kind: ConfigMap}\n    patch: '[{op: add, path: /items/0, value: x}]'\n", "not found"},
 		"unknown field":          {"namePrefix: x-\n", "unknown field"},
+		"list insert":            {"patches:\n  - target: {kind: ConfigMap}\n    patch: '[{op: add, path: /metadata/finalizers, value: [a]}, {op: add, path: /metadata/finalizers/0, value: b}]'\n", "only appending"},
+		"delete names nothing":   {"patches:\n  - patch: '{kind: ConfigMap, metadata: {name: b}, $patch: delete}'\n", "no ConfigMap b"},
+		"other $patch":           {"patches:\n  - patch: '{kind: ConfigMap, metadata: {name: a}, $patch: replace}'\n", "only delete"},
+		"delete with fields":     {"patches:\n  - patch: '{kind: ConfigMap, metadata: {name: a}, data: {}, $patch: delete}'\n", "names an object"},
 	} {
 		_, err := RenderKustomization(writeKustomization(t, tc.patches))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error containing %q", name, err, tc.want)
 		}
+	}
+}
+
+// Overlays append to a container's args and drop a base's object
+// (`$patch: delete`), as kustomize does.
+func TestRenderKustomizationAppendAndDelete(t *testing.T) {
+	dir := writeKustomization(t, `patches:
+  - target: {kind: ConfigMap, name: a}
+    patch: |-
+      - op: add
+        path: /metadata/finalizers
+        value: [x]
+      - op: add
+        path: /metadata/finalizers/-
+        value: w
+`)
+	objs, err := RenderKustomization(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := objs[0].GetFinalizers(); strings.Join(got, ",") != "x,w" {
+		t.Fatalf("finalizers %v, want [x w]", got)
+	}
+
+	dir = writeKustomization(t, `patches:
+  - patch: |-
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: a
+        namespace: ns
+      $patch: delete
+`)
+	if objs, err = RenderKustomization(dir); err != nil || len(objs) != 0 {
+		t.Fatalf("after $patch: delete: %d objects, err %v; want none", len(objs), err)
 	}
 }
