@@ -20,8 +20,11 @@ import (
 
 // Policy names.
 const (
-	PolicyWVA            = "wva"
-	PolicyWVAV1          = "wva-v1"
+	PolicyWVA   = "wva"
+	PolicyWVAV1 = "wva-v1"
+	// PolicyWVAThroughput is upstream's newest: throughput and percentage
+	// analyzers combined.
+	PolicyWVAThroughput  = "wva-throughput"
 	PolicyQueueThreshold = "queue-threshold"
 	PolicyKPA            = "kpa"
 	PolicyStaticPeak     = "static-peak"
@@ -32,7 +35,7 @@ const (
 )
 
 // AllPolicies is every policy, in report order.
-var AllPolicies = []string{PolicyWVA, PolicyWVAV1, PolicyQueueThreshold, PolicyKPA, PolicyStaticPeak, PolicyStaticFrontier, PolicyOracle}
+var AllPolicies = []string{PolicyWVA, PolicyWVAV1, PolicyWVAThroughput, PolicyQueueThreshold, PolicyKPA, PolicyStaticPeak, PolicyStaticFrontier, PolicyOracle}
 
 // ParsePolicies splits a comma-separated list and checks every name.
 func ParsePolicies(list string) ([]string, error) {
