@@ -45,7 +45,7 @@ var workloads = []workload{
 
 // tablePolicies are the rows the workload table keeps (static-frontier
 // rows are judged against, not listed).
-var tablePolicies = map[string]bool{"wva": true, "wva-v1": true, "queue-threshold": true, "kpa": true, "static-peak": true, "oracle": true}
+var tablePolicies = map[string]bool{"wva": true, "wva-v1": true, "wva-throughput": true, "queue-threshold": true, "kpa": true, "static-peak": true, "oracle": true}
 
 func main() {
 	check := flag.Bool("check", false, "fail when README.md or docs/benchmarks.md differ from a fresh run instead of writing them")

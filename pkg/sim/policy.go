@@ -20,8 +20,11 @@ import (
 
 // Policy names.
 const (
-	PolicyWVA            = "wva"
-	PolicyWVAV1          = "wva-v1"
+	PolicyWVA   = "wva"
+	PolicyWVAV1 = "wva-v1"
+	// PolicyWVAThroughput is upstream's newest: throughput and percentage
+	// analyzers combined.
+	PolicyWVAThroughput  = "wva-throughput"
 	PolicyQueueThreshold = "queue-threshold"
 	PolicyKPA            = "kpa"
 	PolicyStaticPeak     = "static-peak"
@@ -32,7 +35,7 @@ const (
 )
 
 // AllPolicies is every policy, in report order.
-var AllPolicies = []string{PolicyWVA, PolicyWVAV1, PolicyQueueThreshold, PolicyKPA, PolicyStaticPeak, PolicyStaticFrontier, PolicyOracle}
+var AllPolicies = []string{PolicyWVA, PolicyWVAV1, PolicyWVAThroughput, PolicyQueueThreshold, PolicyKPA, PolicyStaticPeak, PolicyStaticFrontier, PolicyOracle}
 
 // ParsePolicies splits a comma-separated list and checks every name.
 func ParsePolicies(list string) ([]string, error) {
@@ -315,43 +318,61 @@ func (p *v1Policy) scaleFromZero(f *fleet) {
 }
 
 func (p *v1Policy) engine(f *fleet) {
+	v1Decide(p.cfg, f.sc.Variants, observeV1(f), p.desired)
+	p.decided = true
+}
+
+// v1Observation is what the percentage analyzer reads in one cycle, per
+// variant: spec.replicas, replicas reporting metrics, pending pods, and
+// the max_over_time KV usage and queue length of every reporting replica.
+type v1Observation struct {
+	current, reporting, pending []int32
+	replicas                    []v1Replica
+}
+
+type v1Replica struct{ kv, queue float64 }
+
+func observeV1(f *fleet) v1Observation {
 	n := len(f.variants)
-	current := make([]int32, n)
-	reporting := make([]int32, n)
-	pending := make([]int32, n)
-	type replica struct{ kv, queue float64 }
-	var replicas []replica
+	o := v1Observation{current: make([]int32, n), reporting: make([]int32, n), pending: make([]int32, n)}
 	window := f.sc.Control.MetricsWindow.D()
 	for i, vs := range f.variants {
-		current[i] = vs.specN
-		pending[i] = f.pendingPods(i)
+		o.current[i] = vs.specN
+		o.pending[i] = f.pendingPods(i)
 		for _, pod := range f.readyPods(i) {
 			if kv, q, ok := pod.prom.maxOverTime(f.now, window); ok {
-				reporting[i]++
-				replicas = append(replicas, replica{kv, q})
+				o.reporting[i]++
+				o.replicas = append(o.replicas, v1Replica{kv, q})
 			}
 		}
 	}
-	p.decided = true
+	return o
+}
+
+// v1Decide is one cycle of the percentage analyzer. desired is the
+// decision of record of the previous cycle (0 before any), updated in
+// place.
+func v1Decide(c V1Config, variants []VariantSpec, o v1Observation, desired []int32) {
+	n := len(variants)
+	current, reporting, pending := o.current, o.reporting, o.pending
 	// Model-level transition blocking.
 	transition := false
 	for i := range n {
-		if (p.desired[i] != 0 && p.desired[i] != current[i]) || reporting[i] != current[i] {
+		if (desired[i] != 0 && desired[i] != current[i]) || reporting[i] != current[i] {
 			transition = true
 		}
 	}
 	if transition {
 		for i := range n {
-			if !(p.desired[i] != 0 && p.desired[i] != current[i]) {
-				p.desired[i] = current[i]
+			if !(desired[i] != 0 && desired[i] != current[i]) {
+				desired[i] = current[i]
 			}
 		}
 		return
 	}
-	c := p.cfg
 	var nonSat int
 	var spareKv, spareQueue float64
-	for _, r := range replicas {
+	for _, r := range o.replicas {
 		if r.kv < c.KvCacheThreshold && r.queue < c.QueueLengthThreshold {
 			nonSat++
 			spareKv += c.KvCacheThreshold - r.kv
@@ -378,7 +399,7 @@ func (p *v1Policy) engine(f *fleet) {
 	}
 	byCost := func(asc bool) {
 		sort.SliceStable(order, func(a, b int) bool {
-			va, vb := f.sc.Variants[order[a]], f.sc.Variants[order[b]]
+			va, vb := variants[order[a]], variants[order[b]]
 			if va.Cost != vb.Cost {
 				return (va.Cost < vb.Cost) == asc
 			}
@@ -404,8 +425,8 @@ func (p *v1Policy) engine(f *fleet) {
 		}
 	}
 	for i := range n {
-		v := f.sc.Variants[i]
-		p.desired[i] = min(max(target[i], v.MinReplicas), v.MaxReplicas)
+		v := variants[i]
+		desired[i] = min(max(target[i], v.MinReplicas), v.MaxReplicas)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 var policyColors = map[string]string{
-	PolicyWVA: "#1f77b4", PolicyWVAV1: "#ff7f0e", PolicyQueueThreshold: "#2ca02c", PolicyKPA: "#d62728", PolicyStaticPeak: "#9467bd", PolicyOracle: "#555555",
+	PolicyWVA: "#1f77b4", PolicyWVAV1: "#ff7f0e", PolicyWVAThroughput: "#8c564b", PolicyQueueThreshold: "#2ca02c", PolicyKPA: "#d62728", PolicyStaticPeak: "#9467bd", PolicyOracle: "#555555",
 }
 
 var variantColors = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948"}

@@ -71,7 +71,7 @@ func seconds(s float64) string {
 }
 
 // policyMarks are the chart's marks, in drawing priority (first on top).
-var policyMarks = map[string]byte{PolicyWVA: 'W', PolicyWVAV1: '1', PolicyQueueThreshold: 'q', PolicyKPA: 'k', PolicyStaticPeak: 's', PolicyOracle: 'o'}
+var policyMarks = map[string]byte{PolicyWVA: 'W', PolicyWVAV1: '1', PolicyWVAThroughput: 't', PolicyQueueThreshold: 'q', PolicyKPA: 'k', PolicyStaticPeak: 's', PolicyOracle: 'o'}
 
 // asciiChart draws total replicas per policy (one mark each) over the load
 // (shaded, right axis). The static-frontier rows (flat lines) are left out.

@@ -46,6 +46,7 @@ func newSimulateCommand() *cobra.Command {
 KV cache in blocks, chunked prefill, preemption) driven by the real decision
 pipeline, Prometheus-style metric windows, the HPA and pod start-up delays, and
 compares policies side by side: wva, wva-v1 (the reference percentage analyzer),
+wva-throughput (upstream's throughput analyzer beside the percentage one),
 queue-threshold (KEDA-style), kpa (Knative's KPA), static-peak, static-frontier
 (one row per constant fleet on the cheapest-mix frontier) and the oracle (an
 offline lower bound on cost).
