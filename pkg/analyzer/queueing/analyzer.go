@@ -238,14 +238,23 @@ func (o groupObs) latencies() (ttft, itl float64, ok bool) {
 }
 
 func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner Tuner, st *State) (Analysis, decision.Signal) {
-	an := Analysis{SLOMultiplier: qm.SLOMultiplier, TuningEnabled: qm.TuningEnabled}
+	an := Analysis{SLOMultiplier: qm.SLOMultiplier, TuningEnabled: qm.TuningEnabled, Variants: make([]VariantAnalysis, 0, len(g.Variants))}
 	variants := append([]decision.Variant(nil), g.Variants...)
 	sort.Slice(variants, func(i, j int) bool { return variants[i].Name < variants[j].Name })
-	byVariant := map[string][]decision.ReplicaMetrics{}
-	var group groupObs
+	count := map[string]int{}
 	for _, r := range g.Replicas {
+		count[r.Variant]++
+	}
+	byVariant := make(map[string][]decision.ReplicaMetrics, len(count))
+	for _, r := range g.Replicas {
+		if byVariant[r.Variant] == nil {
+			byVariant[r.Variant] = make([]decision.ReplicaMetrics, 0, count[r.Variant])
+		}
 		byVariant[r.Variant] = append(byVariant[r.Variant], r)
 	}
+	// Scratch space of every model solved for the group.
+	var buf []float64
+	var group groupObs
 	for _, v := range variants {
 		for _, r := range byVariant[v.Name] {
 			group.add(r)
@@ -254,7 +263,7 @@ func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner 
 	an.TotalArrivalRate = group.arrival
 
 	for _, v := range variants {
-		an.Variants = append(an.Variants, analyzeVariant(v, byVariant[v.Name], group, qm, tuner, st))
+		an.Variants = append(an.Variants, analyzeVariant(v, byVariant[v.Name], group, qm, tuner, st, &buf))
 	}
 
 	// Variants whose rate is unknown borrow the lowest known rate (the
@@ -355,7 +364,8 @@ func (o groupObs) workload() (Workload, bool) {
 	return Workload{InputTokens: o.in / o.tokW, OutputTokens: o.out / o.tokW}, true
 }
 
-func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group groupObs, qm config.QueueingModel, tuner Tuner, st *State) VariantAnalysis {
+// buf is scratch space for the models, grown as needed.
+func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group groupObs, qm config.QueueingModel, tuner Tuner, st *State, buf *[]float64) VariantAnalysis {
 	va := VariantAnalysis{Name: v.Name, Ready: int32(len(reps)), Pending: max(0, v.PendingReplicas), TargetSource: TargetNone}
 	vs := st.Variants[v.Name]
 	va.Server = Server{MaxBatch: DefaultMaxBatch}
@@ -363,6 +373,9 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 		va.Server.MaxBatch = int(min(v.MaxNumSeqs, MaxModeledBatch))
 	}
 	va.Server.MaxQueue = QueuePerBatchSlot * va.Server.MaxBatch
+	if cap(*buf) < va.Server.MaxBatch+1 {
+		*buf = make([]float64, va.Server.MaxBatch+1)
+	}
 
 	// Workload: the variant's replicas, else the group's, else remembered.
 	var own groupObs
@@ -390,7 +403,7 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 	}
 
 	// Observations for the filter, one per replica, in pod order.
-	var obs []Observation
+	obs := make([]Observation, 0, len(sorted))
 	for _, r := range sorted {
 		o := Observation{Pod: r.Pod, ArrivalRate: r.ArrivalRate, TTFTms: r.AvgTTFTms, ITLms: r.AvgITLms,
 			Workload: Workload{InputTokens: r.AvgInputTokens, OutputTokens: r.AvgOutputTokens}}
@@ -427,13 +440,10 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 		va.TuningSkipped = "settling after a scale-up"
 	default:
 		ts := *vs.Tuner
+		obs = obs[:min(len(obs), MaxObservationsPerCycle)]
+		va.Tuning = make([]Step, len(obs))
 		for i, o := range obs {
-			if i == MaxObservationsPerCycle {
-				break
-			}
-			var step Step
-			ts, step = tuner.Update(ts, o, va.Server)
-			va.Tuning = append(va.Tuning, step)
+			ts, va.Tuning[i] = tuner.update(ts, o, va.Server, *buf)
 		}
 		vs.Tuner = &ts
 	}
@@ -483,7 +493,7 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 		va.TargetSource = "ttft " + srcT + ", itl " + srcI
 	}
 
-	m, err := NewModel(ts.Params, va.Workload, va.Server)
+	m, err := newModel(ts.Params, va.Workload, va.Server, *buf)
 	if err != nil {
 		va.RateSource, va.Note = RateUnknown, err.Error()
 		return va

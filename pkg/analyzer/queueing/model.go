@@ -93,37 +93,66 @@ type Model struct {
 	params   Params
 	workload Workload
 	server   Server
-	// inv[n] = 1/mu(n), n = 1..N (inv[0] unused).
-	inv []float64
+	// inv[n] = 1/mu(n), n = 1..filled (inv[0] unused); the rest is
+	// computed when first needed (invAt).
+	inv    []float64
+	filled int
 }
 
 // NewModel validates the inputs and precomputes mu(n).
 func NewModel(p Params, w Workload, s Server) (*Model, error) {
-	return newModel(p, w, s, nil)
+	m, err := newModel(p, w, s, nil)
+	if err != nil {
+		return nil, err
+	}
+	m.fill(s.MaxBatch)
+	return &m, nil
 }
 
-// newModel is NewModel reusing buf for mu(n) when it is large enough.
-func newModel(p Params, w Workload, s Server, buf []float64) (*Model, error) {
+// newModel is NewModel reusing buf for mu(n) when it is large enough, and
+// computing mu(n) only as far as the solves reach: the tuner predicts one
+// light-load operating point per model, where the chain is truncated a few
+// dozen states into a batch of hundreds. It returns a value so that the
+// tuner's models stay off the heap.
+func newModel(p Params, w Workload, s Server, buf []float64) (Model, error) {
 	switch {
 	case !p.Valid():
-		return nil, fmt.Errorf("parameters %+v: each must be a finite number > 0", p)
+		return Model{}, fmt.Errorf("parameters %+v: each must be a finite number > 0", p)
 	case !w.Valid():
-		return nil, fmt.Errorf("workload %+v: need input tokens >= 0 and output tokens > 0", w)
+		return Model{}, fmt.Errorf("workload %+v: need input tokens >= 0 and output tokens > 0", w)
 	case s.MaxBatch < 1 || s.MaxQueue < 0 || s.MaxBatch > MaxModeledBatch || s.MaxQueue > QueuePerBatchSlot*MaxModeledBatch:
-		return nil, fmt.Errorf("server %+v: need 1 <= maxBatch <= %d and 0 <= maxQueue <= %d", s, MaxModeledBatch, QueuePerBatchSlot*MaxModeledBatch)
+		return Model{}, fmt.Errorf("server %+v: need 1 <= maxBatch <= %d and 0 <= maxQueue <= %d", s, MaxModeledBatch, QueuePerBatchSlot*MaxModeledBatch)
 	}
 	if cap(buf) < s.MaxBatch+1 {
 		buf = make([]float64, s.MaxBatch+1)
 	}
-	m := &Model{params: p, workload: w, server: s, inv: buf[:s.MaxBatch+1]}
-	for n := 1; n <= s.MaxBatch; n++ {
-		m.inv[n] = 1 / ServiceRate(p, w, float64(n))
+	return Model{params: p, workload: w, server: s, inv: buf[:s.MaxBatch+1]}, nil
+}
+
+// fill computes inv up to n: 1/ServiceRate with the terms that do not
+// depend on n hoisted, operation for operation the same floats.
+func (m *Model) fill(n int) {
+	p, i, o := m.params, m.workload.InputTokens, m.workload.OutputTokens
+	perSeq := p.Beta*(i+o)/(o+1) + p.Gamma*(i+o/2)
+	prefill := (p.Beta + p.Gamma) * i
+	decode := p.Gamma * (i + o/2)
+	for ; m.filled < n; m.filled++ {
+		k := float64(m.filled + 1)
+		t := p.Alpha + k*perSeq
+		m.inv[m.filled+1] = 1 / (k / ((t + prefill) + o*((t+p.Beta)+decode)))
 	}
-	return m, nil
+}
+
+// invAt is 1/mu(n), n = 1..N, in ms.
+func (m *Model) invAt(n int) float64 {
+	if n > m.filled {
+		m.fill(n)
+	}
+	return m.inv[n]
 }
 
 // MaxThroughput is mu(N), the saturation throughput, in requests per second.
-func (m *Model) MaxThroughput() float64 { return 1000 / m.inv[m.server.MaxBatch] }
+func (m *Model) MaxThroughput() float64 { return 1000 / m.invAt(m.server.MaxBatch) }
 
 // Prediction is the model's steady state at one arrival rate.
 type Prediction struct {
@@ -197,7 +226,7 @@ func (m *Model) solve(lam float64) chainStats {
 	q, z, l, q0 := 1.0, 1.0, 0.0, 1.0
 	states := float64(n + m.server.MaxQueue)
 	for i := 1; i <= n; i++ {
-		ratio := lam * m.inv[i]
+		ratio := lam * m.invAt(i)
 		q *= ratio
 		z += q
 		l += float64(i) * q
@@ -216,7 +245,7 @@ func (m *Model) solve(lam float64) chainStats {
 	if Q == 0 {
 		return chainStats{p0: q0 / z, pK: qN / z, l: l / z, ns: l / z}
 	}
-	r := lam * m.inv[n]
+	r := lam * m.invAt(n)
 	// Tail sums relative to q(N): s1 = sum_{j=1..Q} r^j, s2 = sum j*r^j,
 	// rq = r^Q; with r > 1 they are taken relative to q(K) = q(N)*r^Q,
 	// which may exceed any float, so the head is scaled down instead.
@@ -317,8 +346,9 @@ func (m *Model) MaxRate(targetTTFT, targetITL float64) (Capacity, error) {
 			ErrInfeasible, c.Idle.TTFTms, targetTTFT, c.Idle.ITLms, targetITL)
 	}
 	hi := m.MaxThroughput() * (1 - 1e-9)
-	if p := m.Predict(hi); meets(p) {
-		c.MaxRate, c.Bound, c.AtMaxRate = hi, BoundSaturation, p
+	atHi := m.Predict(hi)
+	if meets(atHi) {
+		c.MaxRate, c.Bound, c.AtMaxRate = hi, BoundSaturation, atHi
 		return c, nil
 	}
 	lo, best := 0.0, c.Idle
@@ -327,12 +357,12 @@ func (m *Model) MaxRate(targetTTFT, targetITL float64) (Capacity, error) {
 		if p := m.Predict(mid); meets(p) {
 			lo, best = mid, p
 		} else {
-			hi = mid
+			hi, atHi = mid, p
 		}
 	}
 	c.MaxRate, c.AtMaxRate = lo, best
 	c.Bound = BoundITL
-	if p := m.Predict(hi); targetTTFT > 0 && p.TTFTms > targetTTFT {
+	if targetTTFT > 0 && atHi.TTFTms > targetTTFT {
 		c.Bound = BoundTTFT
 	}
 	return c, nil

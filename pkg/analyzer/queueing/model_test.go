@@ -125,6 +125,46 @@ func TestChainSolver(t *testing.T) {
 	assert.Zero(t, got.lq)
 }
 
+// The tuner's models compute mu(n) only as far as a solve reaches, with
+// the constant terms hoisted: every rate, prediction and capacity is the
+// same float as from 1/ServiceRate computed for all n up front.
+func TestLazyModelIsExact(t *testing.T) {
+	cases := []struct {
+		p Params
+		w Workload
+		s Server
+	}{
+		{Params{Alpha: 6, Beta: 0.03, Gamma: 2e-4}, Workload{1000, 200}, Server{256, 2560}},
+		{Params{Alpha: 12, Beta: 0.06, Gamma: 4e-4}, Workload{300, 900}, Server{64, 640}},
+		{Params{Alpha: 0.7, Beta: 1e-3, Gamma: 3e-7}, Workload{0, 1}, Server{8, 0}},
+	}
+	for _, tc := range cases {
+		eager, err := NewModel(tc.p, tc.w, tc.s)
+		require.NoError(t, err)
+		for n := 1; n <= tc.s.MaxBatch; n++ {
+			require.Equal(t, 1/ServiceRate(tc.p, tc.w, float64(n)), eager.inv[n], "n = %d", n)
+		}
+		sat := eager.MaxThroughput()
+		// Descending and ascending rates: a partly filled table extends
+		// exactly.
+		for _, f := range []float64{1.5, 0.2, 0.01, 0.6, 0.999999, 1.2} {
+			lazy, err := newModel(tc.p, tc.w, tc.s, nil)
+			require.NoError(t, err)
+			assert.Equal(t, eager.Predict(f*sat), lazy.Predict(f*sat), "%+v at %g x saturation", tc.p, f)
+		}
+		lazy, err := newModel(tc.p, tc.w, tc.s, make([]float64, 3))
+		require.NoError(t, err)
+		for _, f := range []float64{0.01, 0.3, 0.6, 1.2} {
+			assert.Equal(t, eager.Predict(f*sat), lazy.Predict(f*sat))
+		}
+		tt, it := InferredTargets(tc.p, tc.w, 3)
+		want, errE := eager.MaxRate(tt, it)
+		got, errL := lazy.MaxRate(tt, it)
+		assert.Equal(t, want, got)
+		assert.Equal(t, errE, errL)
+	}
+}
+
 func TestPredictionsGrowWithLoad(t *testing.T) {
 	m, err := NewModel(Params{Alpha: 6, Beta: 0.03, Gamma: 2e-4}, Workload{1000, 200}, Server{256, 2560})
 	require.NoError(t, err)

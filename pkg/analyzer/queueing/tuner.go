@@ -159,6 +159,12 @@ func (t Tuner) predict(x [3]float64, o Observation, srv Server, buf []float64) (
 
 // Update runs one predict/update cycle of the filter. It never modifies s.
 func (t Tuner) Update(s TunerState, o Observation, srv Server) (TunerState, Step) {
+	return t.update(s, o, srv, nil)
+}
+
+// update is Update with buf as the models' scratch space, so that a
+// variant's updates share one.
+func (t Tuner) update(s TunerState, o Observation, srv Server, buf []float64) (TunerState, Step) {
 	step := Step{Pod: o.Pod, Observed: [2]float64{o.TTFTms, o.ITLms}}
 	if !o.Valid() {
 		step.Note = "observation incomplete"
@@ -173,7 +179,9 @@ func (t Tuner) Update(s TunerState, o Observation, srv Server) (TunerState, Step
 	for i := range x {
 		p[i][i] += sq(t.ProcessNoise * x[i])
 	}
-	buf := make([]float64, srv.MaxBatch+1)
+	if cap(buf) < srv.MaxBatch+1 {
+		buf = make([]float64, srv.MaxBatch+1)
+	}
 	z, ok := t.predict(x, o, srv, buf)
 	if !ok {
 		step.Note = "model cannot evaluate the current estimate"
