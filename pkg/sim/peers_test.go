@@ -91,16 +91,7 @@ func TestKPAScalesUpUnderSpike(t *testing.T) {
 	sc, tr := shortScenario(t, ShapeSpike, 30*time.Minute, 1.5, 6)
 	f := newFleet(&sc, &tr, newKPAPolicy(&sc), []int32{1, 0})
 	f.run()
-	total := func(tp TimePoint) int32 { return tp.Replicas[0] + tp.Replicas[1] }
-	var before, during int32
-	for _, tp := range f.timeline {
-		switch {
-		case tp.At < 10*time.Minute:
-			before = max(before, total(tp))
-		case tp.At <= 11*time.Minute:
-			during = max(during, total(tp))
-		}
-	}
+	before, during := peakAround(f.timeline, 10*time.Minute, time.Minute)
 	t.Logf("replicas: at most %d before the spike, %d in its first minute", before, during)
 	assert.Greater(t, during, before)
 	s := summarize(PolicyKPA, f)
@@ -182,4 +173,22 @@ func TestKPAConfig(t *testing.T) {
 	sc.Policies.KPA = KPAConfig{TargetConcurrency: 20, TargetUtilization: 1}
 	require.NoError(t, sc.Validate())
 	assert.InDelta(t, 20, sc.Policies.KPA.perPodTarget(sc.Variants[1]), 1e-9)
+}
+
+// peakAround is the most replicas (all variants) held before start and in
+// the window after it.
+func peakAround(timeline []TimePoint, start, window time.Duration) (before, during int32) {
+	for _, tp := range timeline {
+		var total int32
+		for _, r := range tp.Replicas {
+			total += r
+		}
+		switch {
+		case tp.At < start:
+			before = max(before, total)
+		case tp.At <= start+window:
+			during = max(during, total)
+		}
+	}
+	return before, during
 }

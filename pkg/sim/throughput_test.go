@@ -175,16 +175,7 @@ func TestThroughputPolicyScalesUpUnderSpike(t *testing.T) {
 	p := &throughputPolicy{v1: sc.Policies.V1}
 	f := newFleet(&sc, &tr, p, []int32{1, 0})
 	f.run()
-	total := func(tp TimePoint) int32 { return tp.Replicas[0] + tp.Replicas[1] }
-	var before, during int32
-	for _, tp := range f.timeline {
-		switch {
-		case tp.At < 10*time.Minute:
-			before = max(before, total(tp))
-		case tp.At <= 13*time.Minute:
-			during = max(during, total(tp))
-		}
-	}
+	before, during := peakAround(f.timeline, 10*time.Minute, 3*time.Minute)
 	t.Logf("replicas: at most %d before the spike, %d in its first 3 minutes", before, during)
 	assert.Greater(t, during, before)
 	assert.True(t, p.variants[0].hasShape)
