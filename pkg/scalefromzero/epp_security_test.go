@@ -27,14 +27,20 @@ import (
 type headerEPP struct {
 	mu    sync.Mutex
 	auths []string
+	// body is the metrics answer; newNameBody (queued requests) when empty.
+	body string
 }
 
 func (h *headerEPP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	h.auths = append(h.auths, r.Header.Get("Authorization"))
+	body := h.body
 	h.mu.Unlock()
+	if body == "" {
+		body = newNameBody
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	_, _ = w.Write([]byte(newNameBody))
+	_, _ = w.Write([]byte(body))
 }
 
 func (h *headerEPP) seen() []string {
@@ -207,7 +213,10 @@ func TestTokenScrapesStayInTheGroupsNamespace(t *testing.T) {
 		_ = ln1.Close()
 		t.Skipf("127.0.0.2 not usable here: %v", err)
 	}
-	prodEPP, devEPP := &headerEPP{}, &headerEPP{}
+	// Nothing queued at prod: the group stays at zero, so every tick
+	// scrapes it (a woken group is no longer scraped, and when the fake
+	// cluster shows the wake-up is a race).
+	prodEPP, devEPP := &headerEPP{body: QueueMetric + `{target_model_name="llama"} 0` + "\n"}, &headerEPP{}
 	prodSrv, devSrv := httptest.NewUnstartedServer(prodEPP), httptest.NewUnstartedServer(devEPP)
 	prodSrv.Listener, devSrv.Listener = ln1, ln2
 	prodSrv.StartTLS()

@@ -166,6 +166,7 @@ func TestCRDPrinterColumns(t *testing.T) {
 		{"Max", "integer", ".spec.maxReplicas"},
 		{"Current", "integer", ".status.currentReplicas"},
 		{"Desired", "integer", ".status.desiredOptimizedAlloc.numReplicas"},
+		{"Metrics", "string", `.status.conditions[?(@.type=="MetricsAvailable")].status`},
 		{"Reason", "string", ".status.desiredOptimizedAlloc.reason"},
 		{"Age", "date", ".metadata.creationTimestamp"},
 	}
@@ -175,6 +176,7 @@ func TestCRDPrinterColumns(t *testing.T) {
 			require.True(t, ok, "printer column %q missing", tc.name)
 			assert.Equal(t, tc.typ, c.Type)
 			assert.Equal(t, tc.path, c.JSONPath)
+			assert.Zero(t, c.Priority, "shown by a plain kubectl get va")
 		})
 	}
 	assert.Len(t, v.AdditionalPrinterColumns, len(tests))

@@ -276,7 +276,8 @@ type VariantAutoscalingStatus struct {
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxReplicas`
 // +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.currentReplicas`
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredOptimizedAlloc.numReplicas`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.desiredOptimizedAlloc.reason`,priority=1
+// +kubebuilder:printcolumn:name="Metrics",type=string,JSONPath=`.status.conditions[?(@.type=="MetricsAvailable")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.desiredOptimizedAlloc.reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VariantAutoscaling struct {
 	metav1.TypeMeta `json:",inline"`
