@@ -16,7 +16,6 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -45,8 +44,6 @@ import (
 	"github.com/wva-project/wva/pkg/pipeline"
 	"github.com/wva-project/wva/pkg/provider"
 )
-
-var lwsGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
 
 // Adapter is a configured, not yet running, `wva adapter`.
 type Adapter struct {
@@ -133,13 +130,13 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		StatefulSets: a.informers.Apps().V1().StatefulSets().Lister(),
 		Pods:         a.informers.Core().V1().Pods().Lister(),
 	}
-	if daemon.APIServed(a.kube, lwsGVR) {
+	if daemon.APIServed(a.kube, llmdv1alpha1.LeaderWorkerSetResource) {
 		dynClient, err := dynamic.NewForConfig(restCfg)
 		if err != nil {
 			return nil, err
 		}
 		a.dyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, opts.WatchNamespace, nil)
-		inv.LeaderWorkerSets = a.dyn.ForResource(lwsGVR).Lister()
+		inv.LeaderWorkerSets = a.dyn.ForResource(llmdv1alpha1.LeaderWorkerSetResource).Lister()
 	}
 
 	prom, err := newPrometheusClient(opts)
