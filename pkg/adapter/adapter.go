@@ -2,21 +2,14 @@ package adapter
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
-	promapi "github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -25,7 +18,6 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/transport"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -45,8 +37,6 @@ import (
 	"github.com/wva-project/wva/pkg/pipeline"
 	"github.com/wva-project/wva/pkg/provider"
 )
-
-var lwsGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
 
 // Adapter is a configured, not yet running, `wva adapter`.
 type Adapter struct {
@@ -133,16 +123,17 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		StatefulSets: a.informers.Apps().V1().StatefulSets().Lister(),
 		Pods:         a.informers.Core().V1().Pods().Lister(),
 	}
-	if daemon.APIServed(a.kube, lwsGVR) {
+	if daemon.APIServed(a.kube, llmdv1alpha1.LeaderWorkerSetResource) {
 		dynClient, err := dynamic.NewForConfig(restCfg)
 		if err != nil {
 			return nil, err
 		}
 		a.dyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, opts.WatchNamespace, nil)
-		inv.LeaderWorkerSets = a.dyn.ForResource(lwsGVR).Lister()
+		inv.LeaderWorkerSets = a.dyn.ForResource(llmdv1alpha1.LeaderWorkerSetResource).Lister()
 	}
 
-	prom, err := newPrometheusClient(opts)
+	prom, err := collector.NewPrometheusAPI(collector.PrometheusOptions{URL: opts.PrometheusURL, CAFile: opts.PrometheusCAFile,
+		InsecureSkipVerify: opts.PrometheusInsecureSkipVerify, BearerTokenFile: opts.PrometheusBearerTokenFile, Timeout: opts.PrometheusTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -367,39 +358,4 @@ func (a *Adapter) live() error {
 		return nil
 	}
 	return a.Engine.Live(a.Options.LivenessStaleAfter)
-}
-
-func newPrometheusClient(o *Options) (promv1.API, error) {
-	tlsCfg := &tls.Config{InsecureSkipVerify: o.PrometheusInsecureSkipVerify} //nolint:gosec // opt-in flag for testing
-	if o.PrometheusCAFile != "" {
-		pem, err := os.ReadFile(o.PrometheusCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("--prometheus-ca-file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--prometheus-ca-file=%s: no PEM certificate found", o.PrometheusCAFile)
-		}
-		tlsCfg.RootCAs = pool
-	}
-	var rt http.RoundTripper = &http.Transport{
-		Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsCfg,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		TLSHandshakeTimeout: 5 * time.Second, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second,
-	}
-	if o.PrometheusBearerTokenFile != "" {
-		if _, err := os.Stat(o.PrometheusBearerTokenFile); err != nil {
-			return nil, fmt.Errorf("--prometheus-bearer-token-file: %w", err)
-		}
-		var err error
-		// Re-reads the file periodically, so a rotated token is picked up.
-		if rt, err = transport.NewBearerAuthWithRefreshRoundTripper("", o.PrometheusBearerTokenFile, rt); err != nil {
-			return nil, fmt.Errorf("--prometheus-bearer-token-file: %w", err)
-		}
-	}
-	client, err := promapi.NewClient(promapi.Config{Address: o.PrometheusURL, Client: &http.Client{Transport: rt, Timeout: o.PrometheusTimeout}})
-	if err != nil {
-		return nil, fmt.Errorf("--prometheus-url: %w", err)
-	}
-	return promv1.NewAPI(client), nil
 }

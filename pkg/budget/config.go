@@ -10,16 +10,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// PoolAnnotation on a VariantAutoscaling names its pool explicitly, for
-// variants whose pod template does not carry the pool's node selector
-// (e.g. pools selected through node affinity).
-const PoolAnnotation = "wva.llmd.ai/node-pool"
-
-// GPUMemoryLabel is the per-GPU memory in MiB that NVIDIA GPU feature
-// discovery puts on nodes; pools computed from nodes get a memory limit
-// when every GPU node of the pool carries it.
-const GPUMemoryLabel = "nvidia.com/gpu.memory"
-
 // PoolSpec is one entry of the budget ConfigMap: the data key is the pool
 // name, the value is YAML or JSON of this shape.
 type PoolSpec struct {

@@ -13,6 +13,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
 
 // Source reads pools and GPU usage from informer caches: pools from
@@ -45,7 +47,7 @@ func (b *Source) ReadNodes() ([]Node, error) {
 		if q, ok := n.Status.Allocatable[b.GPUResource]; ok {
 			bn.GPUs = q.Value()
 		}
-		if mib, ok := n.Labels[GPUMemoryLabel]; ok {
+		if mib, ok := n.Labels[llmdv1alpha1.LabelGPUMemory]; ok {
 			var v int64
 			if _, err := fmt.Sscanf(mib, "%d", &v); err == nil && v > 0 {
 				bn.GPUMemoryPerGPU = v << 20

@@ -89,7 +89,7 @@ func (c *Controller) Handlers() (va, owned cache.ResourceEventHandler) {
 // enqueueFor queues the VA an HPA or ScaledObject belongs to, or the VA of
 // the same name, with which it may conflict.
 func (c *Controller) enqueueFor(obj metav1.Object) {
-	if name := obj.GetLabels()[VariantLabel]; name != "" {
+	if name := obj.GetLabels()[llmdv1alpha1.LabelVariantAutoscaling]; name != "" {
 		c.queue.Add(obj.GetNamespace() + "/" + name)
 		return
 	}
@@ -222,15 +222,15 @@ func syncKept[T metav1.Object](ctx context.Context, c *Controller, va *llmdv1alp
 		}
 		c.Recorder.Eventf(va, corev1.EventTypeNormal, k.kind+"Updated", "%s %s realigned with the VA %s", k.kind, va.Name, bounds)
 		return nil
-	case va.Annotations[AdoptAnnotation] == "true":
+	case va.Annotations[llmdv1alpha1.AnnotationAdoptHPA] == "true":
 		if err := k.update(ctx, k.apply(live, desired)); err != nil {
 			return fmt.Errorf("adopt %s %s/%s: %w", k.kind, va.Namespace, va.Name, err)
 		}
-		c.Recorder.Eventf(va, corev1.EventTypeNormal, k.kind+"Adopted", "adopted existing %s %s (%s=true)", k.kind, va.Name, AdoptAnnotation)
+		c.Recorder.Eventf(va, corev1.EventTypeNormal, k.kind+"Adopted", "adopted existing %s %s (%s=true)", k.kind, va.Name, llmdv1alpha1.AnnotationAdoptHPA)
 		return nil
 	default:
 		st.ready, st.reason = false, k.conflict
-		st.msg = fmt.Sprintf("%s %s exists and is not managed by wva; set annotation %s=\"true\" on the VA to adopt it", k.kind, va.Name, AdoptAnnotation)
+		st.msg = fmt.Sprintf("%s %s exists and is not managed by wva; set annotation %s=\"true\" on the VA to adopt it", k.kind, va.Name, llmdv1alpha1.AnnotationAdoptHPA)
 		if !conditionIs(va, llmdv1alpha1.ConditionTypeHPAReady, k.conflict) {
 			c.Recorder.Event(va, corev1.EventTypeWarning, k.conflict, st.msg)
 		}

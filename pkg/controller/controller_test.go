@@ -40,9 +40,9 @@ func TestDesiredHPA(t *testing.T) {
 		{name: "min 0 kept where the HPA can scale to zero", va: testVA(0, 8, nil), caps: full, min: 0, tol: true, downStab: 30},
 		{name: "min 0 raised to 1 without HPAScaleToZero", va: testVA(0, 8, nil), caps: Capabilities{Tolerance: true}, min: 1, tol: true, downStab: 30},
 		{name: "no tolerance field on older clusters", va: testVA(2, 8, nil), caps: Capabilities{}, min: 2, tol: false, downStab: 30},
-		{name: "behavior annotation overrides scale-down", va: testVA(1, 8, map[string]string{BehaviorAnnotation: "scaleDown:\n  stabilizationWindowSeconds: 0"}),
+		{name: "behavior annotation overrides scale-down", va: testVA(1, 8, map[string]string{llmdv1alpha1.AnnotationHPABehavior: "scaleDown:\n  stabilizationWindowSeconds: 0"}),
 			caps: full, min: 1, tol: true, downStab: 0},
-		{name: "invalid annotation falls back with an error", va: testVA(1, 8, map[string]string{BehaviorAnnotation: "scaleDown: {stabilisation: 1}"}),
+		{name: "invalid annotation falls back with an error", va: testVA(1, 8, map[string]string{llmdv1alpha1.AnnotationHPABehavior: "scaleDown: {stabilisation: 1}"}),
 			caps: full, min: 1, tol: true, downStab: 30, errText: "annotation wva.llmd.ai/hpa-behavior"},
 	}
 	for _, tc := range cases {
@@ -74,7 +74,7 @@ func TestDesiredHPA(t *testing.T) {
 			require.Len(t, hpa.OwnerReferences, 1)
 			assert.Equal(t, "VariantAutoscaling", hpa.OwnerReferences[0].Kind)
 			assert.True(t, *hpa.OwnerReferences[0].Controller)
-			assert.Equal(t, "wva", hpa.Labels[ManagedByLabel])
+			assert.Equal(t, "wva", hpa.Labels[llmdv1alpha1.LabelManagedBy])
 		})
 	}
 }
@@ -155,7 +155,7 @@ func TestInSyncBehaviorForms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var annotations map[string]string
 			if tc.annotation != "" {
-				annotations = map[string]string{BehaviorAnnotation: tc.annotation}
+				annotations = map[string]string{llmdv1alpha1.AnnotationHPABehavior: tc.annotation}
 			}
 			desired, err := DesiredHPA(testVA(1, 8, annotations), Capabilities{Tolerance: true, ScaleToZero: true})
 			require.NoError(t, err)

@@ -16,22 +16,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/provider"
-)
-
-// Labels and annotations wva reads or writes on VAs and HPAs.
-const (
-	// ManagedByLabel marks the HPAs wva owns.
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "wva"
-	// VariantLabel names the VA an HPA belongs to.
-	VariantLabel = "llmd.ai/variant-autoscaling"
-	// BehaviorAnnotation on a VA overrides the HPA behavior: a JSON or YAML
-	// autoscaling/v2 HorizontalPodAutoscalerBehavior.
-	BehaviorAnnotation = "wva.llmd.ai/hpa-behavior"
-	// AdoptAnnotation ("true") lets wva take over an existing HPA of the
-	// same name that it does not own.
-	AdoptAnnotation = "wva.llmd.ai/adopt-hpa"
 )
 
 // Capabilities are what the cluster's HPA supports, probed at start.
@@ -73,10 +57,10 @@ func DefaultBehavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
 func BehaviorFor(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities) (*autoscalingv2.HorizontalPodAutoscalerBehavior, error) {
 	b := DefaultBehavior()
 	var err error
-	if raw, ok := va.Annotations[BehaviorAnnotation]; ok {
+	if raw, ok := va.Annotations[llmdv1alpha1.AnnotationHPABehavior]; ok {
 		var custom autoscalingv2.HorizontalPodAutoscalerBehavior
 		if perr := yamlOrJSON(raw, &custom); perr != nil {
-			err = fmt.Errorf("annotation %s: %w; using the default behavior", BehaviorAnnotation, perr)
+			err = fmt.Errorf("annotation %s: %w; using the default behavior", llmdv1alpha1.AnnotationHPABehavior, perr)
 		} else {
 			if custom.ScaleUp != nil {
 				b.ScaleUp = custom.ScaleUp
@@ -123,7 +107,7 @@ func DesiredHPA(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities) (*autosc
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            va.Name,
 			Namespace:       va.Namespace,
-			Labels:          map[string]string{ManagedByLabel: ManagedByValue, VariantLabel: va.Name},
+			Labels:          map[string]string{llmdv1alpha1.LabelManagedBy: llmdv1alpha1.ManagedByWVA, llmdv1alpha1.LabelVariantAutoscaling: va.Name},
 			OwnerReferences: []metav1.OwnerReference{vaOwnerRef(va)},
 		},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
@@ -134,8 +118,8 @@ func DesiredHPA(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities) (*autosc
 				Type: autoscalingv2.ExternalMetricSourceType,
 				External: &autoscalingv2.ExternalMetricSource{
 					Metric: autoscalingv2.MetricIdentifier{
-						Name:     provider.MetricName,
-						Selector: &metav1.LabelSelector{MatchLabels: map[string]string{provider.LabelVariantName: va.Name}},
+						Name:     llmdv1alpha1.MetricDesiredReplicas,
+						Selector: &metav1.LabelSelector{MatchLabels: map[string]string{llmdv1alpha1.MetricLabelVariantName: va.Name}},
 					},
 					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("1"))},
 				},

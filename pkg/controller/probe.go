@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
 
 // ProbeCapabilities asks the API server, with server-side dry runs, whether
@@ -25,7 +27,7 @@ func ProbeCapabilities(ctx context.Context, kube kubernetes.Interface, namespace
 				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "wva-capability-probe"},
 				MinReplicas:    ptr.To(min), MaxReplicas: 2,
 				Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
-					Metric: autoscalingv2.MetricIdentifier{Name: "wva_desired_replicas"},
+					Metric: autoscalingv2.MetricIdentifier{Name: llmdv1alpha1.MetricDesiredReplicas},
 					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("1"))},
 				}}},
 				Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: &autoscalingv2.HPAScalingRules{Tolerance: &tol}},

@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/kedascaler"
 )
 
 // KEDA's ScaledObject, by name only: importing KEDA's Go module would pull
@@ -122,9 +121,9 @@ func DesiredScaledObject(va *llmdv1alpha1.VariantAutoscaling, scaler KedaScaler)
 			Type: KedaTriggerType,
 			Name: "wva",
 			Metadata: map[string]string{
-				"scalerAddress":              scaler.Address,
-				kedascaler.MetadataNamespace: va.Namespace,
-				kedascaler.MetadataVariant:   va.Name,
+				"scalerAddress":                    scaler.Address,
+				llmdv1alpha1.KEDAMetadataNamespace: va.Namespace,
+				llmdv1alpha1.KEDAMetadataVariant:   va.Name,
 			},
 			AuthenticationRef: scaler.Authentication,
 		}},
@@ -137,7 +136,7 @@ func DesiredScaledObject(va *llmdv1alpha1.VariantAutoscaling, scaler KedaScaler)
 	so.SetGroupVersionKind(ScaledObjectGVK)
 	so.SetName(va.Name)
 	so.SetNamespace(va.Namespace)
-	so.SetLabels(map[string]string{ManagedByLabel: ManagedByValue, VariantLabel: va.Name})
+	so.SetLabels(map[string]string{llmdv1alpha1.LabelManagedBy: llmdv1alpha1.ManagedByWVA, llmdv1alpha1.LabelVariantAutoscaling: va.Name})
 	so.SetOwnerReferences([]metav1.OwnerReference{vaOwnerRef(va)})
 	return so, err
 }

@@ -32,9 +32,9 @@ func TestDesiredScaledObject(t *testing.T) {
 			auth: &KedaAuthenticationRef{Kind: "ClusterTriggerAuthentication", Name: "wva-keda-scaler"}, min: 1, max: 8, downStab: 30},
 		{name: "min 0 goes to KEDA as is", va: testVA(0, 8, nil), address: scalerAddr, min: 0, max: 8, downStab: 30},
 		{name: "min and max from the VA", va: testVA(2, 5, nil), address: scalerAddr, min: 2, max: 5, downStab: 30},
-		{name: "behavior annotation reaches KEDA's HPA", va: testVA(1, 8, map[string]string{BehaviorAnnotation: "scaleDown:\n  stabilizationWindowSeconds: 120"}),
+		{name: "behavior annotation reaches KEDA's HPA", va: testVA(1, 8, map[string]string{llmdv1alpha1.AnnotationHPABehavior: "scaleDown:\n  stabilizationWindowSeconds: 120"}),
 			address: scalerAddr, min: 1, max: 8, downStab: 120},
-		{name: "invalid annotation falls back with an error", va: testVA(1, 8, map[string]string{BehaviorAnnotation: "scaleDown: {stabilisation: 1}"}),
+		{name: "invalid annotation falls back with an error", va: testVA(1, 8, map[string]string{llmdv1alpha1.AnnotationHPABehavior: "scaleDown: {stabilisation: 1}"}),
 			address: scalerAddr, min: 1, max: 8, downStab: 30, errText: "annotation wva.llmd.ai/hpa-behavior"},
 		{name: "no scaler address", va: testVA(1, 8, nil), errText: "--keda-scaler-address is empty"},
 	}
@@ -55,7 +55,7 @@ func TestDesiredScaledObject(t *testing.T) {
 			assert.Equal(t, "ScaledObject", so.GetKind())
 			assert.Equal(t, "llama-l4", so.GetName())
 			assert.Equal(t, "prod", so.GetNamespace())
-			assert.Equal(t, map[string]string{ManagedByLabel: ManagedByValue, VariantLabel: "llama-l4"}, so.GetLabels())
+			assert.Equal(t, map[string]string{llmdv1alpha1.LabelManagedBy: llmdv1alpha1.ManagedByWVA, llmdv1alpha1.LabelVariantAutoscaling: "llama-l4"}, so.GetLabels())
 			require.Len(t, so.GetOwnerReferences(), 1)
 			assert.Equal(t, "VariantAutoscaling", so.GetOwnerReferences()[0].Kind)
 			assert.True(t, *so.GetOwnerReferences()[0].Controller)
@@ -94,7 +94,7 @@ func TestScaledObjectInSyncAndApply(t *testing.T) {
 		KedaScaler{Address: scalerAddr, Authentication: &KedaAuthenticationRef{Kind: "ClusterTriggerAuthentication", Name: "wva-keda-scaler"}})
 	require.NoError(t, err)
 	live := roundTrip(t, desired)
-	live.SetLabels(map[string]string{ManagedByLabel: ManagedByValue, VariantLabel: "llama-l4", "team": "inference"})
+	live.SetLabels(map[string]string{llmdv1alpha1.LabelManagedBy: llmdv1alpha1.ManagedByWVA, llmdv1alpha1.LabelVariantAutoscaling: "llama-l4", "team": "inference"})
 	require.NoError(t, unstructured.SetNestedField(live.Object, int64(15), "spec", "pollingInterval"))
 	require.NoError(t, unstructured.SetNestedField(live.Object, "True", "status", "conditions"))
 

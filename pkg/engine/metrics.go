@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/decision"
 )
@@ -36,12 +37,12 @@ type Metrics struct {
 	metricsLabels map[[2]string]bool
 }
 
-var variantLabelNames = []string{"variant_name", "namespace", "model_id", "accelerator"}
+var variantLabelNames = []string{llmdv1alpha1.MetricLabelVariantName, "namespace", "model_id", "accelerator"}
 
 // NewMetrics creates and registers the engine metrics.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		DesiredReplicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_desired_replicas",
+		DesiredReplicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: llmdv1alpha1.MetricDesiredReplicas,
 			Help: "Replicas wva decided for the variant (the value served to its HPA)."}, variantLabelNames),
 		CurrentReplicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_current_replicas",
 			Help: "Replicas of the variant's scale target (spec.replicas) when the decision was made."}, variantLabelNames),

@@ -52,7 +52,7 @@ func BudgetVariants(pools []budget.Pool, views []engine.View) []budget.Variant {
 			continue
 		}
 		va := v.VA
-		pool := budget.Assign(pools, va.Annotations[budget.PoolAnnotation], v.Target.NodeSelector)
+		pool := budget.Assign(pools, va.Annotations[llmdv1alpha1.AnnotationNodePool], v.Target.NodeSelector)
 		if pool == "" && byName[va.Spec.AcceleratorName] {
 			pool = va.Spec.AcceleratorName
 		}

@@ -12,6 +12,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/utils/ptr"
 
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/optimizer"
@@ -75,7 +76,7 @@ func TestBudgetVariantsPoolAssignment(t *testing.T) {
 		return engine.View{VA: va, Target: engine.Target{Resolved: true, NodeSelector: nodeSel}}
 	}
 	got := BudgetVariants(pools, []engine.View{
-		mk("annotated", "H100", map[string]string{budget.PoolAnnotation: "big"}, nil),
+		mk("annotated", "H100", map[string]string{llmdv1alpha1.AnnotationNodePool: "big"}, nil),
 		mk("selector", "H100", nil, map[string]string{"pool": "big"}),
 		mk("by-accelerator", "H100", nil, nil),
 		mk("nowhere", "L4", nil, nil),

@@ -24,13 +24,6 @@ import (
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 )
 
-// LeaderWorkerSet labels: each LWS replica is a group of pods, and only the
-// leader (worker index 0) counts as one replica and serves metrics.
-const (
-	LWSNameLabel        = "leaderworkerset.sigs.k8s.io/name"
-	LWSWorkerIndexLabel = "leaderworkerset.sigs.k8s.io/worker-index"
-)
-
 // Inventory reads VAs, their targets and pods from listers.
 type Inventory struct {
 	VAs          llmdlisters.VariantAutoscalingLister
@@ -103,7 +96,7 @@ func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target
 		if !found {
 			replicas = 1
 		}
-		sel := &metav1.LabelSelector{MatchLabels: map[string]string{LWSNameLabel: ref.Name, LWSWorkerIndexLabel: "0"}}
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{llmdv1alpha1.LabelLWSName: ref.Name, llmdv1alpha1.LabelLWSWorkerIndex: "0"}}
 		t := inv.withPods(va.Namespace, int32(replicas), sel)
 		// The leader serves; its template defaults to the workers'.
 		tmpl, found, _ := unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", "leaderTemplate", "spec")
@@ -112,7 +105,7 @@ func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target
 		}
 		var spec corev1.PodSpec
 		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &spec) // a malformed template reads as empty
-		return withTemplate(t, &spec, &metav1.LabelSelector{MatchLabels: map[string]string{LWSNameLabel: ref.Name}})
+		return withTemplate(t, &spec, &metav1.LabelSelector{MatchLabels: map[string]string{llmdv1alpha1.LabelLWSName: ref.Name}})
 	}
 	return engine.Target{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: fmt.Sprintf("unsupported scale target kind %q", ref.Kind)}
 }

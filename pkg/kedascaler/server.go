@@ -21,20 +21,10 @@ import (
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 	pb "github.com/wva-project/wva/pkg/kedascaler/externalscaler"
 	"github.com/wva-project/wva/pkg/provider"
-)
-
-// Trigger metadata keys a ScaledObject's external trigger sets.
-const (
-	// MetadataVariant names the VariantAutoscaling; without it the
-	// ScaledObject's own name is used (wva names its ScaledObjects after
-	// the VA).
-	MetadataVariant = "variantAutoscaling"
-	// MetadataNamespace, when set, must be the ScaledObject's namespace: a
-	// ScaledObject reads only VAs beside it.
-	MetadataNamespace = "namespace"
 )
 
 // TargetSize is the per-replica target KEDA gives its HPA: with
@@ -47,7 +37,7 @@ const DefaultResendInterval = 30 * time.Second
 
 // kedaMetricName matches the names KEDA may send back to GetMetrics: ours,
 // or ours with KEDA's per-trigger "s<index>-" prefix.
-var kedaMetricName = regexp.MustCompile(`^(s[0-9]+-)?` + regexp.QuoteMeta(provider.MetricName) + `$`)
+var kedaMetricName = regexp.MustCompile(`^(s[0-9]+-)?` + regexp.QuoteMeta(llmdv1alpha1.MetricDesiredReplicas) + `$`)
 
 // Scaler implements KEDA's ExternalScaler service.
 type Scaler struct {
@@ -122,25 +112,25 @@ func (s *Scaler) desired(ref *pb.ScaledObjectRef) (int32, error) {
 		return 0, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
 	}
 	ns, name := ref.GetNamespace(), ref.GetName()
-	if v := ref.GetScalerMetadata()[MetadataNamespace]; v != "" {
+	if v := ref.GetScalerMetadata()[llmdv1alpha1.KEDAMetadataNamespace]; v != "" {
 		if ns != "" && v != ns {
 			return 0, status.Errorf(codes.InvalidArgument, "metadata %s=%q: a ScaledObject in namespace %q reads only VariantAutoscalings there",
-				MetadataNamespace, v, ns)
+				llmdv1alpha1.KEDAMetadataNamespace, v, ns)
 		}
 		ns = v
 	}
-	if v := ref.GetScalerMetadata()[MetadataVariant]; v != "" {
+	if v := ref.GetScalerMetadata()[llmdv1alpha1.KEDAMetadataVariant]; v != "" {
 		name = v
 	}
 	if ns == "" || name == "" {
 		return 0, status.Errorf(codes.InvalidArgument, "cannot name a VariantAutoscaling: namespace %q, name %q (set trigger metadata %s)",
-			ns, name, MetadataVariant)
+			ns, name, llmdv1alpha1.KEDAMetadataVariant)
 	}
 	va, err := provider.DecisionOf(s.VAs, ns, name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return 0, status.Errorf(codes.NotFound, "VariantAutoscaling %s/%s not found (ScaledObject %s, trigger metadata %s=%q)",
-			ns, name, ref.GetName(), MetadataVariant, ref.GetScalerMetadata()[MetadataVariant])
+			ns, name, ref.GetName(), llmdv1alpha1.KEDAMetadataVariant, ref.GetScalerMetadata()[llmdv1alpha1.KEDAMetadataVariant])
 	case errors.Is(err, provider.ErrNoDecision):
 		return 0, status.Error(codes.Unavailable, err.Error())
 	case err != nil:
@@ -215,14 +205,14 @@ func (s *Scaler) GetMetricSpec(_ context.Context, ref *pb.ScaledObjectRef) (*pb.
 
 func metricSpec() *pb.GetMetricSpecResponse {
 	return &pb.GetMetricSpecResponse{MetricSpecs: []*pb.MetricSpec{{
-		MetricName: provider.MetricName, TargetSize: TargetSize, TargetSizeFloat: TargetSize,
+		MetricName: llmdv1alpha1.MetricDesiredReplicas, TargetSize: TargetSize, TargetSizeFloat: TargetSize,
 	}}}
 }
 
 // GetMetrics serves the desired replicas as the metric value.
 func (s *Scaler) GetMetrics(_ context.Context, req *pb.GetMetricsRequest) (*pb.GetMetricsResponse, error) {
 	if name := req.GetMetricName(); name != "" && !kedaMetricName.MatchString(name) {
-		err := status.Errorf(codes.NotFound, "metricName %q: wva serves only %q", name, provider.MetricName)
+		err := status.Errorf(codes.NotFound, "metricName %q: wva serves only %q", name, llmdv1alpha1.MetricDesiredReplicas)
 		s.count("GetMetrics", err)
 		return nil, err
 	}
@@ -232,7 +222,7 @@ func (s *Scaler) GetMetrics(_ context.Context, req *pb.GetMetricsRequest) (*pb.G
 		return nil, err
 	}
 	return &pb.GetMetricsResponse{MetricValues: []*pb.MetricValue{{
-		MetricName: provider.MetricName, MetricValue: int64(n), MetricValueFloat: float64(n),
+		MetricName: llmdv1alpha1.MetricDesiredReplicas, MetricValue: int64(n), MetricValueFloat: float64(n),
 	}}}, nil
 }
 

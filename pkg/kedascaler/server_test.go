@@ -100,14 +100,14 @@ func TestUnaryRPCs(t *testing.T) {
 		wantCode   codes.Code // of IsActive and GetMetrics
 		specCode   codes.Code
 	}{
-		{name: "metadata names the VA", ref: ref("so-x", map[string]string{MetadataVariant: "llama-l4"}), wantValue: 3, wantActive: true},
+		{name: "metadata names the VA", ref: ref("so-x", map[string]string{llmdv1alpha1.KEDAMetadataVariant: "llama-l4"}), wantValue: 3, wantActive: true},
 		{name: "ScaledObject named after the VA", ref: ref("llama-l4", nil), wantValue: 3, wantActive: true},
 		{name: "KEDA's indexed metric name", ref: ref("llama-l4", nil), metricName: "s0-wva_desired_replicas", wantValue: 3, wantActive: true},
 		{name: "desired 0 is inactive", ref: ref("llama-h100", nil), wantValue: 0, wantActive: false},
-		{name: "matching namespace metadata", ref: ref("llama-l4", map[string]string{MetadataNamespace: "prod"}), wantValue: 3, wantActive: true},
+		{name: "matching namespace metadata", ref: ref("llama-l4", map[string]string{llmdv1alpha1.KEDAMetadataNamespace: "prod"}), wantValue: 3, wantActive: true},
 		{name: "no decision yet", ref: ref("fresh", nil), wantCode: codes.Unavailable},
 		{name: "unknown variant", ref: ref("nope", nil), wantCode: codes.NotFound, specCode: codes.NotFound},
-		{name: "other namespace refused", ref: ref("llama-l4", map[string]string{MetadataNamespace: "other"}),
+		{name: "other namespace refused", ref: ref("llama-l4", map[string]string{llmdv1alpha1.KEDAMetadataNamespace: "other"}),
 			wantCode: codes.InvalidArgument, specCode: codes.InvalidArgument},
 		{name: "no name at all", ref: &pb.ScaledObjectRef{Namespace: "prod"}, wantCode: codes.InvalidArgument, specCode: codes.InvalidArgument},
 		{name: "other metric", ref: ref("llama-l4", nil), metricName: "cpu", wantCode: codes.NotFound, wantActive: true},

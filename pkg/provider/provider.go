@@ -24,17 +24,7 @@ import (
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 )
 
-// MetricName is the external metric HPAs select.
-const MetricName = "wva_desired_replicas"
-
-// Selector labels that name the VA; variant_autoscaling is accepted for
-// upstream compatibility.
-const (
-	LabelVariantName        = "variant_name"
-	LabelVariantAutoscaling = "variant_autoscaling"
-)
-
-var metricResource = schema.GroupResource{Group: "external.metrics.k8s.io", Resource: MetricName}
+var metricResource = schema.GroupResource{Group: "external.metrics.k8s.io", Resource: llmdv1alpha1.MetricDesiredReplicas}
 
 // Provider implements the custom-metrics-apiserver ExternalMetricsProvider.
 type Provider struct {
@@ -61,16 +51,16 @@ func New(vas llmdlisters.VariantAutoscalingLister, clk clock.PassiveClock, stale
 // GetExternalMetric implements cmprovider.ExternalMetricsProvider.
 func (p *Provider) GetExternalMetric(_ context.Context, namespace string, selector labels.Selector,
 	info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
-	if info.Metric != MetricName {
+	if info.Metric != llmdv1alpha1.MetricDesiredReplicas {
 		p.served.WithLabelValues("not_found").Inc()
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "external.metrics.k8s.io", Resource: info.Metric},
-			fmt.Sprintf("wva serves only %q", MetricName))
+			fmt.Sprintf("wva serves only %q", llmdv1alpha1.MetricDesiredReplicas))
 	}
 	name, ok := variantName(selector)
 	if !ok {
 		p.served.WithLabelValues("bad_request").Inc()
 		return nil, apierrors.NewBadRequest(fmt.Sprintf(
-			"%s needs a labelSelector naming one VariantAutoscaling: %s=<name> (got %q)", MetricName, LabelVariantName, selector.String()))
+			"%s needs a labelSelector naming one VariantAutoscaling: %s=<name> (got %q)", llmdv1alpha1.MetricDesiredReplicas, llmdv1alpha1.MetricLabelVariantName, selector.String()))
 	}
 	va, err := DecisionOf(p.VAs, namespace, name)
 	switch {
@@ -93,8 +83,8 @@ func (p *Provider) GetExternalMetric(_ context.Context, namespace string, select
 	}
 	p.served.WithLabelValues(result).Inc()
 	return &external_metrics.ExternalMetricValueList{Items: []external_metrics.ExternalMetricValue{{
-		MetricName:   MetricName,
-		MetricLabels: map[string]string{LabelVariantName: va.Name},
+		MetricName:   llmdv1alpha1.MetricDesiredReplicas,
+		MetricLabels: map[string]string{llmdv1alpha1.MetricLabelVariantName: va.Name},
 		Timestamp:    alloc.LastRunTime,
 		Value:        *resource.NewQuantity(int64(alloc.NumReplicas), resource.DecimalSI),
 	}}}, nil
@@ -121,14 +111,14 @@ func DecisionOf(vas llmdlisters.VariantAutoscalingLister, namespace, name string
 
 // ListAllExternalMetrics implements cmprovider.ExternalMetricsProvider.
 func (p *Provider) ListAllExternalMetrics() []cmprovider.ExternalMetricInfo {
-	return []cmprovider.ExternalMetricInfo{{Metric: MetricName}}
+	return []cmprovider.ExternalMetricInfo{{Metric: llmdv1alpha1.MetricDesiredReplicas}}
 }
 
 func variantName(selector labels.Selector) (string, bool) {
 	if selector == nil {
 		return "", false
 	}
-	for _, key := range []string{LabelVariantName, LabelVariantAutoscaling} {
+	for _, key := range []string{llmdv1alpha1.MetricLabelVariantName, llmdv1alpha1.MetricLabelVariantAutoscaling} {
 		if v, ok := selector.RequiresExactMatch(key); ok && v != "" {
 			return v, true
 		}
@@ -142,7 +132,7 @@ type ageCollector struct{ p *Provider }
 
 var ageDesc = prometheus.NewDesc("wva_decision_age_seconds",
 	"Seconds since the decision served for the variant was last confirmed (status lastRunTime).",
-	[]string{"namespace", "variant_name"}, nil)
+	[]string{"namespace", llmdv1alpha1.MetricLabelVariantName}, nil)
 
 func (c *ageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ageDesc }
 

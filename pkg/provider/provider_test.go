@@ -52,7 +52,7 @@ func TestGetExternalMetric(t *testing.T) {
 		&llmdv1alpha1.VariantAutoscaling{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "fresh"}},
 		decided("other", "llama-l4", 7, now),
 	)
-	info := cmprovider.ExternalMetricInfo{Metric: MetricName}
+	info := cmprovider.ExternalMetricInfo{Metric: llmdv1alpha1.MetricDesiredReplicas}
 	cases := []struct {
 		name      string
 		namespace string
@@ -88,7 +88,7 @@ func TestGetExternalMetric(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, list.Items, 1)
 			item := list.Items[0]
-			assert.Equal(t, MetricName, item.MetricName)
+			assert.Equal(t, llmdv1alpha1.MetricDesiredReplicas, item.MetricName)
 			assert.Equal(t, tc.want, item.Value.Value())
 			assert.False(t, item.Timestamp.IsZero())
 		})
@@ -98,7 +98,7 @@ func TestGetExternalMetric(t *testing.T) {
 	n, err := testutil.GatherAndCount(reg, "wva_decision_age_seconds")
 	require.NoError(t, err)
 	assert.Equal(t, 3, n, "one age series per decided VA")
-	assert.Equal(t, []cmprovider.ExternalMetricInfo{{Metric: MetricName}}, p.ListAllExternalMetrics())
+	assert.Equal(t, []cmprovider.ExternalMetricInfo{{Metric: llmdv1alpha1.MetricDesiredReplicas}}, p.ListAllExternalMetrics())
 }
 
 func BenchmarkGetExternalMetric(b *testing.B) {
@@ -108,7 +108,7 @@ func BenchmarkGetExternalMetric(b *testing.B) {
 	}
 	p := New(llmdlisters.NewVariantAutoscalingLister(idx), clocktesting.NewFakeClock(now), 5*time.Minute, prometheus.NewRegistry())
 	s, _ := labels.Parse("variant_name=va-a0s")
-	info := cmprovider.ExternalMetricInfo{Metric: MetricName}
+	info := cmprovider.ExternalMetricInfo{Metric: llmdv1alpha1.MetricDesiredReplicas}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := p.GetExternalMetric(context.Background(), "prod", s, info); err != nil {

@@ -19,11 +19,6 @@ import (
 	"github.com/wva-project/wva/pkg/budget"
 )
 
-// ScaledFromZeroAnnotation is set on the woken VA to the time of the scale
-// call (RFC 3339 with nanoseconds), so the decision engine can tell that
-// the replica was added by the fast path and account for it.
-const ScaledFromZeroAnnotation = llmdv1alpha1.AnnotationScaledFromZeroAt
-
 // GroupKey identifies a variant group: the VAs of one namespace sharing a
 // modelID.
 type GroupKey struct {

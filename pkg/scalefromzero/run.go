@@ -41,8 +41,6 @@ import (
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
 )
 
-var lwsGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
-
 // Run is `wva scale-from-zero`: informers, the poll loop (leader only), the
 // optional activator (every replica) and /metrics, until ctx ends.
 func Run(ctx context.Context, o *Options) error {
@@ -90,13 +88,13 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	var starters []func(<-chan struct{})
 	starters = append(starters, kubeInf.Start, wvaInf.Start)
-	if daemon.APIServed(kube, lwsGVR) {
+	if daemon.APIServed(kube, llmdv1alpha1.LeaderWorkerSetResource) {
 		dynClient, err := dynamic.NewForConfig(cfg)
 		if err != nil {
 			return err
 		}
 		dynInf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, o.WatchNamespace, nil)
-		lws := dynInf.ForResource(lwsGVR)
+		lws := dynInf.ForResource(llmdv1alpha1.LeaderWorkerSetResource)
 		state.LeaderWorkerSets = lws.Lister()
 		synced = append(synced, lws.Informer().HasSynced)
 		starters = append(starters, dynInf.Start)
@@ -273,14 +271,14 @@ func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metr
 	return nil
 }
 
-// AnnotationNudger sets ScaledFromZeroAnnotation on the woken VA.
+// AnnotationNudger sets [llmdv1alpha1.AnnotationScaledFromZeroAt] on the woken VA.
 type AnnotationNudger struct {
 	Client versioned.Interface
 }
 
 // Nudge implements Nudger.
 func (n AnnotationNudger) Nudge(ctx context.Context, namespace, name string, at time.Time) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, ScaledFromZeroAnnotation, at.UTC().Format(time.RFC3339Nano))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, llmdv1alpha1.AnnotationScaledFromZeroAt, at.UTC().Format(time.RFC3339Nano))
 	_, err := n.Client.LlmdV1alpha1().VariantAutoscalings(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }

@@ -17,10 +17,6 @@ import (
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 )
 
-// lwsNameLabel is set by the LeaderWorkerSet controller on every pod of a
-// LeaderWorkerSet.
-const lwsNameLabel = "leaderworkerset.sigs.k8s.io/name"
-
 // Snapshot is the groups and, when asked for, the budget, as of one read of
 // the informer caches.
 type Snapshot struct {
@@ -101,7 +97,7 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 		}
 		v := Variant{Name: va.Name, VA: va, Cost: cost, Replicas: r.replicas, Target: r.target, Need: need(va)}
 		if withBudget {
-			v.Pool = budget.Assign(pools, va.Annotations[budget.PoolAnnotation], r.nodeSelector)
+			v.Pool = budget.Assign(pools, va.Annotations[llmdv1alpha1.AnnotationNodePool], r.nodeSelector)
 			replicas := int64(r.replicas)
 			if reserved[va.Namespace+"/"+va.Name] {
 				replicas = max(replicas, 1)
@@ -178,7 +174,7 @@ func (s *State) resolve(va *llmdv1alpha1.VariantAutoscaling) (resolved, error) {
 		}
 		r.replicas, r.target.ResourceVersion = int32(replicas), u.GetResourceVersion()
 		r.nodeSelector, _, _ = unstructured.NestedStringMap(u.Object, "spec", "leaderWorkerTemplate", "workerTemplate", "spec", "nodeSelector")
-		r.podSelector = labels.SelectorFromSet(labels.Set{lwsNameLabel: ref.Name})
+		r.podSelector = labels.SelectorFromSet(labels.Set{llmdv1alpha1.LabelLWSName: ref.Name})
 		return r, nil
 	default:
 		return resolved{}, fmt.Errorf("unsupported kind %q", gvk.Kind)

@@ -72,7 +72,7 @@ func TestConfigMapBudgetLastValidStays(t *testing.T) {
 	assert.Nil(t, snap.Usage, "no ConfigMap: no pools, no limit")
 	assert.Equal(t, ResultScaled, Choose(snap.Groups[GroupKey{"prod", "m-four"}], snap.Usage).Result)
 	annotated := c.variant("prod", "pinned", "m-pinned", "1", 0, "", 4)
-	annotated.Annotations = map[string]string{budget.PoolAnnotation: "gpu-a"}
+	annotated.Annotations = map[string]string{llmdv1alpha1.AnnotationNodePool: "gpu-a"}
 	_ = c.vas.Update(annotated)
 	snap, _ = s.Snapshot(true, nil)
 	assert.Equal(t, ResultScaled, Choose(snap.Groups[GroupKey{"prod", "m-pinned"}], snap.Usage).Result, "even a pinned variant")
@@ -136,7 +136,7 @@ func TestSnapshotLeaderWorkerSet(t *testing.T) {
 	r, err := s.resolve(va)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"pool": "h100"}, r.nodeSelector)
-	assert.True(t, r.podSelector.Matches(labels.Set{lwsNameLabel: "big"}))
+	assert.True(t, r.podSelector.Matches(labels.Set{llmdv1alpha1.LabelLWSName: "big"}))
 
 	s.LeaderWorkerSets = nil
 	snap, err = s.Snapshot(false, nil)

@@ -24,7 +24,7 @@ const (
 )
 
 // Nudger tells the rest of wva that a variant was woken (the annotation
-// ScaledFromZeroAnnotation on the VA).
+// [llmdv1alpha1.AnnotationScaledFromZeroAt] on the VA).
 type Nudger interface {
 	Nudge(ctx context.Context, namespace, name string, at time.Time) error
 }

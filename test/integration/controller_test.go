@@ -19,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/controller"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	"github.com/wva-project/wva/test/harness"
 	"github.com/wva-project/wva/test/testenv"
@@ -133,7 +132,7 @@ func TestControllerFollowsDecisions(t *testing.T) {
 	servingVariant(ctx, t, r.kube, "prod", "llama-l4", 1, nil)
 	va := newVA("prod", "llama-l4", "meta/llama", "5", 1, 30)
 	// Scale down without the default 30 s window so 21 -> 20 is quick.
-	va.Annotations = map[string]string{controller.BehaviorAnnotation: "scaleDown:\n  stabilizationWindowSeconds: 0\n  policies: [{type: Percent, value: 100, periodSeconds: 1}]"}
+	va.Annotations = map[string]string{llmdv1alpha1.AnnotationHPABehavior: "scaleDown:\n  stabilizationWindowSeconds: 0\n  policies: [{type: Percent, value: 100, periodSeconds: 1}]"}
 	_, err := r.wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, va, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -228,7 +227,7 @@ func TestControllerFollowsDecisions(t *testing.T) {
 		assert.Equal(t, autoscalingv2.ResourceMetricSourceType, h.Spec.Metrics[0].Type)
 
 		r.updateVA(ctx, t, "llama-h100", func(va *llmdv1alpha1.VariantAutoscaling) {
-			va.Annotations = map[string]string{controller.AdoptAnnotation: "true"}
+			va.Annotations = map[string]string{llmdv1alpha1.AnnotationAdoptHPA: "true"}
 		})
 		eventually(ctx, t, "adopted", func() (bool, string) {
 			h := r.hpa(ctx, t, "llama-h100")

@@ -11,7 +11,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/wva-project/wva/pkg/controller"
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
 
 // TestControllerHPANoChurn: for each form a behavior annotation can take,
@@ -40,7 +40,7 @@ func TestControllerHPANoChurn(t *testing.T) {
 	for _, f := range forms {
 		va := newVA("prod", f.name, "meta/llama", "5", 1, 8)
 		if f.behavior != "" {
-			va.Annotations = map[string]string{controller.BehaviorAnnotation: f.behavior}
+			va.Annotations = map[string]string{llmdv1alpha1.AnnotationHPABehavior: f.behavior}
 		}
 		_, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, va, metav1.CreateOptions{})
 		require.NoError(t, err)

@@ -118,7 +118,7 @@ func TestControllerScaledObjects(t *testing.T) {
 		assert.Equal(t, map[string]string{"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-l4"}, ref)
 		require.Len(t, so.GetOwnerReferences(), 1)
 		assert.Equal(t, va.UID, so.GetOwnerReferences()[0].UID)
-		assert.Equal(t, controller.ManagedByValue, so.GetLabels()[controller.ManagedByLabel])
+		assert.Equal(t, llmdv1alpha1.ManagedByWVA, so.GetLabels()[llmdv1alpha1.LabelManagedBy])
 		eventually(ctx, t, "HPAReady=True ScaledObjectSynced", func() (bool, string) {
 			got, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
 			if err != nil {
@@ -220,7 +220,7 @@ func TestControllerScaledObjects(t *testing.T) {
 
 	t.Run("an HPA left from --output=hpa is removed", func(t *testing.T) {
 		hpa := &autoscalingv2.HorizontalPodAutoscaler{
-			ObjectMeta: metav1.ObjectMeta{Name: "llama-l4", Namespace: "prod", Labels: map[string]string{controller.VariantLabel: "llama-l4"},
+			ObjectMeta: metav1.ObjectMeta{Name: "llama-l4", Namespace: "prod", Labels: map[string]string{llmdv1alpha1.LabelVariantAutoscaling: "llama-l4"},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "llmd.ai/v1alpha1", Kind: "VariantAutoscaling", Name: "llama-l4",
 					UID: va.UID, Controller: ptr.To(true)}}},
 			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{

@@ -36,6 +36,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	"github.com/wva-project/wva/pkg/scalefromzero"
 	"github.com/wva-project/wva/test/harness"
@@ -153,7 +154,7 @@ func sfzLatency(ctx context.Context, t *testing.T, cs kubernetes.Interface, wva 
 
 	va, err := wva.LlmdV1alpha1().VariantAutoscalings(ns).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
-	at, err := time.Parse(time.RFC3339Nano, va.Annotations[scalefromzero.ScaledFromZeroAnnotation])
+	at, err := time.Parse(time.RFC3339Nano, va.Annotations[llmdv1alpha1.AnnotationScaledFromZeroAt])
 	require.NoError(t, err, "the nudge annotation")
 	assert.WithinDuration(t, time.Now(), at, time.Minute)
 	sfzWaitEvent(ctx, t, cs, ns, name, scalefromzero.EventScaledFromZero, "scaled Deployment "+ns+"/"+name+" from 0 to 1")

@@ -3,6 +3,7 @@ package app
 import (
 	"github.com/spf13/cobra"
 
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/scalefromzero"
 )
 
@@ -15,7 +16,7 @@ func newScaleFromZeroCommand() *cobra.Command {
 zero replicas and, every --poll-interval, reads the EPP flow-control queue of those models
 straight from the EPP pods' /metrics. When requests are queued it scales the cheapest variant
 that fits the GPU budget to 1 through the scale subresource, records an Event and annotates the
-VA with ` + scalefromzero.ScaledFromZeroAnnotation + `. The optional activator is an
+VA with ` + llmdv1alpha1.AnnotationScaledFromZeroAt + `. The optional activator is an
 OpenAI-compatible proxy that holds requests while a model wakes, for setups without an EPP.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

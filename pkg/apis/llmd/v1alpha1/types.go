@@ -53,12 +53,6 @@ const (
 	LeaderWorkerSetAPIVersion = "leaderworkerset.x-k8s.io/v1"
 )
 
-// AnnotationScaledFromZeroAt is set on a VA by `wva scale-from-zero` to the
-// time (RFC 3339 with nanoseconds) it scaled the VA's target from 0 to 1.
-// The decision engine reads it: a woken group is not sent back to zero
-// while its new replica starts and its first metrics arrive.
-const AnnotationScaledFromZeroAt = "wva.llmd.ai/scaled-from-zero-at"
-
 // Condition types set in status.conditions.
 const (
 	// ConditionTypeTargetResolved reports whether spec.scaleTargetRef points

@@ -1,0 +1,95 @@
+/*
+Copyright The WVA Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import "k8s.io/apimachinery/pkg/runtime/schema"
+
+// This file holds the names other programs see: HPAs and KEDA ScaledObjects
+// select them, KEDA sends them, Prometheus scrapes them, kubectl users set
+// them, and the LeaderWorkerSet controller writes them. Each is defined here
+// once; renaming one breaks those programs, not just wva.
+
+// The external metric wva serves and the Prometheus gauge of the same
+// decision.
+const (
+	// MetricDesiredReplicas is the external metric HPAs select (served on
+	// external.metrics.k8s.io) and the gauge the engine exports.
+	MetricDesiredReplicas = "wva_desired_replicas"
+	// MetricLabelVariantName names the VA in the metric's selector and on
+	// wva's Prometheus series.
+	MetricLabelVariantName = "variant_name"
+	// MetricLabelVariantAutoscaling is accepted in place of
+	// MetricLabelVariantName for upstream compatibility.
+	MetricLabelVariantAutoscaling = "variant_autoscaling"
+)
+
+// Trigger metadata keys a KEDA ScaledObject's external trigger sets for
+// wva's external scaler.
+const (
+	// KEDAMetadataVariant names the VariantAutoscaling; without it the
+	// ScaledObject's own name is used (wva names its ScaledObjects after
+	// the VA).
+	KEDAMetadataVariant = "variantAutoscaling"
+	// KEDAMetadataNamespace, when set, must be the ScaledObject's namespace:
+	// a ScaledObject reads only VAs beside it.
+	KEDAMetadataNamespace = "namespace"
+)
+
+// Labels wva sets on the HPAs and ScaledObjects it owns.
+const (
+	// LabelManagedBy with value ManagedByWVA marks the objects wva owns.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByWVA   = "wva"
+	// LabelVariantAutoscaling names the VA an HPA or ScaledObject belongs to.
+	LabelVariantAutoscaling = "llmd.ai/variant-autoscaling"
+)
+
+// Annotations on a VariantAutoscaling.
+const (
+	// AnnotationHPABehavior overrides the HPA behavior: a JSON or YAML
+	// autoscaling/v2 HorizontalPodAutoscalerBehavior.
+	AnnotationHPABehavior = "wva.llmd.ai/hpa-behavior"
+	// AnnotationAdoptHPA ("true") lets wva take over an existing HPA of the
+	// same name that it does not own.
+	AnnotationAdoptHPA = "wva.llmd.ai/adopt-hpa"
+	// AnnotationNodePool names the VA's GPU budget pool explicitly, for
+	// variants whose pod template does not carry the pool's node selector
+	// (e.g. pools selected through node affinity).
+	AnnotationNodePool = "wva.llmd.ai/node-pool"
+	// AnnotationScaledFromZeroAt is set by `wva scale-from-zero` to the
+	// time (RFC 3339 with nanoseconds) it scaled the VA's target from 0 to
+	// 1. The decision engine reads it: a woken group is not sent back to
+	// zero while its new replica starts and its first metrics arrive.
+	AnnotationScaledFromZeroAt = "wva.llmd.ai/scaled-from-zero-at"
+)
+
+// LabelGPUMemory is the per-GPU memory in MiB that NVIDIA GPU feature
+// discovery puts on nodes; budget pools computed from nodes get a memory
+// limit when every GPU node of the pool carries it.
+const LabelGPUMemory = "nvidia.com/gpu.memory"
+
+// LeaderWorkerSet names, written by the LWS controller: each LWS replica is
+// a group of pods, and only the leader (worker index 0) counts as one
+// replica and serves metrics.
+const (
+	LabelLWSName        = "leaderworkerset.sigs.k8s.io/name"
+	LabelLWSWorkerIndex = "leaderworkerset.sigs.k8s.io/worker-index"
+)
+
+// LeaderWorkerSetResource is the resource wva lists when the LWS API is
+// installed.
+var LeaderWorkerSetResource = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
