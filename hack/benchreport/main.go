@@ -147,7 +147,7 @@ func policyTable(simulate func(...string) ([]byte, error)) (string, error) {
 			}
 			b.WriteString(row(w.name, p.Policy, p, verdict))
 		}
-		if wva, ok := find(token.Policies, sim.PolicyWVA); ok {
+		if wva, ok := token.Row(sim.PolicyWVA); ok {
 			b.WriteString(row(w.name, "wva (token analyzer)", wva, ""))
 		}
 	}
@@ -169,15 +169,6 @@ func report(simulate func(...string) ([]byte, error), args ...string) (sim.Repor
 func row(workload, policy string, p sim.PolicySummary, verdict string) string {
 	return fmt.Sprintf("| %s | %s | %.1f | %.2f | %.2f%% | %.1f | %d | %s |\n", workload, policy, p.Cost, p.CostToOracle,
 		100*p.SLOAttainment, p.MeanReplicas, p.MaxReplicas, verdict)
-}
-
-func find(rows []sim.PolicySummary, policy string) (sim.PolicySummary, bool) {
-	for _, p := range rows {
-		if p.Policy == policy {
-			return p, true
-		}
-	}
-	return sim.PolicySummary{}, false
 }
 
 // tableOf keeps the table and its notes from `wva simulate`'s text output:

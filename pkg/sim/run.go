@@ -119,7 +119,7 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 		case PolicyWVAV1:
 			ctls[name] = &v1Policy{cfg: sc.Policies.V1}
 		case PolicyWVAThroughput:
-			ctls[name] = &throughputPolicy{v1: sc.Policies.V1}
+			ctls[name] = &throughputPolicy{v1Policy: v1Policy{cfg: sc.Policies.V1}}
 		case PolicyQueueThreshold:
 			ctls[name] = &queuePolicy{target: sc.Policies.QueueThreshold.TargetWaitingPerReplica}
 		case PolicyKPA:

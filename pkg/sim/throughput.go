@@ -252,12 +252,11 @@ func combineTargets(sat, tp []int32, tpOK bool) []int32 {
 // decide). Reactive: no start-up horizon. Its decision reaches the same
 // HPA as wva's and wva-v1's.
 type throughputPolicy struct {
-	v1 V1Config
-	// desired is the decision of record; the saturation analyzer's
-	// transition blocking compares it with spec.replicas, as upstream's
-	// does with the emitted value.
-	desired  []int32
-	decided  bool
+	// v1Policy holds the decision of record (desired) and serves it to
+	// the HPA as wva-v1 does; the saturation analyzer's transition
+	// blocking compares it with spec.replicas, as upstream's does with the
+	// emitted value.
+	v1Policy
 	variants []tpState
 }
 
@@ -273,28 +272,13 @@ type tpState struct {
 }
 
 func (p *throughputPolicy) start(f *fleet) {
-	p.desired = make([]int32, len(f.variants))
+	p.v1Policy.start(f)
 	p.variants = make([]tpState, len(f.variants))
-}
-
-func (p *throughputPolicy) hpa(f *fleet, v int) *HPA {
-	spec := f.sc.Variants[v]
-	return &HPA{Behavior: WVAControllerBehavior(), Min: spec.MinReplicas, Max: spec.MaxReplicas}
-}
-
-func (p *throughputPolicy) metric(_ *fleet, v int) (float64, float64, bool) {
-	return float64(p.desired[v]), 1, p.decided
-}
-
-func (p *throughputPolicy) scaleFromZero(f *fleet) {
-	if v := cheapestVariant(f.sc); v >= 0 {
-		f.setReplicas(v, 1)
-	}
 }
 
 func (p *throughputPolicy) engine(f *fleet) {
 	sat := slices.Clone(p.desired)
-	v1Decide(p.v1, f.sc.Variants, observeV1(f), sat)
+	v1Decide(p.cfg, f.sc.Variants, observeV1(f), sat)
 	d, ok := throughputDecide(p.observe(f))
 	p.desired = combineTargets(sat, d.Targets, ok)
 	p.decided = true

@@ -172,7 +172,7 @@ func TestCombineTargets(t *testing.T) {
 // spike's first minutes than before it, and fits an ITL model.
 func TestThroughputPolicyScalesUpUnderSpike(t *testing.T) {
 	sc, tr := shortScenario(t, ShapeSpike, 30*time.Minute, 1.5, 6)
-	p := &throughputPolicy{v1: sc.Policies.V1}
+	p := &throughputPolicy{v1Policy: v1Policy{cfg: sc.Policies.V1}}
 	f := newFleet(&sc, &tr, p, []int32{1, 0})
 	f.run()
 	before, during := peakAround(f.timeline, 10*time.Minute, 3*time.Minute)

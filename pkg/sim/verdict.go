@@ -27,7 +27,7 @@ const costEpsilon = 1e-6
 
 // Judge compares wva's row with the others; ok is false without a wva row.
 func Judge(rep Report) (Verdict, bool) {
-	wva, ok := findRow(rep.Policies, PolicyWVA)
+	wva, ok := rep.Row(PolicyWVA)
 	if !ok {
 		return Verdict{}, false
 	}
@@ -67,11 +67,12 @@ func Judge(rep Report) (Verdict, bool) {
 
 // isConstant says a row is a constant fleet.
 func isConstant(policy string) bool {
-	return policy == PolicyStaticPeak || strings.HasPrefix(policy, "static:")
+	return policy == PolicyStaticPeak || isFrontierRow(policy)
 }
 
-func findRow(rows []PolicySummary, policy string) (PolicySummary, bool) {
-	for _, p := range rows {
+// Row is the report's row of the named policy.
+func (rep Report) Row(policy string) (PolicySummary, bool) {
+	for _, p := range rep.Policies {
 		if p.Policy == policy {
 			return p, true
 		}
