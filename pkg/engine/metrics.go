@@ -154,11 +154,7 @@ func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
 		}
 		m.MetricsOK.WithLabelValues(g.Labels[:]...).Set(ok)
 	}
-	for l := range m.metricsLabels {
-		if !seenM[l] {
-			m.MetricsOK.DeleteLabelValues(l[:]...)
-		}
-	}
+	dropStaleGroups(m.metricsLabels, seenM, m.MetricsOK)
 	m.metricsLabels = seenM
 
 	seenG := map[[2]string]bool{}
@@ -170,11 +166,19 @@ func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
 		m.AvgSpareKv.WithLabelValues(g.Labels[:]...).Set(g.AvgSpareKv)
 		m.AvgSpareQueue.WithLabelValues(g.Labels[:]...).Set(g.AvgSpareQueue)
 	}
-	for l := range m.groupLabels {
-		if !seenG[l] {
-			m.AvgSpareKv.DeleteLabelValues(l[:]...)
-			m.AvgSpareQueue.DeleteLabelValues(l[:]...)
+	dropStaleGroups(m.groupLabels, seenG, m.AvgSpareKv, m.AvgSpareQueue)
+	m.groupLabels = seenG
+}
+
+// dropStaleGroups deletes the series of the groups that had one last cycle
+// (prev) and have none this cycle (seen).
+func dropStaleGroups(prev, seen map[[2]string]bool, vecs ...*prometheus.GaugeVec) {
+	for l := range prev {
+		if seen[l] {
+			continue
+		}
+		for _, v := range vecs {
+			v.DeleteLabelValues(l[:]...)
 		}
 	}
-	m.groupLabels = seenG
 }
