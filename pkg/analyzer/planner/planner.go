@@ -8,10 +8,11 @@
 //     (capacity.go), learned online from the replicas' ITL at their
 //     concurrency, with a prior from the engine args and KV geometry.
 //   - The plan covers that demand with a square-root safety margin for the
-//     SLO's attainment, holds the highest plan of the last holdFactor
-//     start-up delays (a lull shorter than that costs less to ride out than
-//     the start-up the next burst would need), and picks the exact cheapest
-//     integer mix of variants that covers it.
+//     SLO's attainment, holds the highest arrival plan of the last
+//     holdFactor start-up delays (a lull shorter than that costs less to
+//     ride out than the start-up the next burst would need; a drained
+//     backlog does not come back, so it is not held), and picks the exact
+//     cheapest integer mix of variants that covers it.
 //
 // The analyzer is a pure function of the group, the configuration and its
 // previous State.
@@ -90,6 +91,9 @@ type VariantState struct {
 	// Seen is set once the variant has been analyzed: the replicas found
 	// on the first cycle are not new.
 	Seen bool `json:"seen,omitempty"`
+	// PeakLoad is the highest request rate one of its replicas was seen
+	// serving (requests per second).
+	PeakLoad float64 `json:"peakLoad,omitempty"`
 }
 
 // settleCycles is how many cycles a variant's observations are skipped
@@ -113,6 +117,7 @@ type VariantAnalysis struct {
 	Capacity     ReplicaCapacity `json:"capacity"`
 	StartupDelay string          `json:"startupDelay"`
 	Planned      int32           `json:"planned"`
+	PeakLoad     float64         `json:"peakLoad"`
 }
 
 // Analysis is the planner's intermediate quantities for a group.
@@ -124,6 +129,9 @@ type Analysis struct {
 	Horizon       string  `json:"horizon"`
 	// Staffed is demand plus the margin for the attainment target.
 	Staffed float64 `json:"staffedRate"`
+	// StaffedArrivals is Staffed without the backlog: what the hold
+	// remembers of this cycle.
+	StaffedArrivals float64 `json:"staffedArrivals"`
 	// Held is the highest staffed rate over the hold.
 	Held       float64           `json:"heldRate"`
 	Hold       string            `json:"hold"`
@@ -201,7 +209,7 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 		an.Variants = append(an.Variants, va)
 	}
 
-	fairPricePrior(variants, caps, an.Variants)
+	fairPrice(variants, caps, an.Variants)
 
 	// Demand.
 	an.ArrivalRate, an.ArrivalSource = demand(g)
@@ -217,13 +225,9 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	// spike where 5 serve it.)
 	an.BacklogRate = an.Backlog / horizon.Seconds()
 	rate := an.ArrivalRate + an.BacklogRate
-	// Square-root staffing in concurrency slots: the requests in service
-	// fluctuate by about sqrt(rate * duration) around the mean.
 	ref := referenceCapacity(variants, caps)
-	an.Staffed = rate
-	if rate > 0 && ref.RequestSeconds > 0 {
-		an.Staffed = rate + z(slo.Attainment)*math.Sqrt(rate/ref.RequestSeconds)
-	}
+	an.Staffed = staffed(rate, ref, slo)
+	an.StaffedArrivals = staffed(an.ArrivalRate, ref, slo)
 
 	// Hold: the highest plan of the last HoldFactor start-up delays.
 	if next.HoldFactor <= 0 {
@@ -253,7 +257,10 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 			an.Held = max(an.Held, p.Rate)
 		}
 	}
-	next.Plans = append(next.Plans, PlanPoint{At: g.Now, Rate: an.Staffed})
+	// The hold remembers arrivals, not the backlog: a backlog is drained
+	// once, and holding the rate that drained it kept 9 replicas for 48
+	// minutes on a burst that 5 serve.
+	next.Plans = append(next.Plans, PlanPoint{At: g.Now, Rate: an.StaffedArrivals})
 	if len(next.Plans) > maxHistory {
 		next.Plans = next.Plans[len(next.Plans)-maxHistory:]
 	}
@@ -351,15 +358,24 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 		why, an.ArrivalRate, an.ArrivalSource, an.Backlog, an.Staffed, an.Held, an.Supply, strings.Join(parts, ", "))
 }
 
-// fairPricePrior gives a variant never observed the rate per replica that
-// makes it exactly as cost-efficient as the best-observed variant: the
-// engine-args prior knows nothing of the accelerator's speed, and a
-// variant ordered on a wrong guess costs a start-up delay to correct. The
-// plan still tries it where its price makes it fit the mix better.
-func fairPricePrior(variants []decision.Variant, caps map[string]ReplicaCapacity, an []VariantAnalysis) {
+// fairPrice gives a variant not yet proven the rate per replica that makes
+// it exactly as cost-efficient as the best-proven variant, or its own
+// fitted rate where that is lower. The engine-args prior knows nothing of
+// the accelerator's speed, and a line fitted from replicas seen only near
+// idle extrapolates their intercept far (an H100 seen at 0.5 req/s was
+// credited with 8.7 req/s where it serves 4): a variant ordered on a wrong
+// guess costs a start-up delay to correct. The plan still tries it where
+// its price makes it fit the mix better, and its replicas then prove it.
+func fairPrice(variants []decision.Variant, caps map[string]ReplicaCapacity, an []VariantAnalysis) {
+	proven := func(i int) bool {
+		return an[i].Observations > 0 && an[i].PeakLoad >= provenShare*caps[variants[i].Name].Rate
+	}
 	ref := -1
 	for i, va := range an {
-		if va.Observations > 0 && variants[i].Cost > 0 && (ref < 0 || va.Observations > an[ref].Observations) {
+		if va.Observations == 0 || variants[i].Cost <= 0 {
+			continue
+		}
+		if ref < 0 || (proven(i) && !proven(ref)) || (proven(i) == proven(ref) && va.Observations > an[ref].Observations) {
 			ref = i
 		}
 	}
@@ -368,15 +384,34 @@ func fairPricePrior(variants []decision.Variant, caps map[string]ReplicaCapacity
 	}
 	unit := caps[variants[ref].Name].Rate / variants[ref].Cost
 	for i, va := range an {
-		if va.Observations > 0 || variants[i].Cost <= 0 {
+		if i == ref || variants[i].Cost <= 0 || proven(i) {
 			continue
 		}
 		c := caps[variants[i].Name]
-		c.Rate = unit * variants[i].Cost
+		fair := unit * variants[i].Cost
+		if va.Observations > 0 && c.Rate <= fair {
+			continue
+		}
+		c.Rate = fair
 		c.Bound = "fair-price-prior"
 		caps[variants[i].Name] = c
 		an[i].Capacity = c
 	}
+}
+
+// provenShare of its estimated rate per replica is the load one of a
+// variant's replicas must have been seen serving before its fitted line is
+// trusted above the fair price.
+const provenShare = 0.5
+
+// staffed is a rate plus the square-root margin for the SLO's attainment:
+// the requests in service fluctuate by about sqrt(rate * duration) around
+// the mean (in concurrency slots).
+func staffed(rate float64, ref ReplicaCapacity, slo config.SLO) float64 {
+	if rate <= 0 || ref.RequestSeconds <= 0 {
+		return rate
+	}
+	return rate + z(slo.Attainment)*math.Sqrt(rate/ref.RequestSeconds)
 }
 
 func pending(variants []decision.Variant) bool {
@@ -511,6 +546,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 				pin, pout = r.AvgInputTokens, r.AvgOutputTokens
 			}
 			fit.add(r.ArrivalRate*(pin+pout), r.ArrivalRate*pout*(pin+pout/2), 1000/r.AvgITLms, 1)
+			vs.PeakLoad = max(vs.PeakLoad, r.ArrivalRate)
 		}
 	}
 	vs.Fit = fit
@@ -526,6 +562,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	va.Observations = fit.Obs
 	va.Limits = lim
 	va.Capacity = capacityAt(va.Curve, lim, slo.TargetITLms, slo.TargetTTFTms, in, out)
+	va.PeakLoad = vs.PeakLoad
 	return va, vs
 }
 

@@ -260,3 +260,66 @@ func BenchmarkPlanner1000Groups(b *testing.B) {
 		}
 	}
 }
+
+// A drained backlog is not held: once the replicas ordered for it serve
+// and the queue is gone, the plan is the one the arrivals alone ask for.
+func TestHoldForgetsDrainedBacklog(t *testing.T) {
+	cycle := func(prev any, at time.Duration, l4 int32, backlog float64) (decision.Signal, any) {
+		g := fleet(l4, 0, 4)
+		g.Now = t0.Add(at)
+		g.SchedulerQueueSize = backlog
+		_, sig, st := run(t, g, prev)
+		return sig, st
+	}
+	_, calm := cycle(nil, 0, 2, 0)
+	want, _ := cycle(calm, 10*time.Minute, 2, 0)
+
+	_, st := cycle(nil, 0, 2, 0)
+	burst, st := cycle(st, 30*time.Second, 2, 3000)
+	require.Greater(t, burst.PlannedReplicas["l4"]+burst.PlannedReplicas["h100"], total(want), "the backlog orders replicas: %s", burst.Reason)
+	// Ten minutes later the ordered replicas are ready and the queue is
+	// drained; arrivals are what they were.
+	g := fleet(burst.PlannedReplicas["l4"], burst.PlannedReplicas["h100"], 4)
+	g.Now = t0.Add(10 * time.Minute)
+	_, after, _ := run(t, g, st)
+	assert.Equal(t, want.PlannedReplicas, after.PlannedReplicas, "after the drain: %s", after.Reason)
+}
+
+// A variant seen only near idle is credited at most the fair price of the
+// proven one (same rate per unit of cost); once seen under load its own
+// line counts.
+func TestUnprovenVariantAtFairPrice(t *testing.T) {
+	cases := []struct {
+		name      string
+		h100Load  float64 // req/s per H100 replica while learning
+		fairPrice bool
+	}{
+		{"seen near idle", 0.2, true},
+		{"seen under load", 20, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var st any
+			var an Analysis
+			for i := range 10 {
+				g := fleet(2, 1, 12)
+				g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+				g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: "h100-a", Variant: "h100",
+					NumGPUBlocks: 8192, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
+					ArrivalRate: tc.h100Load, AvgITLms: 20 + tc.h100Load, AvgTTFTms: 200})
+				an, _, st = run(t, g, st)
+			}
+			l4, h100 := an.Variants[1], an.Variants[0]
+			require.Equal(t, "l4", l4.Name)
+			require.GreaterOrEqual(t, l4.PeakLoad, provenShare*l4.Capacity.Rate, "the L4 is proven: %+v", l4)
+			fair := l4.Capacity.Rate / 5 * 15
+			if tc.fairPrice {
+				assert.Equal(t, "fair-price-prior", h100.Capacity.Bound)
+				assert.InDelta(t, fair, h100.Capacity.Rate, 1e-9)
+			} else {
+				assert.NotEqual(t, "fair-price-prior", h100.Capacity.Bound)
+				assert.GreaterOrEqual(t, h100.PeakLoad, provenShare*h100.Capacity.Rate, "%+v", h100)
+			}
+		})
+	}
+}
