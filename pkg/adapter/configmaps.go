@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,8 @@ func localConfigMapInformers(ctx context.Context, kube kubernetes.Interface, wat
 // mayWatch asks the API server whether the adapter may list and watch the
 // ConfigMaps named name in namespace.
 func mayWatch(ctx context.Context, kube kubernetes.Interface, namespace, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	for _, verb := range []string{"list", "watch"} {
 		r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
