@@ -63,9 +63,14 @@ type Adapter struct {
 	leading      atomic.Bool
 	// synced is set once every informer has synced.
 	synced atomic.Bool
-	// cmHandlerSynced: the ConfigMap handler has applied the initial
-	// list, so the store is complete before the leader persists it.
-	cmHandlerSynced cache.InformerSynced
+	// localCM watch the namespace-local ConfigMaps (none when RBAC does
+	// not allow it).
+	localCM []informers.SharedInformerFactory
+	// unlabeled logs ConfigMaps ignored for lack of the label once each.
+	unlabeled unlabeledLog
+	// cmHandlerSynced: the ConfigMap handlers have applied the initial
+	// lists, so the store is complete before the leader persists it.
+	cmHandlerSynced []cache.InformerSynced
 	lastGood        lastGoodPersister
 	invalidGauge    *invalidGauge
 }
@@ -98,6 +103,7 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	nsOpt := informers.WithNamespace(opts.WatchNamespace)
 	a.informers = informers.NewSharedInformerFactoryWithOptions(a.kube, 0, nsOpt)
 	a.cmInformer = informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(opts.ConfigNamespace))
+	a.localCM = localConfigMapInformers(context.Background(), a.kube, opts.WatchNamespace, opts.ConfigNamespace)
 	a.wva = wvainformers.NewSharedInformerFactoryWithOptions(wvaClient, 0, wvainformers.WithNamespace(opts.WatchNamespace))
 
 	a.broadcast = record.NewBroadcaster()
@@ -202,50 +208,14 @@ func (a *Adapter) watch() {
 		a.lastGood.notify()
 		a.Engine.Trigger()
 	}
-	apply := func(obj any) {
-		cm, ok := obj.(*corev1.ConfigMap)
-		if !ok {
-			return
-		}
-		switch {
-		case cm.Name == config.LastGoodConfigMapName:
-			a.Config.SetLastGood(cm.Data)
-		case config.IsConfigMapName(cm.Name):
-			if err := a.Config.Apply(cm.Name, cm.Data); err != nil {
-				klog.ErrorS(err, "rejected ConfigMap entries; last valid entries stay in force", "configmap", klog.KObj(cm))
-				a.recorder.Eventf(cm, corev1.EventTypeWarning, "InvalidConfig", "%v", err)
-			} else {
-				klog.InfoS("applied ConfigMap", "configmap", klog.KObj(cm))
-			}
-		default:
-			return
-		}
-		configChanged()
+	handler := a.configMapHandler(configChanged)
+	if reg, err := a.cmInformer.Core().V1().ConfigMaps().Informer().AddEventHandler(handler); err == nil {
+		a.cmHandlerSynced = append(a.cmHandlerSynced, reg.HasSynced)
 	}
-	reg, _ := a.cmInformer.Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    apply,
-		UpdateFunc: func(_, obj any) { apply(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			cm, ok := obj.(*corev1.ConfigMap)
-			switch {
-			case !ok:
-				return
-			case cm.Name == config.LastGoodConfigMapName:
-				a.Config.SetLastGood(nil)
-			case config.IsConfigMapName(cm.Name):
-				a.Config.Remove(cm.Name)
-				klog.InfoS("ConfigMap deleted; built-in defaults apply", "configmap", klog.KObj(cm))
-			default:
-				return
-			}
-			configChanged()
-		},
-	})
-	if reg != nil {
-		a.cmHandlerSynced = reg.HasSynced
+	for _, f := range a.localCM {
+		if reg, err := f.Core().V1().ConfigMaps().Informer().AddEventHandler(a.localOnly(handler)); err == nil {
+			a.cmHandlerSynced = append(a.cmHandlerSynced, reg.HasSynced)
+		}
 	}
 }
 
@@ -262,6 +232,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	a.informers.Core().V1().Pods().Informer()
 	a.informers.Start(ctx.Done())
 	a.cmInformer.Start(ctx.Done())
+	for _, f := range a.localCM {
+		f.Start(ctx.Done())
+	}
 	a.wva.Start(ctx.Done())
 	if a.dyn != nil {
 		a.dyn.Start(ctx.Done())
@@ -285,7 +258,14 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if a.dyn != nil {
 		a.dyn.WaitForCacheSync(ctx.Done())
 	}
-	if a.cmHandlerSynced != nil && !cache.WaitForCacheSync(ctx.Done(), a.cmHandlerSynced) {
+	for _, f := range a.localCM {
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("namespace-local ConfigMap informer for %s did not sync", typ)
+			}
+		}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), a.cmHandlerSynced...) {
 		return errors.New("ConfigMap handler did not apply the initial ConfigMaps")
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), a.budgetSynced...) {

@@ -272,22 +272,37 @@ func (r Resolved) Analyzer() string {
 	return r.Saturation.AnalyzerName
 }
 
-// Store holds the last valid version of every entry of wva's ConfigMaps. It
-// is safe for concurrent use: the engine resolves while informers apply.
+// Store holds the last valid version of every entry of wva's ConfigMaps:
+// the global ones (in the config namespace) and the namespace-local ones,
+// which override them for the VAs of their namespace. It is safe for
+// concurrent use: the engine resolves while informers apply.
 type Store struct {
-	mu          sync.RWMutex
+	mu sync.RWMutex
+	sections
+	// local is the namespace-local ConfigMaps, by namespace.
+	local map[string]*sections
+}
+
+// sections is one namespace's three ConfigMaps.
+type sections struct {
 	saturation  section[saturationEntry, Saturation]
 	scaleToZero section[scaleToZeroEntry, ScaleToZero]
 	queueing    section[queueingModelEntry, QueueingModel]
 }
 
+// newSections names the ConfigMaps prefix+name in errors (prefix "ns/" for
+// namespace-local ones, so their errors and gauges stay apart).
+func newSections(prefix string) sections {
+	return sections{
+		saturation:  section[saturationEntry, Saturation]{configMap: prefix + SaturationConfigMapName, builtin: DefaultSaturation},
+		scaleToZero: section[scaleToZeroEntry, ScaleToZero]{configMap: prefix + ScaleToZeroConfigMapName, builtin: DefaultScaleToZero},
+		queueing:    section[queueingModelEntry, QueueingModel]{configMap: prefix + QueueingModelConfigMapName, builtin: DefaultQueueingModel},
+	}
+}
+
 // NewStore returns a store with no ConfigMaps: built-in defaults apply.
 func NewStore() *Store {
-	return &Store{
-		saturation:  section[saturationEntry, Saturation]{configMap: SaturationConfigMapName, builtin: DefaultSaturation},
-		scaleToZero: section[scaleToZeroEntry, ScaleToZero]{configMap: ScaleToZeroConfigMapName, builtin: DefaultScaleToZero},
-		queueing:    section[queueingModelEntry, QueueingModel]{configMap: QueueingModelConfigMapName, builtin: DefaultQueueingModel},
-	}
+	return &Store{sections: newSections(""), local: map[string]*sections{}}
 }
 
 // IsConfigMapName reports whether name is one of the ConfigMaps wva reads.
@@ -305,6 +320,40 @@ func IsConfigMapName(name string) bool {
 func (s *Store) Apply(configMapName string, data map[string]string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.sections.apply(configMapName, data)
+}
+
+// ApplyNamespace replaces the entries of the named ConfigMap of namespace
+// (a namespace-local ConfigMap), as Apply does for the global one.
+// Namespace-local entries are not persisted in LastGoodConfigMapName.
+func (s *Store) ApplyNamespace(namespace, configMapName string, data map[string]string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.local[namespace]
+	if !ok {
+		n := newSections(namespace + "/")
+		l = &n
+	}
+	err := l.apply(configMapName, data)
+	if l.empty() {
+		delete(s.local, namespace)
+	} else {
+		s.local[namespace] = l
+	}
+	return err
+}
+
+// RemoveNamespace forgets a deleted namespace-local ConfigMap; the global
+// one applies again in that namespace.
+func (s *Store) RemoveNamespace(namespace, configMapName string) {
+	_ = s.ApplyNamespace(namespace, configMapName, nil)
+}
+
+func (l *sections) empty() bool {
+	return len(l.saturation.data)+len(l.scaleToZero.data)+len(l.queueing.data) == 0
+}
+
+func (s *sections) apply(configMapName string, data map[string]string) error {
 	switch configMapName {
 	case SaturationConfigMapName:
 		return s.saturation.apply(data)
@@ -356,23 +405,39 @@ func (s *Store) LastGood() map[string]string {
 	return out
 }
 
-// Invalid lists the entries rejected by the last apply of each ConfigMap.
-func (s *Store) Invalid() []*EntryError { return s.invalidFor(func(invalidEntry) bool { return true }) }
-
-// InvalidFor lists the rejected entries meant for modelID in namespace (a
-// default entry concerns every model).
-func (s *Store) InvalidFor(modelID, namespace string) []*EntryError {
-	return s.invalidFor(func(e invalidEntry) bool { return e.appliesTo(modelID, namespace) })
+// Invalid lists the entries rejected by the last apply of each ConfigMap,
+// global and namespace-local.
+func (s *Store) Invalid() []*EntryError {
+	return s.invalidFor(nil, func(invalidEntry) bool { return true })
 }
 
-func (s *Store) invalidFor(match func(invalidEntry) bool) []*EntryError {
+// InvalidFor lists the rejected entries meant for modelID in namespace (a
+// default entry concerns every model), in the global ConfigMaps and in
+// namespace's own.
+func (s *Store) InvalidFor(modelID, namespace string) []*EntryError {
+	return s.invalidFor(&namespace, func(e invalidEntry) bool { return e.appliesTo(modelID, namespace) })
+}
+
+func (s *Store) invalidFor(namespace *string, match func(invalidEntry) bool) []*EntryError {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	all := []*sections{&s.sections}
+	if namespace != nil {
+		if l, ok := s.local[*namespace]; ok {
+			all = append(all, l)
+		}
+	} else {
+		for _, ns := range sortedKeys(s.local) {
+			all = append(all, s.local[ns])
+		}
+	}
 	var out []*EntryError
-	for _, list := range [][]invalidEntry{s.saturation.invalid, s.scaleToZero.invalid, s.queueing.invalid} {
-		for _, e := range list {
-			if match(e) {
-				out = append(out, e.err)
+	for _, sec := range all {
+		for _, list := range [][]invalidEntry{sec.saturation.invalid, sec.scaleToZero.invalid, sec.queueing.invalid} {
+			for _, e := range list {
+				if match(e) {
+					out = append(out, e.err)
+				}
 			}
 		}
 	}
@@ -388,12 +453,70 @@ func (s *Store) Remove(configMapName string) {
 func (s *Store) Resolve(modelID, namespace string) Resolved {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	l := s.local[namespace]
+	if l == nil {
+		var r Resolved
+		r.Saturation, r.SaturationSource = s.saturation.resolve(modelID, namespace)
+		r.ScaleToZero, r.ScaleToZeroSource = s.scaleToZero.resolve(modelID, namespace)
+		if s.queueing.hasEntryFor(modelID, namespace) {
+			qm, src := s.queueing.resolve(modelID, namespace)
+			r.QueueingModel, r.QueueingModelSource = &qm, src
+		}
+		return r
+	}
 	var r Resolved
-	r.Saturation, r.SaturationSource = s.saturation.resolve(modelID, namespace)
-	r.ScaleToZero, r.ScaleToZeroSource = s.scaleToZero.resolve(modelID, namespace)
-	if s.queueing.hasEntryFor(modelID, namespace) {
-		qm, src := s.queueing.resolve(modelID, namespace)
+	r.Saturation, r.SaturationSource = resolveLayered(&s.saturation, &l.saturation, modelID, namespace)
+	r.ScaleToZero, r.ScaleToZeroSource = resolveLayered(&s.scaleToZero, &l.scaleToZero, modelID, namespace)
+	if s.queueing.hasEntryFor(modelID, namespace) || l.queueing.hasEntryFor(modelID, namespace) {
+		qm, src := resolveLayered(&s.queueing, &l.queueing, modelID, namespace)
 		r.QueueingModel, r.QueueingModelSource = &qm, src
 	}
 	return r
+}
+
+// resolveLayered resolves with a namespace-local ConfigMap: field by field,
+// built-in defaults, then the global default entry, the local default
+// entry, the global override and the local override (each the most
+// specific for the model, as in resolve). A layer that would make the
+// value invalid (it was validated against another base) is skipped and
+// named in the source. The source is the last layer applied; local keys
+// read "<namespace>/<configmap>: <key>".
+func resolveLayered[E entryOf[V], V validator](global, local *section[E, V], modelID, namespace string) (V, string) {
+	v, source := global.builtin(), "built-in defaults"
+	var skipped []string
+	layer := func(s *section[E, V], key string, ok bool) {
+		if !ok {
+			return
+		}
+		name := key
+		if s == local {
+			name = s.configMap + ": " + key
+		}
+		next := s.entries[key].over(v)
+		if next.Validate() != nil {
+			skipped = append(skipped, name)
+			return
+		}
+		v, source = next, name
+	}
+	_, ok := global.entries[DefaultKey]
+	layer(global, DefaultKey, ok)
+	_, ok = local.entries[DefaultKey]
+	layer(local, DefaultKey, ok)
+	key, ok := global.overrideFor(modelID, namespace)
+	layer(global, key, ok)
+	key, ok = local.overrideFor(modelID, namespace)
+	layer(local, key, ok)
+	if len(skipped) > 0 {
+		source += fmt.Sprintf(" (%s inconsistent with the layers below, ignored)", strings.Join(quoteAll(skipped), ", "))
+	}
+	return v, source
+}
+
+func quoteAll(in []string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
 }

@@ -48,7 +48,7 @@ func TestClosedLoop(t *testing.T) {
 	// Scale to zero on for granite only; the shortest retention accepted
 	// (1 m) for test speed.
 	_, err := r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "wva-model-scale-to-zero-config"},
+		ObjectMeta: metav1.ObjectMeta{Name: "wva-model-scale-to-zero-config", Labels: map[string]string{llmdv1alpha1.LabelConfigMapName: llmdv1alpha1.ConfigMapLabelValue}},
 		Data: map[string]string{
 			"default": "enable_scale_to_zero: false\nretention_period: 1m",
 			"granite": "model_id: ibm/granite\nenable_scale_to_zero: true",
@@ -85,7 +85,7 @@ func badInput(ctx context.Context, t *testing.T, r *rig) {
 
 	// A broken ConfigMap: Event, and the last good config stays in force.
 	_, err = r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config"},
+		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: map[string]string{llmdv1alpha1.LabelConfigMapName: llmdv1alpha1.ConfigMapLabelValue}},
 		Data:       map[string]string{"default": "kvCacheThreshold: [not a number"},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -325,7 +325,7 @@ func sloPlanner(ctx context.Context, t *testing.T, r *rig) {
 	cm, err := cms.Get(ctx, "wva-saturation-scaling-config", metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config"},
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: map[string]string{llmdv1alpha1.LabelConfigMapName: llmdv1alpha1.ConfigMapLabelValue}},
 			Data: map[string]string{"planner": entry}}, metav1.CreateOptions{})
 	case err == nil:
 		if cm.Data == nil {

@@ -55,7 +55,7 @@ func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
 		"wva-queueing-model-config":     "tuningEnabled: false\ntargetTTFT: 400\ntargetITL: 30",
 		"wva-saturation-scaling-config": "enableLimiter: true",
 	} {
-		_, err = cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+		_, err = cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: configLabels()},
 			Data: map[string]string{"default": data}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}

@@ -124,7 +124,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 	t.Run("a ConfigMap edit changes the next decision", func(t *testing.T) {
 		// Threshold 0.55: spare KV 0.05 < trigger 0.10 -> scale-up to 3.
 		_, err := cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config"},
+			ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: configLabels()},
 			Data:       map[string]string{"default": "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)

@@ -54,7 +54,7 @@ func TestLastGoodConfigSurvivesRestart(t *testing.T) {
 
 	const valid = "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"
 	_, err = cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config"}, Data: map[string]string{"default": valid},
+		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: configLabels()}, Data: map[string]string{"default": valid},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	cert, key, err := cluster.IssueServingCert([]string{"wva-adapter.wva-system.svc"}, []net.IP{net.ParseIP("127.0.0.1")})

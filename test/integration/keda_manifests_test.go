@@ -248,8 +248,10 @@ func TestKedaManifestsAccess(t *testing.T) {
 		[]access{{"delete", "keda.sh", "scaledobjects", "", "llm", "x"}, // the garbage collector's job
 			{"create", "keda.sh", "scaledjobs", "", "llm", ""}, {"create", "keda.sh", "triggerauthentications", "", "llm", ""}})
 	assertAccess(ctx, t, cluster.Clientset(), "wva-system:wva-adapter",
-		[]access{{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"}},
-		[]access{{"update", "", "configmaps", "", "wva-system", "wva-saturation-scaling-config"}, {"create", "", "configmaps", "", "llm", ""}})
+		[]access{{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"},
+			{"watch", "", "configmaps", "", "llm", "wva-saturation-scaling-config"}},
+		[]access{{"update", "", "configmaps", "", "wva-system", "wva-saturation-scaling-config"}, {"create", "", "configmaps", "", "llm", ""},
+			{"list", "", "configmaps", "", "llm", ""}})
 }
 
 // viaJSON decodes u as the API server's JSON would: integers as int64

@@ -249,8 +249,11 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 				{"get", "", "configmaps", "", "kube-system", "extension-apiserver-authentication"},
 				{"create", "authentication.k8s.io", "tokenreviews", "", "", ""}, {"create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""},
 				// The persisted last valid configuration.
-				{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"}},
-			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"list", "", "configmaps", "", "prod", ""},
+				{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"},
+				// Namespace-local ConfigMaps, listed and watched by name.
+				{"list", "", "configmaps", "", "prod", "wva-saturation-scaling-config"}, {"watch", "", "configmaps", "", "", "wva-queueing-model-config"}},
+			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"list", "", "configmaps", "", "prod", ""}, {"get", "", "configmaps", "", "prod", "x"},
+				{"update", "", "configmaps", "", "prod", "wva-saturation-scaling-config"},
 				{"update", "", "configmaps", "", "wva-system", "wva-saturation-scaling-config"}, {"delete", "", "configmaps", "", "wva-system", "wva-last-good-config"},
 				{"patch", "", "configmaps", "", "wva-system", "wva-last-good-config"}, {"create", "", "configmaps", "", "prod", ""},
 				{"update", "apps", "deployments", "scale", "prod", "x"}, {"update", "llmd.ai", va, "", "prod", "x"},

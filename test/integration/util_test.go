@@ -11,9 +11,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/testenv"
 )
+
+// configLabels is the label wva requires on its ConfigMaps.
+func configLabels() map[string]string {
+	return map[string]string{llmdv1alpha1.LabelConfigMapName: llmdv1alpha1.ConfigMapLabelValue}
+}
 
 // fmt_ renders a value and an error for eventually's "last seen" detail.
 func fmt_(v any, err error) string {

@@ -58,6 +58,14 @@ const (
 	LabelVariantAutoscaling = "llmd.ai/variant-autoscaling"
 )
 
+// The label upstream WVA requires on its ConfigMaps: wva reads a
+// ConfigMap of one of the watched names only when it carries
+// LabelConfigMapName=ConfigMapLabelValue.
+const (
+	LabelConfigMapName  = "app.kubernetes.io/name"
+	ConfigMapLabelValue = "workload-variant-autoscaler"
+)
+
 // Annotations on a VariantAutoscaling.
 const (
 	// AnnotationHPABehavior overrides the HPA behavior: a JSON or YAML
