@@ -3,6 +3,7 @@
 package inventory
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -10,11 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -22,6 +19,7 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/engine"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/scaletarget"
 )
 
 // Inventory reads VAs, their targets and pods from listers.
@@ -53,71 +51,27 @@ func (inv *Inventory) Views() ([]engine.View, error) {
 	return views, nil
 }
 
-// Resolve finds a VA's target, its replica count and its pods.
+// Targets are the inventory's listers of scale targets.
+func (inv *Inventory) Targets() scaletarget.Listers {
+	return scaletarget.Listers{Deployments: inv.Deployments, StatefulSets: inv.StatefulSets, LeaderWorkerSets: inv.LeaderWorkerSets}
+}
+
+// Resolve finds a VA's target (scaletarget.Resolve), its replica count and
+// its pods.
 func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target {
-	ref := va.Spec.ScaleTargetRef
-	gvk, err := ref.GroupVersionKind()
+	st, err := scaletarget.Resolve(inv.Targets(), va)
 	if err != nil {
-		return engine.Target{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: err.Error()}
-	}
-	notFound := func(err error) engine.Target {
-		if apierrors.IsNotFound(err) {
-			return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("%s %s/%s not found", ref.Kind, va.Namespace, ref.Name)}
+		var u *scaletarget.Unresolved
+		if errors.As(err, &u) {
+			return engine.Target{Reason: u.Reason, Message: u.Message}
 		}
 		return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: err.Error()}
 	}
-	switch gvk.Kind {
-	case llmdv1alpha1.ScaleTargetKindDeployment:
-		d, err := inv.Deployments.Deployments(va.Namespace).Get(ref.Name)
-		if err != nil {
-			return notFound(err)
-		}
-		return withTemplate(inv.withPods(va.Namespace, replicasOf(d.Spec.Replicas), d.Spec.Selector), &d.Spec.Template.Spec, d.Spec.Selector)
-	case llmdv1alpha1.ScaleTargetKindStatefulSet:
-		s, err := inv.StatefulSets.StatefulSets(va.Namespace).Get(ref.Name)
-		if err != nil {
-			return notFound(err)
-		}
-		return withTemplate(inv.withPods(va.Namespace, replicasOf(s.Spec.Replicas), s.Spec.Selector), &s.Spec.Template.Spec, s.Spec.Selector)
-	case llmdv1alpha1.ScaleTargetKindLeaderWorkerSet:
-		if inv.LeaderWorkerSets == nil {
-			return engine.Target{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind,
-				Message: "LeaderWorkerSet API (leaderworkerset.x-k8s.io) is not installed in the cluster"}
-		}
-		obj, err := inv.LeaderWorkerSets.ByNamespace(va.Namespace).Get(ref.Name)
-		if err != nil {
-			return notFound(err)
-		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("unexpected LeaderWorkerSet object %T", obj)}
-		}
-		replicas, found, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
-		if !found {
-			replicas = 1
-		}
-		sel := &metav1.LabelSelector{MatchLabels: map[string]string{llmdv1alpha1.LabelLWSName: ref.Name, llmdv1alpha1.LabelLWSWorkerIndex: "0"}}
-		t := inv.withPods(va.Namespace, int32(replicas), sel)
-		// The leader serves; its template defaults to the workers'.
-		tmpl, found, _ := unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", "leaderTemplate", "spec")
-		if !found {
-			tmpl, _, _ = unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", "workerTemplate", "spec")
-		}
-		var spec corev1.PodSpec
-		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &spec) // a malformed template reads as empty
-		return withTemplate(t, &spec, &metav1.LabelSelector{MatchLabels: map[string]string{llmdv1alpha1.LabelLWSName: ref.Name}})
-	}
-	return engine.Target{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: fmt.Sprintf("unsupported scale target kind %q", ref.Kind)}
-}
-
-func (inv *Inventory) withPods(namespace string, replicas int32, selector *metav1.LabelSelector) engine.Target {
-	t := engine.Target{Resolved: true, SpecReplicas: replicas}
-	sel, err := metav1.LabelSelectorAsSelector(selector)
-	if err != nil || sel.Empty() {
-		// An empty selector would match every pod in the namespace.
-		return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("scale target has no usable pod selector: %v", err)}
-	}
-	pods, err := inv.Pods.Pods(namespace).List(sel)
+	t := engine.Target{Resolved: true, SpecReplicas: st.Replicas, PodSelector: st.PodSelector, NodeSelector: st.Template.NodeSelector}
+	t.MaxNumSeqs, t.MaxNumBatchedTokens = EngineArgs(&st.Template)
+	t.StartupAllowance = StartupAllowance(&st.Template)
+	// The serving pods (an LWS's leaders) are the replicas the engine counts.
+	pods, err := inv.Pods.Pods(va.Namespace).List(st.ServingSelector)
 	if err != nil {
 		return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: err.Error()}
 	}
@@ -172,21 +126,6 @@ func StartupDelay(pods []*corev1.Pod) time.Duration {
 		return samples[mid]
 	}
 	return (samples[mid-1] + samples[mid]) / 2
-}
-
-// withTemplate adds what the pod template and the selector of every pod of
-// the target say: engine args, node selector, pod selector.
-func withTemplate(t engine.Target, spec *corev1.PodSpec, allPods *metav1.LabelSelector) engine.Target {
-	if !t.Resolved {
-		return t
-	}
-	t.MaxNumSeqs, t.MaxNumBatchedTokens = EngineArgs(spec)
-	t.StartupAllowance = StartupAllowance(spec)
-	t.NodeSelector = spec.NodeSelector
-	if sel, err := metav1.LabelSelectorAsSelector(allPods); err == nil && !sel.Empty() {
-		t.PodSelector = sel
-	}
-	return t
 }
 
 // EngineArgs finds vLLM's --max-num-seqs and --max-num-batched-tokens in
@@ -252,11 +191,4 @@ func PodReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func replicasOf(r *int32) int32 {
-	if r == nil {
-		return 1 // the API default for Deployments and StatefulSets
-	}
-	return *r
 }

@@ -9,6 +9,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -49,6 +51,10 @@ func vaFor(name, kind, target string) *llmdv1alpha1.VariantAutoscaling {
 	}
 }
 
+func lwsLabels(name, workerIndex string) map[string]string {
+	return map[string]string{llmdv1alpha1.LabelLWSName: name, llmdv1alpha1.LabelLWSWorkerIndex: workerIndex}
+}
+
 func TestResolve(t *testing.T) {
 	l4 := map[string]string{"app": "l4"}
 	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "l4"},
@@ -58,10 +64,18 @@ func TestResolve(t *testing.T) {
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "h100"},
 		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "h100"}}}}
 	now := metav1.NewTime(time.Now())
+	lws := indexer(t, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+		"metadata": map[string]any{"namespace": "prod", "name": "big"},
+		"spec": map[string]any{"replicas": int64(2), "leaderWorkerTemplate": map[string]any{"size": int64(2),
+			"workerTemplate": map[string]any{"spec": map[string]any{"containers": []any{
+				map[string]any{"name": "vllm", "args": []any{"--max-num-seqs=16"}}}}}}},
+	}})
 	inv := &Inventory{
-		VAs:          llmdlisters.NewVariantAutoscalingLister(indexer(t, vaFor("a", "Deployment", "l4"), vaFor("b", "StatefulSet", "h100"))),
-		Deployments:  appslisters.NewDeploymentLister(indexer(t, deploy)),
-		StatefulSets: appslisters.NewStatefulSetLister(indexer(t, sts)),
+		LeaderWorkerSets: cache.NewGenericLister(lws, llmdv1alpha1.LeaderWorkerSetResource.GroupResource()),
+		VAs:              llmdlisters.NewVariantAutoscalingLister(indexer(t, vaFor("a", "Deployment", "l4"), vaFor("b", "StatefulSet", "h100"))),
+		Deployments:      appslisters.NewDeploymentLister(indexer(t, deploy)),
+		StatefulSets:     appslisters.NewStatefulSetLister(indexer(t, sts)),
 		Pods: corelisters.NewPodLister(indexer(t,
 			pod("l4-ready-1", l4, true), pod("l4-ready-0", l4, true),
 			pod("l4-loading", l4, false),
@@ -69,6 +83,8 @@ func TestResolve(t *testing.T) {
 			pod("l4-failed", l4, false, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }),
 			pod("other", map[string]string{"app": "other"}, true),
 			pod("h100-0", map[string]string{"app": "h100"}, true),
+			pod("big-0", lwsLabels("big", "0"), true), pod("big-0-1", lwsLabels("big", "1"), true),
+			pod("big-1", lwsLabels("big", "0"), false), pod("big-1-1", lwsLabels("big", "1"), false),
 		)),
 	}
 	cases := []struct {
@@ -94,22 +110,23 @@ func TestResolve(t *testing.T) {
 				assert.Equal(t, int32(1), spec)
 				assert.Equal(t, []string{"h100-0"}, ready)
 			}},
+		// What makes a target unresolvable is scaletarget's table; the
+		// reason and message reach the engine unchanged.
 		{"missing target", vaFor("c", "Deployment", "nope"),
 			func(t *testing.T, resolved bool, reason, msg string, _ int32, _ []string, _ int32) {
 				assert.False(t, resolved)
 				assert.Equal(t, llmdv1alpha1.ReasonTargetNotFound, reason)
 				assert.Equal(t, "Deployment prod/nope not found", msg)
 			}},
-		{"LWS without the API installed", vaFor("d", "LeaderWorkerSet", "lws"),
-			func(t *testing.T, resolved bool, reason, msg string, _ int32, _ []string, _ int32) {
-				assert.False(t, resolved)
-				assert.Equal(t, llmdv1alpha1.ReasonUnsupportedTargetKind, reason)
-				assert.Contains(t, msg, "not installed")
-			}},
-		{"unsupported kind", vaFor("e", "ReplicaSet", "rs"),
-			func(t *testing.T, resolved bool, reason, _ string, _ int32, _ []string, _ int32) {
-				assert.False(t, resolved)
-				assert.Equal(t, llmdv1alpha1.ReasonUnsupportedTargetKind, reason)
+		{"LWS: the Ready leaders are the replicas, workers are not counted", vaFor("d", "LeaderWorkerSet", "big"),
+			func(t *testing.T, resolved bool, _, _ string, spec int32, ready []string, pending int32) {
+				assert.True(t, resolved)
+				assert.Equal(t, int32(2), spec)
+				assert.Equal(t, []string{"big-0"}, ready)
+				assert.Equal(t, int32(1), pending, "big-1, a leader not Ready yet")
+				got := inv.Resolve(vaFor("d", "LeaderWorkerSet", "big"))
+				assert.Equal(t, int64(16), got.MaxNumSeqs, "from the leader's template")
+				assert.True(t, got.PodSelector.Matches(labels.Set(lwsLabels("big", "1"))), "workers hold GPUs")
 			}},
 	}
 	for _, tc := range cases {

@@ -11,8 +11,9 @@ import (
 // fields of each. These transforms (cache.TransformFunc, set with
 // SetTransform) keep only those fields: managedFields, annotations, env,
 // volumes, resources and most of the status are dropped before caching.
-// Keep them in step with Resolve, withPods, StartupDelay, EngineArgs and
-// StartupAllowance: TestTransformsKeepWhatTheInventoryReads fails otherwise.
+// Keep them in step with scaletarget.Resolve, Resolve, StartupDelay,
+// EngineArgs and StartupAllowance: TestTransformsKeepWhatTheInventoryReads
+// fails otherwise.
 
 // meta keeps the identity the informer and listers need.
 func meta(m metav1.ObjectMeta) metav1.ObjectMeta {
@@ -37,15 +38,15 @@ func PodTransform(obj any) (any, error) {
 	return out, nil
 }
 
-// DeploymentTransform keeps replicas, selector and the template's engine
-// args, startup probes and node selector.
+// DeploymentTransform keeps replicas, ready replicas, selector and the
+// template's engine args, startup probes and node selector.
 func DeploymentTransform(obj any) (any, error) {
 	d, ok := obj.(*appsv1.Deployment)
 	if !ok {
 		return obj, nil
 	}
 	return &appsv1.Deployment{ObjectMeta: meta(d.ObjectMeta), Spec: appsv1.DeploymentSpec{Replicas: d.Spec.Replicas, Selector: d.Spec.Selector,
-		Template: corev1.PodTemplateSpec{Spec: podSpec(&d.Spec.Template.Spec)}}}, nil
+		Template: corev1.PodTemplateSpec{Spec: podSpec(&d.Spec.Template.Spec)}}, Status: appsv1.DeploymentStatus{ReadyReplicas: d.Status.ReadyReplicas}}, nil
 }
 
 // StatefulSetTransform is DeploymentTransform for StatefulSets.
@@ -55,7 +56,7 @@ func StatefulSetTransform(obj any) (any, error) {
 		return obj, nil
 	}
 	return &appsv1.StatefulSet{ObjectMeta: meta(s.ObjectMeta), Spec: appsv1.StatefulSetSpec{Replicas: s.Spec.Replicas, Selector: s.Spec.Selector,
-		Template: corev1.PodTemplateSpec{Spec: podSpec(&s.Spec.Template.Spec)}}}, nil
+		Template: corev1.PodTemplateSpec{Spec: podSpec(&s.Spec.Template.Spec)}}, Status: appsv1.StatefulSetStatus{ReadyReplicas: s.Status.ReadyReplicas}}, nil
 }
 
 func podSpec(s *corev1.PodSpec) corev1.PodSpec {

@@ -23,6 +23,7 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/scaletarget"
 )
 
 var created = metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
@@ -148,7 +149,7 @@ func TestTransformsKeepWhatTheInventoryReads(t *testing.T) {
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "h100", ManagedFields: managed(2)},
 		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"h100"}}}},
-			Template: deploys[0].Spec.Template}}
+			Template: deploys[0].Spec.Template}, Status: appsv1.StatefulSetStatus{Replicas: 1, ReadyReplicas: 1, CurrentRevision: "h100-5d8f"}}
 	vas := []*llmdv1alpha1.VariantAutoscaling{vaFor("a", "Deployment", "l4"), vaFor("b", "StatefulSet", "h100"),
 		vaFor("c", "Deployment", "other"), vaFor("d", "Deployment", "missing")}
 
@@ -182,6 +183,20 @@ func TestTransformsKeepWhatTheInventoryReads(t *testing.T) {
 	got, err := build(t, true).Views()
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
+	// scaletarget.Resolve (also the fast path's) reads the same replicas,
+	// ready replicas, version and selectors; the templates are compared
+	// through the views above.
+	full, trim := build(t, false), build(t, true)
+	for _, va := range vas {
+		w, werr := scaletarget.Resolve(full.Targets(), va)
+		g, gerr := scaletarget.Resolve(trim.Targets(), va)
+		assert.Equal(t, werr, gerr, va.Name)
+		w.Template, g.Template = corev1.PodSpec{}, corev1.PodSpec{}
+		assert.Equal(t, w, g, va.Name)
+	}
+	wantA, err := scaletarget.Resolve(full.Targets(), vas[0])
+	require.NoError(t, err)
+	assert.Equal(t, [3]any{int32(4), int32(4), "42"}, [3]any{wantA.Replicas, wantA.ReadyReplicas, wantA.ResourceVersion})
 
 	// The fixture exercises what the inventory reads, so the comparison
 	// above means something.

@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"sort"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
@@ -15,6 +12,7 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/budget"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/scaletarget"
 )
 
 // Snapshot is the groups and, when asked for, the budget, as of one read of
@@ -56,14 +54,6 @@ type State struct {
 	Budget *BudgetSource
 }
 
-// resolved is what the fast path needs of a scale target.
-type resolved struct {
-	target       Target
-	replicas     int32
-	nodeSelector map[string]string
-	podSelector  labels.Selector
-}
-
 // Snapshot implements StateSource. VAs whose target cannot be resolved or
 // whose cost does not parse are left out (the adapter reports them in the
 // VA's conditions); they neither hold a group out of zero nor get woken.
@@ -85,7 +75,7 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 	snap := Snapshot{Groups: map[GroupKey]Group{}}
 	var bvs []budget.Variant
 	for _, va := range vas {
-		r, err := s.resolve(va)
+		t, err := scaletarget.Resolve(s.targets(), va)
 		if err != nil {
 			klog.V(5).InfoS("skipping VA", "va", klog.KObj(va), "err", err)
 			continue
@@ -95,15 +85,16 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 			klog.V(5).InfoS("skipping VA", "va", klog.KObj(va), "err", err)
 			continue
 		}
-		v := Variant{Name: va.Name, VA: va, Cost: cost, Replicas: r.replicas, Target: r.target, Need: need(va)}
+		v := Variant{Name: va.Name, VA: va, Cost: cost, Replicas: t.Replicas, Need: need(va),
+			Target: Target{GVK: t.GVK, Namespace: t.Namespace, Name: t.Name, ResourceVersion: t.ResourceVersion}}
 		if withBudget {
-			v.Pool = budget.Assign(pools, va.Annotations[llmdv1alpha1.AnnotationNodePool], r.nodeSelector)
-			replicas := int64(r.replicas)
+			v.Pool = budget.Assign(pools, va.Annotations[llmdv1alpha1.AnnotationNodePool], t.Template.NodeSelector)
+			replicas := int64(t.Replicas)
 			if reserved[va.Namespace+"/"+va.Name] {
 				replicas = max(replicas, 1)
 			}
 			bvs = append(bvs, budget.Variant{Key: va.Namespace + "/" + va.Name, Namespace: va.Namespace, Pool: v.Pool,
-				Replicas: replicas, PerReplica: v.Need, PodSelector: r.podSelector})
+				Replicas: replicas, PerReplica: v.Need, PodSelector: t.PodSelector})
 		}
 		key := GroupKey{Namespace: va.Namespace, ModelID: va.Spec.ModelID}
 		g := snap.Groups[key]
@@ -134,65 +125,10 @@ func need(va *llmdv1alpha1.VariantAutoscaling) budget.Amount {
 	return a
 }
 
-func (s *State) resolve(va *llmdv1alpha1.VariantAutoscaling) (resolved, error) {
-	ref := va.Spec.ScaleTargetRef
-	gvk, err := ref.GroupVersionKind()
-	if err != nil {
-		return resolved{}, err
-	}
-	r := resolved{target: Target{GVK: gvk, Namespace: va.Namespace, Name: ref.Name}}
-	var tmpl *corev1.PodTemplateSpec
-	var sel *metav1.LabelSelector
-	switch gvk.Kind {
-	case llmdv1alpha1.ScaleTargetKindDeployment:
-		d, err := s.Deployments.Deployments(va.Namespace).Get(ref.Name)
-		if err != nil {
-			return resolved{}, err
-		}
-		r.replicas, r.target.ResourceVersion, tmpl, sel = replicasOr1(d.Spec.Replicas), d.ResourceVersion, &d.Spec.Template, d.Spec.Selector
-	case llmdv1alpha1.ScaleTargetKindStatefulSet:
-		st, err := s.StatefulSets.StatefulSets(va.Namespace).Get(ref.Name)
-		if err != nil {
-			return resolved{}, err
-		}
-		r.replicas, r.target.ResourceVersion, tmpl, sel = replicasOr1(st.Spec.Replicas), st.ResourceVersion, &st.Spec.Template, st.Spec.Selector
-	case llmdv1alpha1.ScaleTargetKindLeaderWorkerSet:
-		if s.LeaderWorkerSets == nil {
-			return resolved{}, fmt.Errorf("LeaderWorkerSet API is not installed")
-		}
-		obj, err := s.LeaderWorkerSets.ByNamespace(va.Namespace).Get(ref.Name)
-		if err != nil {
-			return resolved{}, err
-		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return resolved{}, fmt.Errorf("unexpected LeaderWorkerSet object %T", obj)
-		}
-		replicas, found, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
-		if !found {
-			replicas = 1
-		}
-		r.replicas, r.target.ResourceVersion = int32(replicas), u.GetResourceVersion()
-		r.nodeSelector, _, _ = unstructured.NestedStringMap(u.Object, "spec", "leaderWorkerTemplate", "workerTemplate", "spec", "nodeSelector")
-		r.podSelector = labels.SelectorFromSet(labels.Set{llmdv1alpha1.LabelLWSName: ref.Name})
-		return r, nil
-	default:
-		return resolved{}, fmt.Errorf("unsupported kind %q", gvk.Kind)
-	}
-	r.nodeSelector = tmpl.Spec.NodeSelector
-	if sel != nil {
-		if ps, err := metav1.LabelSelectorAsSelector(sel); err == nil {
-			r.podSelector = ps
-		}
-	}
-	return r, nil
-}
-
-func replicasOr1(r *int32) int32 {
-	if r == nil {
-		return 1 // the API default for Deployments and StatefulSets
-	}
-	return *r
+// targets are the listers of scale targets, for scaletarget.Resolve (the
+// engine's inventory resolves targets with the same function).
+func (s *State) targets() scaletarget.Listers {
+	return scaletarget.Listers{Deployments: s.Deployments, StatefulSets: s.StatefulSets, LeaderWorkerSets: s.LeaderWorkerSets}
 }
 
 // BudgetSource reads pools and GPU usage from informer caches; the adapter's

@@ -1,0 +1,161 @@
+// Package scaletarget resolves a VariantAutoscaling's scaleTargetRef
+// (Deployment, StatefulSet or LeaderWorkerSet) from informer caches, with no
+// API calls. The engine's inventory and the scale-from-zero fast path both
+// use Resolve, so they agree on what a target is.
+//
+// A LeaderWorkerSet replica is a group (spec.replicas, the /scale
+// subresource) of spec.leaderWorkerTemplate.size pods (default 1): a leader
+// and size-1 workers, all labelled with the set's name. The leader (worker
+// index 0) serves and reports metrics, so it alone counts as the replica
+// (ServingSelector); every pod holds GPUs (PodSelector). The leader's
+// template (leaderTemplate, else workerTemplate, as the LWS controller does)
+// gives the engine args, startup probe and node selector.
+package scaletarget
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+)
+
+// Listers are the informer caches Resolve reads.
+type Listers struct {
+	Deployments  appslisters.DeploymentLister
+	StatefulSets appslisters.StatefulSetLister
+	// LeaderWorkerSets is nil when the LWS API is not installed.
+	LeaderWorkerSets cache.GenericLister
+}
+
+// Target is a resolved scale target.
+type Target struct {
+	GVK             schema.GroupVersionKind
+	Namespace, Name string
+	ResourceVersion string
+	// Replicas is spec.replicas (1 when unset, the API default); for an LWS
+	// the number of groups.
+	Replicas int32
+	// ReadyReplicas is status.readyReplicas; for an LWS the groups whose
+	// pods are all Ready.
+	ReadyReplicas int32
+	// PodsPerReplica is 1, or an LWS's spec.leaderWorkerTemplate.size.
+	PodsPerReplica int32
+	// ServingSelector selects one pod per replica, the one that serves
+	// (for an LWS, the leaders).
+	ServingSelector labels.Selector
+	// PodSelector selects every pod of the target (for an LWS, workers
+	// too); never empty.
+	PodSelector labels.Selector
+	// Template is the serving pod's spec.
+	Template corev1.PodSpec
+}
+
+// Unresolved is the error Resolve returns: Reason is a TargetResolved
+// condition reason (ReasonTargetNotFound or ReasonUnsupportedTargetKind).
+type Unresolved struct {
+	Reason, Message string
+}
+
+func (u *Unresolved) Error() string { return u.Reason + ": " + u.Message }
+
+// Resolve finds va's scale target in the listers; the error is always an
+// *Unresolved.
+func Resolve(l Listers, va *llmdv1alpha1.VariantAutoscaling) (Target, error) {
+	ref := va.Spec.ScaleTargetRef
+	gvk, err := ref.GroupVersionKind()
+	if err != nil {
+		return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: err.Error()}
+	}
+	notFound := func(err error) error {
+		if apierrors.IsNotFound(err) {
+			return &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("%s %s/%s not found", ref.Kind, va.Namespace, ref.Name)}
+		}
+		return &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: err.Error()}
+	}
+	t := Target{GVK: gvk, Namespace: va.Namespace, Name: ref.Name, PodsPerReplica: 1}
+	var sel *metav1.LabelSelector
+	switch gvk.Kind {
+	case llmdv1alpha1.ScaleTargetKindDeployment:
+		d, err := l.Deployments.Deployments(va.Namespace).Get(ref.Name)
+		if err != nil {
+			return Target{}, notFound(err)
+		}
+		t.ResourceVersion, t.Replicas, t.ReadyReplicas = d.ResourceVersion, replicasOr1(d.Spec.Replicas), d.Status.ReadyReplicas
+		t.Template, sel = d.Spec.Template.Spec, d.Spec.Selector
+	case llmdv1alpha1.ScaleTargetKindStatefulSet:
+		s, err := l.StatefulSets.StatefulSets(va.Namespace).Get(ref.Name)
+		if err != nil {
+			return Target{}, notFound(err)
+		}
+		t.ResourceVersion, t.Replicas, t.ReadyReplicas = s.ResourceVersion, replicasOr1(s.Spec.Replicas), s.Status.ReadyReplicas
+		t.Template, sel = s.Spec.Template.Spec, s.Spec.Selector
+	case llmdv1alpha1.ScaleTargetKindLeaderWorkerSet:
+		if l.LeaderWorkerSets == nil {
+			return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind,
+				Message: "LeaderWorkerSet API (leaderworkerset.x-k8s.io) is not installed in the cluster"}
+		}
+		obj, err := l.LeaderWorkerSets.ByNamespace(va.Namespace).Get(ref.Name)
+		if err != nil {
+			return Target{}, notFound(err)
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("unexpected LeaderWorkerSet object %T", obj)}
+		}
+		return leaderWorkerSet(t, u), nil
+	default:
+		return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: fmt.Sprintf("unsupported scale target kind %q", ref.Kind)}
+	}
+	ps, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("scale target has an invalid pod selector: %v", err)}
+	}
+	if ps.Empty() {
+		// It would match every pod in the namespace.
+		return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: "scale target has an empty pod selector"}
+	}
+	t.ServingSelector, t.PodSelector = ps, ps
+	return t, nil
+}
+
+func leaderWorkerSet(t Target, u *unstructured.Unstructured) Target {
+	t.ResourceVersion = u.GetResourceVersion()
+	t.Replicas = nestedInt32(u, 1, "spec", "replicas")
+	t.ReadyReplicas = nestedInt32(u, 0, "status", "readyReplicas")
+	t.PodsPerReplica = nestedInt32(u, 1, "spec", "leaderWorkerTemplate", "size")
+	t.PodSelector = labels.SelectorFromSet(labels.Set{llmdv1alpha1.LabelLWSName: t.Name})
+	t.ServingSelector = labels.SelectorFromSet(labels.Set{llmdv1alpha1.LabelLWSName: t.Name, llmdv1alpha1.LabelLWSWorkerIndex: "0"})
+	tmpl, found, _ := unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", "leaderTemplate", "spec")
+	if !found {
+		tmpl, _, _ = unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", "workerTemplate", "spec")
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &t.Template); err != nil {
+		t.Template = corev1.PodSpec{} // a malformed template reads as empty
+	}
+	return t
+}
+
+// nestedInt32 reads an integer field, def when absent or not an integer.
+func nestedInt32(u *unstructured.Unstructured, def int32, fields ...string) int32 {
+	v, found, err := unstructured.NestedInt64(u.Object, fields...)
+	if !found || err != nil {
+		return def
+	}
+	return int32(v)
+}
+
+func replicasOr1(r *int32) int32 {
+	if r == nil {
+		return 1 // the API default for Deployments and StatefulSets
+	}
+	return *r
+}
