@@ -79,9 +79,31 @@ type Engine struct {
 	lastCycle atomic.Int64
 	runSince  atomic.Int64
 	// state is each group's analyzer memory (k2 history, tuner), passed
-	// back every cycle. It lives in the leader's memory: a new leader
-	// starts the analyzers afresh.
-	state map[GroupKey]any
+	// back every cycle. The adapter persists it (AnalyzerState) and a new
+	// leader restores it (RestoreAnalyzerState) so it does not start cold.
+	stateMu sync.Mutex
+	state   map[GroupKey]any
+}
+
+// AnalyzerState is a copy of each group's analyzer memory after the last
+// cycle. The values are shared: analyzers never mutate a state they were
+// given, so they are safe to read (marshal) from another goroutine.
+func (e *Engine) AnalyzerState() map[GroupKey]any {
+	e.stateMu.Lock()
+	defer e.stateMu.Unlock()
+	out := make(map[GroupKey]any, len(e.state))
+	for k, v := range e.state {
+		out[k] = v
+	}
+	return out
+}
+
+// RestoreAnalyzerState replaces the analyzers' memory, before the first
+// cycle of a new leader. Values may be JSON (analyzer.DecodeState reads it).
+func (e *Engine) RestoreAnalyzerState(state map[GroupKey]any) {
+	e.stateMu.Lock()
+	defer e.stateMu.Unlock()
+	e.state = state
 }
 
 // Cycle reports one engine cycle.
@@ -204,9 +226,10 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 
 	plans := BuildPlans(views, result, c.MetricsErr, resolve)
 	inputs := make([]pipeline.GroupInput, len(plans))
+	prevState := e.AnalyzerState()
 	for i, p := range plans {
 		inputs[i] = p.Input
-		inputs[i].State = e.state[p.Key]
+		inputs[i].State = prevState[p.Key]
 	}
 	pipe := e.Pipeline
 	if e.Budget != nil && anyLimited(plans) {
@@ -227,7 +250,7 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 			next[p.Key] = c.Results[i].State
 		}
 	}
-	e.state = next
+	e.RestoreAnalyzerState(next)
 	c.Groups = len(plans)
 
 	targets := map[string]Target{}
