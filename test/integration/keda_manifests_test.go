@@ -248,7 +248,8 @@ func TestKedaManifestsAccess(t *testing.T) {
 		[]access{{"delete", "keda.sh", "scaledobjects", "", "llm", "x"}, // the garbage collector's job
 			{"create", "keda.sh", "scaledjobs", "", "llm", ""}, {"create", "keda.sh", "triggerauthentications", "", "llm", ""}})
 	assertAccess(ctx, t, cluster.Clientset(), "wva-system:wva-adapter",
-		[]access{{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"}},
+		[]access{{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"},
+			{"update", "", "configmaps", "", "wva-system", "wva-analyzer-state"}},
 		[]access{{"update", "", "configmaps", "", "wva-system", "wva-saturation-scaling-config"}, {"create", "", "configmaps", "", "llm", ""}})
 }
 

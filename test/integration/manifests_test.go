@@ -249,7 +249,8 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 				{"get", "", "configmaps", "", "kube-system", "extension-apiserver-authentication"},
 				{"create", "authentication.k8s.io", "tokenreviews", "", "", ""}, {"create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""},
 				// The persisted last valid configuration.
-				{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"}},
+				{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"},
+				{"update", "", "configmaps", "", "wva-system", "wva-analyzer-state"}},
 			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"list", "", "configmaps", "", "prod", ""},
 				{"update", "", "configmaps", "", "wva-system", "wva-saturation-scaling-config"}, {"delete", "", "configmaps", "", "wva-system", "wva-last-good-config"},
 				{"patch", "", "configmaps", "", "wva-system", "wva-last-good-config"}, {"create", "", "configmaps", "", "prod", ""},
