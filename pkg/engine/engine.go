@@ -281,6 +281,7 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 			if err != nil {
 				c.WriteFailures++
 				klog.ErrorS(err, "writing VariantAutoscaling status", "va", klog.KObj(va))
+				samples = keepLastWritten(samples, va)
 				continue
 			}
 			if wrote {
@@ -344,6 +345,20 @@ func (e *Engine) publish(ctx context.Context, va *llmdv1alpha1.VariantAutoscalin
 		return false, nil
 	}
 	return true, e.Status.WriteStatus(ctx, va, status)
+}
+
+// keepLastWritten makes the VA's sample (the last one) show the decision
+// still in its status when the new one could not be written: the provider
+// and KEDA serve the status, and prometheus-adapter rules on
+// wva_desired_replicas must serve the same. A VA never decided has no
+// sample.
+func keepLastWritten(samples []VariantSample, va *llmdv1alpha1.VariantAutoscaling) []VariantSample {
+	last := va.Status.DesiredOptimizedAlloc
+	if last.LastRunTime.IsZero() {
+		return samples[:len(samples)-1]
+	}
+	samples[len(samples)-1].Desired = last.NumReplicas
+	return samples
 }
 
 func (e *Engine) recordChange(va *llmdv1alpha1.VariantAutoscaling, prev llmdv1alpha1.OptimizedAlloc, t decision.Target) {
