@@ -72,6 +72,7 @@ type Adapter struct {
 	// lists, so the store is complete before the leader persists it.
 	cmHandlerSynced []cache.InformerSynced
 	lastGood        lastGoodPersister
+	state           StatePersister
 	invalidGauge    *invalidGauge
 }
 
@@ -167,6 +168,8 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	}
 	a.lastGood = lastGoodPersister{kube: a.kube, namespace: opts.ConfigNamespace, store: a.Config,
 		lister: a.cmInformer.Core().V1().ConfigMaps().Lister(), retry: opts.EngineInterval, changed: make(chan struct{}, 1)}
+	a.state = StatePersister{Kube: a.kube, Namespace: opts.ConfigNamespace, Engine: a.Engine,
+		Lister: a.cmInformer.Core().V1().ConfigMaps().Lister(), Interval: opts.EngineInterval}
 	a.invalidGauge = newInvalidGauge(a.Registry)
 	a.Provider = provider.New(inv.VAs, clock.RealClock{}, opts.StaleAfter, a.Registry)
 	base.WithExternalMetrics(a.Provider)
@@ -309,6 +312,13 @@ func typeNames[T comparable](m map[T]bool) map[string]bool {
 func (a *Adapter) runEngine(ctx context.Context) {
 	work := func(ctx context.Context) {
 		go a.lastGood.run(ctx)
+		// The previous leader's analyzer memory, before the first cycle;
+		// persisted only after it is loaded, so it is never overwritten
+		// with a cold start.
+		if err := a.state.Load(ctx); err != nil {
+			klog.ErrorS(err, "loading analyzer state; analyzers start afresh", "configmap", klog.KRef(a.Options.ConfigNamespace, AnalyzerStateConfigMapName))
+		}
+		go a.state.Run(ctx)
 		a.Engine.Run(ctx)
 	}
 	if err := daemon.RunLeaderElected(ctx, a.kube, a.Options.Lease, a.recorder, a.leading.Store, work); err != nil {

@@ -18,7 +18,8 @@ import (
 	"github.com/wva-project/wva/pkg/config"
 )
 
-// lastGoodLabels mark config.LastGoodConfigMapName as wva's own.
+// lastGoodLabels mark the ConfigMaps wva writes (config.LastGoodConfigMapName,
+// AnalyzerStateConfigMapName) as its own.
 var lastGoodLabels = map[string]string{"app.kubernetes.io/name": "wva", "app.kubernetes.io/managed-by": "wva"}
 
 // lastGoodPersister keeps config.LastGoodConfigMapName equal to the entries
@@ -63,15 +64,21 @@ func (p *lastGoodPersister) run(ctx context.Context) {
 // persist writes the entries in force when they differ from the cached
 // ConfigMap: no API call while nothing changes.
 func (p *lastGoodPersister) persist(ctx context.Context) error {
-	want := p.store.LastGood()
-	cur, err := p.lister.ConfigMaps(p.namespace).Get(config.LastGoodConfigMapName)
+	return syncConfigMap(ctx, p.kube, p.lister, p.namespace, config.LastGoodConfigMapName, p.store.LastGood())
+}
+
+// syncConfigMap makes wva's own ConfigMap namespace/name hold want, with no
+// API call while the cached copy (lister) already does. Only the leader
+// calls it.
+func syncConfigMap(ctx context.Context, kube kubernetes.Interface, lister corelisters.ConfigMapLister, namespace, name string, want map[string]string) error {
+	cur, err := lister.ConfigMaps(namespace).Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
 		if len(want) == 0 {
 			return nil
 		}
-		_, err = p.kube.CoreV1().ConfigMaps(p.namespace).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: config.LastGoodConfigMapName, Namespace: p.namespace, Labels: lastGoodLabels},
+		_, err = kube.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: lastGoodLabels},
 			Data:       want,
 		}, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -92,8 +99,8 @@ func (p *lastGoodPersister) persist(ctx context.Context) error {
 	maps.Copy(next.Labels, lastGoodLabels)
 	// A conflict means the cache is behind; the informer's update triggers
 	// the next check.
-	if _, err := p.kube.CoreV1().ConfigMaps(p.namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
-		return fmt.Errorf("updating ConfigMap %s/%s: %w", p.namespace, config.LastGoodConfigMapName, err)
+	if _, err := kube.CoreV1().ConfigMaps(namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("updating ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }

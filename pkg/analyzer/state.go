@@ -47,3 +47,10 @@ func unmarshalState[T any](b []byte) (T, bool) {
 	}
 	return out, true
 }
+
+// Trimmer is a state that can shed its oldest history when it is too large
+// to persist. TrimOldest returns a smaller copy (the receiver is not
+// changed), or false when there is nothing left to shed.
+type Trimmer interface {
+	TrimOldest() (any, bool)
+}

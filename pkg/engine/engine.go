@@ -79,9 +79,31 @@ type Engine struct {
 	lastCycle atomic.Int64
 	runSince  atomic.Int64
 	// state is each group's analyzer memory (k2 history, tuner), passed
-	// back every cycle. It lives in the leader's memory: a new leader
-	// starts the analyzers afresh.
-	state map[GroupKey]any
+	// back every cycle. The adapter persists it (AnalyzerState) and a new
+	// leader restores it (RestoreAnalyzerState) so it does not start cold.
+	stateMu sync.Mutex
+	state   map[GroupKey]any
+}
+
+// AnalyzerState is a copy of each group's analyzer memory after the last
+// cycle. The values are shared: analyzers never mutate a state they were
+// given, so they are safe to read (marshal) from another goroutine.
+func (e *Engine) AnalyzerState() map[GroupKey]any {
+	e.stateMu.Lock()
+	defer e.stateMu.Unlock()
+	out := make(map[GroupKey]any, len(e.state))
+	for k, v := range e.state {
+		out[k] = v
+	}
+	return out
+}
+
+// RestoreAnalyzerState replaces the analyzers' memory, before the first
+// cycle of a new leader. Values may be JSON (analyzer.DecodeState reads it).
+func (e *Engine) RestoreAnalyzerState(state map[GroupKey]any) {
+	e.stateMu.Lock()
+	defer e.stateMu.Unlock()
+	e.state = state
 }
 
 // Cycle reports one engine cycle.
@@ -204,9 +226,10 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 
 	plans := BuildPlans(views, result, c.MetricsErr, resolve)
 	inputs := make([]pipeline.GroupInput, len(plans))
+	prevState := e.AnalyzerState()
 	for i, p := range plans {
 		inputs[i] = p.Input
-		inputs[i].State = e.state[p.Key]
+		inputs[i].State = prevState[p.Key]
 	}
 	pipe := e.Pipeline
 	if e.Budget != nil && anyLimited(plans) {
@@ -227,7 +250,7 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 			next[p.Key] = c.Results[i].State
 		}
 	}
-	e.state = next
+	e.RestoreAnalyzerState(next)
 	c.Groups = len(plans)
 
 	targets := map[string]Target{}
@@ -258,6 +281,7 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 			if err != nil {
 				c.WriteFailures++
 				klog.ErrorS(err, "writing VariantAutoscaling status", "va", klog.KObj(va))
+				samples = keepLastWritten(samples, va)
 				continue
 			}
 			if wrote {
@@ -321,6 +345,20 @@ func (e *Engine) publish(ctx context.Context, va *llmdv1alpha1.VariantAutoscalin
 		return false, nil
 	}
 	return true, e.Status.WriteStatus(ctx, va, status)
+}
+
+// keepLastWritten makes the VA's sample (the last one) show the decision
+// still in its status when the new one could not be written: the provider
+// and KEDA serve the status, and prometheus-adapter rules on
+// wva_desired_replicas must serve the same. A VA never decided has no
+// sample.
+func keepLastWritten(samples []VariantSample, va *llmdv1alpha1.VariantAutoscaling) []VariantSample {
+	last := va.Status.DesiredOptimizedAlloc
+	if last.LastRunTime.IsZero() {
+		return samples[:len(samples)-1]
+	}
+	samples[len(samples)-1].Desired = last.NumReplicas
+	return samples
 }
 
 func (e *Engine) recordChange(va *llmdv1alpha1.VariantAutoscaling, prev llmdv1alpha1.OptimizedAlloc, t decision.Target) {

@@ -14,7 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/wva-project/wva/pkg/adapter"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
 )
@@ -114,6 +117,15 @@ func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
 
 	t.Run("1 req/s: one replica meets the SLO", func(t *testing.T) {
 		eventually(ctx, t, "1 replica from the queueing model", decided(1, "queueing-model: arrival", "rate per replica llama-h100"))
+		// The leader keeps the analyzer's memory where a new leader finds it.
+		eventually(ctx, t, "queueing state in "+adapter.AnalyzerStateConfigMapName, func() (bool, string) {
+			cm, err := cs.CoreV1().ConfigMaps("wva-system").Get(ctx, adapter.AnalyzerStateConfigMapName, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			v := cm.Data[engine.StateDataKey(engine.GroupKey{Namespace: "prod", ModelID: model})]
+			return strings.Contains(v, `"analyzer":"`+config.AnalyzerQueueingModel+`"`), v
+		})
 	})
 
 	t.Run("more arrivals want more replicas; no GPU free, so the limiter holds and says so", func(t *testing.T) {

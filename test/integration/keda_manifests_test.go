@@ -249,7 +249,7 @@ func TestKedaManifestsAccess(t *testing.T) {
 			{"create", "keda.sh", "scaledjobs", "", "llm", ""}, {"create", "keda.sh", "triggerauthentications", "", "llm", ""}})
 	assertAccess(ctx, t, cluster.Clientset(), "wva-system:wva-adapter",
 		[]access{{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"},
-			{"watch", "", "configmaps", "", "llm", "wva-saturation-scaling-config"}},
+			{"watch", "", "configmaps", "", "llm", "wva-saturation-scaling-config"}, {"update", "", "configmaps", "", "wva-system", "wva-analyzer-state"}},
 		[]access{{"update", "", "configmaps", "", "wva-system", "wva-saturation-scaling-config"}, {"create", "", "configmaps", "", "llm", ""},
 			{"list", "", "configmaps", "", "llm", ""}})
 }

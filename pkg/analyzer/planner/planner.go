@@ -581,3 +581,13 @@ func z(p float64) float64 {
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// TrimOldest implements analyzer.Trimmer: it drops the older half of the
+// plans (the newest ones carry the hold), for persisting under a size bound.
+func (s State) TrimOldest() (any, bool) {
+	if len(s.Plans) == 0 {
+		return s, false
+	}
+	s.Plans = append([]PlanPoint(nil), s.Plans[len(s.Plans)/2+len(s.Plans)%2:]...)
+	return s, true
+}

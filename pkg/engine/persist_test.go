@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/analyzer/planner"
+)
+
+func fullPlanner() planner.State {
+	st := planner.State{Analyzer: planner.Name, HoldFactor: 12}
+	for i := range 1024 {
+		st.Plans = append(st.Plans, planner.PlanPoint{At: t0.Add(time.Duration(i) * 30 * time.Second), Rate: 1234.5678901 + float64(i)})
+	}
+	return st
+}
+
+func TestEncodeStateBounds(t *testing.T) {
+	full := fullPlanner()
+	raw, err := json.Marshal(full)
+	require.NoError(t, err)
+	require.Greater(t, len(raw), MaxGroupStateBytes, "the test needs a planner state over the bound")
+
+	big := strings.Repeat("x", MaxGroupStateBytes-200) // fits one group, not trimmable
+	many := map[GroupKey]any{}
+	for i := range 40 {
+		many[GroupKey{Namespace: "prod", ModelID: fmt.Sprintf("m%02d", i)}] = big
+	}
+	cases := map[string]struct {
+		state       map[GroupKey]any
+		wantGroups  int
+		wantDropped int
+	}{
+		"small states round-trip":          {map[GroupKey]any{{"prod", "meta/llama-3.1-8b"}: map[string]int{"n": 1}, {"dev", "m"}: []int{1, 2}}, 2, 0},
+		"planner history trimmed to fit":   {map[GroupKey]any{{"prod", "m"}: full}, 1, 0},
+		"untrimmable over the group bound": {map[GroupKey]any{{"prod", "m"}: strings.Repeat("x", MaxGroupStateBytes)}, 0, 1},
+		"groups beyond the total bound":    {many, MaxStateBytes / (MaxGroupStateBytes - 200 + 60), 40 - MaxStateBytes/(MaxGroupStateBytes-200+60)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			data, dropped := EncodeState(tc.state)
+			assert.Len(t, data, tc.wantGroups)
+			assert.Equal(t, tc.wantDropped, dropped)
+			total := 0
+			for k, v := range data {
+				assert.Empty(t, validation.IsConfigMapKey(k), k)
+				assert.LessOrEqual(t, len(v), MaxGroupStateBytes)
+				total += len(v)
+			}
+			assert.LessOrEqual(t, total, MaxStateBytes)
+			for k, v := range DecodeState(data) {
+				want, err := json.Marshal(tc.state[k])
+				require.NoError(t, err)
+				if name == "planner history trimmed to fit" {
+					st, ok := analyzer.DecodeState[planner.State](v)
+					require.True(t, ok)
+					require.NotEmpty(t, st.Plans)
+					assert.Less(t, len(st.Plans), len(full.Plans))
+					// The newest plans are the ones kept.
+					assert.Equal(t, full.Plans[len(full.Plans)-len(st.Plans):], st.Plans)
+					continue
+				}
+				assert.JSONEq(t, string(want), string(v.(json.RawMessage)))
+			}
+		})
+	}
+}
+
+func TestStateDataKeyDistinct(t *testing.T) {
+	a := StateDataKey(GroupKey{Namespace: "prod", ModelID: "meta/llama"})
+	b := StateDataKey(GroupKey{Namespace: "prod", ModelID: "meta-llama"})
+	assert.NotEqual(t, a, b)
+	assert.Empty(t, validation.IsConfigMapKey(StateDataKey(GroupKey{Namespace: "prod", ModelID: strings.Repeat("é/", 300)})))
+}

@@ -1,0 +1,147 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/utils/clock"
+
+	"github.com/wva-project/wva/pkg/adapter"
+	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/collector"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/engine"
+	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
+	"github.com/wva-project/wva/pkg/pipeline"
+)
+
+// rampAnalyzer plans one more replica every cycle it remembers: its
+// decision depends on nothing but its state, so a cold start shows.
+type rampAnalyzer struct{}
+
+type rampState struct {
+	Cycles int32 `json:"cycles"`
+}
+
+func (rampAnalyzer) Name() string { return config.AnalyzerSaturationPercentage }
+
+func (r rampAnalyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+	return r.AnalyzeState(g, cfg, nil)
+}
+
+func (rampAnalyzer) AnalyzeState(g decision.Group, _ config.Resolved, prev any) (analyzer.Result, error) {
+	st, _ := analyzer.DecodeState[rampState](prev)
+	planned := map[string]int32{}
+	for _, v := range g.Variants {
+		planned[v.Name] = 1 + st.Cycles
+	}
+	return analyzer.Result{Signal: decision.Signal{PlannedReplicas: planned, Reason: fmt.Sprintf("ramp after %d cycles", st.Cycles)},
+		State: rampState{Cycles: st.Cycles + 1}}, nil
+}
+
+// apiViews lists the VA from the API server (so each engine sees the
+// status the other wrote) with a resolved target of one Ready pod.
+type apiViews struct {
+	ctx context.Context
+	wva versioned.Interface
+}
+
+func (v apiViews) Views() ([]engine.View, error) {
+	va, err := v.wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(v.ctx, "llama-l4", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return []engine.View{{VA: va, Target: engine.Target{Resolved: true, SpecReplicas: 1, ReadyPods: []string{"p1"}}}}, nil
+}
+
+type fixedMetrics struct{}
+
+func (fixedMetrics) Collect(context.Context, collector.Request) (collector.Result, error) {
+	return collector.Result{Pods: map[collector.PodKey]collector.PodMetrics{
+		{Namespace: "prod", Pod: "p1"}: {KvCacheUsage: 0.5, HasKvCacheUsage: true, HasQueueLength: true}}}, nil
+}
+
+// TestAnalyzerStateSurvivesLeaderChange: engine A decides a few cycles and
+// persists its analyzers' state in wva-analyzer-state; a fresh engine B (a
+// new leader, no memory of its own) loads it from the API server and its
+// first decision, as served in VA status, is the one A would make next,
+// not a cold start's.
+func TestAnalyzerStateSurvivesLeaderChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, cs, wva := startCluster(ctx, t, "wva-system", "prod")
+	_, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-l4", "meta/llama-3.1-8b", "5", 1, 10), metav1.CreateOptions{})
+	require.NoError(t, err)
+	cms := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("wva-system"))
+	lister := cms.Core().V1().ConfigMaps().Lister()
+	cms.Start(ctx.Done())
+	cms.WaitForCacheSync(ctx.Done())
+
+	newEngine := func() (*engine.Engine, *adapter.StatePersister) {
+		p := pipeline.Default()
+		p.Analyzers = map[string]analyzer.Analyzer{config.AnalyzerSaturationPercentage: rampAnalyzer{}}
+		e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: fixedMetrics{}, Status: engine.ClientStatusWriter{Client: wva},
+			Config: config.NewStore(), Pipeline: p, Clock: clock.RealClock{}, Interval: time.Second, StatusHeartbeat: time.Minute}
+		return e, &adapter.StatePersister{Kube: cs, Namespace: "wva-system", Engine: e, Lister: lister, Interval: time.Second}
+	}
+	served := func() int32 {
+		v, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
+		require.NoError(t, err)
+		return v.Status.DesiredOptimizedAlloc.NumReplicas
+	}
+	decided := func(c engine.Cycle) int32 {
+		require.Len(t, c.Results, 1)
+		require.Len(t, c.Results[0].Targets, 1)
+		return c.Results[0].Targets[0].Replicas
+	}
+
+	a, pa := newEngine()
+	require.NoError(t, pa.Load(ctx)) // no ConfigMap yet: cold
+	for i := range 3 {
+		c, err := a.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int32(1+i), decided(c))
+	}
+	require.Equal(t, int32(3), served())
+	require.NoError(t, pa.Persist(ctx))
+	cm, err := cs.CoreV1().ConfigMaps("wva-system").Get(ctx, adapter.AnalyzerStateConfigMapName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Len(t, cm.Data, 1)
+	rv := cm.ResourceVersion
+	// Unchanged state: no write.
+	eventually(ctx, t, "the informer has the ConfigMap", func() (bool, string) {
+		got, err := lister.ConfigMaps("wva-system").Get(adapter.AnalyzerStateConfigMapName)
+		return err == nil && got.ResourceVersion == rv, fmt_(got, err)
+	})
+	require.NoError(t, pa.Persist(ctx))
+	cm, err = cs.CoreV1().ConfigMaps("wva-system").Get(ctx, adapter.AnalyzerStateConfigMapName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, rv, cm.ResourceVersion, "an unchanged state is not rewritten")
+
+	// B takes over: loads, then decides.
+	b, pb := newEngine()
+	require.NoError(t, pb.Load(ctx))
+	cb, err := b.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int32(4), decided(cb), "B continues A's ramp (a cold start decides 1)")
+	assert.Equal(t, int32(4), served())
+
+	// What A decides next from its own memory is the same.
+	ca, err := a.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, decided(ca), decided(cb))
+	assert.Equal(t, ca.Results[0].Targets[0].Rule, cb.Results[0].Targets[0].Rule)
+
+	// A cold engine, for contrast, starts over.
+	cold, _ := newEngine()
+	cc, err := cold.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), decided(cc))
+}
