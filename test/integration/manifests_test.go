@@ -76,7 +76,7 @@ func TestManifestsRender(t *testing.T) {
 				require.NoError(t, err, "kubectl kustomize %s", dir)
 				theirs, err := testenv.ReadYAMLObjectsFrom(out)
 				require.NoError(t, err)
-				require.Equal(t, canonical(t, theirs), canonical(t, objs), "minimal renderer and kubectl kustomize disagree")
+				require.Equal(t, canonical(t, theirs), canonical(t, objs), "testenv.RenderKustomization and kubectl kustomize disagree")
 			}
 			seen := map[string]bool{}
 			for _, o := range objs {

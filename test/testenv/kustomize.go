@@ -9,9 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,249 +24,30 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
-// kustomization is the subset of kustomization.yaml the minimal renderer
-// understands. sigs.k8s.io/kustomize/api is not a dependency of this module
-// (it would pull kyaml and go-openapi for one test), so RenderKustomization
-// implements what deploy/ and examples/ use: `resources:` (files and
-// directories with a kustomization, recursively), `images:` and `patches:`
-// in their JSON 6902 form (add may append to a list with "-"), plus the one
-// strategic-merge patch `$patch: delete` that drops an object. Any other
-// field (or strategic-merge patch) is an error, so a manifest change that
-// needs real kustomize features fails here loudly.
-type kustomization struct {
-	APIVersion string   `json:"apiVersion"`
-	Kind       string   `json:"kind"`
-	Resources  []string `json:"resources"`
-	Images     []struct {
-		Name    string `json:"name"`
-		NewName string `json:"newName,omitempty"`
-		NewTag  string `json:"newTag,omitempty"`
-		Digest  string `json:"digest,omitempty"`
-	} `json:"images"`
-	Patches []struct {
-		Path   string `json:"path,omitempty"`
-		Patch  string `json:"patch,omitempty"`
-		Target struct {
-			Group     string `json:"group,omitempty"`
-			Version   string `json:"version,omitempty"`
-			Kind      string `json:"kind,omitempty"`
-			Name      string `json:"name,omitempty"`
-			Namespace string `json:"namespace,omitempty"`
-		} `json:"target"`
-	} `json:"patches"`
-}
-
-// RenderKustomization renders dir (a directory with kustomization.yaml). Like kustomize's default load
-// restrictor, a file resource must lie in or below its kustomization's
-// directory; anything outside must be a directory with a kustomization.yaml.
+// RenderKustomization renders dir (a directory with kustomization.yaml)
+// with kustomize's own library, as `kubectl kustomize dir` does (default
+// load restrictor, no build annotations) but keeping the resources' order,
+// as listed, instead of kubectl's legacy sort by kind.
 func RenderKustomization(dir string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		return nil, err
 	}
-	var k kustomization
-	if err := yaml.UnmarshalStrict(data, &k); err != nil {
-		return nil, fmt.Errorf("%s/kustomization.yaml: %w", dir, err)
+	// Through YAML rather than each resource's Map() (Go ints, which
+	// unstructured's DeepCopy rejects): objects decode as ReadYAMLObjects
+	// decodes files.
+	data, err := m.AsYaml()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	var objs []*unstructured.Unstructured
-	for _, r := range k.Resources {
-		p := filepath.Join(dir, r)
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s/kustomization.yaml: resource %q: %w", dir, r, err)
-		}
-		var got []*unstructured.Unstructured
-		if st.IsDir() {
-			got, err = RenderKustomization(p)
-		} else {
-			rel, _ := filepath.Rel(dir, p)
-			if strings.HasPrefix(rel, "..") {
-				return nil, fmt.Errorf("%s/kustomization.yaml: file resource %q is outside the kustomization root (kustomize rejects it; reference a directory with a kustomization.yaml)", dir, r)
-			}
-			got, err = ReadYAMLObjects(p)
-		}
-		if err != nil {
-			return nil, err
-		}
-		objs = append(objs, got...)
-	}
-	for _, img := range k.Images {
-		for _, o := range objs {
-			if err := setImage(o, img.Name, img.NewName, img.NewTag, img.Digest); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for i, p := range k.Patches {
-		where := fmt.Sprintf("%s/kustomization.yaml: patches[%d]", dir, i)
-		body := []byte(p.Patch)
-		if p.Path != "" {
-			if body, err = os.ReadFile(filepath.Join(dir, p.Path)); err != nil {
-				return nil, fmt.Errorf("%s: %w", where, err)
-			}
-		}
-		if del, ok, err := deletePatch(body); err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
-		} else if ok {
-			if objs, err = deleteObjects(objs, del, p.Target.Kind, p.Target.Name, p.Target.Namespace); err != nil {
-				return nil, fmt.Errorf("%s: %w", where, err)
-			}
-			continue
-		}
-		var ops []jsonPatchOp
-		if err := yaml.UnmarshalStrict(body, &ops); err != nil {
-			return nil, fmt.Errorf("%s: only JSON 6902 patches (a list of ops) are supported: %w", where, err)
-		}
-		tg, matched := p.Target, 0
-		for _, o := range objs {
-			gvk := o.GroupVersionKind()
-			if (tg.Group != "" && tg.Group != gvk.Group) || (tg.Version != "" && tg.Version != gvk.Version) ||
-				(tg.Kind != "" && tg.Kind != gvk.Kind) || (tg.Name != "" && tg.Name != o.GetName()) ||
-				(tg.Namespace != "" && tg.Namespace != o.GetNamespace()) {
-				continue
-			}
-			matched++
-			for _, op := range ops {
-				if err := op.apply(o.Object); err != nil {
-					return nil, fmt.Errorf("%s on %s: %w", where, ObjKey(o), err)
-				}
-			}
-		}
-		if matched == 0 {
-			return nil, fmt.Errorf("%s: target %+v matches no object", where, tg)
-		}
-	}
-	return objs, nil
+	return ReadYAMLObjectsFrom(data)
 }
 
-// deletePatch recognises a strategic-merge patch that is only an object's
-// identity and `$patch: delete`, the way kustomize drops a base's object.
-func deletePatch(body []byte) (*unstructured.Unstructured, bool, error) {
-	var m map[string]any
-	if err := yaml.Unmarshal(body, &m); err != nil || m["$patch"] == nil {
-		return nil, false, nil // a list of JSON 6902 ops, or something the caller rejects
-	}
-	if m["$patch"] != "delete" {
-		return nil, false, fmt.Errorf("$patch: %v: only delete is supported", m["$patch"])
-	}
-	for k := range m {
-		if k != "$patch" && k != "apiVersion" && k != "kind" && k != "metadata" {
-			return nil, false, fmt.Errorf("a $patch: delete patch names an object; %q is not supported", k)
-		}
-	}
-	return &unstructured.Unstructured{Object: m}, true, nil
-}
-
-// deleteObjects drops the objects del (and the optional target) names;
-// naming nothing is an error, as in kustomize.
-func deleteObjects(objs []*unstructured.Unstructured, del *unstructured.Unstructured, kind, name, namespace string) ([]*unstructured.Unstructured, error) {
-	if kind == "" {
-		kind = del.GetKind()
-	}
-	if name == "" {
-		name = del.GetName()
-	}
-	if namespace == "" {
-		namespace = del.GetNamespace()
-	}
-	if kind == "" || name == "" {
-		return nil, fmt.Errorf("$patch: delete needs a kind and a name")
-	}
-	var out []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == kind && o.GetName() == name && (namespace == "" || o.GetNamespace() == namespace) {
-			continue
-		}
-		out = append(out, o)
-	}
-	if len(out) == len(objs) {
-		return nil, fmt.Errorf("$patch: delete: no %s %s", kind, name)
-	}
-	return out, nil
-}
-
-// jsonPatchOp is one RFC 6902 operation; add, replace and remove are what
-// the overlays need.
-type jsonPatchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value,omitempty"`
-}
-
-func (op jsonPatchOp) apply(obj map[string]any) error {
-	if !strings.HasPrefix(op.Path, "/") {
-		return fmt.Errorf("path %q: must start with /", op.Path)
-	}
-	parts := strings.Split(op.Path[1:], "/")
-	for i, p := range parts {
-		parts[i] = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
-	}
-	// Walk to the parent container.
-	var parent any = obj
-	for _, p := range parts[:len(parts)-1] {
-		switch c := parent.(type) {
-		case map[string]any:
-			next, ok := c[p]
-			if !ok {
-				return fmt.Errorf("path %q: %q not found", op.Path, p)
-			}
-			parent = next
-		case []any:
-			idx, err := strconv.Atoi(p)
-			if err != nil || idx < 0 || idx >= len(c) {
-				return fmt.Errorf("path %q: bad index %q", op.Path, p)
-			}
-			parent = c[idx]
-		default:
-			return fmt.Errorf("path %q: %q is not a map or list", op.Path, p)
-		}
-	}
-	last := parts[len(parts)-1]
-	switch c := parent.(type) {
-	case map[string]any:
-		_, exists := c[last]
-		switch op.Op {
-		case "add":
-			c[last] = op.Value
-		case "replace":
-			if !exists {
-				return fmt.Errorf("replace %q: no such field", op.Path)
-			}
-			c[last] = op.Value
-		case "remove":
-			if !exists {
-				return fmt.Errorf("remove %q: no such field", op.Path)
-			}
-			delete(c, last)
-		default:
-			return fmt.Errorf("op %q not supported (add, replace, remove)", op.Op)
-		}
-		return nil
-	case []any:
-		// Appending ("-") is what overlays do to args; the new slice must
-		// be stored back in the list's own parent.
-		if op.Op != "add" || last != "-" || len(parts) < 2 {
-			return fmt.Errorf("path %q: only appending (add .../-) to a list is supported by the minimal renderer", op.Path)
-		}
-		return jsonPatchOp{Op: "replace", Path: "/" + strings.Join(escape(parts[:len(parts)-1]), "/"), Value: append(c, op.Value)}.apply(obj)
-	default:
-		return fmt.Errorf("path %q: parent is not a map", op.Path)
-	}
-}
-
-// escape undoes the ~0/~1 decoding of JSON pointer tokens.
-func escape(parts []string) []string {
-	out := make([]string, len(parts))
-	for i, p := range parts {
-		out[i] = strings.ReplaceAll(strings.ReplaceAll(p, "~", "~0"), "/", "~1")
-	}
-	return out
-}
-
-// readYAMLObjects splits a multi-document YAML file into objects.
+// ReadYAMLObjects splits a multi-document YAML file into objects.
 func ReadYAMLObjects(path string) ([]*unstructured.Unstructured, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -299,50 +77,6 @@ func ReadYAMLObjectsFrom(data []byte) ([]*unstructured.Unstructured, error) {
 		}
 		objs = append(objs, &unstructured.Unstructured{Object: m})
 	}
-}
-
-// setImage applies one kustomize `images:` entry to a workload's containers.
-func setImage(o *unstructured.Unstructured, name, newName, newTag, digest string) error {
-	for _, field := range []string{"containers", "initContainers"} {
-		path := []string{"spec", "template", "spec", field}
-		cs, found, err := unstructured.NestedSlice(o.Object, path...)
-		if err != nil || !found {
-			continue
-		}
-		for i, c := range cs {
-			cm := c.(map[string]any)
-			image, _ := cm["image"].(string)
-			base, tag := image, ""
-			if at := strings.Index(base, "@"); at >= 0 {
-				base = base[:at]
-			}
-			if colon := strings.LastIndex(base, ":"); colon > strings.LastIndex(base, "/") {
-				base, tag = base[:colon], base[colon+1:]
-			}
-			if base != name {
-				continue
-			}
-			if newName != "" {
-				base = newName
-			}
-			switch {
-			case digest != "":
-				image = base + "@" + digest
-			case newTag != "":
-				image = base + ":" + newTag
-			case tag != "":
-				image = base + ":" + tag
-			default:
-				image = base
-			}
-			cm["image"] = image
-			cs[i] = cm
-		}
-		if err := unstructured.SetNestedSlice(o.Object, cs, path...); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ObjKey names an object for messages: apiVersion/Kind namespace/name.
