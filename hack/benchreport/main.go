@@ -77,7 +77,7 @@ func run(check bool) error {
 		return out, nil
 	}
 
-	table, err := policyTable(simulate)
+	table, frontier, err := policyTable(simulate)
 	if err != nil {
 		return err
 	}
@@ -90,6 +90,7 @@ func run(check bool) error {
 		"README.md": {"headline": fence(withoutFrontier(full))},
 		"docs/benchmarks.md": {
 			"policies": table,
+			"frontier": frontier,
 			"default":  fence(full),
 		},
 	}
@@ -123,20 +124,24 @@ func run(check bool) error {
 	return nil
 }
 
-// policyTable runs every workload and renders the Markdown table.
-func policyTable(simulate func(...string) ([]byte, error)) (string, error) {
-	var b strings.Builder
+// policyTable runs every workload (with --frontier) and renders the
+// Markdown tables of the policies and of their frontiers.
+func policyTable(simulate func(...string) ([]byte, error)) (string, string, error) {
+	var b, f strings.Builder
+	f.WriteString("| workload | wva | wva-v1 | wva-throughput | queue-threshold | kpa | constant fleets | wva among the adaptive policies |\n")
+	f.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	b.WriteString("| workload | policy | cost | x oracle | SLO met | mean replicas | peak replicas | wva against every other row |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, w := range workloads {
-		rep, err := report(simulate, w.args...)
+		rep, err := report(simulate, append([]string{"--frontier"}, w.args...)...)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		token, err := report(simulate, append([]string{"--policies", "wva,oracle", "--wva-config", tokenConfig}, w.args...)...)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
+		f.WriteString(frontierRow(w.name, rep))
 		for _, p := range rep.Policies {
 			if !tablePolicies[p.Policy] {
 				continue
@@ -151,7 +156,27 @@ func policyTable(simulate func(...string) ([]byte, error)) (string, error) {
 			b.WriteString(row(w.name, "wva (token analyzer)", wva, ""))
 		}
 	}
-	return b.String(), nil
+	return b.String(), f.String(), nil
+}
+
+// frontierRow is one workload's costs to reach 95% / 99% attainment.
+func frontierRow(workload string, rep sim.Report) string {
+	cell := func(policy string) string {
+		p, ok := rep.Row(policy)
+		if !ok || p.Frontier == nil {
+			return "n/a"
+		}
+		return cost(p.Frontier.CostAt95) + " / " + cost(p.Frontier.CostAt99)
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", workload, cell(sim.PolicyWVA), cell(sim.PolicyWVAV1),
+		cell(sim.PolicyWVAThroughput), cell(sim.PolicyQueueThreshold), cell(sim.PolicyKPA), cell(sim.PolicyStaticPeak), sim.FrontierRanking(rep))
+}
+
+func cost(c *float64) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *c)
 }
 
 func report(simulate func(...string) ([]byte, error), args ...string) (sim.Report, error) {

@@ -48,6 +48,15 @@ func RenderText(w io.Writer, rep Report) error {
 	if rep.Verdict != nil {
 		fmt.Fprintf(&b, "  wva against the other rows (attainment capped at %.0f%%): %s\n", 100*rep.SLO.Attainment, rep.Verdict)
 	}
+	if r := FrontierRanking(rep); r != "" && hasFrontier(rep) {
+		fmt.Fprintf(&b, "\nCost to reach 95%% / 99%% attainment over each policy's knob (--frontier; - never reached):\n")
+		for _, p := range rep.Policies {
+			if p.Frontier != nil {
+				fmt.Fprintf(&b, "  %-16s %6s / %-6s (%s: %s)\n", p.Policy, frontierCost(p.Frontier.CostAt95), frontierCost(p.Frontier.CostAt99), p.Frontier.Knob, points(p.Frontier))
+			}
+		}
+		fmt.Fprintf(&b, "  wva among the adaptive policies: %s\n", r)
+	}
 	b.WriteString("\n")
 	b.WriteString(asciiChart(rep, 72, 14))
 	_, err := io.WriteString(w, b.String())
@@ -176,4 +185,25 @@ func asciiChart(rep Report, width, height int) string {
 	}
 	fmt.Fprintf(&b, "       %s\n", strings.Join(legend, "   "))
 	return b.String()
+}
+
+func hasFrontier(rep Report) bool {
+	for _, p := range rep.Policies {
+		if p.Frontier != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// points lists a frontier's runs as knob=cost@attainment.
+func points(f *Frontier) string {
+	if f.Knob == "constant fleet" {
+		return fmt.Sprintf("%d fleets", len(f.Points))
+	}
+	parts := make([]string, len(f.Points))
+	for i, p := range f.Points {
+		parts[i] = fmt.Sprintf("%g: %.1f@%.1f%%", p.Knob, p.Cost, 100*p.Attainment)
+	}
+	return strings.Join(parts, ", ")
 }

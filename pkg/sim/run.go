@@ -41,7 +41,10 @@ type PolicySummary struct {
 	MaxReplicas  int32   `json:"maxReplicas"`
 	Preemptions  int64   `json:"preemptions"`
 	Rejected     int     `json:"rejected"`
-	Unfinished   int     `json:"unfinished"`
+	// Frontier is the policy's cost against attainment over its knob
+	// (wva simulate --frontier); nil otherwise.
+	Frontier   *Frontier `json:"frontier,omitempty"`
+	Unfinished int       `json:"unfinished"`
 	// Simulated says the figures come from the simulation; the oracle's
 	// latency figures are those of its plan replayed with no start-up delay.
 	Note string `json:"note,omitempty"`

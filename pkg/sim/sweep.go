@@ -1,0 +1,232 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Attainment levels a frontier reports the cost of.
+const (
+	frontierLow  = 0.95
+	frontierHigh = 0.99
+)
+
+// Frontier is one policy's cost against attainment as its one knob moves:
+// the cheapest run reaching each level, nil where no run did.
+type Frontier struct {
+	Knob     string          `json:"knob"`
+	Points   []FrontierPoint `json:"points"`
+	CostAt95 *float64        `json:"costAt95"`
+	CostAt99 *float64        `json:"costAt99"`
+}
+
+// FrontierPoint is one run of the sweep.
+type FrontierPoint struct {
+	Knob       float64 `json:"knob"`
+	Cost       float64 `json:"cost"`
+	Attainment float64 `json:"attainment"`
+}
+
+// knobSweep is how one policy's knob is set on a scenario.
+type knobSweep struct {
+	knob   string
+	values []float64
+	set    func(sc *Scenario, v float64) error
+}
+
+// sweeps are the knobs --frontier moves: wva's attainment target (its one
+// knob), the KV threshold of the reference analyzers, the queue-threshold
+// and KPA targets as multiples of the scenario's. Constant fleets are
+// swept by size by the static-frontier rows themselves.
+func sweeps(base Scenario) map[string]knobSweep {
+	scaled := func(v float64, by float64) float64 { return v * by }
+	return map[string]knobSweep{
+		PolicyWVA: {"sloAttainment", []float64{0.9, 0.95, 0.98, 0.99, 0.995, 0.999}, setWVAAttainment},
+		PolicyWVAV1: {"kvCacheThreshold", []float64{0.4, 0.5, 0.6, 0.7, 0.8, 0.9}, func(sc *Scenario, v float64) error {
+			sc.Policies.V1.KvCacheThreshold = v
+			return nil
+		}},
+		PolicyWVAThroughput: {"kvCacheThreshold", []float64{0.4, 0.5, 0.6, 0.7, 0.8, 0.9}, func(sc *Scenario, v float64) error {
+			sc.Policies.V1.KvCacheThreshold = v
+			return nil
+		}},
+		PolicyQueueThreshold: {"targetWaitingPerReplica (x scenario)", []float64{0.125, 0.25, 0.5, 1, 2, 4}, func(sc *Scenario, v float64) error {
+			sc.Policies.QueueThreshold.TargetWaitingPerReplica = scaled(base.Policies.QueueThreshold.TargetWaitingPerReplica, v)
+			return nil
+		}},
+		PolicyKPA: {"targetUtilization", []float64{0.2, 0.35, 0.5, 0.7, 0.85, 1}, func(sc *Scenario, v float64) error {
+			sc.Policies.KPA.TargetUtilization = v
+			return nil
+		}},
+	}
+}
+
+// setWVAAttainment sets sloAttainment in the default entry of wva's
+// saturation ConfigMap, as a user would.
+func setWVAAttainment(sc *Scenario, v float64) error {
+	const cm = "wva-saturation-scaling-config"
+	cms := map[string]map[string]string{}
+	for name, data := range sc.Policies.WVA.ConfigMaps {
+		cms[name] = map[string]string{}
+		for k, e := range data {
+			cms[name][k] = e
+		}
+	}
+	if cms[cm] == nil {
+		cms[cm] = map[string]string{}
+	}
+	entry := map[string]any{}
+	if err := yaml.Unmarshal([]byte(cms[cm]["default"]), &entry); err != nil {
+		return fmt.Errorf("%s default entry: %w", cm, err)
+	}
+	entry["sloAttainment"] = v
+	b, err := yaml.Marshal(entry)
+	if err != nil {
+		return err
+	}
+	cms[cm]["default"] = string(b)
+	sc.Policies.WVA.ConfigMaps = cms
+	return nil
+}
+
+// SweepFrontiers fills each swept policy's Frontier in rep: one run of the
+// policy alone per knob value, on the same trace. The constant fleets'
+// frontier is read from the report's static rows (static-peak and the
+// static-frontier rows) and attached to static-peak's row.
+func SweepFrontiers(sc Scenario, trace Trace, rep *Report) error {
+	sw := sweeps(sc)
+	for i := range rep.Policies {
+		p := &rep.Policies[i]
+		s, ok := sw[p.Policy]
+		if !ok {
+			continue
+		}
+		f := &Frontier{Knob: s.knob}
+		for _, v := range s.values {
+			run := sc
+			if err := s.set(&run, v); err != nil {
+				return fmt.Errorf("--frontier %s %s=%g: %w", p.Policy, s.knob, v, err)
+			}
+			r, err := Run(run, trace, Options{Policies: []string{p.Policy}})
+			if err != nil {
+				return fmt.Errorf("--frontier %s %s=%g: %w", p.Policy, s.knob, v, err)
+			}
+			f.Points = append(f.Points, FrontierPoint{Knob: v, Cost: r.Policies[0].Cost, Attainment: r.Policies[0].SLOAttainment})
+		}
+		f.fill()
+		p.Frontier = f
+	}
+	var static *Frontier
+	for _, p := range rep.Policies {
+		if p.Policy == PolicyStaticPeak || isFrontierRow(p.Policy) {
+			if static == nil {
+				static = &Frontier{Knob: "constant fleet"}
+			}
+			static.Points = append(static.Points, FrontierPoint{Knob: p.MeanReplicas, Cost: p.Cost, Attainment: p.SLOAttainment})
+		}
+	}
+	if static != nil {
+		sort.Slice(static.Points, func(i, j int) bool { return static.Points[i].Cost < static.Points[j].Cost })
+		static.fill()
+		for i := range rep.Policies {
+			if rep.Policies[i].Policy == PolicyStaticPeak {
+				rep.Policies[i].Frontier = static
+			}
+		}
+	}
+	return nil
+}
+
+// fill sets the cheapest cost reaching each attainment level.
+func (f *Frontier) fill() {
+	at := func(level float64) *float64 {
+		best := math.Inf(1)
+		for _, p := range f.Points {
+			if p.Attainment >= level-1e-12 && p.Cost < best {
+				best = p.Cost
+			}
+		}
+		if math.IsInf(best, 1) {
+			return nil
+		}
+		return &best
+	}
+	f.CostAt95, f.CostAt99 = at(frontierLow), at(frontierHigh)
+}
+
+// adaptivePolicies are the policies goal 4 ranks wva among.
+var adaptivePolicies = []string{PolicyWVA, PolicyWVAV1, PolicyWVAThroughput, PolicyQueueThreshold, PolicyKPA}
+
+// FrontierRanking says, per level, whether wva's cost to reach it is the
+// lowest of the adaptive policies that reach it ("" when no frontier was
+// swept).
+func FrontierRanking(rep Report) string {
+	var parts []string
+	for _, level := range []struct {
+		name string
+		cost func(*Frontier) *float64
+	}{
+		{"95%", func(f *Frontier) *float64 { return f.CostAt95 }},
+		{"99%", func(f *Frontier) *float64 { return f.CostAt99 }},
+	} {
+		var wva *float64
+		var cheaper []string
+		reached := 0
+		for _, p := range rep.Policies {
+			if p.Frontier == nil || !contains(adaptivePolicies, p.Policy) {
+				continue
+			}
+			c := level.cost(p.Frontier)
+			if c == nil {
+				continue
+			}
+			reached++
+			if p.Policy == PolicyWVA {
+				wva = c
+			}
+		}
+		if reached == 0 {
+			parts = append(parts, level.name+": no adaptive policy reaches it")
+			continue
+		}
+		for _, p := range rep.Policies {
+			if p.Frontier == nil || p.Policy == PolicyWVA || !contains(adaptivePolicies, p.Policy) {
+				continue
+			}
+			if c := level.cost(p.Frontier); c != nil && (wva == nil || *c < *wva-1e-9) {
+				cheaper = append(cheaper, fmt.Sprintf("%s %.1f", p.Policy, *c))
+			}
+		}
+		switch {
+		case wva == nil:
+			parts = append(parts, level.name+": wva never reaches it; "+strings.Join(cheaper, ", ")+" do")
+		case len(cheaper) == 0:
+			parts = append(parts, fmt.Sprintf("%s: wva cheapest (%.1f)", level.name, *wva))
+		default:
+			parts = append(parts, fmt.Sprintf("%s: wva %.1f, cheaper: %s", level.name, *wva, strings.Join(cheaper, ", ")))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// frontierCost formats a frontier cost, "-" where never reached.
+func frontierCost(c *float64) string {
+	if c == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*c, 'f', 1, 64)
+}

@@ -1,0 +1,101 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/config"
+)
+
+func TestFrontierFill(t *testing.T) {
+	cases := []struct {
+		name   string
+		points []FrontierPoint
+		at95   *float64
+		at99   *float64
+	}{
+		{"never reached", []FrontierPoint{{Cost: 10, Attainment: 0.5}, {Cost: 20, Attainment: 0.9}}, nil, nil},
+		{"cheapest run at each level", []FrontierPoint{{Cost: 30, Attainment: 0.999}, {Cost: 20, Attainment: 0.96}, {Cost: 25, Attainment: 0.99}, {Cost: 22, Attainment: 0.97}},
+			costOf(20), costOf(25)},
+		{"a dearer run reaching less does not count", []FrontierPoint{{Cost: 40, Attainment: 0.94}, {Cost: 35, Attainment: 0.95}}, costOf(35), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := Frontier{Points: tc.points}
+			f.fill()
+			assert.Equal(t, tc.at95, f.CostAt95)
+			assert.Equal(t, tc.at99, f.CostAt99)
+		})
+	}
+}
+
+func costOf(v float64) *float64 { return &v }
+
+func TestFrontierRanking(t *testing.T) {
+	row := func(policy string, at95, at99 *float64) PolicySummary {
+		return PolicySummary{Policy: policy, Frontier: &Frontier{CostAt95: at95, CostAt99: at99}}
+	}
+	cases := []struct {
+		name string
+		rows []PolicySummary
+		want string
+	}{
+		{"wva cheapest", []PolicySummary{row("wva", costOf(40), costOf(50)), row("kpa", costOf(60), nil)},
+			"95%: wva cheapest (40.0); 99%: wva cheapest (50.0)"},
+		{"a peer is cheaper", []PolicySummary{row("wva", costOf(40), costOf(50)), row("kpa", costOf(30), costOf(70))},
+			"95%: wva 40.0, cheaper: kpa 30.0; 99%: wva cheapest (50.0)"},
+		{"wva never reaches it", []PolicySummary{row("wva", costOf(40), nil), row("queue-threshold", costOf(45), costOf(80))},
+			"95%: wva cheapest (40.0); 99%: wva never reaches it; queue-threshold 80.0 do"},
+		{"constant fleets are not adaptive", []PolicySummary{row("wva", nil, nil), row("static-peak", costOf(10), costOf(20))},
+			"95%: no adaptive policy reaches it; 99%: no adaptive policy reaches it"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, FrontierRanking(Report{Policies: tc.rows}))
+		})
+	}
+}
+
+// The wva sweep sets the attainment target the way a user would, in the
+// ConfigMap entry, and leaves the scenario it was given alone.
+func TestSetWVAAttainment(t *testing.T) {
+	base := DefaultScenario()
+	run := base
+	require.NoError(t, setWVAAttainment(&run, 0.95))
+	store, err := run.WVAStore()
+	require.NoError(t, err)
+	assert.InDelta(t, 0.95, store.Resolve(run.ModelID, run.Namespace).Saturation.SLO.Attainment, 1e-12)
+	orig, err := base.WVAStore()
+	require.NoError(t, err)
+	assert.InDelta(t, 0.99, orig.Resolve(base.ModelID, base.Namespace).Saturation.SLO.Attainment, 1e-12)
+}
+
+// A sweep runs each policy at every knob value and attaches the constant
+// fleets' frontier to static-peak.
+func TestSweepFrontiers(t *testing.T) {
+	sc := DefaultScenario()
+	sc.Traffic.Limit = config.Duration(10 * time.Minute)
+	trace, err := sc.LoadTraffic()
+	require.NoError(t, err)
+	rep, err := Run(sc, trace, Options{Policies: []string{PolicyWVA, PolicyKPA, PolicyStaticPeak, PolicyStaticFrontier}})
+	require.NoError(t, err)
+	require.NoError(t, SweepFrontiers(sc, trace, &rep))
+	for _, p := range rep.Policies {
+		switch {
+		case p.Policy == PolicyWVA || p.Policy == PolicyKPA:
+			require.NotNil(t, p.Frontier, p.Policy)
+			assert.Len(t, p.Frontier.Points, 6, p.Policy)
+		case p.Policy == PolicyStaticPeak:
+			require.NotNil(t, p.Frontier)
+			assert.Greater(t, len(p.Frontier.Points), 1)
+		default:
+			assert.Nil(t, p.Frontier, p.Policy)
+		}
+	}
+	// The knob really moves the policy: its ends cost differently.
+	kpa := rep.Policies[1].Frontier.Points
+	assert.NotEqual(t, kpa[0].Cost, kpa[len(kpa)-1].Cost)
+}
