@@ -93,12 +93,7 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 	for k := range byKey {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Namespace != keys[j].Namespace {
-			return keys[i].Namespace < keys[j].Namespace
-		}
-		return keys[i].ModelID < keys[j].ModelID
-	})
+	sortGroupKeys(keys)
 
 	plans := make([]Plan, 0, len(keys))
 	for _, k := range keys {
@@ -241,4 +236,14 @@ func Windows(views []View, resolve ConfigResolver) []time.Duration {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// sortGroupKeys orders group keys by namespace, then model.
+func sortGroupKeys(keys []GroupKey) {
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Namespace != keys[j].Namespace {
+			return keys[i].Namespace < keys[j].Namespace
+		}
+		return keys[i].ModelID < keys[j].ModelID
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
-	"sort"
 
 	"github.com/wva-project/wva/pkg/analyzer"
 )
@@ -37,12 +36,7 @@ func EncodeState(state map[GroupKey]any) (map[string]string, int) {
 	for k := range state {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Namespace != keys[j].Namespace {
-			return keys[i].Namespace < keys[j].Namespace
-		}
-		return keys[i].ModelID < keys[j].ModelID
-	})
+	sortGroupKeys(keys)
 	data := map[string]string{}
 	total, dropped := 0, 0
 	for _, k := range keys {
