@@ -106,7 +106,7 @@ func serve(ctx context.Context, e Endpoints, auth func() (authenticator.Request,
 				return fmt.Errorf("--metrics-secure: %w", err)
 			}
 			handler = WithAuthenticationAndAuthorization(mux, authn, authz)
-			if tlsCfg, err = servingTLS(e.MetricsCertDir); err != nil {
+			if tlsCfg, err = servingTLS(ctx, e.MetricsCertDir); err != nil {
 				return fmt.Errorf("--metrics-cert-dir=%q: %w", e.MetricsCertDir, err)
 			}
 		}
