@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -90,4 +91,18 @@ func RequireClientCert(ctx context.Context, cfg *tls.Config, purpose, caFile str
 		return err
 	}
 	return nil
+}
+
+// CAPool reads the PEM bundle path, which flag names, for a client to verify
+// a server with; errors name the flag.
+func CAPool(flag, path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s=%s: no PEM certificate found", flag, path)
+	}
+	return pool, nil
 }

@@ -58,3 +58,31 @@ func TestServingReloads(t *testing.T) {
 	_, err = Serving(ctx, "test", filepath.Join(t.TempDir(), "tls.crt"), keyFile)
 	assert.ErrorContains(t, err, "tls.crt", "no certificate: fail at start")
 }
+
+func TestCAPool(t *testing.T) {
+	dir := t.TempDir()
+	caPEM, _ := selfSigned(t, "ca.example")
+	good, notPEM := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token")
+	write(t, good, caPEM)
+	write(t, notPEM, []byte("not a certificate"))
+	missing := filepath.Join(dir, "missing")
+
+	for _, tc := range []struct {
+		name, path, wantErr string
+	}{
+		{"bundle", good, ""},
+		{"missing file", missing, "--x-ca-file: open " + missing},
+		{"no PEM in it", notPEM, "--x-ca-file=" + notPEM + ": no PEM certificate found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, err := CAPool("--x-ca-file", tc.path)
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				assert.Nil(t, pool)
+				return
+			}
+			require.NoError(t, err)
+			assert.False(t, pool.Equal(nil), "the bundle's CA is in the pool")
+		})
+	}
+}
