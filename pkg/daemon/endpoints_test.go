@@ -213,3 +213,39 @@ func TestServePlain(t *testing.T) {
 	e.MetricsSecure = true
 	assert.ErrorContains(t, Serve(ctx, e, nil, reg, nil, nil), "no API server client", "never secure mode without auth")
 }
+
+// TestListenAndServe: plain or TLS by srv.TLSConfig, errors naming the flag,
+// and the listener closed once ctx ends.
+func TestListenAndServe(t *testing.T) {
+	cfg, err := servingTLS(context.Background(), "")
+	require.NoError(t, err)
+	insecure := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	for _, tc := range []struct {
+		name   string
+		tls    *tls.Config
+		scheme string
+	}{{"plain", nil, "http"}, {"tls", cfg, "https"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			srv := &http.Server{TLSConfig: tc.tls, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("hi")) })}
+			addr, err := ListenAndServe(ctx, "--x-address", "127.0.0.1:0", srv, time.Second)
+			require.NoError(t, err)
+			code, body := get(t, insecure, tc.scheme+"://"+addr.String()+"/", "")
+			assert.Equal(t, http.StatusOK, code)
+			assert.Equal(t, "hi", body)
+
+			_, err = ListenAndServe(ctx, "--x-address", addr.String(), &http.Server{}, time.Second)
+			assert.ErrorContains(t, err, "--x-address="+addr.String()+": ", "port in use")
+
+			cancel()
+			assert.Eventually(t, func() bool {
+				c, err := net.Dial("tcp", addr.String())
+				if err == nil {
+					c.Close()
+				}
+				return err != nil
+			}, 5*time.Second, 20*time.Millisecond, "closed when ctx ends")
+		})
+	}
+}

@@ -249,19 +249,11 @@ func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metr
 	act := NewActivator(&Activator{Backends: backends, Waker: waker, Metrics: metrics, MaxWait: o.ActivatorMaxWait, HealthPath: o.ActivatorHealthPath,
 		MaxBodyBytes: o.ActivatorMaxBodyBytes, MaxHeldBytes: o.ActivatorMaxHeldBytes, MaxHeldRequests: int64(o.ActivatorMaxHeldRequests),
 		ReadTimeout: o.ActivatorReadTimeout, ResponseTimeout: o.ActivatorWriteTimeout, IdleTimeout: o.ActivatorIdleTimeout})
-	ln, err := net.Listen("tcp", o.ActivatorListen)
+	addr, err := daemon.ListenAndServe(ctx, "--activator-listen", o.ActivatorListen, act.Server(), 5*time.Second)
 	if err != nil {
-		return fmt.Errorf("--activator-listen=%s: %w", o.ActivatorListen, err)
+		return err
 	}
-	srv := act.Server()
-	go func() { _ = srv.Serve(ln) }()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	klog.InfoS("activator listening", "address", ln.Addr().String(), "models", sortedKeys(backends), "maxWait", o.ActivatorMaxWait,
+	klog.InfoS("activator listening", "address", addr.String(), "models", sortedKeys(backends), "maxWait", o.ActivatorMaxWait,
 		"maxHeldRequests", o.ActivatorMaxHeldRequests, "maxHeldBytes", o.ActivatorMaxHeldBytes, "maxBodyBytes", o.ActivatorMaxBodyBytes)
 	return nil
 }
