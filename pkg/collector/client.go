@@ -2,7 +2,6 @@ package collector
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"k8s.io/client-go/transport"
+
+	"github.com/wva-project/wva/pkg/tlsfiles"
 )
 
 // PrometheusOptions say how to reach the Prometheus HTTP API. They are the
@@ -36,15 +37,10 @@ type PrometheusOptions struct {
 func NewPrometheusAPI(o PrometheusOptions) (v1.API, error) {
 	tlsCfg := &tls.Config{InsecureSkipVerify: o.InsecureSkipVerify} //nolint:gosec // opt-in flag for testing
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("--prometheus-ca-file: %w", err)
+		var err error
+		if tlsCfg.RootCAs, err = tlsfiles.CAPool("--prometheus-ca-file", o.CAFile); err != nil {
+			return nil, err
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--prometheus-ca-file=%s: no PEM certificate found", o.CAFile)
-		}
-		tlsCfg.RootCAs = pool
 	}
 	var rt http.RoundTripper = &http.Transport{
 		Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsCfg,

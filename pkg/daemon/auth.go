@@ -1,14 +1,12 @@
 package daemon
 
 import (
+	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -19,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
+
+	"github.com/wva-project/wva/pkg/tlsfiles"
 )
 
 // DelegatingAuth asks the API server who a bearer token belongs to
@@ -74,59 +74,20 @@ func WithAuthenticationAndAuthorization(h http.Handler, authn authenticator.Requ
 }
 
 // servingTLS serves certDir's tls.crt/tls.key, reloaded when either file
-// changes (cert-manager renews in place), or, with no certDir, a
-// self-signed certificate generated now.
-func servingTLS(certDir string) (*tls.Config, error) {
-	if certDir == "" {
-		host, _ := os.Hostname()
-		certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, nil, []string{"localhost"})
-		if err != nil {
-			return nil, err
-		}
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, err
-		}
-		return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}, nil
+// changes (cert-manager renews in place) until ctx ends, or, with no
+// certDir, a self-signed certificate generated now.
+func servingTLS(ctx context.Context, certDir string) (*tls.Config, error) {
+	if certDir != "" {
+		return tlsfiles.Serving(ctx, "metrics-serving", filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
 	}
-	fc := &fileCert{certFile: filepath.Join(certDir, "tls.crt"), keyFile: filepath.Join(certDir, "tls.key")}
-	if _, err := fc.get(nil); err != nil {
+	host, _ := os.Hostname()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, nil, []string{"localhost"})
+	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: fc.get}, nil
-}
-
-// fileCert is a key pair on disk, loaded again when a file's modification
-// time or size changes.
-type fileCert struct {
-	certFile, keyFile string
-	mu                sync.Mutex
-	stamp             string
-	cert              *tls.Certificate
-}
-
-func (f *fileCert) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	var stamp strings.Builder
-	for _, name := range []string{f.certFile, f.keyFile} {
-		st, err := os.Stat(name)
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(&stamp, "%s/%d;", st.ModTime(), st.Size())
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.cert != nil && stamp.String() == f.stamp {
-		return f.cert, nil
-	}
-	cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		if f.cert != nil {
-			// Mid-rotation (one file written): keep serving the old pair.
-			return f.cert, nil
-		}
-		return nil, errors.Join(errors.New("loading the metrics serving certificate"), err)
+		return nil, err
 	}
-	f.cert, f.stamp = &cert, stamp.String()
-	return f.cert, nil
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}, nil
 }

@@ -106,7 +106,7 @@ func serve(ctx context.Context, e Endpoints, auth func() (authenticator.Request,
 				return fmt.Errorf("--metrics-secure: %w", err)
 			}
 			handler = WithAuthenticationAndAuthorization(mux, authn, authz)
-			if tlsCfg, err = servingTLS(e.MetricsCertDir); err != nil {
+			if tlsCfg, err = servingTLS(ctx, e.MetricsCertDir); err != nil {
 				return fmt.Errorf("--metrics-cert-dir=%q: %w", e.MetricsCertDir, err)
 			}
 		}
@@ -124,23 +124,38 @@ func serve(ctx context.Context, e Endpoints, auth func() (authenticator.Request,
 
 // listen serves handler on addr (TLS when tlsCfg is set) until ctx ends.
 func listen(ctx context.Context, flag, addr string, handler http.Handler, tlsCfg *tls.Config) error {
-	ln, err := net.Listen("tcp", addr)
+	srv := &http.Server{Handler: handler, TLSConfig: tlsCfg, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	bound, err := ListenAndServe(ctx, flag, addr, srv, 2*time.Second)
 	if err != nil {
-		return fmt.Errorf("%s=%s: %w", flag, addr, err)
+		return err
 	}
 	scheme := "http"
 	if tlsCfg != nil {
-		ln, scheme = tls.NewListener(ln, tlsCfg), "https"
+		scheme = "https"
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	klog.InfoS("serving", "flag", flag, "url", scheme+"://"+bound.String())
+	return nil
+}
+
+// ListenAndServe listens on addr and serves srv there (over TLS when
+// srv.TLSConfig is set) until ctx ends, then gives requests in flight grace
+// to finish. It returns once listening, with the bound address; errors name
+// flag, the option that set addr.
+func ListenAndServe(ctx context.Context, flag, addr string, srv *http.Server, grace time.Duration) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s: %w", flag, addr, err)
+	}
+	if srv.TLSConfig != nil {
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
 	go func() { _ = srv.Serve(ln) }()
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), grace)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	klog.InfoS("serving", "flag", flag, "url", scheme+"://"+ln.Addr().String())
-	return nil
+	return ln.Addr(), nil
 }

@@ -135,8 +135,8 @@ func TestServeSecure(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, code, "no metrics on the probe port")
 }
 
-// TestServeCertDir serves the certificate of --metrics-cert-dir and picks
-// up a renewed one without a restart.
+// TestServeCertDir serves the certificate of --metrics-cert-dir, picks up a
+// renewed one without a restart, and fails at start without one.
 func TestServeCertDir(t *testing.T) {
 	dir := t.TempDir()
 	write := func(host string) {
@@ -159,9 +159,9 @@ func TestServeCertDir(t *testing.T) {
 		return name
 	}
 	assert.Contains(t, served(), "first.example")
-	time.Sleep(10 * time.Millisecond) // a later modification time
 	write("second.example")
-	assert.Contains(t, served(), "second.example")
+	// The files' watcher reloads the pair asynchronously: served soon, not at once.
+	require.Eventually(t, func() bool { return strings.Contains(served(), "second.example") }, 10*time.Second, 50*time.Millisecond)
 
 	e.MetricsCertDir = t.TempDir()
 	assert.ErrorContains(t, serve(ctx, e, fakeAuth, prometheus.NewRegistry(), nil, nil), "tls.crt")
@@ -212,4 +212,40 @@ func TestServePlain(t *testing.T) {
 
 	e.MetricsSecure = true
 	assert.ErrorContains(t, Serve(ctx, e, nil, reg, nil, nil), "no API server client", "never secure mode without auth")
+}
+
+// TestListenAndServe: plain or TLS by srv.TLSConfig, errors naming the flag,
+// and the listener closed once ctx ends.
+func TestListenAndServe(t *testing.T) {
+	cfg, err := servingTLS(context.Background(), "")
+	require.NoError(t, err)
+	insecure := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	for _, tc := range []struct {
+		name   string
+		tls    *tls.Config
+		scheme string
+	}{{"plain", nil, "http"}, {"tls", cfg, "https"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			srv := &http.Server{TLSConfig: tc.tls, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("hi")) })}
+			addr, err := ListenAndServe(ctx, "--x-address", "127.0.0.1:0", srv, time.Second)
+			require.NoError(t, err)
+			code, body := get(t, insecure, tc.scheme+"://"+addr.String()+"/", "")
+			assert.Equal(t, http.StatusOK, code)
+			assert.Equal(t, "hi", body)
+
+			_, err = ListenAndServe(ctx, "--x-address", addr.String(), &http.Server{}, time.Second)
+			assert.ErrorContains(t, err, "--x-address="+addr.String()+": ", "port in use")
+
+			cancel()
+			assert.Eventually(t, func() bool {
+				c, err := net.Dial("tcp", addr.String())
+				if err == nil {
+					c.Close()
+				}
+				return err != nil
+			}, 5*time.Second, 20*time.Millisecond, "closed when ctx ends")
+		})
+	}
 }

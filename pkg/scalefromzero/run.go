@@ -3,7 +3,6 @@ package scalefromzero
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +38,7 @@ import (
 	"github.com/wva-project/wva/pkg/daemon"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
+	"github.com/wva-project/wva/pkg/tlsfiles"
 )
 
 // Run is `wva scale-from-zero`: informers, the poll loop (leader only), the
@@ -189,15 +189,10 @@ func Run(ctx context.Context, o *Options) error {
 func eppClient(o *Options) (*http.Client, error) {
 	tlsCfg := &tls.Config{InsecureSkipVerify: o.EPPInsecureTLS, ServerName: o.EPPTLSServerName, MinVersion: tls.VersionTLS12} //nolint:gosec // opt-in flag, refused with a token
 	if o.EPPCAFile != "" {
-		pem, err := os.ReadFile(o.EPPCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("--epp-ca-file: %w", err)
+		var err error
+		if tlsCfg.RootCAs, err = tlsfiles.CAPool("--epp-ca-file", o.EPPCAFile); err != nil {
+			return nil, err
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--epp-ca-file=%q: no PEM certificate in it", o.EPPCAFile)
-		}
-		tlsCfg.RootCAs = pool
 	}
 	var rt http.RoundTripper = &http.Transport{
 		Proxy:               nil, // pod IPs: never through an HTTP proxy
@@ -254,19 +249,11 @@ func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metr
 	act := NewActivator(&Activator{Backends: backends, Waker: waker, Metrics: metrics, MaxWait: o.ActivatorMaxWait, HealthPath: o.ActivatorHealthPath,
 		MaxBodyBytes: o.ActivatorMaxBodyBytes, MaxHeldBytes: o.ActivatorMaxHeldBytes, MaxHeldRequests: int64(o.ActivatorMaxHeldRequests),
 		ReadTimeout: o.ActivatorReadTimeout, ResponseTimeout: o.ActivatorWriteTimeout, IdleTimeout: o.ActivatorIdleTimeout})
-	ln, err := net.Listen("tcp", o.ActivatorListen)
+	addr, err := daemon.ListenAndServe(ctx, "--activator-listen", o.ActivatorListen, act.Server(), 5*time.Second)
 	if err != nil {
-		return fmt.Errorf("--activator-listen=%s: %w", o.ActivatorListen, err)
+		return err
 	}
-	srv := act.Server()
-	go func() { _ = srv.Serve(ln) }()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	klog.InfoS("activator listening", "address", ln.Addr().String(), "models", sortedKeys(backends), "maxWait", o.ActivatorMaxWait,
+	klog.InfoS("activator listening", "address", addr.String(), "models", sortedKeys(backends), "maxWait", o.ActivatorMaxWait,
 		"maxHeldRequests", o.ActivatorMaxHeldRequests, "maxHeldBytes", o.ActivatorMaxHeldBytes, "maxBodyBytes", o.ActivatorMaxBodyBytes)
 	return nil
 }
