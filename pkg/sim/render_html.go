@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"bytes"
+	_ "embed"
 	"fmt"
-	"html"
+	"html/template"
 	"io"
 	"math"
 	"strings"
@@ -24,49 +26,15 @@ func policyColor(name string) string {
 
 // RenderHTML writes a self-contained report: the table and inline SVG
 // charts (load, replicas per variant, KV usage, TTFT over time). No
-// external script or style.
+// external script or style. html/template escapes every value (scenario,
+// policy and variant names come from user files).
 func RenderHTML(w io.Writer, rep Report) error {
-	var b strings.Builder
-	esc := html.EscapeString
-	b.WriteString(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>wva simulate</title>
-<style>
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1100px}
-h1{font-size:22px}h2{font-size:17px;margin-top:28px}
-table{border-collapse:collapse;font-size:13px}th,td{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}
-th:first-child,td:first-child{text-align:left}th{background:#f4f4f4}
-.meta{font-size:13px;color:#444;line-height:1.5}.note{font-size:12px;color:#666}
-.grid{display:flex;flex-wrap:wrap;gap:8px}
-svg{background:#fff}
-</style></head><body>
-`)
-	fmt.Fprintf(&b, "<h1>wva simulate: %s</h1>\n", esc(rep.Scenario))
-	st := rep.Stats
-	fmt.Fprintf(&b, `<div class="meta">Trace: %s: %d requests over %s, mean %.2f req/s, peak minute %.2f req/s, mean tokens in %.0f / out %.0f<br>`,
-		esc(rep.Trace), st.Requests, st.Duration.Round(time.Second), st.MeanRate, st.PeakMinuteRate, st.MeanInputTokens, st.MeanOutputTokens)
-	fmt.Fprintf(&b, "SLO: TTFT &le; %s and ITL &le; %s for %.1f%% of requests<br>", seconds(rep.SLO.TTFT), seconds(rep.SLO.ITL), 100*rep.SLO.Attainment)
+	view := reportView{Report: rep}
 	for i, v := range rep.Variants {
-		fmt.Fprintf(&b, `Variant <span style="color:%s">&#9632;</span> %s (%s): cost %g per replica-hour, start-up %s<br>`,
-			variantColors[i%len(variantColors)], esc(v.Name), esc(v.Accelerator), v.Cost, seconds(v.StartupDelay))
+		view.VariantRows = append(view.VariantRows, variantView{VariantBrief: v, Color: variantColors[i%len(variantColors)]})
 	}
-	if rep.Analyzer != "" {
-		fmt.Fprintf(&b, "wva analyzer: %s<br>", esc(rep.Analyzer))
-	}
-	b.WriteString("</div>\n<h2>Comparison</h2>\n<table><tr><th>policy</th><th>cost</th><th>x oracle</th><th>SLO met</th><th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>ITL p99</th><th>scale events</th><th>mean replicas</th><th>preemptions</th></tr>\n")
 	for _, p := range rep.Policies {
-		ratio := "-"
-		if p.CostToOracle > 0 {
-			ratio = fmt.Sprintf("%.2f", p.CostToOracle)
-		}
-		fmt.Fprintf(&b, `<tr><td><span style="color:%s">&#9632;</span> %s</td><td>%.1f</td><td>%s</td><td>%.2f%%</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%.1f</td><td>%d</td></tr>`+"\n",
-			policyColor(p.Policy), esc(p.Policy), p.Cost, ratio, 100*p.SLOAttainment, seconds(p.TTFTp50), seconds(p.TTFTp99),
-			seconds(p.ITLp50), seconds(p.ITLp99), p.ScaleEvents, p.MeanReplicas, p.Preemptions)
-	}
-	b.WriteString("</table>\n")
-	for _, p := range rep.Policies {
-		if p.Note != "" {
-			fmt.Fprintf(&b, `<div class="note">%s: %s</div>`+"\n", esc(p.Policy), esc(p.Note))
-		}
+		view.PolicyRows = append(view.PolicyRows, rowView{PolicySummary: p, Color: policyColor(p.Policy)})
 	}
 	xmax := rep.Horizon.Minutes()
 	if len(rep.Policies) > 0 {
@@ -76,12 +44,11 @@ svg{background:#fff}
 			load.x = append(load.x, tp.minute)
 			load.y = append(load.y, tp.rate)
 		}
-		b.WriteString("<h2>Load</h2>\n")
-		b.WriteString(svgChart(chartSpec{title: "Arrival rate (requests/s, per minute)", xmax: xmax, width: 1000, height: 220}, []chartSeries{load}))
+		c := svgChart(chartSpec{title: "Arrival rate (requests/s, per minute)", xmax: xmax, width: 1000, height: 220}, []chartSeries{load})
+		view.Load = &c
 	}
 	// Charts leave out the static-frontier rows (constant fleets, in the
 	// table).
-	b.WriteString("<h2>Replicas per variant</h2>\n<div class=\"grid\">\n")
 	for _, p := range rep.Policies {
 		if isFrontierRow(p.Policy) {
 			continue
@@ -99,9 +66,8 @@ svg{background:#fff}
 			}
 			ss = append(ss, s)
 		}
-		b.WriteString(svgChart(chartSpec{title: p.Policy + ": replicas (spec) per variant, stacked", xmax: xmax, width: 490, height: 200}, ss))
+		view.Replicas = append(view.Replicas, svgChart(chartSpec{title: p.Policy + ": replicas (spec) per variant, stacked", xmax: xmax, width: 490, height: 200}, ss))
 	}
-	b.WriteString("</div>\n")
 	var total, kv, ttft []chartSeries
 	for _, p := range rep.Policies {
 		if isFrontierRow(p.Policy) {
@@ -127,15 +93,49 @@ svg{background:#fff}
 			ttft = append(ttft, q)
 		}
 	}
-	b.WriteString("<h2>All policies</h2>\n")
-	b.WriteString(svgChart(chartSpec{title: "Total replicas", xmax: xmax, width: 1000, height: 240, legend: true}, total))
-	b.WriteString(svgChart(chartSpec{title: "KV cache usage (mean over ready pods)", xmax: xmax, width: 1000, height: 220, ymax: 1, legend: true}, kv))
-	b.WriteString(svgChart(chartSpec{title: "TTFT p99 of requests finishing in each scrape interval (seconds, log scale; dashed: SLO)", xmax: xmax, width: 1000, height: 260,
-		logY: true, hline: rep.SLO.TTFT, legend: true}, ttft))
-	b.WriteString(`<p class="note">Generated by <code>wva simulate</code>. Cost counts every pod from creation (model load included) until it is gone. The oracle's cost is its plan's (perfect foresight, no start-up delay, each minute the cheapest fleet that meets the SLO with the backlog the previous minute leaves, repaired until the whole plan replayed meets it); its latencies come from replaying the plan. Its note gives the per-minute lower bound (each minute from an empty fleet).</p>`)
-	b.WriteString("\n</body></html>\n")
-	_, err := io.WriteString(w, b.String())
+	view.All = []chartView{
+		svgChart(chartSpec{title: "Total replicas", xmax: xmax, width: 1000, height: 240, legend: true}, total),
+		svgChart(chartSpec{title: "KV cache usage (mean over ready pods)", xmax: xmax, width: 1000, height: 220, ymax: 1, legend: true}, kv),
+		svgChart(chartSpec{title: "TTFT p99 of requests finishing in each scrape interval (seconds, log scale; dashed: SLO)", xmax: xmax, width: 1000, height: 260,
+			logY: true, hline: rep.SLO.TTFT, legend: true}, ttft),
+	}
+	// Render whole before writing, so a failure leaves no half page.
+	var b bytes.Buffer
+	if err := reportTemplate.Execute(&b, view); err != nil {
+		return err
+	}
+	_, err := w.Write(b.Bytes())
 	return err
+}
+
+//go:embed report.html.tmpl
+var reportTemplateText string
+
+var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"seconds": seconds,
+	"pct":     func(f float64) float64 { return 100 * f },
+	"round":   func(d time.Duration) time.Duration { return d.Round(time.Second) },
+	"add":     func(a, b float64) float64 { return a + b },
+	"neg":     func(a float64) float64 { return -a },
+}).Parse(reportTemplateText))
+
+type reportView struct {
+	Report
+	VariantRows []variantView
+	PolicyRows  []rowView
+	Load        *chartView
+	Replicas    []chartView
+	All         []chartView
+}
+
+type variantView struct {
+	VariantBrief
+	Color string
+}
+
+type rowView struct {
+	PolicySummary
+	Color string
 }
 
 type minutePoint struct{ minute, rate float64 }
@@ -181,9 +181,41 @@ type chartSpec struct {
 	legend        bool
 }
 
-// svgChart draws x (minutes) against y; stacked series are drawn as
-// areas on top of each other.
-func svgChart(spec chartSpec, ss []chartSeries) string {
+// chartView is one SVG chart's geometry, in pixels; the template draws it.
+type chartView struct {
+	Title          string
+	Width, Height  int
+	Left, Top      float64 // plot area's edges
+	Right, Bottom  float64
+	YTicks, XTicks []tickView
+	Areas          []seriesView // stacked, drawn first
+	Lines          []seriesView
+	HLine          bool // the SLO line, at HLineY
+	HLineY         float64
+	Legend         []legendView
+}
+
+type tickView struct {
+	At    float64
+	Label string
+}
+
+// seriesView is a polygon's points or a path's d, built from numbers only.
+type seriesView struct {
+	Shape  string
+	Color  string
+	Dashed bool
+}
+
+type legendView struct {
+	X, Y  float64
+	Color string
+	Name  string
+}
+
+// svgChart lays out x (minutes) against y; stacked series become areas on
+// top of each other.
+func svgChart(spec chartSpec, ss []chartSeries) chartView {
 	const left, right, top, bottom = 48, 12, 26, 30
 	pw, ph := float64(spec.width-left-right), float64(spec.height-top-bottom)
 	if spec.legend {
@@ -228,35 +260,22 @@ func svgChart(spec chartSpec, ss []chartSeries) string {
 		}
 		return top + ph - y/ymax*ph
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`,
-		spec.width, spec.height, spec.width, spec.height)
-	fmt.Fprintf(&b, `<text x="%d" y="16" font-size="12" font-weight="bold">%s</text>`, left, html.EscapeString(spec.title))
+	c := chartView{Title: spec.title, Width: spec.width, Height: spec.height, Left: left, Top: top, Right: left + pw, Bottom: top + ph}
 	// Grid and axes.
-	var yticks []float64
 	if spec.logY {
 		for v := ymin; v <= ymax*1.0001; v *= 10 {
-			yticks = append(yticks, v)
+			c.YTicks = append(c.YTicks, tickView{Y(v), trimFloat(v)})
 		}
 	} else {
 		step := niceStep(ymax / 4)
 		for v := 0.0; v <= ymax+1e-9; v += step {
-			yticks = append(yticks, v)
+			c.YTicks = append(c.YTicks, tickView{Y(v), trimFloat(v)})
 		}
-	}
-	for _, v := range yticks {
-		y := Y(v)
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e6e6e6"/>`, left, y, left+pw, y)
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`, left-4, y+4, trimFloat(v))
 	}
 	xstep := niceStep(xmax / 8)
 	for v := 0.0; v <= xmax+1e-9; v += xstep {
-		x := X(v)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="#f0f0f0"/>`, x, top, x, top+ph)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, x, top+ph+14, trimFloat(v))
+		c.XTicks = append(c.XTicks, tickView{X(v), trimFloat(v)})
 	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="#666">minutes</text>`, left+pw, top+ph+26)
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" fill="none" stroke="#999"/>`, left, top, pw, ph)
 	// Series: stacked areas bottom-up, then lines.
 	for i := len(ss) - 1; i >= 0; i-- {
 		s := ss[i]
@@ -271,7 +290,7 @@ func svgChart(spec chartSpec, ss []chartSeries) string {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", X(s.x[j]), Y(stacked[i][j])))
 		}
 		pts = append(pts, fmt.Sprintf("%.1f,%.1f", X(s.x[len(s.x)-1]), Y(0)), fmt.Sprintf("%.1f,%.1f", X(s.x[0]), Y(0)))
-		fmt.Fprintf(&b, `<polygon points="%s" fill="%s" fill-opacity="0.85" stroke="none"/>`, strings.Join(pts, " "), s.color)
+		c.Areas = append(c.Areas, seriesView{Shape: strings.Join(pts, " "), Color: s.color})
 	}
 	for _, s := range ss {
 		if s.stack || len(s.x) == 0 {
@@ -287,26 +306,19 @@ func svgChart(spec chartSpec, ss []chartSeries) string {
 			}
 			fmt.Fprintf(&d, "%s%.1f,%.1f", cmd, X(s.x[j]), Y(s.y[j]))
 		}
-		dash := ""
-		if s.dashed {
-			dash = ` stroke-dasharray="5,3"`
-		}
-		fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="1.4"%s/>`, d.String(), s.color, dash)
+		c.Lines = append(c.Lines, seriesView{Shape: d.String(), Color: s.color, Dashed: s.dashed})
 	}
 	if spec.hline > 0 {
-		y := Y(spec.hline)
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#d62728" stroke-dasharray="6,4"/>`, left, y, left+pw, y)
+		c.HLine, c.HLineY = true, Y(spec.hline)
 	}
 	if spec.legend {
 		x := float64(left)
 		for _, s := range ss {
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="10" height="10" fill="%s"/><text x="%.1f" y="%.1f">%s</text>`,
-				x, float64(spec.height)-14, s.color, x+14, float64(spec.height)-5, html.EscapeString(s.name))
+			c.Legend = append(c.Legend, legendView{X: x, Y: float64(spec.height), Color: s.color, Name: s.name})
 			x += 24 + 7*float64(len(s.name))
 		}
 	}
-	b.WriteString("</svg>\n")
-	return b.String()
+	return c
 }
 
 func niceStep(raw float64) float64 {

@@ -357,6 +357,38 @@ func TestRender(t *testing.T) {
 		assert.NotContains(t, out, external, "no external resources")
 	}
 	assert.Contains(t, out, `xmlns="http://www.w3.org/2000/svg"`)
+	for _, p := range rep.Policies {
+		if !isFrontierRow(p.Policy) { // names with '+', escaped as &#43;
+			assert.Contains(t, out, "</span> "+p.Policy+"</td>", "table row of %s", p.Policy)
+		}
+	}
+}
+
+// TestRenderHTMLEscapes renders names from user files that carry markup:
+// they show as text, never as elements.
+func TestRenderHTMLEscapes(t *testing.T) {
+	sc, tr := shortScenario(t, ShapeSpike, 10*time.Minute, 1, 5)
+	rep, err := Run(sc, tr, Options{Policies: []string{PolicyWVA, PolicyKPA}})
+	require.NoError(t, err)
+	rep.Scenario = `chat & "bursts"`
+	rep.Policies[0].Policy = "<script>alert(1)</script>"
+	rep.Policies[1].Note = "<img onerror=x>"
+	rep.Variants[0].Name = "<b>l40s</b>"
+	var html stringsBuilder
+	require.NoError(t, RenderHTML(&html, rep))
+	out := html.String()
+	for _, raw := range []string{"<script", "<img", "<b>"} {
+		assert.NotContains(t, out, raw)
+	}
+	for _, escaped := range []string{
+		"<h1>wva simulate: chat &amp; &#34;bursts&#34;</h1>",
+		"</span> &lt;script&gt;alert(1)&lt;/script&gt;</td>",
+		`<div class="note">kpa: &lt;img onerror=x&gt;</div>`,
+		"</span> &lt;b&gt;l40s&lt;/b&gt; (",
+		">&lt;script&gt;alert(1)&lt;/script&gt;: replicas (spec) per variant, stacked</text>",
+	} {
+		assert.Contains(t, out, escaped)
+	}
 }
 
 type stringsBuilder struct{ b []byte }

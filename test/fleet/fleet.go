@@ -8,16 +8,19 @@ package fleet
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -48,6 +51,54 @@ type podState struct {
 	variant          *Variant
 	kv, waiting, run float64
 	success          float64
+	metrics          *podMetrics
+}
+
+// podMetrics is one pod's /metrics: its own registry, since each pod is a
+// separate scrape target and its series carry no pod label (file_sd adds
+// namespace and pod).
+type podMetrics struct {
+	reg              *prometheus.Registry
+	kv, waiting, run prometheus.Gauge
+	success          prometheus.Counter
+	successFloor     float64 // what success has been advanced to
+	handler          http.Handler
+}
+
+func newPodMetrics(v *Variant) *podMetrics {
+	l := prometheus.Labels{"model_name": v.Model, "engine": "0"}
+	gauge := func(name, help string, extra prometheus.Labels) prometheus.Gauge {
+		cl := maps.Clone(l)
+		maps.Copy(cl, extra)
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl})
+	}
+	m := &podMetrics{
+		reg:     prometheus.NewRegistry(),
+		kv:      gauge("vllm:kv_cache_usage_perc", "KV cache usage, 0..1.", nil),
+		waiting: gauge("vllm:num_requests_waiting", "Waiting requests.", nil),
+		run:     gauge("vllm:num_requests_running", "Running requests.", nil),
+		success: prometheus.NewCounter(prometheus.CounterOpts{Name: "vllm:request_success_total", Help: "Finished requests.",
+			ConstLabels: prometheus.Labels{"model_name": v.Model, "engine": "0", "finished_reason": "stop"}}),
+	}
+	config := gauge("vllm:cache_config_info", "Cache config.", prometheus.Labels{"block_size": "16",
+		"num_gpu_blocks": strconv.FormatInt(int64(v.KVCapacityTokens/16), 10), "enable_prefix_caching": "True", "gpu_memory_utilization": "0.9"})
+	config.Set(1)
+	m.reg.MustRegister(m.kv, m.waiting, m.run, config, m.success)
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m
+}
+
+// publish copies the pod's state into its metrics; the counter shows whole
+// requests, so it advances by the change of the floor.
+func (st *podState) publish() {
+	m := st.metrics
+	m.kv.Set(st.kv)
+	m.waiting.Set(st.waiting)
+	m.run.Set(st.run)
+	if n := math.Floor(st.success); n > m.successFloor {
+		m.success.Add(n - m.successFloor)
+		m.successFloor = n
+	}
 }
 
 // Fleet is the emulator. Offered load is set per model with SetLoad.
@@ -63,17 +114,31 @@ type Fleet struct {
 	// gateway, served or held), by namespace/model.
 	arrivals map[string]float64
 	lister   corelisters.PodLister
-	sdFile   string
-	lastSD   string
-	srv      *http.Server
-	tick     time.Duration
+	// epp serves the EPP's series; floors of arrivals already counted.
+	epp          *prometheus.Registry
+	eppSize      *prometheus.GaugeVec
+	eppArrivals  *prometheus.CounterVec
+	arrivalFloor map[string]float64
+	sdFile       string
+	lastSD       string
+	srv          *http.Server
+	tick         time.Duration
 }
 
 // Start serves on 127.0.0.1 and keeps the metrics and the file_sd file up to
 // date from the pod informer every tick until ctx ends.
 func Start(ctx context.Context, kube kubernetes.Interface, sdFile string, tick time.Duration, variants ...Variant) (*Fleet, error) {
 	f := &Fleet{variants: map[string]*Variant{}, load: map[string]float64{}, pods: map[string]*podState{},
-		eppQueue: map[string]float64{}, arrivals: map[string]float64{}, sdFile: sdFile, tick: tick}
+		eppQueue: map[string]float64{}, arrivals: map[string]float64{}, sdFile: sdFile, tick: tick,
+		epp: prometheus.NewRegistry(), arrivalFloor: map[string]float64{},
+		eppSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llm_d_epp_flow_control_queue_size", Help: "EPP queued requests."},
+			[]string{"fairness_id", "priority", "inference_pool", "model_name", "target_model_name"}),
+		// The gateway's request counter (gateway-api-inference-extension
+		// v1.x name), which the slo-planner reads as demand.
+		eppArrivals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "inference_objective_request_total", Help: "Requests received by the EPP."},
+			[]string{"model_name", "target_model_name"}),
+	}
+	f.epp.MustRegister(f.eppSize, f.eppArrivals)
 	for i := range variants {
 		v := variants[i]
 		f.variants[v.Namespace+"/"+v.Name] = &v
@@ -91,7 +156,7 @@ func Start(ctx context.Context, kube kubernetes.Interface, sdFile string, tick t
 	f.Addr = ln.Addr().String()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/pods/", f.servePod)
-	mux.HandleFunc("/epp/metrics", f.serveEPP)
+	mux.Handle("/epp/metrics", promhttp.HandlerFor(f.epp, promhttp.HandlerOpts{}))
 	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = f.srv.Serve(ln) }()
 	if err := f.step(0); err != nil {
@@ -163,7 +228,7 @@ func (f *Fleet) recompute(dt float64) error {
 		ready[key] = append(ready[key], p)
 		seen[p.Namespace+"/"+p.Name] = true
 		if f.pods[p.Namespace+"/"+p.Name] == nil {
-			f.pods[p.Namespace+"/"+p.Name] = &podState{variant: v}
+			f.pods[p.Namespace+"/"+p.Name] = &podState{variant: v, metrics: newPodMetrics(v)}
 		}
 	}
 	for k := range f.pods {
@@ -191,9 +256,28 @@ func (f *Fleet) recompute(dt float64) error {
 			st.waiting = inFlight - st.run
 			st.kv = math.Min(0.99, st.run*v.TokensPerRequest/v.KVCapacityTokens)
 			st.success += perPod * dt
+			st.publish()
 		}
 	}
+	f.publishEPP()
 	return f.writeSD()
+}
+
+// publishEPP copies the EPP queue (whole requests) and the arrivals counter
+// (advanced by the change of its floor) into the EPP's metrics.
+func (f *Fleet) publishEPP() {
+	for k, q := range f.eppQueue {
+		_, model, _ := strings.Cut(k, "/")
+		f.eppSize.WithLabelValues("default", "0", "pool", model, model).Set(math.Floor(q))
+	}
+	for k, a := range f.arrivals {
+		_, model, _ := strings.Cut(k, "/")
+		c := f.eppArrivals.WithLabelValues(model, model) // created at 0 when first seen
+		if n := math.Floor(a); n > f.arrivalFloor[k] {
+			c.Add(n - f.arrivalFloor[k])
+			f.arrivalFloor[k] = n
+		}
+	}
 }
 
 func (f *Fleet) writeSD() error {
@@ -235,61 +319,12 @@ func (f *Fleet) servePod(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	st, ok := f.pods[parts[1]+"/"+parts[2]]
-	var out strings.Builder
-	if ok {
-		v := st.variant
-		model := escape(v.Model)
-		fmt.Fprintf(&out, "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{model_name=\"%s\",engine=\"0\"} %g\n", model, st.kv)
-		fmt.Fprintf(&out, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"%s\",engine=\"0\"} %g\n", model, st.waiting)
-		fmt.Fprintf(&out, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"%s\",engine=\"0\"} %g\n", model, st.run)
-		fmt.Fprintf(&out, "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{model_name=\"%s\",engine=\"0\",block_size=\"16\",num_gpu_blocks=\"%d\",enable_prefix_caching=\"True\",gpu_memory_utilization=\"0.9\"} 1\n",
-			model, int64(v.KVCapacityTokens/16))
-		fmt.Fprintf(&out, "# TYPE vllm:request_success_total counter\nvllm:request_success_total{model_name=\"%s\",engine=\"0\",finished_reason=\"stop\"} %g\n", model, math.Floor(st.success))
-	}
 	f.mu.Unlock()
 	if !ok {
 		http.NotFound(w, r)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	_, _ = w.Write([]byte(out.String()))
-}
-
-func (f *Fleet) serveEPP(w http.ResponseWriter, _ *http.Request) {
-	f.mu.Lock()
-	var out strings.Builder
-	out.WriteString("# TYPE llm_d_epp_flow_control_queue_size gauge\n")
-	keys := make([]string, 0, len(f.eppQueue))
-	for k := range f.eppQueue {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		_, model, _ := strings.Cut(k, "/")
-		fmt.Fprintf(&out, "llm_d_epp_flow_control_queue_size{fairness_id=\"default\",priority=\"0\",inference_pool=\"pool\",model_name=\"%s\",target_model_name=\"%s\"} %g\n",
-			escape(model), escape(model), math.Floor(f.eppQueue[k]))
-	}
-	// The gateway's request counter (gateway-api-inference-extension v1.x
-	// name), which the slo-planner reads as demand.
-	out.WriteString("# TYPE inference_objective_request_total counter\n")
-	keys = keys[:0]
-	for k := range f.arrivals {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		_, model, _ := strings.Cut(k, "/")
-		fmt.Fprintf(&out, "inference_objective_request_total{model_name=\"%s\",target_model_name=\"%s\"} %g\n",
-			escape(model), escape(model), math.Floor(f.arrivals[k]))
-	}
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	_, _ = w.Write([]byte(out.String()))
-}
-
-// escape quotes a label value for the text exposition format.
-func escape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+	st.metrics.handler.ServeHTTP(w, r)
 }
 
 func podReady(p *corev1.Pod) bool {

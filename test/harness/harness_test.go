@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 const testTimeout = 2 * time.Minute
@@ -153,7 +154,7 @@ func TestControllerManagerRunsDeploymentAndHPAControllers(t *testing.T) {
 	}
 
 	// The deployment controller creates a ReplicaSet owned by the Deployment.
-	eventually(ctx, t, "ReplicaSet owned by deployment web", func() (bool, string) {
+	testenv.Eventually(ctx, t, "ReplicaSet owned by deployment web", func() (bool, string) {
 		rss, err := cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -188,7 +189,7 @@ func TestControllerManagerRunsDeploymentAndHPAControllers(t *testing.T) {
 	if _, err := cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create hpa: %v", err)
 	}
-	eventually(ctx, t, "HPA status from the HPA controller", func() (bool, string) {
+	testenv.Eventually(ctx, t, "HPA status from the HPA controller", func() (bool, string) {
 		h, err := cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -319,7 +320,7 @@ func TestPrometheusScrapesAndRestarts(t *testing.T) {
 
 	waitValue := func(want float64) {
 		t.Helper()
-		eventually(ctx, t, fmt.Sprintf("wva_test_queue_length == %v", want), func() (bool, string) {
+		testenv.Eventually(ctx, t, fmt.Sprintf("wva_test_queue_length == %v", want), func() (bool, string) {
 			res, err := p.Query(ctx, `wva_test_queue_length{model="m1",job="wva-test"}`)
 			if err != nil {
 				return false, err.Error()
@@ -362,7 +363,7 @@ func TestPrometheusScrapesAndRestarts(t *testing.T) {
 	if err := p.Reload(ctx, harness.PrometheusConfig("wva-test-2", "/metrics", time.Second, []string{addr})); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "samples of the reloaded job", func() (bool, string) {
+	testenv.Eventually(ctx, t, "samples of the reloaded job", func() (bool, string) {
 		res, err := p.Query(ctx, `wva_test_queue_length{job="wva-test-2"}`)
 		if err != nil {
 			return false, err.Error()
@@ -370,24 +371,6 @@ func TestPrometheusScrapesAndRestarts(t *testing.T) {
 		return len(res) == 1 && res[0].Value == 7, fmt.Sprintf("%+v", res)
 	})
 	t.Logf("%v: reloaded config scraped after kill+start", time.Since(start))
-}
-
-// eventually polls cond every 250ms until it holds or ctx ends.
-func eventually(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s; last: %s", what, last)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }
 
 // A process that fails to start produces an error carrying its log tail.

@@ -20,6 +20,7 @@ import (
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // TestAdapterQueueingModelWithGPULimiter runs `wva adapter` with the SLO
@@ -84,7 +85,7 @@ func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
 	}
 	// rate() over 60s reads low for the first minute; the tuner is seeded
 	// from the first observation, so wait for a representative one.
-	eventually(ctx, t, "arrival rate near 1 req/s in Prometheus", arrival(0.85))
+	testenv.Eventually(ctx, t, "arrival rate near 1 req/s in Prometheus", arrival(0.85))
 
 	va := newVA("prod", "llama-h100", model, "10", 1, 10)
 	va.Spec.AcceleratorName, va.Spec.GPUsPerReplica = "H100", ptr.To(int32(1))
@@ -116,9 +117,9 @@ func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
 	}
 
 	t.Run("1 req/s: one replica meets the SLO", func(t *testing.T) {
-		eventually(ctx, t, "1 replica from the queueing model", decided(1, "queueing-model: arrival", "rate per replica llama-h100"))
+		testenv.Eventually(ctx, t, "1 replica from the queueing model", decided(1, "queueing-model: arrival", "rate per replica llama-h100"))
 		// The leader keeps the analyzer's memory where a new leader finds it.
-		eventually(ctx, t, "queueing state in "+adapter.AnalyzerStateConfigMapName, func() (bool, string) {
+		testenv.Eventually(ctx, t, "queueing state in "+adapter.AnalyzerStateConfigMapName, func() (bool, string) {
 			cm, err := cs.CoreV1().ConfigMaps("wva-system").Get(ctx, adapter.AnalyzerStateConfigMapName, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -130,16 +131,16 @@ func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
 
 	t.Run("more arrivals want more replicas; no GPU free, so the limiter holds and says so", func(t *testing.T) {
 		load.set(25)
-		eventually(ctx, t, "gpu-limited hold at 1", decided(1, "GPU limiter", "llama-h100 +", "cut to +0", "H100 budget 0 GPUs"))
+		testenv.Eventually(ctx, t, "gpu-limited hold at 1", decided(1, "GPU limiter", "llama-h100 +", "cut to +0", "H100 budget 0 GPUs"))
 		logDecision(t, alloc)
 	})
 
 	t.Run("GPUs added to the Node lift the cap, never past it", func(t *testing.T) {
 		// Enough arrivals that the unlimited wish is well past the 3 GPUs
 		// about to be freed (the seeded rate per replica is about 2.5 req/s).
-		eventually(ctx, t, "arrival rate at least 15 req/s", arrival(15))
+		testenv.Eventually(ctx, t, "arrival rate at least 15 req/s", arrival(15))
 		setGPUs(4)
-		eventually(ctx, t, "4 replicas, cut by the budget", decided(4, "cut to +3", "H100 budget 3 GPUs"))
+		testenv.Eventually(ctx, t, "4 replicas, cut by the budget", decided(4, "cut to +3", "H100 budget 3 GPUs"))
 		logDecision(t, alloc)
 		// The Deployment does not follow (no HPA here): the decision holds
 		// and never goes past the budget.

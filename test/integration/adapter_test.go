@@ -52,7 +52,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 
 	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{Config: vllm.ScrapeConfig("1s")})
-	eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
+	testenv.Eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
 		s, err := prom.Query(ctx, `vllm:kv_cache_usage_perc`)
 		return err == nil && len(s) == 2, fmt_(s, err)
 	})
@@ -79,7 +79,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 	}
 
 	t.Run("get --raw serves the decision of record", func(t *testing.T) {
-		eventually(ctx, t, "wva_desired_replicas = 2 through the aggregator", served(2))
+		testenv.Eventually(ctx, t, "wva_desired_replicas = 2 through the aggregator", served(2))
 		va, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, int32(2), va.Status.DesiredOptimizedAlloc.NumReplicas)
@@ -107,12 +107,12 @@ func TestAdapterEndToEnd(t *testing.T) {
 		// regardless: 90 s bounds it with margin for a loaded machine.
 		rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
-		eventually(rctx, t, "new serving certificate in a new TLS handshake", func() (bool, string) {
+		testenv.Eventually(rctx, t, "new serving certificate in a new TLS handshake", func() (bool, string) {
 			got := servingCertSerial(rctx, t, adapter.Port, cluster.CAPEM, svc.ServiceDNSName())
 			return got.Cmp(renewedCert.SerialNumber) == 0, got.String()
 		})
 		t.Logf("renewed serving certificate served %s after the Secret volume swap", time.Since(swapped).Round(100*time.Microsecond))
-		eventually(ctx, t, "the aggregator still reaches the adapter", served(2))
+		testenv.Eventually(ctx, t, "the aggregator still reaches the adapter", served(2))
 	})
 
 	t.Run("unknown variant is NotFound", func(t *testing.T) {
@@ -128,7 +128,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 			Data:       map[string]string{"default": "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		eventually(ctx, t, "wva_desired_replicas = 3 after the ConfigMap edit", served(3))
+		testenv.Eventually(ctx, t, "wva_desired_replicas = 3 after the ConfigMap edit", served(3))
 	})
 
 	t.Run("the adapter exports its own metrics", func(t *testing.T) {
@@ -156,7 +156,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 		cm.Data["default"] = "kvCacheThreshold: 7"
 		_, err = cs.CoreV1().ConfigMaps("wva-system").Update(ctx, cm, metav1.UpdateOptions{})
 		require.NoError(t, err)
-		eventually(ctx, t, "InvalidConfig event", func() (bool, string) {
+		testenv.Eventually(ctx, t, "InvalidConfig event", func() (bool, string) {
 			evs, err := cs.CoreV1().Events("wva-system").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", "InvalidConfig").String()})
 			if err != nil || len(evs.Items) == 0 {
 				return false, fmt_(nil, err)
@@ -175,7 +175,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 
 	t.Run("Prometheus outage holds the decision and sets MetricsAvailable=False", func(t *testing.T) {
 		prom.Stop()
-		eventually(ctx, t, "MetricsAvailable=False", func() (bool, string) {
+		testenv.Eventually(ctx, t, "MetricsAvailable=False", func() (bool, string) {
 			va, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -190,7 +190,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		}
 		require.NoError(t, prom.Start(ctx))
-		eventually(ctx, t, "MetricsAvailable=True after Prometheus returns", func() (bool, string) {
+		testenv.Eventually(ctx, t, "MetricsAvailable=True after Prometheus returns", func() (bool, string) {
 			va, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()

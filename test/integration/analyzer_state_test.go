@@ -20,6 +20,7 @@ import (
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	"github.com/wva-project/wva/pkg/pipeline"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // rampAnalyzer plans one more replica every cycle it remembers: its
@@ -116,7 +117,7 @@ func TestAnalyzerStateSurvivesLeaderChange(t *testing.T) {
 	assert.Len(t, cm.Data, 1)
 	rv := cm.ResourceVersion
 	// Unchanged state: no write.
-	eventually(ctx, t, "the informer has the ConfigMap", func() (bool, string) {
+	testenv.Eventually(ctx, t, "the informer has the ConfigMap", func() (bool, string) {
 		got, err := lister.ConfigMaps("wva-system").Get(adapter.AnalyzerStateConfigMapName)
 		return err == nil && got.ResourceVersion == rv, fmt_(got, err)
 	})

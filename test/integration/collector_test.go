@@ -14,6 +14,7 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // TestCollectorAgainstPrometheus runs the collector's real PromQL against
@@ -58,7 +59,7 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 	col := collector.Collector{API: promv1.NewAPI(client), Labels: collector.DefaultLabels()}
 
 	var res collector.Result
-	eventually(ctx, t, "both exporters scraped", func() (bool, string) {
+	testenv.Eventually(ctx, t, "both exporters scraped", func() (bool, string) {
 		res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, RetentionWindows: []time.Duration{time.Minute}, Time: time.Now()})
 		if err != nil {
 			return false, err.Error()
@@ -74,7 +75,7 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 
 	// The counter's first scrape is its baseline: serve more and wait.
 	current.Served(c, 5)
-	eventually(ctx, t, "request increase for the evil model ID", func() (bool, string) {
+	testenv.Eventually(ctx, t, "request increase for the evil model ID", func() (bool, string) {
 		res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, RetentionWindows: []time.Duration{time.Minute}, Time: time.Now()})
 		if err != nil {
 			return false, err.Error()
@@ -90,7 +91,7 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 	pod := func(name string) collector.PodMetrics {
 		return res.Pods[collector.PodKey{Namespace: "prod", Pod: name}]
 	}
-	eventually(ctx, t, "arrival rate of both pods at 4 and 2 req/s within 25%", func() (bool, string) {
+	testenv.Eventually(ctx, t, "arrival rate of both pods at 4 and 2 req/s within 25%", func() (bool, string) {
 		res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, Time: time.Now()})
 		if err != nil {
 			return false, err.Error()
@@ -158,7 +159,7 @@ func TestCollectorGatewayArrivalsAgainstPrometheus(t *testing.T) {
 	// rate() over 60s reads low until a minute of samples exists; 25%
 	// tolerance for a loaded machine.
 	var res collector.Result
-	eventually(ctx, t, "gateway arrivals of every model within 25%", func() (bool, string) {
+	testenv.Eventually(ctx, t, "gateway arrivals of every model within 25%", func() (bool, string) {
 		res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, Time: time.Now()})
 		if err != nil {
 			return false, err.Error()

@@ -17,6 +17,7 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // TestLastGoodConfigSurvivesRestart: a ConfigMap entry that breaks while
@@ -47,7 +48,7 @@ func TestLastGoodConfigSurvivesRestart(t *testing.T) {
 	}
 	createVA()
 	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{Config: vllm.ScrapeConfig("1s")})
-	eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
+	testenv.Eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
 		s, err := prom.Query(ctx, `vllm:kv_cache_usage_perc`)
 		return err == nil && len(s) == 2, fmt_(s, err)
 	})
@@ -88,7 +89,7 @@ func TestLastGoodConfigSurvivesRestart(t *testing.T) {
 		}
 		return false, fmt_(evs.Items, nil)
 	}
-	eventually(ctx, t, "decision with kvCacheThreshold 0.55", decidedWith055)
+	testenv.Eventually(ctx, t, "decision with kvCacheThreshold 0.55", decidedWith055)
 	persisted := func(want string) func() (bool, string) {
 		return func() (bool, string) {
 			cm, err := cs.CoreV1().ConfigMaps("wva-system").Get(ctx, "wva-last-good-config", metav1.GetOptions{})
@@ -98,7 +99,7 @@ func TestLastGoodConfigSurvivesRestart(t *testing.T) {
 			return cm.Data["wva-saturation-scaling-config.default"] == want && len(cm.Data) == 1, fmt_(cm.Data, nil)
 		}
 	}
-	eventually(ctx, t, "the leader persists the valid entry", persisted(valid))
+	testenv.Eventually(ctx, t, "the leader persists the valid entry", persisted(valid))
 	cm, err := cs.CoreV1().ConfigMaps("wva-system").Get(ctx, "wva-last-good-config", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"app.kubernetes.io/name": "wva", "app.kubernetes.io/managed-by": "wva"}, cm.Labels)
@@ -125,8 +126,8 @@ func TestLastGoodConfigSurvivesRestart(t *testing.T) {
 	}
 
 	setEntry("kvCacheThreshold: 7")
-	eventually(ctx, t, "wva_config_entry_invalid = 1", gauge(first, "1"))
-	eventually(ctx, t, "ConfigValid=False", configValid(metav1.ConditionFalse))
+	testenv.Eventually(ctx, t, "wva_config_entry_invalid = 1", gauge(first, "1"))
+	testenv.Eventually(ctx, t, "ConfigValid=False", configValid(metav1.ConditionFalse))
 	ok, got := persisted(valid)()
 	require.True(t, ok, "the broken entry is not persisted: %s", got)
 
@@ -137,9 +138,9 @@ func TestLastGoodConfigSurvivesRestart(t *testing.T) {
 	require.NoError(t, wva.LlmdV1alpha1().VariantAutoscalings("prod").Delete(ctx, "llama-l4", metav1.DeleteOptions{}))
 	createVA()
 	second := startAdapter(ctx, t, cluster, prom.URL, cert, key)
-	eventually(ctx, t, "the restarted adapter decides with 0.55, not the built-in 0.80", decidedWith055)
-	eventually(ctx, t, "wva_config_entry_invalid = 1 on the new process", gauge(second, "1"))
-	eventually(ctx, t, "ConfigValid=False on the recreated VA", configValid(metav1.ConditionFalse))
+	testenv.Eventually(ctx, t, "the restarted adapter decides with 0.55, not the built-in 0.80", decidedWith055)
+	testenv.Eventually(ctx, t, "wva_config_entry_invalid = 1 on the new process", gauge(second, "1"))
+	testenv.Eventually(ctx, t, "ConfigValid=False on the recreated VA", configValid(metav1.ConditionFalse))
 	c := meta.FindStatusCondition(va().Status.Conditions, llmdv1alpha1.ConditionTypeConfigValid)
 	assert.Equal(t, llmdv1alpha1.ReasonInvalidConfig, c.Reason)
 	assert.Contains(t, c.Message, `ConfigMap wva-saturation-scaling-config key "default": kvCacheThreshold=7: must be in (0, 1]`)
@@ -149,9 +150,9 @@ func TestLastGoodConfigSurvivesRestart(t *testing.T) {
 	// Fixed: gauge 0, condition True, the new entry persisted.
 	const fixed = "kvCacheThreshold: 0.6\nkvSpareTrigger: 0.10"
 	setEntry(fixed)
-	eventually(ctx, t, "wva_config_entry_invalid = 0", gauge(second, "0"))
-	eventually(ctx, t, "ConfigValid=True", configValid(metav1.ConditionTrue))
-	eventually(ctx, t, "the fixed entry is persisted", persisted(fixed))
+	testenv.Eventually(ctx, t, "wva_config_entry_invalid = 0", gauge(second, "0"))
+	testenv.Eventually(ctx, t, "ConfigValid=True", configValid(metav1.ConditionTrue))
+	testenv.Eventually(ctx, t, "the fixed entry is persisted", persisted(fixed))
 }
 
 func grepLines(body, substr string) string {

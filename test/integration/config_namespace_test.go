@@ -14,6 +14,7 @@ import (
 
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // TestNamespaceLocalConfigMap: a labeled wva-saturation-scaling-config in
@@ -43,7 +44,7 @@ func TestNamespaceLocalConfigMap(t *testing.T) {
 		require.NoError(t, err)
 	}
 	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{Config: vllm.ScrapeConfig("1s")})
-	eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
+	testenv.Eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
 		s, err := prom.Query(ctx, `vllm:kv_cache_usage_perc`)
 		return err == nil && len(s) == 4, fmt_(s, err)
 	})
@@ -71,8 +72,8 @@ func TestNamespaceLocalConfigMap(t *testing.T) {
 			return ran && n == want, fmt_(n, nil)
 		}
 	}
-	eventually(ctx, t, "prod steady at 2 with the global ConfigMap", decided("prod", 2))
-	eventually(ctx, t, "dev steady at 2 with the global ConfigMap", decided("dev", 2))
+	testenv.Eventually(ctx, t, "prod steady at 2 with the global ConfigMap", decided("prod", 2))
+	testenv.Eventually(ctx, t, "dev steady at 2 with the global ConfigMap", decided("dev", 2))
 
 	// Unlabeled in dev: ignored, logged once even after an edit.
 	create("dev", nil, "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10")
@@ -85,7 +86,7 @@ func TestNamespaceLocalConfigMap(t *testing.T) {
 		}
 		return n
 	}
-	eventually(ctx, t, "the unlabeled ConfigMap is logged", func() (bool, string) { return ignoredLines() == 1, grepLines(adapter.Log(), "lacks the label") })
+	testenv.Eventually(ctx, t, "the unlabeled ConfigMap is logged", func() (bool, string) { return ignoredLines() == 1, grepLines(adapter.Log(), "lacks the label") })
 	cm, err := cs.CoreV1().ConfigMaps("dev").Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
 	cm.Data["default"] = "kvCacheThreshold: 0.56\nkvSpareTrigger: 0.10"
@@ -95,7 +96,7 @@ func TestNamespaceLocalConfigMap(t *testing.T) {
 	// Labeled in prod: prod scales up, dev does not. The same informer
 	// (one per name, all namespaces) delivered the dev edit before this.
 	create("prod", configLabels(), "kvCacheThreshold: 0.55")
-	eventually(ctx, t, "prod decides 3 with its namespace-local ConfigMap", decided("prod", 3))
+	testenv.Eventually(ctx, t, "prod decides 3 with its namespace-local ConfigMap", decided("prod", 3))
 	// Let a few more cycles run: dev still decides with the global entry.
 	time.Sleep(3 * time.Second)
 	n, ran := desired("dev")
@@ -109,5 +110,5 @@ func TestNamespaceLocalConfigMap(t *testing.T) {
 	cm.Labels = configLabels()
 	_, err = cs.CoreV1().ConfigMaps("dev").Update(ctx, cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	eventually(ctx, t, "dev decides 3 once its ConfigMap is labeled", decided("dev", 3))
+	testenv.Eventually(ctx, t, "dev decides 3 once its ConfigMap is labeled", decided("dev", 3))
 }

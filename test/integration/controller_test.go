@@ -87,7 +87,7 @@ func (r *hpaRig) decide(ctx context.Context, t *testing.T, name string, replicas
 func (r *hpaRig) waitReplicas(ctx context.Context, t *testing.T, deployment string, want int32) time.Duration {
 	t.Helper()
 	start := time.Now()
-	eventually(ctx, t, fmt.Sprintf("%s at %d replicas", deployment, want), func() (bool, string) {
+	testenv.Eventually(ctx, t, fmt.Sprintf("%s at %d replicas", deployment, want), func() (bool, string) {
 		d, err := r.kube.AppsV1().Deployments("prod").Get(ctx, deployment, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -100,7 +100,7 @@ func (r *hpaRig) waitReplicas(ctx context.Context, t *testing.T, deployment stri
 func (r *hpaRig) hpa(ctx context.Context, t *testing.T, name string) *autoscalingv2.HorizontalPodAutoscaler {
 	t.Helper()
 	var h *autoscalingv2.HorizontalPodAutoscaler
-	eventually(ctx, t, "HPA "+name+" exists", func() (bool, string) {
+	testenv.Eventually(ctx, t, "HPA "+name+" exists", func() (bool, string) {
 		var err error
 		h, err = r.kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Get(ctx, name, metav1.GetOptions{})
 		return err == nil, fmt_(nil, err)
@@ -152,7 +152,7 @@ func TestControllerFollowsDecisions(t *testing.T) {
 			took := r.waitReplicas(ctx, t, "llama-l4", n)
 			t.Logf("decision %d carried out by the HPA in %s", n, took.Round(100*time.Millisecond))
 		}
-		eventually(ctx, t, "actuation.applied and HPAReady", func() (bool, string) {
+		testenv.Eventually(ctx, t, "actuation.applied and HPAReady", func() (bool, string) {
 			got, err := r.wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -166,7 +166,7 @@ func TestControllerFollowsDecisions(t *testing.T) {
 			va.Spec.MaxReplicas = 25
 			va.Spec.MinReplicas = ptr.To[int32](2)
 		})
-		eventually(ctx, t, "HPA max 25 min 2", func() (bool, string) {
+		testenv.Eventually(ctx, t, "HPA max 25 min 2", func() (bool, string) {
 			h := r.hpa(ctx, t, "llama-l4")
 			return h.Spec.MaxReplicas == 25 && *h.Spec.MinReplicas == 2, fmt.Sprint(*h.Spec.MinReplicas, h.Spec.MaxReplicas)
 		})
@@ -176,12 +176,12 @@ func TestControllerFollowsDecisions(t *testing.T) {
 		_, err := r.kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Patch(ctx, "llama-l4", types.MergePatchType,
 			[]byte(`{"spec":{"maxReplicas":99,"minReplicas":7}}`), metav1.PatchOptions{})
 		require.NoError(t, err)
-		eventually(ctx, t, "HPA restored", func() (bool, string) {
+		testenv.Eventually(ctx, t, "HPA restored", func() (bool, string) {
 			h := r.hpa(ctx, t, "llama-l4")
 			return h.Spec.MaxReplicas == 25 && *h.Spec.MinReplicas == 2, fmt.Sprint(*h.Spec.MinReplicas, h.Spec.MaxReplicas)
 		})
 		require.NoError(t, r.kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Delete(ctx, "llama-l4", metav1.DeleteOptions{}))
-		eventually(ctx, t, "deleted HPA recreated", func() (bool, string) {
+		testenv.Eventually(ctx, t, "deleted HPA recreated", func() (bool, string) {
 			h, err := r.kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
 			return err == nil && h.DeletionTimestamp == nil, fmt_(nil, err)
 		})
@@ -189,7 +189,7 @@ func TestControllerFollowsDecisions(t *testing.T) {
 
 	t.Run("decision 0: the HPA itself scales to zero (HPAScaleToZero)", func(t *testing.T) {
 		r.updateVA(ctx, t, "llama-l4", func(va *llmdv1alpha1.VariantAutoscaling) { va.Spec.MinReplicas = ptr.To[int32](0) })
-		eventually(ctx, t, "HPA min 0", func() (bool, string) {
+		testenv.Eventually(ctx, t, "HPA min 0", func() (bool, string) {
 			h := r.hpa(ctx, t, "llama-l4")
 			return *h.Spec.MinReplicas == 0, fmt.Sprint(*h.Spec.MinReplicas)
 		})
@@ -214,7 +214,7 @@ func TestControllerFollowsDecisions(t *testing.T) {
 		require.NoError(t, err)
 		_, err = r.wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-h100", "meta/llama", "15", 1, 4), metav1.CreateOptions{})
 		require.NoError(t, err)
-		eventually(ctx, t, "HPAReady=False HPAConflict", func() (bool, string) {
+		testenv.Eventually(ctx, t, "HPAReady=False HPAConflict", func() (bool, string) {
 			got, err := r.wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-h100", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -229,7 +229,7 @@ func TestControllerFollowsDecisions(t *testing.T) {
 		r.updateVA(ctx, t, "llama-h100", func(va *llmdv1alpha1.VariantAutoscaling) {
 			va.Annotations = map[string]string{llmdv1alpha1.AnnotationAdoptHPA: "true"}
 		})
-		eventually(ctx, t, "adopted", func() (bool, string) {
+		testenv.Eventually(ctx, t, "adopted", func() (bool, string) {
 			h := r.hpa(ctx, t, "llama-h100")
 			return h.Spec.MaxReplicas == 4 && h.Spec.Metrics[0].Type == autoscalingv2.ExternalMetricSourceType, fmt.Sprint(h.Spec.MaxReplicas)
 		})
@@ -237,7 +237,7 @@ func TestControllerFollowsDecisions(t *testing.T) {
 
 	t.Run("deleting the VA deletes its HPA", func(t *testing.T) {
 		require.NoError(t, r.wva.LlmdV1alpha1().VariantAutoscalings("prod").Delete(ctx, "llama-l4", metav1.DeleteOptions{}))
-		eventually(ctx, t, "HPA garbage-collected", func() (bool, string) {
+		testenv.Eventually(ctx, t, "HPA garbage-collected", func() (bool, string) {
 			_, err := r.kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt_(nil, err)
 		})
@@ -271,7 +271,7 @@ func TestControllerWithoutHPAGates(t *testing.T) {
 
 	r.decide(ctx, t, "llama-l4", 0)
 	r.waitReplicas(ctx, t, "llama-l4", 0)
-	eventually(ctx, t, "HPA reports ScalingDisabled", func() (bool, string) {
+	testenv.Eventually(ctx, t, "HPA reports ScalingDisabled", func() (bool, string) {
 		h := r.hpa(ctx, t, "llama-l4")
 		for _, c := range h.Status.Conditions {
 			if c.Type == autoscalingv2.ScalingActive {
@@ -284,7 +284,7 @@ func TestControllerWithoutHPAGates(t *testing.T) {
 	r.waitReplicas(ctx, t, "llama-l4", 1)
 	// Events are recorded asynchronously: the last one may land after the
 	// scale it reports.
-	eventually(ctx, t, "20->21, 21->0 and 0->1 recorded as the controller's (ScaledTarget)", func() (bool, string) {
+	testenv.Eventually(ctx, t, "20->21, 21->0 and 0->1 recorded as the controller's (ScaledTarget)", func() (bool, string) {
 		events, err := r.kube.CoreV1().Events("prod").List(ctx, metav1.ListOptions{FieldSelector: "reason=ScaledTarget"})
 		if err != nil {
 			return false, err.Error()

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // TestControllerHPANoChurn: for each form a behavior annotation can take,
@@ -53,7 +54,7 @@ func TestControllerHPANoChurn(t *testing.T) {
 	}
 	created := map[string]*autoscalingv2.HorizontalPodAutoscaler{}
 	for _, f := range forms {
-		eventually(ctx, t, "HPA "+f.name+" created", func() (bool, string) {
+		testenv.Eventually(ctx, t, "HPA "+f.name+" created", func() (bool, string) {
 			h, err := hpas.Get(ctx, f.name, metav1.GetOptions{})
 			created[f.name] = h
 			return err == nil, fmt_(nil, err)

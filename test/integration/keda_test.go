@@ -91,7 +91,7 @@ func TestControllerScaledObjects(t *testing.T) {
 	}
 	waitMinMax := func(what string, wantMin, wantMax int64) *unstructured.Unstructured {
 		var so *unstructured.Unstructured
-		eventually(ctx, t, what, func() (bool, string) {
+		testenv.Eventually(ctx, t, what, func() (bool, string) {
 			if so, err = getSO("llama-l4"); err != nil {
 				return false, err.Error()
 			}
@@ -119,7 +119,7 @@ func TestControllerScaledObjects(t *testing.T) {
 		require.Len(t, so.GetOwnerReferences(), 1)
 		assert.Equal(t, va.UID, so.GetOwnerReferences()[0].UID)
 		assert.Equal(t, llmdv1alpha1.ManagedByWVA, so.GetLabels()[llmdv1alpha1.LabelManagedBy])
-		eventually(ctx, t, "HPAReady=True ScaledObjectSynced", func() (bool, string) {
+		testenv.Eventually(ctx, t, "HPAReady=True ScaledObjectSynced", func() (bool, string) {
 			got, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -149,7 +149,7 @@ func TestControllerScaledObjects(t *testing.T) {
 		assert.Equal(t, int64(5), poll, "pollingInterval is the user's")
 
 		require.NoError(t, sos.Delete(ctx, "llama-l4", metav1.DeleteOptions{}))
-		eventually(ctx, t, "deleted ScaledObject recreated", func() (bool, string) {
+		testenv.Eventually(ctx, t, "deleted ScaledObject recreated", func() (bool, string) {
 			so, err := getSO("llama-l4")
 			return err == nil && so.GetDeletionTimestamp() == nil, fmt_(nil, err)
 		})
@@ -178,7 +178,7 @@ func TestControllerScaledObjects(t *testing.T) {
 		client := pb.NewExternalScalerClient(conn)
 
 		r.decide(ctx, t, "llama-l4", 3)
-		eventually(ctx, t, "GetMetrics serves 3", func() (bool, string) {
+		testenv.Eventually(ctx, t, "GetMetrics serves 3", func() (bool, string) {
 			got, err := client.GetMetrics(ctx, &pb.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "s0-wva_desired_replicas"})
 			if err != nil {
 				return false, err.Error()
@@ -230,7 +230,7 @@ func TestControllerScaledObjects(t *testing.T) {
 		}
 		_, err := kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Create(ctx, hpa, metav1.CreateOptions{})
 		require.NoError(t, err)
-		eventually(ctx, t, "wva's old HPA deleted", func() (bool, string) {
+		testenv.Eventually(ctx, t, "wva's old HPA deleted", func() (bool, string) {
 			_, err := kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt_(nil, err)
 		})
@@ -254,7 +254,7 @@ func TestControllerScaledObjects(t *testing.T) {
 		require.NoError(t, err)
 		_, err = wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-h100", "meta/llama", "20", 1, 4), metav1.CreateOptions{})
 		require.NoError(t, err)
-		eventually(ctx, t, "HPAReady=False ScaledObjectConflict", func() (bool, string) {
+		testenv.Eventually(ctx, t, "HPAReady=False ScaledObjectConflict", func() (bool, string) {
 			got, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-h100", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // TestLeaderElection: two adapter replicas, one Lease. Both serve the
@@ -46,7 +47,7 @@ func TestLeaderElection(t *testing.T) {
 		}
 		return *l.Spec.HolderIdentity
 	}
-	eventually(ctx, t, "a leader holds the Lease", func() (bool, string) { return holder() != "", "no holder" })
+	testenv.Eventually(ctx, t, "a leader holds the Lease", func() (bool, string) { return holder() != "", "no holder" })
 	first := holder()
 
 	lastRun := func() time.Time {
@@ -56,12 +57,12 @@ func TestLeaderElection(t *testing.T) {
 		}
 		return va.Status.DesiredOptimizedAlloc.LastRunTime.Time
 	}
-	eventually(ctx, t, "the leader decides", func() (bool, string) { return !lastRun().IsZero(), "no decision" })
+	testenv.Eventually(ctx, t, "the leader decides", func() (bool, string) { return !lastRun().IsZero(), "no decision" })
 
 	// Both replicas serve, leader or not (called directly, with the admin
 	// client certificate the delegated authentication accepts).
 	for _, p := range []*adapterProcess{a, b} {
-		eventually(ctx, t, "direct read from each replica", func() (bool, string) {
+		testenv.Eventually(ctx, t, "direct read from each replica", func() (bool, string) {
 			v, err := directRead(ctx, cluster, p.Port, "prod", "llama-l4")
 			return err == nil && v == 2, fmt_(v, err)
 		})
@@ -74,12 +75,12 @@ func TestLeaderElection(t *testing.T) {
 	}
 	require.Contains(t, leader.Log(), own, "the Lease holder is one of the two replicas")
 	leader.Stop()
-	eventually(ctx, t, "the follower takes the Lease", func() (bool, string) {
+	testenv.Eventually(ctx, t, "the follower takes the Lease", func() (bool, string) {
 		h := holder()
 		return h != "" && h != first, h
 	})
 	before := lastRun()
-	eventually(ctx, t, "the new leader keeps confirming decisions", func() (bool, string) {
+	testenv.Eventually(ctx, t, "the new leader keeps confirming decisions", func() (bool, string) {
 		return lastRun().After(before), lastRun().String()
 	})
 	v, err := directRead(ctx, cluster, follower.Port, "prod", "llama-l4")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // prometheusAdapterRule is the externalRules entry
@@ -95,7 +96,7 @@ scrape_configs:
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	eventually(ctx, t, "discovery query finds the three variants", func() (bool, string) {
+	testenv.Eventually(ctx, t, "discovery query finds the three variants", func() (bool, string) {
 		got, err := prom.Query(ctx, rule.SeriesQuery)
 		return err == nil && len(got) == 3, fmt_(got, err)
 	})

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // hostileAnswer is one answer a pod labelled as an EPP can give.
@@ -79,7 +81,7 @@ func TestScaleFromZeroSurvivesHostileEPP(t *testing.T) {
 	p := startWVAProcess(ctx, t, "scale-from-zero", []string{"scale-from-zero", "--kubeconfig=" + kubeconfig,
 		"--watch-namespace=" + ns, "--epp-url=" + epp.URL + "/metrics", "--leader-elect=false", "--v=2"})
 
-	eventually(ctx, t, "every hostile answer served several times", func() (bool, string) {
+	testenv.Eventually(ctx, t, "every hostile answer served several times", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return served >= rounds*len(hostileAnswers), fmt.Sprintf("%d answers served", served)
@@ -102,7 +104,7 @@ func TestScaleFromZeroSurvivesHostileEPP(t *testing.T) {
 	mu.Lock()
 	sane = true
 	mu.Unlock()
-	eventually(ctx, t, "the group woken once the EPP answers sensibly", func() (bool, string) {
+	testenv.Eventually(ctx, t, "the group woken once the EPP answers sensibly", func() (bool, string) {
 		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

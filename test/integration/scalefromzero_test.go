@@ -40,6 +40,7 @@ import (
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	"github.com/wva-project/wva/pkg/scalefromzero"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // sfzTrials is the number of wake-ups measured (docs/benchmarks.md).
@@ -103,7 +104,7 @@ func sfzLatency(ctx context.Context, t *testing.T, cs kubernetes.Interface, wva 
 			require.NoError(t, err)
 			replicasSeen(0)
 		}
-		eventually(ctx, t, "the process sees the group at zero", func() (bool, string) {
+		testenv.Eventually(ctx, t, "the process sees the group at zero", func() (bool, string) {
 			v, err := sfzMetric(ctx, p.MetricsURL, "wva_scale_from_zero_groups_at_zero")
 			return err == nil && v == 1, fmt_(v, err)
 		})
@@ -123,7 +124,7 @@ func sfzLatency(ctx context.Context, t *testing.T, cs kubernetes.Interface, wva 
 	// The process counts and logs a wake-up just after the API server
 	// accepted it, so the last one may trail the watch event.
 	re := regexp.MustCompile(`"scaled from zero" .*latency="([^"]+)"`)
-	eventually(ctx, t, "every wake-up counted and logged", func() (bool, string) {
+	testenv.Eventually(ctx, t, "every wake-up counted and logged", func() (bool, string) {
 		v, err := sfzMetric(ctx, p.MetricsURL, `wva_scale_from_zero_decisions_total{result="scaled"}`)
 		n := len(re.FindAllString(p.Log(), -1))
 		return err == nil && v >= sfzTrials && n >= sfzTrials, fmt.Sprintf("counted %v (%v), logged %d", v, err, n)
@@ -207,9 +208,9 @@ func sfzBudget(ctx context.Context, t *testing.T, cs kubernetes.Interface, wva v
 		require.NoError(t, err)
 		return *d.Spec.Replicas
 	}
-	eventually(ctx, t, "the 2-GPU variant is woken", func() (bool, string) { return replicas("two") == 1, fmt.Sprint(replicas("two")) })
+	testenv.Eventually(ctx, t, "the 2-GPU variant is woken", func() (bool, string) { return replicas("two") == 1, fmt.Sprint(replicas("two")) })
 	sfzWaitEvent(ctx, t, cs, ns, "four", scalefromzero.EventBlocked, "held by "+ns+"/big (6 GPUs)")
-	eventually(ctx, t, "metrics name the holder and the pool is full", func() (bool, string) {
+	testenv.Eventually(ctx, t, "metrics name the holder and the pool is full", func() (bool, string) {
 		held, err1 := sfzMetric(ctx, p.MetricsURL, `wva_scale_from_zero_budget_blocked{holder="`+ns+`/big",model_id="m-four",namespace="`+ns+`"}`)
 		total, err2 := sfzMetric(ctx, p.MetricsURL, `wva_scale_from_zero_budget_gpus{kind="total",pool="gpu-a"}`)
 		alloc, err3 := sfzMetric(ctx, p.MetricsURL, `wva_scale_from_zero_budget_gpus{kind="allocated",pool="gpu-a"}`)
@@ -280,7 +281,7 @@ func sfzActivator(ctx context.Context, t *testing.T, cs kubernetes.Interface, wv
 		a.err = sc.Err()
 		done <- a
 	}()
-	eventually(ctx, t, "the activator wakes the model", func() (bool, string) {
+	testenv.Eventually(ctx, t, "the activator wakes the model", func() (bool, string) {
 		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -446,7 +447,7 @@ func sfzMetric(ctx context.Context, metricsURL, series string) (float64, error) 
 
 func sfzWaitEvent(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, va, reason, contains string) {
 	t.Helper()
-	eventually(ctx, t, fmt.Sprintf("Event %s on VA %s", reason, va), func() (bool, string) {
+	testenv.Eventually(ctx, t, fmt.Sprintf("Event %s on VA %s", reason, va), func() (bool, string) {
 		list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + va + ",reason=" + reason})
 		if err != nil {
 			return false, err.Error()

@@ -147,7 +147,7 @@ func TestScaleTargetResolve(t *testing.T) {
 		t.Run(tc.va, func(t *testing.T) {
 			var got scaletarget.Target
 			// The status updates may reach the caches after the sync.
-			eventually(ctx, t, tc.va+" resolved", func() (bool, string) {
+			testenv.Eventually(ctx, t, tc.va+" resolved", func() (bool, string) {
 				va, err := inv.VAs.VariantAutoscalings(ns).Get(tc.va)
 				if err != nil {
 					return false, err.Error()

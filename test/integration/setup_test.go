@@ -152,9 +152,3 @@ func getRaw(ctx context.Context, cs kubernetes.Interface, ns, variant string) (*
 	}
 	return &list, nil
 }
-
-// eventually polls cond every 250ms until it holds or ctx ends.
-func eventually(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	testenv.Eventually(ctx, t, what, cond)
-}

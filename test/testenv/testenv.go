@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
@@ -62,21 +63,18 @@ func FreePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// Eventually polls cond every 250ms until it holds or ctx ends.
+// Eventually polls cond every 250ms until it holds; if ctx ends first the
+// test fails with cond's last detail. The one wait helper of test/.
 func Eventually(ctx context.Context, t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	var last string
-	for {
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(context.Context) (bool, error) {
 		ok, detail := cond()
-		if ok {
-			return
-		}
 		last = detail
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s: %s", what, last)
-		case <-time.After(250 * time.Millisecond):
-		}
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s: %s", what, last)
 	}
 }
 
