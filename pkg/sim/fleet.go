@@ -178,7 +178,9 @@ func newFleetWarm(sc *Scenario, trace *Trace, ctl controlPlane, initial []int32,
 		vs.specN = n
 		for range n {
 			p := f.newPod(vs)
-			p.readyAt = 0
+			// Started before the run, taking the variant's start-up
+			// delay as every other pod (what the inventory measures).
+			p.created, p.readyAt = -vs.spec.StartupDelay.D(), 0
 			p.ready = true
 			f.routable = append(f.routable, p)
 		}

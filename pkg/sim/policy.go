@@ -7,14 +7,16 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/controller"
-	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/engine"
+	"github.com/wva-project/wva/pkg/inventory"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
 
@@ -76,11 +78,13 @@ const staleAfter = 5 * time.Minute
 // scale-down window, as `wva controller` configures it) follows
 // wva_desired_replicas. The analyzer is whatever the ConfigMaps select.
 type wvaPolicy struct {
-	store    *config.Store
-	pipe     pipeline.Pipeline
-	vas      []*llmdv1alpha1.VariantAutoscaling
-	caps     controller.Capabilities
-	analyzer string
+	store *config.Store
+	pipe  pipeline.Pipeline
+	vas   []*llmdv1alpha1.VariantAutoscaling
+	// templates are the VAs' targets' pod templates, for the engine args.
+	templates []corev1.PodSpec
+	caps      controller.Capabilities
+	analyzer  string
 	// state is the analyzer's memory (GroupResult.State), handed back each
 	// cycle as the engine does.
 	state any
@@ -113,6 +117,7 @@ func newWVAPolicy(sc *Scenario) (*wvaPolicy, error) {
 			AcceleratorName: v.Accelerator,
 		}
 		p.vas = append(p.vas, va)
+		p.templates = append(p.templates, podTemplate(sc.ModelID, v.Server))
 	}
 	return p, nil
 }
@@ -135,29 +140,10 @@ func (p *wvaPolicy) hpa(f *fleet, v int) *HPA {
 
 func (p *wvaPolicy) engine(f *fleet) {
 	now := f.wallClock()
-	resolve := func(modelID, ns string) config.Resolved { return p.store.Resolve(modelID, ns) }
-	views := make([]engine.View, len(p.vas))
-	metrics := collector.Result{Pods: map[collector.PodKey]collector.PodMetrics{}, Requests: map[time.Duration]map[collector.ModelKey]float64{}}
-	window := f.sc.Control.MetricsWindow.D()
-	for i, va := range p.vas {
-		t := engine.Target{Resolved: true, SpecReplicas: f.variants[i].specN, PendingPods: f.pendingPods(i)}
-		for _, pod := range f.readyPods(i) {
-			t.ReadyPods = append(t.ReadyPods, pod.name)
-			if pm, ok := podMetrics(pod, f.now, window); ok {
-				metrics.Pods[collector.PodKey{Namespace: va.Namespace, Pod: pod.name}] = pm
-			}
-		}
-		views[i] = engine.View{VA: va, Target: t}
-	}
-	for _, w := range engine.Windows(views, resolve) {
-		metrics.Requests[w] = map[collector.ModelKey]float64{
-			{Namespace: f.sc.Namespace, Model: f.sc.ModelID}: f.completions.over(f.now, w),
-		}
-	}
-	plans := engine.BuildPlans(views, metrics, nil, resolve)
+	views, metrics := p.collect(f)
+	plans := engine.BuildPlans(views, metrics, nil, p.resolve)
 	inputs := make([]pipeline.GroupInput, len(plans))
 	for i, pl := range plans {
-		enrichGroup(f, &pl.Input.Group)
 		pl.Input.State = p.state
 		inputs[i] = pl.Input
 	}
@@ -182,47 +168,69 @@ func (p *wvaPolicy) engine(f *fleet) {
 	}
 }
 
-// enrichGroup is the adapter layer between what engine.BuildPlans fills
-// today (KV usage and queue length per replica) and what the token-based
-// and queueing-model analyzers read: the variants' engine arguments
-// (--max-num-batched-tokens, --max-num-seqs, from the Deployment), and per
-// replica the KV geometry (vllm:cache_config_info), the 5m prompt and
-// output token averages, the arrival rate (EPP scheduler attempts) and the
-// mean TTFT and ITL over the metrics window, plus the requests held at the
-// gateway (EPP flow-control queue). All are series vLLM and the EPP export.
-func enrichGroup(f *fleet, g *decision.Group) {
+func (p *wvaPolicy) resolve(modelID, ns string) config.Resolved { return p.store.Resolve(modelID, ns) }
+
+// collect is what the adapter hands engine.BuildPlans, nothing added
+// afterwards: per VA the inventory's engine.Target (replicas, Ready and
+// pending pods, the engine args read from the pod template with
+// inventory.EngineArgs, the start-up delay measured with
+// inventory.StartupDelay), and the collector.Result the collector's
+// queries would return from the simulated Prometheus.
+func (p *wvaPolicy) collect(f *fleet) ([]engine.View, collector.Result) {
 	window := f.sc.Control.MetricsWindow.D()
-	for i := range g.Variants {
-		if v := f.sc.variantIndex(g.Variants[i].Name); v >= 0 {
-			spec := f.sc.Variants[v].Server
-			g.Variants[i].MaxNumBatchedTokens = int64(spec.MaxNumBatchedTokens)
-			g.Variants[i].MaxNumSeqs = int64(spec.MaxNumSeqs)
-			// What the engine measures from pod creation to Ready.
-			g.Variants[i].StartupDelay = f.sc.Variants[v].StartupDelay.D()
+	model := collector.ModelKey{Namespace: f.sc.Namespace, Model: f.sc.ModelID}
+	metrics := collector.Result{
+		Pods:     map[collector.PodKey]collector.PodMetrics{},
+		Requests: map[time.Duration]map[collector.ModelKey]float64{},
+		// The EPP's flow-control queue and its request counter's rate.
+		SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{model: {Size: float64(len(f.gateway))}},
+		GatewayArrivals: map[collector.ModelKey]float64{model: f.arrivalsOver(window) / window.Seconds()},
+	}
+	views := make([]engine.View, len(p.vas))
+	for i, va := range p.vas {
+		ready := f.readyPods(i)
+		t := engine.Target{Resolved: true, SpecReplicas: f.variants[i].specN, PendingPods: f.pendingPods(i), StartupDelay: startupDelay(ready)}
+		t.MaxNumSeqs, t.MaxNumBatchedTokens = inventory.EngineArgs(&p.templates[i])
+		for _, pod := range ready {
+			t.ReadyPods = append(t.ReadyPods, pod.name)
+			if pm, ok := podMetrics(pod, f.now, window); ok {
+				metrics.Pods[collector.PodKey{Namespace: va.Namespace, Pod: pod.name}] = pm
+			}
+		}
+		views[i] = engine.View{VA: va, Target: t}
+	}
+	for _, w := range engine.Windows(views, p.resolve) {
+		metrics.Requests[w] = map[collector.ModelKey]float64{model: f.completions.over(f.now, w)}
+	}
+	return views, metrics
+}
+
+// podTemplate is the variant's Deployment pod template as far as the
+// inventory reads it: the vLLM engine args.
+func podTemplate(modelID string, s ServerSpec) corev1.PodSpec {
+	args := []string{"serve", modelID}
+	if s.MaxNumSeqs > 0 {
+		args = append(args, "--max-num-seqs", strconv.Itoa(int(s.MaxNumSeqs)))
+	}
+	if s.MaxNumBatchedTokens > 0 {
+		args = append(args, "--max-num-batched-tokens", strconv.Itoa(int(s.MaxNumBatchedTokens)))
+	}
+	return corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Command: []string{"vllm"}, Args: args}}}
+}
+
+// startupDelay is the inventory's measurement over the variant's Ready
+// pods: the median from creation to the Ready transition, 0 with none.
+func startupDelay(ready []*pod) time.Duration {
+	pods := make([]*corev1.Pod, len(ready))
+	for i, p := range ready {
+		pods[i] = &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, CreationTimestamp: metav1.NewTime(Epoch.Add(p.created))},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+				Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(Epoch.Add(p.readyAt)),
+			}}},
 		}
 	}
-	byName := map[string]*pod{}
-	for _, p := range f.routable {
-		byName[p.name] = p
-	}
-	for i := range g.Replicas {
-		r := &g.Replicas[i]
-		p, ok := byName[r.Pod]
-		if !ok {
-			continue
-		}
-		r.NumGPUBlocks, r.BlockSize = int64(p.srv.spec.NumGPUBlocks), int64(p.srv.spec.BlockSize)
-		if in, out, ok := p.prom.tokenAverages(f.now); ok {
-			r.AvgInputTokens, r.AvgOutputTokens = in, out
-		}
-		if w, ok := p.prom.rates(f.now, window); ok {
-			r.ArrivalRate = w.arrivalRate
-			r.AvgTTFTms, r.AvgITLms = w.ttft*1000, w.itl*1000
-		}
-	}
-	g.SchedulerQueueSize = float64(len(f.gateway))
-	// The endpoint picker's request counter: arrivals over the window.
-	g.GatewayArrivalRate, g.GatewayArrivalsReported = f.arrivalsOver(window)/window.Seconds(), true
+	return inventory.StartupDelay(pods)
 }
 
 // arrivalsOver counts the trace's requests that arrived in (now-window, now].
@@ -235,7 +243,8 @@ func (f *fleet) arrivalsOver(window time.Duration) float64 {
 
 // podMetrics is what the collector returns for a pod: max_over_time of KV
 // usage and queue length over the window, the KV geometry
-// (vllm:cache_config_info) and the 5m token averages.
+// (vllm:cache_config_info), the 5m token averages, and over the window the
+// arrival rate and the mean TTFT and ITL (zero without two samples).
 func podMetrics(p *pod, now, window time.Duration) (collector.PodMetrics, bool) {
 	kv, waiting, ok := p.prom.maxOverTime(now, window)
 	if !ok {
@@ -247,6 +256,9 @@ func podMetrics(p *pod, now, window time.Duration) (collector.PodMetrics, bool) 
 	}
 	if in, out, ok := p.prom.tokenAverages(now); ok {
 		pm.AvgInputTokens, pm.AvgOutputTokens = in, out
+	}
+	if w, ok := p.prom.rates(now, window); ok {
+		pm.ArrivalRate, pm.AvgTTFTms, pm.AvgITLms = w.arrivalRate, w.ttft*1000, w.itl*1000
 	}
 	return pm, true
 }

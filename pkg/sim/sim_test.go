@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
 
@@ -223,8 +225,9 @@ func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
 	assert.ErrorContains(t, err, "kvCacheThreshold=1.5")
 }
 
-// TestWVAInputsAndState checks the adapter layer: the group handed to the
-// pipeline carries what the token and queueing analyzers read, and the
+// TestWVAInputsAndState checks the input path: engine.BuildPlans, fed the
+// inventory's targets and the collector's result and nothing added after,
+// gives the group what the token and queueing analyzers read, and the
 // queueing analyzer's memory comes back every cycle.
 func TestWVAInputsAndState(t *testing.T) {
 	sc, tr := shortScenario(t, ShapeSteady, 15*time.Minute, 3, 3)
@@ -246,23 +249,26 @@ func TestWVAInputsAndState(t *testing.T) {
 	var seen decision.Group
 	f.progress = func(now, _ time.Duration) {
 		if now == 10*time.Minute {
-			views := p.vas
-			_ = views
-			g := decision.Group{Variants: []decision.Variant{{Name: sc.Variants[0].Name}}}
-			for _, pod := range f.readyPods(0) {
-				g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: pod.name, Variant: sc.Variants[0].Name})
-			}
-			enrichGroup(f, &g)
-			seen = g
+			views, metrics := p.collect(f)
+			plans := engine.BuildPlans(views, metrics, nil, p.resolve)
+			require.Len(t, plans, 1)
+			seen = plans[0].Input.Group
 		}
 	}
 	f.run()
 	assert.Greater(t, cycles, 20)
 	require.NotNil(t, last.State, "the analyzer's state is carried")
 	require.NotEmpty(t, seen.Replicas)
-	v := seen.Variants[0]
+	require.Len(t, seen.Variants, 2)
+	byName := map[string]decision.Variant{}
+	for _, v := range seen.Variants {
+		byName[v.Name] = v
+	}
+	v := byName[sc.Variants[0].Name]
 	assert.Equal(t, int64(sc.Variants[0].Server.MaxNumSeqs), v.MaxNumSeqs)
 	assert.Equal(t, int64(sc.Variants[0].Server.MaxNumBatchedTokens), v.MaxNumBatchedTokens)
+	assert.Equal(t, sc.Variants[0].StartupDelay.D(), v.StartupDelay, "measured on the pods present from the start")
+	assert.Zero(t, byName[sc.Variants[1].Name].StartupDelay, "no Ready pod, no measurement")
 	var arrival float64
 	for _, r := range seen.Replicas {
 		assert.Equal(t, int64(sc.Variants[0].Server.NumGPUBlocks), r.NumGPUBlocks)
@@ -274,6 +280,31 @@ func TestWVAInputsAndState(t *testing.T) {
 		arrival += r.ArrivalRate
 	}
 	assert.InDelta(t, 3, arrival, 1.2, "the pods' arrival rates add up to the load")
+	assert.True(t, seen.GatewayArrivalsReported)
+	assert.InDelta(t, 3, seen.GatewayArrivalRate, 1.2, "the gateway counts the load")
+	assert.Zero(t, seen.SchedulerQueueSize, "three replicas hold 3 req/s: flow control holds nothing")
+}
+
+// TestStartupDelayMeasured checks the inventory's measurement on simulated
+// pods: the median creation-to-Ready time, 0 without a Ready pod.
+func TestStartupDelayMeasured(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pods [][2]time.Duration // created, readyAt
+		want time.Duration
+	}{
+		{"none", nil, 0},
+		{"started before the run", [][2]time.Duration{{-7 * time.Minute, 0}}, 7 * time.Minute},
+		{"median", [][2]time.Duration{{0, 2 * time.Minute}, {time.Minute, 2 * time.Minute}, {time.Minute, 5 * time.Minute}}, 2 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ready []*pod
+			for i, c := range tc.pods {
+				ready = append(ready, &pod{name: fmt.Sprintf("p-%d", i), created: c[0], readyAt: c[1], ready: true})
+			}
+			assert.Equal(t, tc.want, startupDelay(ready))
+		})
+	}
 }
 
 func TestFlowControl(t *testing.T) {
