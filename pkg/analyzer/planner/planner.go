@@ -94,6 +94,9 @@ type VariantState struct {
 	// PeakLoad is the highest request rate one of its replicas was seen
 	// serving (requests per second).
 	PeakLoad float64 `json:"peakLoad,omitempty"`
+	// StartupDelay is the last start-up delay measured for the variant,
+	// kept while it has no Ready pod to measure it from.
+	StartupDelay time.Duration `json:"startupDelay,omitempty"`
 }
 
 // settleCycles is how many cycles a variant's observations are skipped
@@ -217,7 +220,7 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	for _, r := range g.Replicas {
 		an.Backlog += r.QueueLength
 	}
-	horizon := startupHorizon(variants, slo)
+	horizon := startupHorizon(variants, next.Variants, slo)
 	an.Horizon = horizon.String()
 	// The backlog is drained over one start-up delay: a replica ordered for
 	// it serves while there is still backlog to serve. (Draining the
@@ -448,22 +451,34 @@ func demand(g decision.Group) (float64, string) {
 	return sum, "replica completions"
 }
 
-// startupHorizon is the longest start-up delay among the variants (a
-// variant's measured one, else the configured fallback).
-func startupHorizon(variants []decision.Variant, slo config.SLO) time.Duration {
+// startupHorizon is the longest start-up delay among the variants holding
+// replicas (among all when none does): what a lull costs to ride out is
+// the start-up of the capacity it would give back, not of a variant the
+// plan does not use.
+func startupHorizon(variants []decision.Variant, learned map[string]VariantState, slo config.SLO) time.Duration {
 	h := time.Duration(0)
-	for _, v := range variants {
-		if v.MaxReplicas == 0 {
-			continue
+	for _, holding := range []bool{true, false} {
+		for _, v := range variants {
+			if v.MaxReplicas == 0 || (holding && v.CurrentReplicas == 0) {
+				continue
+			}
+			h = max(h, startupOf(v, learned[v.Name], slo))
 		}
-		h = max(h, startupOf(v, slo))
+		if h > 0 {
+			break
+		}
 	}
 	return max(h, 30*time.Second)
 }
 
-func startupOf(v decision.Variant, slo config.SLO) time.Duration {
-	if v.StartupDelay > 0 {
+// startupOf is a variant's measured start-up delay, else the last one
+// measured, else the configured fallback.
+func startupOf(v decision.Variant, vs VariantState, slo config.SLO) time.Duration {
+	switch {
+	case v.StartupDelay > 0:
 		return v.StartupDelay
+	case vs.StartupDelay > 0:
+		return vs.StartupDelay
 	}
 	return slo.StartupDelay.D()
 }
@@ -511,7 +526,10 @@ func requestShape(g decision.Group, st State) (in, out float64) {
 // is unknown until a pod reports it): the plan tries it when it looks
 // cheapest, and what its replicas then show corrects the line.
 func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, slo config.SLO, in, out float64) (VariantAnalysis, VariantState) {
-	va := VariantAnalysis{Name: v.Name, Current: v.CurrentReplicas, StartupDelay: startupOf(v, slo).String()}
+	if v.StartupDelay > 0 {
+		vs.StartupDelay = v.StartupDelay
+	}
+	va := VariantAnalysis{Name: v.Name, Current: v.CurrentReplicas, StartupDelay: startupOf(v, vs, slo).String()}
 	for _, r := range reps {
 		if r.Variant == v.Name {
 			va.Ready++

@@ -230,7 +230,7 @@ func TestBacklogAddsDemand(t *testing.T) {
 	a, _, _ := run(t, g, nil)
 	g.SchedulerQueueSize = 360
 	b, _, _ := run(t, g, nil)
-	assert.InDelta(t, 360/180.0, b.BacklogRate, 1e-9, "360 requests over the 3m horizon")
+	assert.InDelta(t, 360/120.0, b.BacklogRate, 1e-9, "360 requests over the L4s' 2m start-up (the H100 holds no replica)")
 	assert.Greater(t, b.Staffed, a.Staffed)
 }
 
@@ -322,4 +322,37 @@ func TestUnprovenVariantAtFairPrice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The horizon is the start-up of the variants holding replicas; a
+// variant's measured start-up is kept while it has no Ready pod.
+func TestStartupHorizon(t *testing.T) {
+	slo := config.DefaultSLO()
+	v := func(name string, current int32, measured time.Duration) decision.Variant {
+		return decision.Variant{Name: name, MaxReplicas: 4, CurrentReplicas: current, StartupDelay: measured}
+	}
+	cases := []struct {
+		name     string
+		variants []decision.Variant
+		learned  map[string]VariantState
+		want     time.Duration
+	}{
+		{"only holding variants count", []decision.Variant{v("l4", 2, 2*time.Minute), v("h100", 0, 0)}, nil, 2 * time.Minute},
+		{"the longest holding one", []decision.Variant{v("l4", 2, 2*time.Minute), v("h100", 1, 3*time.Minute)}, nil, 3 * time.Minute},
+		{"none holding: all, unmeasured at the fallback", []decision.Variant{v("l4", 0, 0), v("h100", 0, 0)}, nil, slo.StartupDelay.D()},
+		{"a remembered measurement beats the fallback", []decision.Variant{v("l4", 0, 0)},
+			map[string]VariantState{"l4": {StartupDelay: 90 * time.Second}}, 90 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, startupHorizon(tc.variants, tc.learned, slo))
+		})
+	}
+	// learn remembers the last measurement for a variant at zero.
+	g := fleet(2, 0, 2)
+	_, _, st := run(t, g, nil)
+	g.Variants[0].StartupDelay = 0
+	g.Now = t0.Add(time.Minute)
+	an, _, _ := run(t, g, st)
+	assert.Equal(t, "2m0s", an.Variants[1].StartupDelay, "%+v", an.Variants[1])
 }
