@@ -25,7 +25,9 @@ type DirectScale struct {
 // PlanDirectScale decides whether the controller must scale the target
 // itself. Pure; now is an input. It acts only on a fresh decision of record:
 //   - to 0, when the decision is 0, the VA allows it, and the HPA cannot
-//     (no HPAScaleToZero); never while Prometheus is unreachable;
+//     (no HPAScaleToZero); never while Prometheus is unreachable, nor on a
+//     decision made before the fast path's last wake (it would undo the
+//     wake and restart the model load before the adapter's next cycle);
 //   - from 0, when the decision is >= 1: an HPA whose target someone else
 //     scaled to 0 is disabled until the target has a replica;
 //   - inside the HPA's tolerance band (|desired/current - 1| <= 0.1) when
@@ -40,7 +42,7 @@ func PlanDirectScale(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities, cur
 	case desired == current:
 		return DirectScale{}, false
 	case desired == 0:
-		if caps.ScaleToZero || va.MinReplicasOrDefault() > 0 || metricsUnreachable(va) {
+		if caps.ScaleToZero || va.MinReplicasOrDefault() > 0 || metricsUnreachable(va) || decidedBeforeWake(va) {
 			return DirectScale{}, false
 		}
 		return DirectScale{Replicas: 0, Reason: fmt.Sprintf("decision of record is 0 (%s); the HPA cannot scale below 1 here", alloc.Reason)}, true
@@ -63,6 +65,22 @@ func PlanDirectScaleFor(output Output, va *llmdv1alpha1.VariantAutoscaling, caps
 		return DirectScale{}, false
 	}
 	return plan, ok
+}
+
+// decidedBeforeWake says whether the decision of record is older than the
+// fast path's last wake. lastRunTime has whole seconds: a decision in the
+// wake's second counts as older (the engine keeps a woken group at >= 1
+// anyway, so this only ever waits one more cycle).
+func decidedBeforeWake(va *llmdv1alpha1.VariantAutoscaling) bool {
+	s, ok := va.Annotations[llmdv1alpha1.AnnotationScaledFromZeroAt]
+	if !ok {
+		return false
+	}
+	woke, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return false
+	}
+	return !va.Status.DesiredOptimizedAlloc.LastRunTime.Time.After(woke)
 }
 
 func metricsUnreachable(va *llmdv1alpha1.VariantAutoscaling) bool {

@@ -186,6 +186,20 @@ func decided(va *llmdv1alpha1.VariantAutoscaling, replicas int32, age time.Durat
 	return va
 }
 
+// woken sets the fast path's wake annotation; a zero at is an unreadable value.
+func woken(va *llmdv1alpha1.VariantAutoscaling, at time.Time) *llmdv1alpha1.VariantAutoscaling {
+	v := "not a time"
+	if !at.IsZero() {
+		v = at.UTC().Format(time.RFC3339Nano)
+	}
+	va = va.DeepCopy()
+	if va.Annotations == nil {
+		va.Annotations = map[string]string{}
+	}
+	va.Annotations[llmdv1alpha1.AnnotationScaledFromZeroAt] = v
+	return va
+}
+
 func TestPlanDirectScale(t *testing.T) {
 	noGates := Capabilities{}
 	full := Capabilities{Tolerance: true, ScaleToZero: true}
@@ -203,6 +217,10 @@ func TestPlanDirectScale(t *testing.T) {
 		{"decision 0 without HPAScaleToZero: controller scales to 0", decided(testVA(0, 8, nil), 0, time.Second), noGates, 3, 0, true},
 		{"decision 0 with HPAScaleToZero: the HPA does it", decided(testVA(0, 8, nil), 0, time.Second), full, 3, 0, false},
 		{"decision 0 but min 1: nothing", decided(testVA(1, 8, nil), 0, time.Second), noGates, 3, 0, false},
+		{"never to 0 on a decision older than the last wake", woken(decided(testVA(0, 8, nil), 0, 10*time.Second), now.Add(-time.Second)), noGates, 1, 0, false},
+		{"never to 0 on a decision in the wake's second", woken(decided(testVA(0, 8, nil), 0, 0), now.Add(300*time.Millisecond)), noGates, 1, 0, false},
+		{"to 0 on a decision after the last wake", woken(decided(testVA(0, 8, nil), 0, time.Second), now.Add(-time.Hour)), noGates, 1, 0, true},
+		{"unreadable wake time: decided as without one", woken(decided(testVA(0, 8, nil), 0, time.Second), time.Time{}), noGates, 1, 0, true},
 		{"never to 0 while Prometheus is unreachable", decided(testVA(0, 8, nil), 0, time.Second, unreachable), noGates, 3, 0, false},
 		{"from 0: the HPA is disabled, the controller scales up", decided(testVA(0, 8, nil), 2, time.Second), noGates, 0, 2, true},
 		{"from 0 also with the gate (target zeroed by someone else)", decided(testVA(0, 8, nil), 1, time.Second), full, 0, 1, true},

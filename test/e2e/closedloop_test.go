@@ -130,7 +130,7 @@ func scaleUpNoCascade(ctx context.Context, t *testing.T, r *rig) {
 	ready := r.waitReady(ctx, t, "s1", "l4", 3)
 	r.holdReplicas(ctx, t, "s1", "l4", 3, 20*time.Second)
 	r.report.add("1 scale-up: KV crossing seen in Prometheus -> Deployment 2->3 in %s; -> new pod Ready in %s (model load %s); held at 3 for 20 s after; PromQL queries per cycle: %s",
-		scaled.Sub(crossed).Round(100*time.Millisecond), ready.Sub(crossed).Round(100*time.Millisecond), podReadyDelay, r.queriesPerCycle(ctx))
+		scaled.Sub(crossed).Round(100*time.Millisecond), ready.Sub(crossed).Round(100*time.Millisecond), r.opts.PodReadyDelay, r.queriesPerCycle(ctx))
 }
 
 // costAware: two variants of one model, costs 5 and 15. Light load: the
@@ -235,7 +235,7 @@ func faults(ctx context.Context, t *testing.T, r *rig) {
 		})
 		r.holdReplicas(ctx, t, "s1", "l4", 3, 4*time.Second)
 		r.report.add("4 adapter SIGKILL + restart: wva_desired_replicas=3 served %s after the new process started (engine interval %s)",
-			served.Sub(started).Round(100*time.Millisecond), engineInterval)
+			served.Sub(started).Round(100*time.Millisecond), r.opts.EngineInterval)
 	})
 
 	t.Run("leader failover with two adapter replicas", func(t *testing.T) {

@@ -39,12 +39,41 @@ import (
 // (scrape << engine interval << model load).
 const (
 	scrapeInterval = "1s"
-	engineInterval = "2s"
+	engineInterval = 2 * time.Second
 	podReadyDelay  = 8 * time.Second
 	configNS       = "wva-system"
 )
 
+// rigOptions change the rig's timings and the controller's flags; the zero
+// value is the CI-speed rig of TestClosedLoop.
+type rigOptions struct {
+	// EngineInterval is the adapter's --engine-interval (default engineInterval).
+	EngineInterval time.Duration
+	// HPASyncPeriod is the HPA controller's sync period (default 1 s).
+	HPASyncPeriod time.Duration
+	// PodReadyDelay is kwok's model-load time (default podReadyDelay).
+	PodReadyDelay time.Duration
+	// FeatureGates go to kube-apiserver and kube-controller-manager.
+	FeatureGates map[string]bool
+	// ControllerArgs are appended to `wva controller`'s flags.
+	ControllerArgs []string
+}
+
+func (o rigOptions) withDefaults() rigOptions {
+	if o.EngineInterval == 0 {
+		o.EngineInterval = engineInterval
+	}
+	if o.HPASyncPeriod == 0 {
+		o.HPASyncPeriod = time.Second
+	}
+	if o.PodReadyDelay == 0 {
+		o.PodReadyDelay = podReadyDelay
+	}
+	return o
+}
+
 type rig struct {
+	opts     rigOptions
 	cluster  *harness.Cluster
 	kube     kubernetes.Interface
 	wva      versioned.Interface
@@ -72,13 +101,18 @@ type rig struct {
 
 func startRig(ctx context.Context, t *testing.T, variants []fleet.Variant) *rig {
 	t.Helper()
-	r := &rig{report: &report{}, t: t}
+	return startRigWith(ctx, t, rigOptions{}, variants)
+}
+
+func startRigWith(ctx context.Context, t *testing.T, opts rigOptions, variants []fleet.Variant) *rig {
+	t.Helper()
+	r := &rig{opts: opts.withDefaults(), report: &report{}, t: t}
 	dir := t.TempDir()
 	var err error
 	if r.bin, err = testenv.BuildWVA(dir); err != nil {
 		t.Fatal(err)
 	}
-	r.cluster = harness.StartT(t, harness.Options{})
+	r.cluster = harness.StartT(t, harness.Options{FeatureGates: r.opts.FeatureGates})
 	r.kube = r.cluster.Clientset()
 	if r.wva, err = versioned.NewForConfig(r.cluster.RESTConfig); err != nil {
 		t.Fatal(err)
@@ -87,10 +121,10 @@ func startRig(ctx context.Context, t *testing.T, variants []fleet.Variant) *rig 
 	// Per-controller ServiceAccounts, as in a real cluster: the HPA
 	// controller reads wva_desired_replicas as
 	// kube-system/horizontal-pod-autoscaler, which deploy/'s RBAC must allow.
-	r.cluster.StartControllerManagerT(t, harness.ControllerManagerOptions{HPASyncPeriod: time.Second,
-		Args: []string{"--use-service-account-credentials=true"}})
+	r.cluster.StartControllerManagerT(t, harness.ControllerManagerOptions{HPASyncPeriod: r.opts.HPASyncPeriod,
+		FeatureGates: r.opts.FeatureGates, Args: []string{"--use-service-account-credentials=true"}})
 	r.cluster.StartSchedulerT(t, harness.SchedulerOptions{})
-	r.cluster.StartKwokT(t, harness.KwokOptions{PodReadyDelay: podReadyDelay})
+	r.cluster.StartKwokT(t, harness.KwokOptions{PodReadyDelay: r.opts.PodReadyDelay})
 	for i := range 3 {
 		if err := r.cluster.CreateFakeNode(ctx, harness.FakeNode{Name: fmt.Sprintf("gpu-node-%d", i), GPUs: 8,
 			Labels: map[string]string{"nvidia.com/gpu.product": "NVIDIA-L4"}}); err != nil {
@@ -130,8 +164,7 @@ func startRig(ctx context.Context, t *testing.T, variants []fleet.Variant) *rig 
 	if err := r.cluster.WaitAPIServiceAvailable(ctx, "v1beta1.external.metrics.k8s.io"); err != nil {
 		t.Fatal(err)
 	}
-	r.controller = testenv.StartProcess(ctx, t, "controller", r.bin, "controller", "--kubeconfig="+r.kubeconfigs["wva-controller"],
-		"--leader-elect=false", "--probe-namespace="+configNS, "--resync=5s")
+	r.controller = r.startController(ctx, "controller", r.opts.ControllerArgs...)
 	// The fast path reads the emulated EPP directly (no pod network here,
 	// so by URL rather than by EPP pod selector).
 	r.fastPath = testenv.StartProcess(ctx, t, "scale-from-zero", r.bin, "scale-from-zero", "--kubeconfig="+r.kubeconfigs["wva-scale-from-zero"],
@@ -214,6 +247,14 @@ func (r *rig) serveHPAMetrics(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
+// startController runs `wva controller` with deploy/'s ServiceAccount and
+// extra flags (a later flag wins).
+func (r *rig) startController(ctx context.Context, name string, extra ...string) *testenv.Process {
+	args := append([]string{"controller", "--kubeconfig=" + r.kubeconfigs["wva-controller"],
+		"--leader-elect=false", "--probe-namespace=" + configNS, "--resync=5s"}, extra...)
+	return testenv.StartProcess(ctx, r.t, name, r.bin, args...)
+}
+
 // startAdapter runs `wva adapter` on a given secure port with the flags of
 // deploy/ plus loopback addresses and test-speed intervals.
 func (r *rig) startAdapter(ctx context.Context, port int) *testenv.Process {
@@ -223,7 +264,7 @@ func (r *rig) startAdapter(ctx context.Context, port int) *testenv.Process {
 		"--tls-cert-file=" + r.certFile, "--tls-private-key-file=" + r.keyFile,
 		"--lister-kubeconfig=" + r.kubeconfigs["wva-adapter"],
 		"--authentication-kubeconfig=" + r.kubeconfigs["wva-adapter"], "--authorization-kubeconfig=" + r.kubeconfigs["wva-adapter"],
-		"--prometheus-url=" + r.prom.URL, "--engine-interval=" + engineInterval, "--status-heartbeat=10s",
+		"--prometheus-url=" + r.prom.URL, "--engine-interval=" + r.opts.EngineInterval.String(), "--status-heartbeat=10s",
 		"--config-namespace=" + configNS, "--leader-elect=true", "--leader-election-lease-duration=4s",
 		"--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s", "--v=2"}
 	return testenv.StartProcess(ctx, t, fmt.Sprintf("adapter:%d", port), r.bin, args...)
