@@ -42,7 +42,7 @@ func PlanDirectScale(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities, cur
 	case desired == current:
 		return DirectScale{}, false
 	case desired == 0:
-		if caps.ScaleToZero || va.MinReplicasOrDefault() > 0 || metricsUnreachable(va) || decidedBeforeWake(va) {
+		if caps.ScaleToZero || va.MinReplicasOrDefault() > 0 || metricsUnreachable(va) || va.DecidedBeforeWake() {
 			return DirectScale{}, false
 		}
 		return DirectScale{Replicas: 0, Reason: fmt.Sprintf("decision of record is 0 (%s); the HPA cannot scale below 1 here", alloc.Reason)}, true
@@ -65,22 +65,6 @@ func PlanDirectScaleFor(output Output, va *llmdv1alpha1.VariantAutoscaling, caps
 		return DirectScale{}, false
 	}
 	return plan, ok
-}
-
-// decidedBeforeWake says whether the decision of record is older than the
-// fast path's last wake. lastRunTime has whole seconds: a decision in the
-// wake's second counts as older (the engine keeps a woken group at >= 1
-// anyway, so this only ever waits one more cycle).
-func decidedBeforeWake(va *llmdv1alpha1.VariantAutoscaling) bool {
-	s, ok := va.Annotations[llmdv1alpha1.AnnotationScaledFromZeroAt]
-	if !ok {
-		return false
-	}
-	woke, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return false
-	}
-	return !va.Status.DesiredOptimizedAlloc.LastRunTime.Time.After(woke)
 }
 
 func metricsUnreachable(va *llmdv1alpha1.VariantAutoscaling) bool {

@@ -136,7 +136,7 @@ func (s *Scaler) desired(ref *pb.ScaledObjectRef) (int32, error) {
 	case err != nil:
 		return 0, status.Error(codes.Internal, err.Error())
 	}
-	return va.Status.DesiredOptimizedAlloc.NumReplicas, nil
+	return va.ServedReplicas(), nil
 }
 
 func (s *Scaler) count(method string, err error) {

@@ -38,6 +38,13 @@ func decided(ns, name string, replicas int32, at time.Time) *llmdv1alpha1.Varian
 	return va
 }
 
+// woken is a decision of record with the fast path's wake annotation.
+func woken(name string, replicas int32, decidedAt, wokeAt time.Time) *llmdv1alpha1.VariantAutoscaling {
+	va := decided("prod", name, replicas, decidedAt)
+	va.Annotations = map[string]string{llmdv1alpha1.AnnotationScaledFromZeroAt: wokeAt.Format(time.RFC3339Nano)}
+	return va
+}
+
 func sel(t *testing.T, s string) labels.Selector {
 	t.Helper()
 	out, err := labels.Parse(s)
@@ -51,6 +58,10 @@ func TestGetExternalMetric(t *testing.T) {
 		decided("prod", "llama-h100", 0, now.Add(-time.Hour)),
 		&llmdv1alpha1.VariantAutoscaling{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "fresh"}},
 		decided("other", "llama-l4", 7, now),
+		woken("woken", 0, now.Add(-time.Minute), now.Add(-10*time.Second)),
+		woken("woken-same-second", 0, now.Add(-10*time.Second), now.Add(-10*time.Second+300*time.Millisecond)),
+		woken("decided-after-wake", 0, now, now.Add(-time.Minute)),
+		woken("woken-and-decided", 2, now.Add(-time.Minute), now.Add(-10*time.Second)),
 	)
 	info := cmprovider.ExternalMetricInfo{Metric: llmdv1alpha1.MetricDesiredReplicas}
 	cases := []struct {
@@ -66,6 +77,10 @@ func TestGetExternalMetric(t *testing.T) {
 		{name: "upstream label", namespace: "prod", selector: "variant_autoscaling=llama-l4", want: 3},
 		{name: "namespaced", namespace: "other", selector: "variant_name=llama-l4", want: 7},
 		{name: "stale decision still served", namespace: "prod", selector: "variant_name=llama-h100", want: 0},
+		{name: "a 0 decided before the fast path's wake serves 1", namespace: "prod", selector: "variant_name=woken", want: 1},
+		{name: "a 0 decided in the wake's second serves 1", namespace: "prod", selector: "variant_name=woken-same-second", want: 1},
+		{name: "a 0 decided after the wake is served", namespace: "prod", selector: "variant_name=decided-after-wake", want: 0},
+		{name: "a wake never lowers a decision", namespace: "prod", selector: "variant_name=woken-and-decided", want: 2},
 		{name: "unknown variant", namespace: "prod", selector: "variant_name=nope", check: apierrors.IsNotFound, errText: "VariantAutoscaling prod/nope"},
 		{name: "no decision yet", namespace: "prod", selector: "variant_name=fresh", check: apierrors.IsServiceUnavailable, errText: "no decision yet"},
 		{name: "no selector", namespace: "prod", selector: "", check: apierrors.IsBadRequest, errText: "variant_name=<name>"},
@@ -94,10 +109,10 @@ func TestGetExternalMetric(t *testing.T) {
 		})
 	}
 	assert.Equal(t, 1.0, testutil.ToFloat64(p.served.WithLabelValues("stale")))
-	assert.Equal(t, 3.0, testutil.ToFloat64(p.served.WithLabelValues("ok")))
+	assert.Equal(t, 7.0, testutil.ToFloat64(p.served.WithLabelValues("ok")))
 	n, err := testutil.GatherAndCount(reg, "wva_decision_age_seconds")
 	require.NoError(t, err)
-	assert.Equal(t, 3, n, "one age series per decided VA")
+	assert.Equal(t, 7, n, "one age series per decided VA")
 	assert.Equal(t, []cmprovider.ExternalMetricInfo{{Metric: llmdv1alpha1.MetricDesiredReplicas}}, p.ListAllExternalMetrics())
 }
 

@@ -21,6 +21,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -296,6 +297,35 @@ type VariantAutoscalingList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 
 	Items []VariantAutoscaling `json:"items"`
+}
+
+// DecidedBeforeWake says whether the decision of record
+// (status.desiredOptimizedAlloc) is older than the scale-from-zero fast
+// path's last wake (AnnotationScaledFromZeroAt). lastRunTime has whole
+// seconds: a decision in the wake's second counts as older (the engine
+// keeps a woken group at >= 1 anyway, so this only waits one more cycle).
+func (va *VariantAutoscaling) DecidedBeforeWake() bool {
+	s, ok := va.Annotations[AnnotationScaledFromZeroAt]
+	if !ok {
+		return false
+	}
+	woke, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return false
+	}
+	return !va.Status.DesiredOptimizedAlloc.LastRunTime.After(woke)
+}
+
+// ServedReplicas is the desired replica count wva serves for the VA: the
+// decision of record, but at least 1 while that decision predates the
+// fast path's last wake, so a scaler reading it between the wake and the
+// engine's next cycle does not take the woken target back to 0.
+func (va *VariantAutoscaling) ServedReplicas() int32 {
+	n := va.Status.DesiredOptimizedAlloc.NumReplicas
+	if n == 0 && va.DecidedBeforeWake() {
+		return 1
+	}
+	return n
 }
 
 // MinReplicasOrDefault returns spec.minReplicas, or DefaultMinReplicas when
