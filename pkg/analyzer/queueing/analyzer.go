@@ -237,21 +237,13 @@ func (o groupObs) latencies() (ttft, itl float64, ok bool) {
 	return o.ttft / o.latArrival, o.itl / o.latArrival, true
 }
 
+// analyze sizes every variant, prices unknown ones at the lowest known rate,
+// then compares the group's arrival with its supply.
 func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner Tuner, st *State) (Analysis, decision.Signal) {
 	an := Analysis{SLOMultiplier: qm.SLOMultiplier, TuningEnabled: qm.TuningEnabled, Variants: make([]VariantAnalysis, 0, len(g.Variants))}
 	variants := append([]decision.Variant(nil), g.Variants...)
 	sort.Slice(variants, func(i, j int) bool { return variants[i].Name < variants[j].Name })
-	count := map[string]int{}
-	for _, r := range g.Replicas {
-		count[r.Variant]++
-	}
-	byVariant := make(map[string][]decision.ReplicaMetrics, len(count))
-	for _, r := range g.Replicas {
-		if byVariant[r.Variant] == nil {
-			byVariant[r.Variant] = make([]decision.ReplicaMetrics, 0, count[r.Variant])
-		}
-		byVariant[r.Variant] = append(byVariant[r.Variant], r)
-	}
+	byVariant := replicasByVariant(g.Replicas)
 	// Scratch space of every model solved for the group.
 	var buf []float64
 	var group groupObs
@@ -266,16 +258,41 @@ func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner 
 		an.Variants = append(an.Variants, analyzeVariant(v, byVariant[v.Name], group, qm, tuner, st, &buf))
 	}
 
-	// Variants whose rate is unknown borrow the lowest known rate (the
-	// conservative choice: it asks for more replicas, never fewer).
-	lowest := math.Inf(1)
+	sig := decision.Signal{Analyzer: Name, Priority: priority, CapacityPerReplica: map[string]float64{}}
+	lowest, pending := an.supply(sig.CapacityPerReplica)
+	an.capacity(g, variants, lowest, pending, sig.CapacityPerReplica)
+	sig.RequiredCapacity, sig.SpareCapacity = an.RequiredCapacity, an.SpareCapacity
+	sig.Reason = "queueing-model: " + an.Why
+	return an, sig
+}
+
+// replicasByVariant groups the replicas by variant, keeping their order.
+func replicasByVariant(replicas []decision.ReplicaMetrics) map[string][]decision.ReplicaMetrics {
+	count := map[string]int{}
+	for _, r := range replicas {
+		count[r.Variant]++
+	}
+	byVariant := make(map[string][]decision.ReplicaMetrics, len(count))
+	for _, r := range replicas {
+		if byVariant[r.Variant] == nil {
+			byVariant[r.Variant] = make([]decision.ReplicaMetrics, 0, count[r.Variant])
+		}
+		byVariant[r.Variant] = append(byVariant[r.Variant], r)
+	}
+	return byVariant
+}
+
+// supply totals the group's supply at each variant's rate per replica.
+// Variants whose rate is unknown borrow the lowest known rate (the
+// conservative choice: it asks for more replicas, never fewer). It returns
+// that rate (+Inf when no variant has a model) and the pending replicas.
+func (an *Analysis) supply(capacityPerReplica map[string]float64) (lowest float64, pending int32) {
+	lowest = math.Inf(1)
 	for _, va := range an.Variants {
 		if va.RatePerReplica > 0 && va.RateSource != RateAssumed {
 			lowest = math.Min(lowest, va.RatePerReplica)
 		}
 	}
-	sig := decision.Signal{Analyzer: Name, Priority: priority, CapacityPerReplica: map[string]float64{}}
-	var pending int32
 	for i := range an.Variants {
 		va := &an.Variants[i]
 		if va.RatePerReplica <= 0 && !math.IsInf(lowest, 1) {
@@ -283,17 +300,21 @@ func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner 
 		}
 		pending += va.Pending
 		if va.RatePerReplica > 0 {
-			sig.CapacityPerReplica[va.Name] = va.RatePerReplica
+			capacityPerReplica[va.Name] = va.RatePerReplica
 			an.Supply += float64(va.Ready) * va.RatePerReplica
 			an.AnticipatedSupply += float64(va.Ready+va.Pending) * va.RatePerReplica
 			va.DesiredReplicas = int32(math.Ceil(va.ArrivalRate/va.RatePerReplica - 1e-9))
 		}
 	}
+	return lowest, pending
+}
 
+// capacity sets the required and spare capacity and says why. With no model
+// learned yet it asks for one replica to learn from, unless there is no load
+// or a pending replica will report soon.
+func (an *Analysis) capacity(g decision.Group, variants []decision.Variant, lowest float64, pending int32, capacityPerReplica map[string]float64) {
 	demand := an.TotalArrivalRate
-	switch {
-	case math.IsInf(lowest, 1):
-		// No variant has a model yet.
+	if math.IsInf(lowest, 1) {
 		switch {
 		case demand <= 0 && g.SchedulerQueueSize <= 0:
 			an.Why = "no load and no learned model: nothing to size"
@@ -303,41 +324,38 @@ func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner 
 			an.Why = fmt.Sprintf("arrival %.3f req/s (EPP queue %g) and no model learned for any variant: adding one replica to learn from", demand, g.SchedulerQueueSize)
 			an.RequiredCapacity = 1
 			for _, v := range variants {
-				sig.CapacityPerReplica[v.Name] = 1
+				capacityPerReplica[v.Name] = 1
 			}
 		}
-	default:
-		an.RequiredCapacity = math.Max(0, demand-an.AnticipatedSupply)
-		an.SpareCapacity = math.Max(0, an.Supply-demand)
-		if an.AnticipatedSupply <= 0 && g.SchedulerQueueSize > 0 && an.RequiredCapacity <= 0 {
-			// Requests wait in the EPP and nothing serves them.
-			an.RequiredCapacity = lowest
-		}
-		tiny := 1e-9 * math.Max(1, math.Max(demand, an.Supply))
-		if an.RequiredCapacity < tiny {
-			an.RequiredCapacity = 0
-		}
-		if an.SpareCapacity < tiny {
-			an.SpareCapacity = 0
-		}
-		an.Why = fmt.Sprintf("arrival %.3f req/s, supply %.3f (anticipated %.3f) at the SLO-bound rate per replica", demand, an.Supply, an.AnticipatedSupply)
-		switch {
-		case an.RequiredCapacity > 0:
-			an.Why += fmt.Sprintf("; required %.3f req/s", an.RequiredCapacity)
-		case an.SpareCapacity > 0:
-			an.Why += fmt.Sprintf("; spare %.3f req/s", an.SpareCapacity)
-		}
-		var rates []string
-		for _, va := range an.Variants {
-			if va.RatePerReplica > 0 {
-				rates = append(rates, fmt.Sprintf("%s %.3f (%s)", va.Name, va.RatePerReplica, va.RateSource))
-			}
-		}
-		an.Why += "; rate per replica " + strings.Join(rates, ", ")
+		return
 	}
-	sig.RequiredCapacity, sig.SpareCapacity = an.RequiredCapacity, an.SpareCapacity
-	sig.Reason = "queueing-model: " + an.Why
-	return an, sig
+	an.RequiredCapacity = math.Max(0, demand-an.AnticipatedSupply)
+	an.SpareCapacity = math.Max(0, an.Supply-demand)
+	if an.AnticipatedSupply <= 0 && g.SchedulerQueueSize > 0 && an.RequiredCapacity <= 0 {
+		// Requests wait in the EPP and nothing serves them.
+		an.RequiredCapacity = lowest
+	}
+	tiny := 1e-9 * math.Max(1, math.Max(demand, an.Supply))
+	if an.RequiredCapacity < tiny {
+		an.RequiredCapacity = 0
+	}
+	if an.SpareCapacity < tiny {
+		an.SpareCapacity = 0
+	}
+	an.Why = fmt.Sprintf("arrival %.3f req/s, supply %.3f (anticipated %.3f) at the SLO-bound rate per replica", demand, an.Supply, an.AnticipatedSupply)
+	switch {
+	case an.RequiredCapacity > 0:
+		an.Why += fmt.Sprintf("; required %.3f req/s", an.RequiredCapacity)
+	case an.SpareCapacity > 0:
+		an.Why += fmt.Sprintf("; spare %.3f req/s", an.SpareCapacity)
+	}
+	var rates []string
+	for _, va := range an.Variants {
+		if va.RatePerReplica > 0 {
+			rates = append(rates, fmt.Sprintf("%s %.3f (%s)", va.Name, va.RatePerReplica, va.RateSource))
+		}
+	}
+	an.Why += "; rate per replica " + strings.Join(rates, ", ")
 }
 
 func (o *groupObs) add(r decision.ReplicaMetrics) {
