@@ -213,6 +213,17 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 	}
 	resolve := func(modelID, ns string) config.Resolved { return e.Config.Resolve(modelID, ns) }
 
+	result := e.collect(ctx, &c, views, resolve, start)
+	plans, now := e.decide(&c, views, result, resolve)
+	samples, groups := e.publishGroups(ctx, &c, views, plans, now)
+	e.publishUnresolved(ctx, &c, views, now)
+	return e.finishCycle(c, samples, groups, start)
+}
+
+// collect queries the metrics for every view's namespace. A failure is kept
+// in c.MetricsErr rather than returned: the cycle still runs so groups hold
+// their previous decisions and statuses say why.
+func (e *Engine) collect(ctx context.Context, c *Cycle, views []View, resolve ConfigResolver, start time.Time) collector.Result {
 	req := collector.Request{Namespaces: namespacesOf(views), RetentionWindows: Windows(views, resolve), Time: start}
 	var result collector.Result
 	if len(views) > 0 {
@@ -223,7 +234,13 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 	if c.MetricsErr != nil {
 		klog.ErrorS(c.MetricsErr, "collecting metrics failed; previous decisions are held")
 	}
+	return result
+}
 
+// decide plans every group, runs the pipeline with the analyzers' state from
+// the previous cycle, and keeps the new state for the next one. It returns
+// the plans (in c.Results order) and the decision time used for statuses.
+func (e *Engine) decide(c *Cycle, views []View, result collector.Result, resolve ConfigResolver) ([]Plan, time.Time) {
 	plans := BuildPlans(views, result, c.MetricsErr, resolve)
 	inputs := make([]pipeline.GroupInput, len(plans))
 	prevState := e.AnalyzerState()
@@ -252,7 +269,13 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 	}
 	e.RestoreAnalyzerState(next)
 	c.Groups = len(plans)
+	return plans, now
+}
 
+// publishGroups writes each decided variant's status and returns the metric
+// samples for the cycle; a failed write keeps the last written sample so the
+// gauges do not claim a decision nobody can see on the VA.
+func (e *Engine) publishGroups(ctx context.Context, c *Cycle, views []View, plans []Plan, now time.Time) ([]VariantSample, []GroupSample) {
 	targets := map[string]Target{}
 	for _, v := range views {
 		targets[v.VA.Namespace+"/"+v.VA.Name] = v.Target
@@ -271,30 +294,44 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 				Labels:  [4]string{va.Name, va.Namespace, p.Key.ModelID, va.Spec.AcceleratorName},
 				Desired: t.Replicas, Current: tgt.SpecReplicas, Cost: variantCost(va), Target: t,
 			})
-			status := NextStatus(va, p, res, t, tgt, c.MetricsErr, now)
-			if e.Config != nil {
-				setConfigCondition(&status, va, e.Config.InvalidFor(p.Key.ModelID, p.Key.Namespace), now)
-			}
-			stuck := setStuckCondition(&status, va, res, now)
-			prev := va.Status.DesiredOptimizedAlloc
-			wrote, err := e.publish(ctx, va, status, now)
-			if err != nil {
-				c.WriteFailures++
-				klog.ErrorS(err, "writing VariantAutoscaling status", "va", klog.KObj(va))
+			if !e.publishVariant(ctx, c, p, va, res, t, tgt, now) {
 				samples = keepLastWritten(samples, va)
-				continue
-			}
-			if wrote {
-				c.StatusWrites++
-			}
-			e.recordChange(va, prev, t)
-			// Once per onset: the condition written above is the memory,
-			// so a new leader does not repeat it.
-			if stuck != "" && e.Recorder != nil {
-				e.Recorder.Event(va, corev1.EventTypeWarning, llmdv1alpha1.ReasonStuckTransition, stuck)
 			}
 		}
 	}
+	return samples, groups
+}
+
+// publishVariant writes one variant's status with its config and stuck
+// conditions; it reports false when the write failed.
+func (e *Engine) publishVariant(ctx context.Context, c *Cycle, p Plan, va *llmdv1alpha1.VariantAutoscaling, res pipeline.GroupResult, t decision.Target, tgt Target, now time.Time) bool {
+	status := NextStatus(va, p, res, t, tgt, c.MetricsErr, now)
+	if e.Config != nil {
+		setConfigCondition(&status, va, e.Config.InvalidFor(p.Key.ModelID, p.Key.Namespace), now)
+	}
+	stuck := setStuckCondition(&status, va, res, now)
+	prev := va.Status.DesiredOptimizedAlloc
+	wrote, err := e.publish(ctx, va, status, now)
+	if err != nil {
+		c.WriteFailures++
+		klog.ErrorS(err, "writing VariantAutoscaling status", "va", klog.KObj(va))
+		return false
+	}
+	if wrote {
+		c.StatusWrites++
+	}
+	e.recordChange(va, prev, t)
+	// Once per onset: the condition written above is the memory,
+	// so a new leader does not repeat it.
+	if stuck != "" && e.Recorder != nil {
+		e.Recorder.Event(va, corev1.EventTypeWarning, llmdv1alpha1.ReasonStuckTransition, stuck)
+	}
+	return true
+}
+
+// publishUnresolved writes the status of VAs whose scale target could not be
+// resolved; they are in no group, so nothing else would tell their owner.
+func (e *Engine) publishUnresolved(ctx context.Context, c *Cycle, views []View, now time.Time) {
 	for _, v := range views {
 		if v.Target.Resolved {
 			continue
@@ -309,6 +346,11 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 			e.Recorder.Event(v.VA, corev1.EventTypeWarning, v.Target.Reason, v.Target.Message)
 		}
 	}
+}
+
+// finishCycle publishes the cycle's metrics and marks success only when both
+// collection and every write worked, so the health check sees partial cycles.
+func (e *Engine) finishCycle(c Cycle, samples []VariantSample, groups []GroupSample, start time.Time) (Cycle, error) {
 	if e.Observe != nil {
 		e.Observe.Publish(samples, groups)
 		e.Observe.CycleDuration.Observe(e.Clock.Since(start).Seconds())

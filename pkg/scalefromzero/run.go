@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
@@ -73,86 +74,125 @@ func Run(ctx context.Context, o *Options) error {
 	_ = llmdv1alpha1.AddToScheme(evScheme)
 	recorder := broadcaster.NewRecorder(evScheme, corev1.EventSource{Component: "wva-scale-from-zero"})
 
-	ns := informers.WithNamespace(o.WatchNamespace)
-	kubeInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns)
-	wvaInf := wvainformers.NewSharedInformerFactoryWithOptions(wva, 0, wvainformers.WithNamespace(o.WatchNamespace))
-	state := &State{
-		VAs:          wvaInf.Llmd().V1alpha1().VariantAutoscalings().Lister(),
-		Deployments:  kubeInf.Apps().V1().Deployments().Lister(),
-		StatefulSets: kubeInf.Apps().V1().StatefulSets().Lister(),
-	}
-	synced := []cache.InformerSynced{
-		wvaInf.Llmd().V1alpha1().VariantAutoscalings().Informer().HasSynced,
-		kubeInf.Apps().V1().Deployments().Informer().HasSynced,
-		kubeInf.Apps().V1().StatefulSets().Informer().HasSynced,
-	}
-	var starters []func(<-chan struct{})
-	starters = append(starters, kubeInf.Start, wvaInf.Start)
-	if daemon.APIServed(kube, llmdv1alpha1.LeaderWorkerSetResource) {
-		dynClient, err := dynamic.NewForConfig(cfg)
-		if err != nil {
-			return err
-		}
-		dynInf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, o.WatchNamespace, nil)
-		lws := dynInf.ForResource(llmdv1alpha1.LeaderWorkerSetResource)
-		state.LeaderWorkerSets = lws.Lister()
-		synced = append(synced, lws.Informer().HasSynced)
-		starters = append(starters, dynInf.Start)
-	}
-
-	var endpoints EndpointSource = StaticEndpoints(o.EPPURLs)
-	if o.EPPSelector != "" {
-		eppInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns,
-			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.EPPSelector }))
-		pods := eppInf.Core().V1().Pods()
-		endpoints = PodEndpoints{Pods: pods.Lister(), Scheme: o.EPPScheme, Port: o.EPPMetricsPort, Path: o.EPPMetricsPath}
-		synced = append(synced, pods.Informer().HasSynced)
-		starters = append(starters, eppInf.Start)
-	}
-
-	budgeted := o.BudgetConfigMap != "" || o.BudgetPoolLabel != ""
-	if budgeted {
-		b, start, hasSynced, err := budget.NewInformerSource(kube, budget.InformerOptions{PoolLabel: o.BudgetPoolLabel,
-			GPUResource: corev1.ResourceName(o.GPUResource), ConfigMapNamespace: o.ConfigNamespace, ConfigMapName: o.BudgetConfigMap})
-		if err != nil {
-			return err
-		}
-		state.Budget = b
-		synced = append(synced, hasSynced...)
-		starters = append(starters, start...)
-	}
-
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	scales, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(kube.Discovery()))
+	w, err := newWatches(o, cfg, kube, wva)
 	if err != nil {
 		return err
 	}
-	// Discovery now, not on the first wake-up.
-	if _, err := mapper.RESTMapping(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "v1"); err != nil {
-		klog.ErrorS(err, "warming the REST mapper")
-	}
-	waker := &Waker{
-		State: state, Scaler: SubresourceScaler{Scales: scales, Mapper: mapper}, Nudger: AnnotationNudger{Client: wva},
-		Recorder: recorder, Metrics: metrics, Clock: clock.RealClock{}, Budgeted: budgeted,
-		WakeTimeout: o.WakeTimeout, RetryAfter: o.RetryAfter,
+	waker, err := newWaker(o, cfg, kube, wva, w, recorder, metrics)
+	if err != nil {
+		return err
 	}
 	httpClient, err := eppClient(o)
 	if err != nil {
 		return err
 	}
 	runner := &Runner{
-		State: state, Endpoints: endpoints, Waker: waker, Metrics: metrics, Interval: o.PollInterval,
+		State: w.state, Endpoints: w.endpoints, Waker: waker, Metrics: metrics, Interval: o.PollInterval,
 		Scraper: NewScraper(httpClient, o.ScrapeTimeout, o.MaxConcurrentScrape, metrics.observeScrape),
 	}
-	if budgeted {
+	if w.budgeted {
 		runner.BudgetEvery = o.BudgetGaugesEvery
 	}
+	if err := serve(ctx, o, kube, reg, w, waker, metrics); err != nil {
+		return err
+	}
+	klog.InfoS("informers synced; polling EPPs of groups at zero", "interval", o.PollInterval, "budget", w.budgeted, "leaderElect", o.Lease.Enabled)
+	return daemon.RunLeaderElected(ctx, kube, o.Lease, recorder, nil, runner.Run)
+}
 
+// watches are the informer-backed sources of the daemon, with what it needs
+// to start them and to wait for (and report) their sync.
+type watches struct {
+	state     *State
+	endpoints EndpointSource
+	budgeted  bool
+	synced    []cache.InformerSynced
+	starters  []func(<-chan struct{})
+}
+
+// newWatches builds the informers: VAs and scale targets always,
+// LeaderWorkerSets when the API is served, EPP pods with --epp-selector, and
+// nodes and the budget ConfigMap when a budget is configured.
+func newWatches(o *Options, cfg *rest.Config, kube kubernetes.Interface, wva versioned.Interface) (*watches, error) {
+	ns := informers.WithNamespace(o.WatchNamespace)
+	kubeInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns)
+	wvaInf := wvainformers.NewSharedInformerFactoryWithOptions(wva, 0, wvainformers.WithNamespace(o.WatchNamespace))
+	w := &watches{
+		state: &State{
+			VAs:          wvaInf.Llmd().V1alpha1().VariantAutoscalings().Lister(),
+			Deployments:  kubeInf.Apps().V1().Deployments().Lister(),
+			StatefulSets: kubeInf.Apps().V1().StatefulSets().Lister(),
+		},
+		synced: []cache.InformerSynced{
+			wvaInf.Llmd().V1alpha1().VariantAutoscalings().Informer().HasSynced,
+			kubeInf.Apps().V1().Deployments().Informer().HasSynced,
+			kubeInf.Apps().V1().StatefulSets().Informer().HasSynced,
+		},
+		starters: []func(<-chan struct{}){kubeInf.Start, wvaInf.Start},
+	}
+	if daemon.APIServed(kube, llmdv1alpha1.LeaderWorkerSetResource) {
+		dynClient, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		dynInf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, o.WatchNamespace, nil)
+		lws := dynInf.ForResource(llmdv1alpha1.LeaderWorkerSetResource)
+		w.state.LeaderWorkerSets = lws.Lister()
+		w.synced = append(w.synced, lws.Informer().HasSynced)
+		w.starters = append(w.starters, dynInf.Start)
+	}
+
+	w.endpoints = StaticEndpoints(o.EPPURLs)
+	if o.EPPSelector != "" {
+		eppInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns,
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.EPPSelector }))
+		pods := eppInf.Core().V1().Pods()
+		w.endpoints = PodEndpoints{Pods: pods.Lister(), Scheme: o.EPPScheme, Port: o.EPPMetricsPort, Path: o.EPPMetricsPath}
+		w.synced = append(w.synced, pods.Informer().HasSynced)
+		w.starters = append(w.starters, eppInf.Start)
+	}
+
+	w.budgeted = o.BudgetConfigMap != "" || o.BudgetPoolLabel != ""
+	if w.budgeted {
+		b, start, hasSynced, err := budget.NewInformerSource(kube, budget.InformerOptions{PoolLabel: o.BudgetPoolLabel,
+			GPUResource: corev1.ResourceName(o.GPUResource), ConfigMapNamespace: o.ConfigNamespace, ConfigMapName: o.BudgetConfigMap})
+		if err != nil {
+			return nil, err
+		}
+		w.state.Budget = b
+		w.synced = append(w.synced, hasSynced...)
+		w.starters = append(w.starters, start...)
+	}
+	return w, nil
+}
+
+// newWaker builds the waker on the scale subresource, so any kind with one
+// (Deployment, StatefulSet, LeaderWorkerSet) can be woken.
+func newWaker(o *Options, cfg *rest.Config, kube kubernetes.Interface, wva versioned.Interface, w *watches, recorder record.EventRecorder, metrics *Metrics) (*Waker, error) {
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	scales, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(kube.Discovery()))
+	if err != nil {
+		return nil, err
+	}
+	// Discovery now, not on the first wake-up.
+	if _, err := mapper.RESTMapping(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "v1"); err != nil {
+		klog.ErrorS(err, "warming the REST mapper")
+	}
+	return &Waker{
+		State: w.state, Scaler: SubresourceScaler{Scales: scales, Mapper: mapper}, Nudger: AnnotationNudger{Client: wva},
+		Recorder: recorder, Metrics: metrics, Clock: clock.RealClock{}, Budgeted: w.budgeted,
+		WakeTimeout: o.WakeTimeout, RetryAfter: o.RetryAfter,
+	}, nil
+}
+
+// serve starts /metrics and the probes, the informers and, once they have
+// synced, the activator.
+func serve(ctx context.Context, o *Options, kube kubernetes.Interface, reg *prometheus.Registry, w *watches, waker *Waker, metrics *Metrics) error {
 	// Ready once the informers have synced and, with the activator on, it
 	// listens: a Service must not route requests to a pod that refuses them.
 	var activatorUp atomic.Bool
 	ready := func() error {
-		for _, s := range synced {
+		for _, s := range w.synced {
 			if !s() {
 				return errors.New("informers not synced")
 			}
@@ -165,10 +205,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err := daemon.Serve(ctx, o.Endpoints, kube, prometheus.Gatherers{reg, legacyregistry.DefaultGatherer}, ready, nil); err != nil {
 		return err
 	}
-	for _, start := range starters {
+	for _, start := range w.starters {
 		start(ctx.Done())
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
 		return errors.New("informers did not sync")
 	}
 	if o.ActivatorListen != "" {
@@ -177,8 +217,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		activatorUp.Store(true)
 	}
-	klog.InfoS("informers synced; polling EPPs of groups at zero", "interval", o.PollInterval, "budget", budgeted, "leaderElect", o.Lease.Enabled)
-	return daemon.RunLeaderElected(ctx, kube, o.Lease, recorder, nil, runner.Run)
+	return nil
 }
 
 // eppClient is the HTTP client of the EPP scrapes. By default it sends no

@@ -108,139 +108,13 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 	for _, v := range sc.Variants {
 		rep.Variants = append(rep.Variants, VariantBrief{Name: v.Name, Accelerator: v.Accelerator, Cost: v.Cost, StartupDelay: v.StartupDelay.D().Seconds()})
 	}
-	// Build every control plane first: configuration errors fail fast.
-	ctls := make(map[string]controlPlane, len(policies))
-	for _, name := range policies {
-		switch name {
-		case PolicyWVA:
-			p, err := newWVAPolicy(&sc)
-			if err != nil {
-				return Report{}, err
-			}
-			ctls[name] = p
-			rep.Analyzer = p.analyzer
-		case PolicyWVAV1:
-			ctls[name] = &v1Policy{cfg: sc.Policies.V1}
-		case PolicyWVAThroughput:
-			ctls[name] = &throughputPolicy{v1Policy: v1Policy{cfg: sc.Policies.V1}}
-		case PolicyQueueThreshold:
-			ctls[name] = &queuePolicy{target: sc.Policies.QueueThreshold.TargetWaitingPerReplica}
-		case PolicyKPA:
-			ctls[name] = newKPAPolicy(&sc)
-		case PolicyStaticPeak, PolicyStaticFrontier:
-			ctls[name] = staticPolicy{}
-		case PolicyOracle:
-		default:
-			return Report{}, fmt.Errorf("unknown policy %q", name)
-		}
+	ctls, err := controlPlanes(&sc, policies, &rep)
+	if err != nil {
+		return Report{}, err
 	}
-	var plan *OraclePlan
-	if slices.Contains(policies, PolicyOracle) || slices.Contains(policies, PolicyStaticPeak) ||
-		slices.Contains(policies, PolicyStaticFrontier) || sc.Control.InitialFleet == InitialFleetWarm {
-		p := PlanOracle(&sc, &trace)
-		if slices.Contains(policies, PolicyOracle) {
-			p.MakeFeasible(&sc, &trace)
-		}
-		plan = &p
-	}
-	// The report's rows: one per policy, static-frontier expanded into its
-	// fleets.
-	type row struct {
-		name, policy string
-		fixed        []int32 // a static-frontier fleet
-	}
-	var rows []row
-	for _, name := range policies {
-		if name != PolicyStaticFrontier {
-			rows = append(rows, row{name: name, policy: name})
-			continue
-		}
-		for _, m := range staticFrontier(&sc, rep.Stats, frontierCostFactor*mixCost(sc.Variants, plan.Peak), frontierMaxRows) {
-			rows = append(rows, row{name: frontierName(&sc, m.Mix), policy: name, fixed: m.Mix})
-		}
-	}
-
-	var progressed atomic.Int64
-	total := int64(len(rows)) * int64(rep.Horizon)
-	report := func(delta time.Duration) {
-		if opts.Progress != nil && total > 0 {
-			opts.Progress(float64(progressed.Add(int64(delta))) / float64(total))
-		}
-	}
-	summaries := make([]PolicySummary, len(rows))
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	var wg sync.WaitGroup
-	for i, r := range rows {
-		name := r.policy
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			t0 := time.Now()
-			scn := sc
-			initial := make([]int32, len(sc.Variants))
-			var ctl controlPlane
-			switch name {
-			case PolicyStaticPeak:
-				copy(initial, plan.Peak)
-				ctl = staticPolicy{}
-			case PolicyStaticFrontier:
-				copy(initial, r.fixed)
-				ctl = staticPolicy{}
-			case PolicyOracle:
-				// The plan replayed: replicas change at interval starts and
-				// serve at once.
-				scn = replayScenario(&sc)
-				copy(initial, plan.Replicas[0])
-				ctl = &replayPolicy{plan: plan}
-			default:
-				for v, spec := range sc.Variants {
-					initial[v] = spec.InitialReplicas
-					if sc.Control.InitialFleet == InitialFleetWarm {
-						initial[v] = plan.Warm[v]
-					}
-				}
-				ctl = ctls[name]
-			}
-			var f *fleet
-			if name == PolicyOracle {
-				f = newFleet(&scn, &trace, ctl, initial)
-				f.controlStart = 0
-			} else {
-				warmTrace, w := withWarmup(&trace, sc.Control.Warmup.D())
-				f = newFleetWarm(&scn, warmTrace, ctl, initial, w)
-				f.controlStart = sc.Control.MetricsWindow.D()
-			}
-			var last time.Duration
-			f.progress = func(now, end time.Duration) {
-				if now-last >= time.Minute || now >= end {
-					report(min(now, end) - last)
-					last = min(now, end)
-				}
-			}
-			f.run()
-			report(rep.Horizon - last)
-			s := summarize(r.name, f)
-			s.Elapsed = time.Since(t0).Seconds()
-			if name == PolicyOracle {
-				s.Cost = plan.Cost
-				s.ReplicaHours = planReplicaHours(&sc, plan)
-				s.Plan = plan
-				s.LowerBound = plan.LowerBound
-				s.Note = fmt.Sprintf("cost: the cheapest plan found that meets the SLO replayed with no start-up delay, each minute tested with the backlog the previous one leaves (%d replays of the plan); lower bound %.1f (each minute from an empty fleet; %.1f with replicas paid from the shortest start-up delay before they serve)",
-					plan.Repairs, plan.LowerBound, plan.StartupCost)
-				if plan.Infeasible > 0 {
-					s.Note += fmt.Sprintf("; %d intervals exceed every variant's maxReplicas", plan.Infeasible)
-				}
-				if plan.Attainment < sc.SLO.Attainment {
-					s.Note += fmt.Sprintf("; the plan still misses the SLO after %d replays", plan.Repairs)
-				}
-			}
-			summaries[i] = s
-		}()
-	}
-	wg.Wait()
+	plan := oraclePlan(&sc, &trace, policies)
+	rows := reportRows(&sc, rep.Stats, policies, plan)
+	summaries := runRows(&sc, &trace, rows, ctls, plan, rep.Horizon, opts.Progress)
 	if plan != nil && plan.Cost > 0 {
 		for i := range summaries {
 			summaries[i].CostToOracle = summaries[i].Cost / plan.Cost
@@ -252,6 +126,182 @@ func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
 	}
 	rep.Elapsed = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// controlPlanes builds every policy's control plane before any simulation,
+// so configuration errors fail fast. The oracle and static policies need
+// none of their own here (they are set per row).
+func controlPlanes(sc *Scenario, policies []string, rep *Report) (map[string]controlPlane, error) {
+	ctls := make(map[string]controlPlane, len(policies))
+	for _, name := range policies {
+		switch name {
+		case PolicyWVA:
+			p, err := newWVAPolicy(sc)
+			if err != nil {
+				return nil, err
+			}
+			ctls[name] = p
+			rep.Analyzer = p.analyzer
+		case PolicyWVAV1:
+			ctls[name] = &v1Policy{cfg: sc.Policies.V1}
+		case PolicyWVAThroughput:
+			ctls[name] = &throughputPolicy{v1Policy: v1Policy{cfg: sc.Policies.V1}}
+		case PolicyQueueThreshold:
+			ctls[name] = &queuePolicy{target: sc.Policies.QueueThreshold.TargetWaitingPerReplica}
+		case PolicyKPA:
+			ctls[name] = newKPAPolicy(sc)
+		case PolicyStaticPeak, PolicyStaticFrontier:
+			ctls[name] = staticPolicy{}
+		case PolicyOracle:
+		default:
+			return nil, fmt.Errorf("unknown policy %q", name)
+		}
+	}
+	return ctls, nil
+}
+
+// oraclePlan is the oracle's plan when a row or a warm start needs it (the
+// static fleets and the warm fleet are sized from it), else nil. Only the
+// oracle's own row needs it repaired to meet the SLO when replayed.
+func oraclePlan(sc *Scenario, trace *Trace, policies []string) *OraclePlan {
+	if !slices.Contains(policies, PolicyOracle) && !slices.Contains(policies, PolicyStaticPeak) &&
+		!slices.Contains(policies, PolicyStaticFrontier) && sc.Control.InitialFleet != InitialFleetWarm {
+		return nil
+	}
+	p := PlanOracle(sc, trace)
+	if slices.Contains(policies, PolicyOracle) {
+		p.MakeFeasible(sc, trace)
+	}
+	return &p
+}
+
+// reportRow is one row of the report: a policy, or one fleet of
+// static-frontier.
+type reportRow struct {
+	name, policy string
+	fixed        []int32 // a static-frontier fleet
+}
+
+// reportRows lists the report's rows: one per policy, static-frontier
+// expanded into its fleets.
+func reportRows(sc *Scenario, stats TraceStats, policies []string, plan *OraclePlan) []reportRow {
+	var rows []reportRow
+	for _, name := range policies {
+		if name != PolicyStaticFrontier {
+			rows = append(rows, reportRow{name: name, policy: name})
+			continue
+		}
+		for _, m := range staticFrontier(sc, stats, frontierCostFactor*mixCost(sc.Variants, plan.Peak), frontierMaxRows) {
+			rows = append(rows, reportRow{name: frontierName(sc, m.Mix), policy: name, fixed: m.Mix})
+		}
+	}
+	return rows
+}
+
+// runRows simulates the rows in parallel, at most GOMAXPROCS at a time,
+// reporting the simulated time done over all rows to progress.
+func runRows(sc *Scenario, trace *Trace, rows []reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, progress func(float64)) []PolicySummary {
+	var progressed atomic.Int64
+	total := int64(len(rows)) * int64(horizon)
+	report := func(delta time.Duration) {
+		if progress != nil && total > 0 {
+			progress(float64(progressed.Add(int64(delta))) / float64(total))
+		}
+	}
+	summaries := make([]PolicySummary, len(rows))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, r := range rows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			summaries[i] = runRow(sc, trace, r, ctls, plan, horizon, report)
+		}()
+	}
+	wg.Wait()
+	return summaries
+}
+
+// runRow simulates one row on its own fleet and summarizes it.
+func runRow(sc *Scenario, trace *Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, report func(time.Duration)) PolicySummary {
+	name := r.policy
+	t0 := time.Now()
+	f := rowFleet(sc, trace, r, ctls, plan)
+	var last time.Duration
+	f.progress = func(now, end time.Duration) {
+		if now-last >= time.Minute || now >= end {
+			report(min(now, end) - last)
+			last = min(now, end)
+		}
+	}
+	f.run()
+	report(horizon - last)
+	s := summarize(r.name, f)
+	s.Elapsed = time.Since(t0).Seconds()
+	if name == PolicyOracle {
+		oracleSummary(&s, sc, plan)
+	}
+	return s
+}
+
+// rowFleet builds the row's fleet: the oracle's plan replayed from time 0
+// with no start-up delay, a static fleet, or a policy's control plane from
+// the scenario's (or the warm) initial fleet after the warm-up.
+func rowFleet(sc *Scenario, trace *Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan) *fleet {
+	name := r.policy
+	scn := *sc
+	initial := make([]int32, len(sc.Variants))
+	var ctl controlPlane
+	switch name {
+	case PolicyStaticPeak:
+		copy(initial, plan.Peak)
+		ctl = staticPolicy{}
+	case PolicyStaticFrontier:
+		copy(initial, r.fixed)
+		ctl = staticPolicy{}
+	case PolicyOracle:
+		// The plan replayed: replicas change at interval starts and
+		// serve at once.
+		scn = replayScenario(sc)
+		copy(initial, plan.Replicas[0])
+		ctl = &replayPolicy{plan: plan}
+	default:
+		for v, spec := range sc.Variants {
+			initial[v] = spec.InitialReplicas
+			if sc.Control.InitialFleet == InitialFleetWarm {
+				initial[v] = plan.Warm[v]
+			}
+		}
+		ctl = ctls[name]
+	}
+	if name == PolicyOracle {
+		f := newFleet(&scn, trace, ctl, initial)
+		f.controlStart = 0
+		return f
+	}
+	warmTrace, w := withWarmup(trace, sc.Control.Warmup.D())
+	f := newFleetWarm(&scn, warmTrace, ctl, initial, w)
+	f.controlStart = sc.Control.MetricsWindow.D()
+	return f
+}
+
+// oracleSummary replaces the replayed cost with the plan's and says what the
+// oracle's figures mean.
+func oracleSummary(s *PolicySummary, sc *Scenario, plan *OraclePlan) {
+	s.Cost = plan.Cost
+	s.ReplicaHours = planReplicaHours(sc, plan)
+	s.Plan = plan
+	s.LowerBound = plan.LowerBound
+	s.Note = fmt.Sprintf("cost: the cheapest plan found that meets the SLO replayed with no start-up delay, each minute tested with the backlog the previous one leaves (%d replays of the plan); lower bound %.1f (each minute from an empty fleet; %.1f with replicas paid from the shortest start-up delay before they serve)",
+		plan.Repairs, plan.LowerBound, plan.StartupCost)
+	if plan.Infeasible > 0 {
+		s.Note += fmt.Sprintf("; %d intervals exceed every variant's maxReplicas", plan.Infeasible)
+	}
+	if plan.Attainment < sc.SLO.Attainment {
+		s.Note += fmt.Sprintf("; the plan still misses the SLO after %d replays", plan.Repairs)
+	}
 }
 
 // replayPolicy sets the oracle's plan at every interval start.

@@ -168,133 +168,156 @@ func Parse(data []byte) (*Snapshot, error) {
 
 // Validate reports every problem, each naming its field.
 func (s *Snapshot) Validate() error {
-	var errs []error
-	bad := func(field string, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-	}
-	inRange := func(field string, v, hi float64) {
-		if !finite(v) || v < 0 || v > hi {
-			bad(field, "%v must be a finite number in [0, %g]", v, hi)
-		}
-	}
-	intRange := func(field string, v, lo, hi int64) {
-		if v < lo || v > hi {
-			bad(field, "%d must be in [%d, %d]", v, lo, hi)
-		}
-	}
-	if s.ModelID == "" {
-		bad("modelID", "required")
-	}
-	switch s.Metrics {
-	case "", string(enforcer.MetricsAvailable), string(enforcer.MetricsAbsent), string(enforcer.MetricsMissing), string(enforcer.MetricsUnreachable):
-	default:
-		bad("metrics", "%q is not one of available, absent, missing, unreachable", s.Metrics)
-	}
-	if s.RequestsInRetention != nil {
-		inRange("requestsInRetention", *s.RequestsInRetention, maxRetention)
-	}
-	if len(s.Variants) == 0 {
-		bad("variants", "at least one variant is required")
-	}
-	if s.GatewayArrivalRate != nil {
-		inRange("gatewayArrivalRate", *s.GatewayArrivalRate, maxRate)
-	}
-	if q := s.SchedulerQueue; q != nil {
-		inRange("schedulerQueue.size", q.Size, maxSchedQueue)
-		inRange("schedulerQueue.bytes", q.Bytes, maxSchedBytes)
-	}
-	for acc, n := range s.Budget {
-		intRange("budget."+acc, n, 0, maxGPUs)
-	}
-	if len(s.State) > 0 {
-		var v map[string]any
-		if err := json.Unmarshal(s.State, &v); err != nil {
-			bad("state", "must be an object, as printed in a previous output's state: %v", err)
-		}
-	}
+	var p problems
+	s.validateTop(&p)
 	seen := map[string]int{}
 	pods := map[string]string{}
 	for i, v := range s.Variants {
 		at := fmt.Sprintf("variants[%d]", i)
 		if v.Name == "" {
-			bad(at+".name", "required")
+			p.bad(at+".name", "required")
 		} else if j, dup := seen[v.Name]; dup {
-			bad(at+".name", "duplicate variant %q (also variants[%d])", v.Name, j)
+			p.bad(at+".name", "duplicate variant %q (also variants[%d])", v.Name, j)
 		} else {
 			seen[v.Name] = i
 		}
-		if v.Cost != nil {
-			inRange(at+".cost", *v.Cost, maxCost)
-		}
-		lo, hi := v.bounds()
-		intRange(at+".minReplicas", int64(lo), 0, maxReplicaCount)
-		intRange(at+".maxReplicas", int64(hi), 1, maxReplicaCount)
-		if lo > hi {
-			bad(at+".minReplicas", "%d is greater than maxReplicas %d", lo, hi)
-		}
-		intRange(at+".currentReplicas", int64(v.CurrentReplicas), 0, maxReplicaCount)
-		intRange(at+".desiredReplicas", int64(v.DesiredReplicas), 0, maxReplicaCount)
-		if v.PendingReplicas != nil {
-			intRange(at+".pendingReplicas", int64(*v.PendingReplicas), 0, maxReplicaCount)
-			if *v.PendingReplicas > v.CurrentReplicas {
-				bad(at+".pendingReplicas", "%d is greater than currentReplicas %d: pending replicas are among the current ones",
-					*v.PendingReplicas, v.CurrentReplicas)
-			}
-		}
-		if v.CurrentReplicas == 0 && len(v.Replicas) > 0 {
-			bad(at+".replicas", "%d pods report metrics but currentReplicas is 0: list no replicas, or set currentReplicas", len(v.Replicas))
-		}
-		if v.GPUsPerReplica != nil {
-			intRange(at+".gpusPerReplica", int64(*v.GPUsPerReplica), 1, maxGPUsPerRep)
-		}
-		if v.StartupAllowance != nil && *v.StartupAllowance < 0 {
-			bad(at+".startupAllowance", "%s must be a duration >= 0 such as \"5m\"", *v.StartupAllowance)
-		}
-		if v.StartupDelay != nil && (*v.StartupDelay < 0 || v.StartupDelay.D() > 2*time.Hour) {
-			bad(at+".startupDelay", "%s must be a duration in [0, 2h] such as \"4m\"", *v.StartupDelay)
-		}
-		intRange(at+".maxNumBatchedTokens", v.MaxNumBatchedTokens, 0, maxTokenCount)
-		intRange(at+".maxNumSeqs", v.MaxNumSeqs, 0, maxNumSeqs)
-		switch decision.Role(v.Role) {
-		case "", decision.RoleBoth, decision.RolePrefill, decision.RoleDecode:
-		default:
-			bad(at+".role", "%q is not one of both, prefill, decode", v.Role)
-		}
+		v.validate(&p, at)
 		for k, r := range v.Replicas {
 			rat := fmt.Sprintf("%s.replicas[%d]", at, k)
 			if r.Pod == "" {
-				bad(rat+".pod", "required")
+				p.bad(rat+".pod", "required")
 			} else if other, dup := pods[r.Pod]; dup {
-				bad(rat+".pod", "duplicate pod %q (also in %s)", r.Pod, other)
+				p.bad(rat+".pod", "duplicate pod %q (also in %s)", r.Pod, other)
 			} else {
 				pods[r.Pod] = rat
 			}
-			if !finite(r.KvCacheUsage) || r.KvCacheUsage < 0 || r.KvCacheUsage > 1 {
-				bad(rat+".kvCacheUsage", "%v is outside [0, 1]", r.KvCacheUsage)
-			}
-			inRange(rat+".queueLength", r.QueueLength, maxQueue)
-			intRange(rat+".numGPUBlocks", r.NumGPUBlocks, 0, maxGPUBlocks)
-			intRange(rat+".blockSize", r.BlockSize, 0, maxBlockSize)
-			for _, f := range []struct {
-				name string
-				v    float64
-				max  float64
-			}{{"tokensInUse", r.TokensInUse, maxTokenCount}, {"avgInputTokens", r.AvgInputTokens, maxTokenCount},
-				{"avgOutputTokens", r.AvgOutputTokens, maxTokenCount}, {"arrivalRate", r.ArrivalRate, maxRate},
-				{"avgTTFTms", r.AvgTTFTms, maxLatencyMs}, {"avgITLms", r.AvgITLms, maxLatencyMs}} {
-				inRange(rat+"."+f.name, f.v, f.max)
-			}
-			if !finite(r.PrefixCacheHitRate) || r.PrefixCacheHitRate < 0 || r.PrefixCacheHitRate > 1 {
-				bad(rat+".prefixCacheHitRate", "%v is outside [0, 1]", r.PrefixCacheHitRate)
-			}
+			r.validate(&p, rat)
 		}
 	}
 	if cfg, err := s.resolveConfig(); err != nil {
-		errs = append(errs, err)
+		p.errs = append(p.errs, err)
 	} else if len(s.Budget) > 0 && !cfg.Saturation.EnableLimiter {
-		bad("budget", "applies only in limited mode: set config.enableLimiter: true")
+		p.bad("budget", "applies only in limited mode: set config.enableLimiter: true")
 	}
-	return errors.Join(errs...)
+	return errors.Join(p.errs...)
+}
+
+// problems collects Validate's findings so that all are reported at once.
+type problems struct{ errs []error }
+
+func (p *problems) bad(field string, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+func (p *problems) inRange(field string, v, hi float64) {
+	if !finite(v) || v < 0 || v > hi {
+		p.bad(field, "%v must be a finite number in [0, %g]", v, hi)
+	}
+}
+
+func (p *problems) intRange(field string, v, lo, hi int64) {
+	if v < lo || v > hi {
+		p.bad(field, "%d must be in [%d, %d]", v, lo, hi)
+	}
+}
+
+// validateTop checks the snapshot's own fields, before its variants.
+func (s *Snapshot) validateTop(p *problems) {
+	if s.ModelID == "" {
+		p.bad("modelID", "required")
+	}
+	switch s.Metrics {
+	case "", string(enforcer.MetricsAvailable), string(enforcer.MetricsAbsent), string(enforcer.MetricsMissing), string(enforcer.MetricsUnreachable):
+	default:
+		p.bad("metrics", "%q is not one of available, absent, missing, unreachable", s.Metrics)
+	}
+	if s.RequestsInRetention != nil {
+		p.inRange("requestsInRetention", *s.RequestsInRetention, maxRetention)
+	}
+	if len(s.Variants) == 0 {
+		p.bad("variants", "at least one variant is required")
+	}
+	if s.GatewayArrivalRate != nil {
+		p.inRange("gatewayArrivalRate", *s.GatewayArrivalRate, maxRate)
+	}
+	if q := s.SchedulerQueue; q != nil {
+		p.inRange("schedulerQueue.size", q.Size, maxSchedQueue)
+		p.inRange("schedulerQueue.bytes", q.Bytes, maxSchedBytes)
+	}
+	for acc, n := range s.Budget {
+		p.intRange("budget."+acc, n, 0, maxGPUs)
+	}
+	if len(s.State) > 0 {
+		var v map[string]any
+		if err := json.Unmarshal(s.State, &v); err != nil {
+			p.bad("state", "must be an object, as printed in a previous output's state: %v", err)
+		}
+	}
+}
+
+// validate checks one variant's fields (not its name, whose uniqueness
+// Validate checks across variants, nor its replicas).
+func (v Variant) validate(p *problems, at string) {
+	if v.Cost != nil {
+		p.inRange(at+".cost", *v.Cost, maxCost)
+	}
+	lo, hi := v.bounds()
+	p.intRange(at+".minReplicas", int64(lo), 0, maxReplicaCount)
+	p.intRange(at+".maxReplicas", int64(hi), 1, maxReplicaCount)
+	if lo > hi {
+		p.bad(at+".minReplicas", "%d is greater than maxReplicas %d", lo, hi)
+	}
+	p.intRange(at+".currentReplicas", int64(v.CurrentReplicas), 0, maxReplicaCount)
+	p.intRange(at+".desiredReplicas", int64(v.DesiredReplicas), 0, maxReplicaCount)
+	if v.PendingReplicas != nil {
+		p.intRange(at+".pendingReplicas", int64(*v.PendingReplicas), 0, maxReplicaCount)
+		if *v.PendingReplicas > v.CurrentReplicas {
+			p.bad(at+".pendingReplicas", "%d is greater than currentReplicas %d: pending replicas are among the current ones",
+				*v.PendingReplicas, v.CurrentReplicas)
+		}
+	}
+	if v.CurrentReplicas == 0 && len(v.Replicas) > 0 {
+		p.bad(at+".replicas", "%d pods report metrics but currentReplicas is 0: list no replicas, or set currentReplicas", len(v.Replicas))
+	}
+	if v.GPUsPerReplica != nil {
+		p.intRange(at+".gpusPerReplica", int64(*v.GPUsPerReplica), 1, maxGPUsPerRep)
+	}
+	if v.StartupAllowance != nil && *v.StartupAllowance < 0 {
+		p.bad(at+".startupAllowance", "%s must be a duration >= 0 such as \"5m\"", *v.StartupAllowance)
+	}
+	if v.StartupDelay != nil && (*v.StartupDelay < 0 || v.StartupDelay.D() > 2*time.Hour) {
+		p.bad(at+".startupDelay", "%s must be a duration in [0, 2h] such as \"4m\"", *v.StartupDelay)
+	}
+	p.intRange(at+".maxNumBatchedTokens", v.MaxNumBatchedTokens, 0, maxTokenCount)
+	p.intRange(at+".maxNumSeqs", v.MaxNumSeqs, 0, maxNumSeqs)
+	switch decision.Role(v.Role) {
+	case "", decision.RoleBoth, decision.RolePrefill, decision.RoleDecode:
+	default:
+		p.bad(at+".role", "%q is not one of both, prefill, decode", v.Role)
+	}
+}
+
+// validate checks one replica's figures (not its pod, whose uniqueness
+// Validate checks across variants).
+func (r Replica) validate(p *problems, rat string) {
+	if !finite(r.KvCacheUsage) || r.KvCacheUsage < 0 || r.KvCacheUsage > 1 {
+		p.bad(rat+".kvCacheUsage", "%v is outside [0, 1]", r.KvCacheUsage)
+	}
+	p.inRange(rat+".queueLength", r.QueueLength, maxQueue)
+	p.intRange(rat+".numGPUBlocks", r.NumGPUBlocks, 0, maxGPUBlocks)
+	p.intRange(rat+".blockSize", r.BlockSize, 0, maxBlockSize)
+	for _, f := range []struct {
+		name string
+		v    float64
+		max  float64
+	}{{"tokensInUse", r.TokensInUse, maxTokenCount}, {"avgInputTokens", r.AvgInputTokens, maxTokenCount},
+		{"avgOutputTokens", r.AvgOutputTokens, maxTokenCount}, {"arrivalRate", r.ArrivalRate, maxRate},
+		{"avgTTFTms", r.AvgTTFTms, maxLatencyMs}, {"avgITLms", r.AvgITLms, maxLatencyMs}} {
+		p.inRange(rat+"."+f.name, f.v, f.max)
+	}
+	if !finite(r.PrefixCacheHitRate) || r.PrefixCacheHitRate < 0 || r.PrefixCacheHitRate > 1 {
+		p.bad(rat+".prefixCacheHitRate", "%v is outside [0, 1]", r.PrefixCacheHitRate)
+	}
 }
 
 func (v Variant) bounds() (int32, int32) {

@@ -237,21 +237,13 @@ func (o groupObs) latencies() (ttft, itl float64, ok bool) {
 	return o.ttft / o.latArrival, o.itl / o.latArrival, true
 }
 
+// analyze sizes every variant, prices unknown ones at the lowest known rate,
+// then compares the group's arrival with its supply.
 func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner Tuner, st *State) (Analysis, decision.Signal) {
 	an := Analysis{SLOMultiplier: qm.SLOMultiplier, TuningEnabled: qm.TuningEnabled, Variants: make([]VariantAnalysis, 0, len(g.Variants))}
 	variants := append([]decision.Variant(nil), g.Variants...)
 	sort.Slice(variants, func(i, j int) bool { return variants[i].Name < variants[j].Name })
-	count := map[string]int{}
-	for _, r := range g.Replicas {
-		count[r.Variant]++
-	}
-	byVariant := make(map[string][]decision.ReplicaMetrics, len(count))
-	for _, r := range g.Replicas {
-		if byVariant[r.Variant] == nil {
-			byVariant[r.Variant] = make([]decision.ReplicaMetrics, 0, count[r.Variant])
-		}
-		byVariant[r.Variant] = append(byVariant[r.Variant], r)
-	}
+	byVariant := replicasByVariant(g.Replicas)
 	// Scratch space of every model solved for the group.
 	var buf []float64
 	var group groupObs
@@ -266,16 +258,41 @@ func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner 
 		an.Variants = append(an.Variants, analyzeVariant(v, byVariant[v.Name], group, qm, tuner, st, &buf))
 	}
 
-	// Variants whose rate is unknown borrow the lowest known rate (the
-	// conservative choice: it asks for more replicas, never fewer).
-	lowest := math.Inf(1)
+	sig := decision.Signal{Analyzer: Name, Priority: priority, CapacityPerReplica: map[string]float64{}}
+	lowest, pending := an.supply(sig.CapacityPerReplica)
+	an.capacity(g, variants, lowest, pending, sig.CapacityPerReplica)
+	sig.RequiredCapacity, sig.SpareCapacity = an.RequiredCapacity, an.SpareCapacity
+	sig.Reason = "queueing-model: " + an.Why
+	return an, sig
+}
+
+// replicasByVariant groups the replicas by variant, keeping their order.
+func replicasByVariant(replicas []decision.ReplicaMetrics) map[string][]decision.ReplicaMetrics {
+	count := map[string]int{}
+	for _, r := range replicas {
+		count[r.Variant]++
+	}
+	byVariant := make(map[string][]decision.ReplicaMetrics, len(count))
+	for _, r := range replicas {
+		if byVariant[r.Variant] == nil {
+			byVariant[r.Variant] = make([]decision.ReplicaMetrics, 0, count[r.Variant])
+		}
+		byVariant[r.Variant] = append(byVariant[r.Variant], r)
+	}
+	return byVariant
+}
+
+// supply totals the group's supply at each variant's rate per replica.
+// Variants whose rate is unknown borrow the lowest known rate (the
+// conservative choice: it asks for more replicas, never fewer). It returns
+// that rate (+Inf when no variant has a model) and the pending replicas.
+func (an *Analysis) supply(capacityPerReplica map[string]float64) (lowest float64, pending int32) {
+	lowest = math.Inf(1)
 	for _, va := range an.Variants {
 		if va.RatePerReplica > 0 && va.RateSource != RateAssumed {
 			lowest = math.Min(lowest, va.RatePerReplica)
 		}
 	}
-	sig := decision.Signal{Analyzer: Name, Priority: priority, CapacityPerReplica: map[string]float64{}}
-	var pending int32
 	for i := range an.Variants {
 		va := &an.Variants[i]
 		if va.RatePerReplica <= 0 && !math.IsInf(lowest, 1) {
@@ -283,17 +300,21 @@ func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner 
 		}
 		pending += va.Pending
 		if va.RatePerReplica > 0 {
-			sig.CapacityPerReplica[va.Name] = va.RatePerReplica
+			capacityPerReplica[va.Name] = va.RatePerReplica
 			an.Supply += float64(va.Ready) * va.RatePerReplica
 			an.AnticipatedSupply += float64(va.Ready+va.Pending) * va.RatePerReplica
 			va.DesiredReplicas = int32(math.Ceil(va.ArrivalRate/va.RatePerReplica - 1e-9))
 		}
 	}
+	return lowest, pending
+}
 
+// capacity sets the required and spare capacity and says why. With no model
+// learned yet it asks for one replica to learn from, unless there is no load
+// or a pending replica will report soon.
+func (an *Analysis) capacity(g decision.Group, variants []decision.Variant, lowest float64, pending int32, capacityPerReplica map[string]float64) {
 	demand := an.TotalArrivalRate
-	switch {
-	case math.IsInf(lowest, 1):
-		// No variant has a model yet.
+	if math.IsInf(lowest, 1) {
 		switch {
 		case demand <= 0 && g.SchedulerQueueSize <= 0:
 			an.Why = "no load and no learned model: nothing to size"
@@ -303,41 +324,38 @@ func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner 
 			an.Why = fmt.Sprintf("arrival %.3f req/s (EPP queue %g) and no model learned for any variant: adding one replica to learn from", demand, g.SchedulerQueueSize)
 			an.RequiredCapacity = 1
 			for _, v := range variants {
-				sig.CapacityPerReplica[v.Name] = 1
+				capacityPerReplica[v.Name] = 1
 			}
 		}
-	default:
-		an.RequiredCapacity = math.Max(0, demand-an.AnticipatedSupply)
-		an.SpareCapacity = math.Max(0, an.Supply-demand)
-		if an.AnticipatedSupply <= 0 && g.SchedulerQueueSize > 0 && an.RequiredCapacity <= 0 {
-			// Requests wait in the EPP and nothing serves them.
-			an.RequiredCapacity = lowest
-		}
-		tiny := 1e-9 * math.Max(1, math.Max(demand, an.Supply))
-		if an.RequiredCapacity < tiny {
-			an.RequiredCapacity = 0
-		}
-		if an.SpareCapacity < tiny {
-			an.SpareCapacity = 0
-		}
-		an.Why = fmt.Sprintf("arrival %.3f req/s, supply %.3f (anticipated %.3f) at the SLO-bound rate per replica", demand, an.Supply, an.AnticipatedSupply)
-		switch {
-		case an.RequiredCapacity > 0:
-			an.Why += fmt.Sprintf("; required %.3f req/s", an.RequiredCapacity)
-		case an.SpareCapacity > 0:
-			an.Why += fmt.Sprintf("; spare %.3f req/s", an.SpareCapacity)
-		}
-		var rates []string
-		for _, va := range an.Variants {
-			if va.RatePerReplica > 0 {
-				rates = append(rates, fmt.Sprintf("%s %.3f (%s)", va.Name, va.RatePerReplica, va.RateSource))
-			}
-		}
-		an.Why += "; rate per replica " + strings.Join(rates, ", ")
+		return
 	}
-	sig.RequiredCapacity, sig.SpareCapacity = an.RequiredCapacity, an.SpareCapacity
-	sig.Reason = "queueing-model: " + an.Why
-	return an, sig
+	an.RequiredCapacity = math.Max(0, demand-an.AnticipatedSupply)
+	an.SpareCapacity = math.Max(0, an.Supply-demand)
+	if an.AnticipatedSupply <= 0 && g.SchedulerQueueSize > 0 && an.RequiredCapacity <= 0 {
+		// Requests wait in the EPP and nothing serves them.
+		an.RequiredCapacity = lowest
+	}
+	tiny := 1e-9 * math.Max(1, math.Max(demand, an.Supply))
+	if an.RequiredCapacity < tiny {
+		an.RequiredCapacity = 0
+	}
+	if an.SpareCapacity < tiny {
+		an.SpareCapacity = 0
+	}
+	an.Why = fmt.Sprintf("arrival %.3f req/s, supply %.3f (anticipated %.3f) at the SLO-bound rate per replica", demand, an.Supply, an.AnticipatedSupply)
+	switch {
+	case an.RequiredCapacity > 0:
+		an.Why += fmt.Sprintf("; required %.3f req/s", an.RequiredCapacity)
+	case an.SpareCapacity > 0:
+		an.Why += fmt.Sprintf("; spare %.3f req/s", an.SpareCapacity)
+	}
+	var rates []string
+	for _, va := range an.Variants {
+		if va.RatePerReplica > 0 {
+			rates = append(rates, fmt.Sprintf("%s %.3f (%s)", va.Name, va.RatePerReplica, va.RateSource))
+		}
+	}
+	an.Why += "; rate per replica " + strings.Join(rates, ", ")
 }
 
 func (o *groupObs) add(r decision.ReplicaMetrics) {
@@ -364,23 +382,48 @@ func (o groupObs) workload() (Workload, bool) {
 	return Workload{InputTokens: o.in / o.tokW, OutputTokens: o.out / o.tokW}, true
 }
 
+// analyzeVariant follows the data flow for one variant: workload, the
+// filter's observations, tuning, then targets and the rate per replica.
 // buf is scratch space for the models, grown as needed.
 func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group groupObs, qm config.QueueingModel, tuner Tuner, st *State, buf *[]float64) VariantAnalysis {
 	va := VariantAnalysis{Name: v.Name, Ready: int32(len(reps)), Pending: max(0, v.PendingReplicas), TargetSource: TargetNone}
 	vs := st.Variants[v.Name]
-	va.Server = Server{MaxBatch: DefaultMaxBatch}
-	if v.MaxNumSeqs > 0 {
-		va.Server.MaxBatch = int(min(v.MaxNumSeqs, MaxModeledBatch))
-	}
-	va.Server.MaxQueue = QueuePerBatchSlot * va.Server.MaxBatch
+	va.Server = serverFor(v)
 	if cap(*buf) < va.Server.MaxBatch+1 {
 		*buf = make([]float64, va.Server.MaxBatch+1)
 	}
 
-	// Workload: the variant's replicas, else the group's, else remembered.
-	var own groupObs
 	sorted := append([]decision.ReplicaMetrics(nil), reps...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Pod < sorted[j].Pod })
+	va.observeWorkload(sorted, group, &vs)
+	obs := observations(sorted)
+	settling := vs.settle(v.CurrentReplicas)
+	va.tune(v, obs, settling, qm, tuner, &vs, *buf)
+	st.Variants[v.Name] = vs
+
+	if vs.Tuner == nil {
+		va.ParamsSource, va.RateSource = ParamsNone, RateUnknown
+		return va
+	}
+	va.size(*vs.Tuner, group, qm, *buf)
+	return va
+}
+
+// serverFor is the variant's batch and queue limits, capped so the model
+// stays cheap to solve.
+func serverFor(v decision.Variant) Server {
+	s := Server{MaxBatch: DefaultMaxBatch}
+	if v.MaxNumSeqs > 0 {
+		s.MaxBatch = int(min(v.MaxNumSeqs, MaxModeledBatch))
+	}
+	s.MaxQueue = QueuePerBatchSlot * s.MaxBatch
+	return s
+}
+
+// observeWorkload sets the variant's arrival, observed latencies and
+// workload: its replicas', else the group's, else remembered in vs.
+func (va *VariantAnalysis) observeWorkload(sorted []decision.ReplicaMetrics, group groupObs, vs *VariantState) {
+	var own groupObs
 	for _, r := range sorted {
 		own.add(r)
 	}
@@ -401,8 +444,10 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 		w := va.Workload
 		vs.Workload = &w
 	}
+}
 
-	// Observations for the filter, one per replica, in pod order.
+// observations are the filter's inputs, one per complete replica, in pod order.
+func observations(sorted []decision.ReplicaMetrics) []Observation {
 	obs := make([]Observation, 0, len(sorted))
 	for _, r := range sorted {
 		o := Observation{Pod: r.Pod, ArrivalRate: r.ArrivalRate, TTFTms: r.AvgTTFTms, ITLms: r.AvgITLms,
@@ -411,17 +456,27 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 			obs = append(obs, o)
 		}
 	}
+	return obs
+}
 
-	// A scale-up starts the settle period; it counts down every cycle.
-	if vs.LastReplicas > 0 && v.CurrentReplicas > vs.LastReplicas {
+// settle reports whether the variant is settling: a scale-up starts the
+// settle period, and it counts down every cycle.
+func (vs *VariantState) settle(current int32) bool {
+	if vs.LastReplicas > 0 && current > vs.LastReplicas {
 		vs.SettleCycles = SettleCycles
 	}
 	settling := vs.SettleCycles > 0
 	if vs.SettleCycles > 0 {
 		vs.SettleCycles--
 	}
-	vs.LastReplicas = v.CurrentReplicas
+	vs.LastReplicas = current
+	return settling
+}
 
+// tune seeds the tuner from the first observation, then feeds it this
+// cycle's observations unless tuning is off or the variant is in flux
+// (pending replicas, settling), whose latencies would mislead the filter.
+func (va *VariantAnalysis) tune(v decision.Variant, obs []Observation, settling bool, qm config.QueueingModel, tuner Tuner, vs *VariantState, buf []float64) {
 	if vs.Tuner == nil && len(obs) > 0 {
 		seeded := tuner.Seed(obs[0])
 		vs.Tuner = &seeded
@@ -443,17 +498,15 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 		obs = obs[:min(len(obs), MaxObservationsPerCycle)]
 		va.Tuning = make([]Step, len(obs))
 		for i, o := range obs {
-			ts, va.Tuning[i] = tuner.update(ts, o, va.Server, *buf)
+			ts, va.Tuning[i] = tuner.update(ts, o, va.Server, buf)
 		}
 		vs.Tuner = &ts
 	}
-	st.Variants[v.Name] = vs
+}
 
-	if vs.Tuner == nil {
-		va.ParamsSource, va.RateSource = ParamsNone, RateUnknown
-		return va
-	}
-	ts := *vs.Tuner
+// size picks the latency targets and solves the model for the highest
+// arrival rate per replica that meets them.
+func (va *VariantAnalysis) size(ts TunerState, group groupObs, qm config.QueueingModel, buf []float64) {
 	va.Params, va.Covariance, va.ParamsStdDev, va.TunerUpdates = ts.Params, ts.Covariance, ts.StdDev(), ts.Updates
 	trusted := ts.Updates >= TrustedAfter
 	va.ParamsSource = ParamsSeeded
@@ -463,12 +516,32 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 	if !va.Workload.Valid() {
 		va.RateSource = RateUnknown
 		va.Note = strings.TrimPrefix(va.Note+"; no workload averages to size with", "; ")
-		return va
+		return
 	}
+	va.pickTargets(ts.Params, trusted, group, qm)
 
-	// Targets: explicit, else inferred from trusted parameters, else the
-	// observed latencies with headroom.
-	inferTTFT, inferITL := InferredTargets(ts.Params, va.Workload, qm.SLOMultiplier)
+	m, err := newModel(ts.Params, va.Workload, va.Server, buf)
+	if err != nil {
+		va.RateSource, va.Note = RateUnknown, err.Error()
+		return
+	}
+	c, err := m.MaxRate(va.TargetTTFTms, va.TargetITLms)
+	va.Capacity = &c
+	if err != nil {
+		// No replica count meets the targets; size for the utilization the
+		// multiplier stands for (rho = 1 - 1/k) so throughput is still served.
+		va.RatePerReplica = m.MaxThroughput() * (1 - 1/qm.SLOMultiplier)
+		va.RateSource = RateIdleOnly
+		va.Note = strings.TrimPrefix(va.Note+"; "+err.Error()+fmt.Sprintf("; sizing at utilization %.2f", 1-1/qm.SLOMultiplier), "; ")
+		return
+	}
+	va.RatePerReplica, va.RateSource = c.MaxRate, RateModel
+}
+
+// pickTargets sets the TTFT and ITL targets: explicit, else inferred from
+// trusted parameters, else the observed latencies with headroom.
+func (va *VariantAnalysis) pickTargets(p Params, trusted bool, group groupObs, qm config.QueueingModel) {
+	inferTTFT, inferITL := InferredTargets(p, va.Workload, qm.SLOMultiplier)
 	obsTTFT, obsITL := va.ObservedTTFTms, va.ObservedITLms
 	if ttft, itl, ok := group.latencies(); obsTTFT <= 0 && ok {
 		obsTTFT, obsITL = ttft, itl
@@ -492,22 +565,4 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 	if srcI != srcT {
 		va.TargetSource = "ttft " + srcT + ", itl " + srcI
 	}
-
-	m, err := newModel(ts.Params, va.Workload, va.Server, *buf)
-	if err != nil {
-		va.RateSource, va.Note = RateUnknown, err.Error()
-		return va
-	}
-	c, err := m.MaxRate(va.TargetTTFTms, va.TargetITLms)
-	va.Capacity = &c
-	if err != nil {
-		// No replica count meets the targets; size for the utilization the
-		// multiplier stands for (rho = 1 - 1/k) so throughput is still served.
-		va.RatePerReplica = m.MaxThroughput() * (1 - 1/qm.SLOMultiplier)
-		va.RateSource = RateIdleOnly
-		va.Note = strings.TrimPrefix(va.Note+"; "+err.Error()+fmt.Sprintf("; sizing at utilization %.2f", 1-1/qm.SLOMultiplier), "; ")
-		return va
-	}
-	va.RatePerReplica, va.RateSource = c.MaxRate, RateModel
-	return va
 }

@@ -345,6 +345,8 @@ func Signals(demand, supply, anticipated, scaleUpThreshold, scaleDownBoundary fl
 	return rc, sc
 }
 
+// analyze runs the chain along the data flow: workload averages, then each
+// replica's capacity, then each variant's, then supply, then the signal.
 func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, decision.Signal) {
 	a := Analysis{
 		KvCacheThreshold: cfg.KvCacheThreshold, QueueLengthThreshold: cfg.QueueLengthThreshold,
@@ -361,10 +363,26 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 		}
 	}
 
-	// Workload averages over the replicas that report them (upstream
-	// computeModelWorkloadAverages), else the last ones seen.
+	a.averageWorkload(g.Replicas, byName, st)
+	a.averageITL(g.Replicas, byName)
+	a.RequestSeconds = a.AvgOutputTokens * a.AvgITLms / 1000
+	a.BacklogDrainSeconds = cfg.BacklogDrainSeconds
+	a.BacklogWeight = BacklogWeight(cfg.BacklogDrainSeconds, a.AvgOutputTokens, a.AvgITLms)
+	a.SchedulerQueueIn, a.SchedulerQueueOut = SchedulerQueueDemand(g.SchedulerQueueSize, g.SchedulerQueueBytes, a.AvgInputTokens, a.AvgOutputTokens, a.PrefixCacheHitRate)
+
+	perVariant := a.replicaCapacities(g.Replicas, byName, cfg, st)
+	a.variantCapacities(variants, perVariant, st)
+	a.borrowCapacities()
+	a.supplies(byName)
+
+	return a, a.signal(cfg, st)
+}
+
+// averageWorkload averages the workload over the replicas that report it
+// (upstream computeModelWorkloadAverages), else uses the last one seen.
+func (a *Analysis) averageWorkload(replicas []decision.ReplicaMetrics, byName map[string]decision.Variant, st *State) {
 	var n float64
-	for _, r := range g.Replicas {
+	for _, r := range replicas {
 		if _, ok := byName[r.Variant]; ok && (r.AvgInputTokens > 0 || r.AvgOutputTokens > 0) {
 			a.AvgInputTokens += r.AvgInputTokens
 			a.AvgOutputTokens += r.AvgOutputTokens
@@ -385,8 +403,12 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 	default:
 		a.WorkloadSource = "none"
 	}
+}
+
+// averageITL averages the inter-token latency over the replicas that have one.
+func (a *Analysis) averageITL(replicas []decision.ReplicaMetrics, byName map[string]decision.Variant) {
 	var itlN float64
-	for _, r := range g.Replicas {
+	for _, r := range replicas {
 		// A replica whose ITL is not a finite positive number (no token yet, a
 		// broken exporter) has no ITL to average: it would poison the mean
 		// and the analysis could no longer be written as JSON.
@@ -398,14 +420,13 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 	if itlN > 0 {
 		a.AvgITLms /= itlN
 	}
-	a.RequestSeconds = a.AvgOutputTokens * a.AvgITLms / 1000
-	a.BacklogDrainSeconds = cfg.BacklogDrainSeconds
-	a.BacklogWeight = BacklogWeight(cfg.BacklogDrainSeconds, a.AvgOutputTokens, a.AvgITLms)
-	a.SchedulerQueueIn, a.SchedulerQueueOut = SchedulerQueueDemand(g.SchedulerQueueSize, g.SchedulerQueueBytes, a.AvgInputTokens, a.AvgOutputTokens, a.PrefixCacheHitRate)
+}
 
-	// Per-replica capacity: min(k1, k2).
+// replicaCapacities computes each replica's capacity min(k1, k2) and demand,
+// and returns them by variant for the per-variant medians.
+func (a *Analysis) replicaCapacities(replicas []decision.ReplicaMetrics, byName map[string]decision.Variant, cfg config.Saturation, st *State) map[string][]ReplicaCapacity {
 	perVariant := map[string][]ReplicaCapacity{}
-	for _, r := range g.Replicas {
+	for _, r := range replicas {
 		v, ok := byName[r.Variant]
 		if !ok {
 			continue
@@ -433,9 +454,13 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 		a.Replicas = append(a.Replicas, rc)
 		perVariant[v.Name] = append(perVariant[v.Name], rc)
 	}
+	return perVariant
+}
 
-	// Per-variant capacity: median over ready replicas, else remembered,
-	// else derived from the variant's engine args and the group's workload.
+// variantCapacities sets each variant's per-replica capacity: the median over
+// ready replicas, else remembered, else derived from the variant's engine
+// args and the group's workload.
+func (a *Analysis) variantCapacities(variants []decision.Variant, perVariant map[string][]ReplicaCapacity, st *State) {
 	for _, v := range variants {
 		vc := VariantCapacity{Name: v.Name, Role: v.Role.Normalized(), Pending: max(0, v.PendingReplicas)}
 		reps := perVariant[v.Name]
@@ -458,8 +483,12 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 		}
 		a.Variants = append(a.Variants, vc)
 	}
-	// A variant with nothing known borrows the median of the others of its
-	// role, so the optimizer can still price it (never "1 token per replica").
+}
+
+// borrowCapacities lets a variant with nothing known borrow the median of the
+// others of its role, so the optimizer can still price it (never "1 token
+// per replica").
+func (a *Analysis) borrowCapacities() {
 	for i := range a.Variants {
 		if a.Variants[i].PerReplicaCapacity > 0 {
 			continue
@@ -474,6 +503,11 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 			a.Variants[i].PerReplicaCapacity, a.Variants[i].CapacitySource = median(known), CapacityAssumed
 		}
 	}
+}
+
+// supplies turns each variant's per-replica capacity into its supply now and
+// once pending replicas are ready, and its price per million tokens.
+func (a *Analysis) supplies(byName map[string]decision.Variant) {
 	for i := range a.Variants {
 		vc := &a.Variants[i]
 		vc.UsefulCapacity = UsefulCapacity(byName[vc.Name], a.AvgInputTokens, a.AvgOutputTokens)
@@ -483,8 +517,6 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 			vc.CostPerMTokens = byName[vc.Name].Cost / vc.PerReplicaCapacity * 1e6
 		}
 	}
-
-	return a, a.signal(cfg, st)
 }
 
 // MinObservedK2Share: a replica with a queue but less than this share of
