@@ -86,7 +86,7 @@ func (p *Provider) GetExternalMetric(_ context.Context, namespace string, select
 		MetricName:   llmdv1alpha1.MetricDesiredReplicas,
 		MetricLabels: map[string]string{llmdv1alpha1.MetricLabelVariantName: va.Name},
 		Timestamp:    alloc.LastRunTime,
-		Value:        *resource.NewQuantity(int64(alloc.NumReplicas), resource.DecimalSI),
+		Value:        *resource.NewQuantity(int64(va.ServedReplicas()), resource.DecimalSI),
 	}}}, nil
 }
 
