@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -32,6 +34,7 @@ import (
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
+	"github.com/wva-project/wva/pkg/hpavariant"
 	"github.com/wva-project/wva/pkg/inventory"
 	"github.com/wva-project/wva/pkg/kedascaler"
 	"github.com/wva-project/wva/pkg/pipeline"
@@ -129,6 +132,10 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		Deployments:  a.informers.Apps().V1().Deployments().Lister(),
 		StatefulSets: a.informers.Apps().V1().StatefulSets().Lister(),
 		Pods:         a.informers.Core().V1().Pods().Lister(),
+		// HPAs opted in by annotations (upstream v0.9) are variants too.
+		HPAs:   a.informers.Autoscaling().V2().HorizontalPodAutoscalers().Lister(),
+		Memory: &hpavariant.Memory{},
+		Warner: &hpavariant.Warner{Recorder: a.recorder},
 	}
 	if daemon.APIServed(a.kube, llmdv1alpha1.LeaderWorkerSetResource) {
 		dynClient, err := dynamic.NewForConfig(restCfg)
@@ -147,10 +154,10 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	a.Engine = &engine.Engine{
 		Views:           inv,
 		Metrics:         collector.Collector{API: prom, Labels: collector.Labels{Namespace: opts.PrometheusNamespaceLabel, Pod: opts.PrometheusPodLabel}},
-		Status:          engine.ClientStatusWriter{Client: wvaClient},
+		Status:          hpavariant.StatusWriter{Next: engine.ClientStatusWriter{Client: wvaClient}, Memory: inv.Memory},
 		Config:          a.Config,
 		Pipeline:        pipeline.Default(),
-		Recorder:        a.recorder,
+		Recorder:        hpavariant.Recorder{EventRecorder: a.recorder},
 		Observe:         engine.NewMetrics(a.Registry),
 		Clock:           clock.RealClock{},
 		Interval:        opts.EngineInterval,
@@ -171,10 +178,11 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	a.state = StatePersister{Kube: a.kube, Namespace: opts.ConfigNamespace, Engine: a.Engine,
 		Lister: a.cmInformer.Core().V1().ConfigMaps().Lister(), Interval: opts.EngineInterval}
 	a.invalidGauge = newInvalidGauge(a.Registry)
-	a.Provider = provider.New(inv.VAs, clock.RealClock{}, opts.StaleAfter, a.Registry)
+	decisions := hpavariant.Lister(inv.VAs, inv.Memory)
+	a.Provider = provider.New(decisions, clock.RealClock{}, opts.StaleAfter, a.Registry)
 	base.WithExternalMetrics(a.Provider)
 	if opts.KedaScalerAddress != "" {
-		a.Scaler = kedascaler.New(inv.VAs, opts.KedaScalerResendInterval, a.Registry)
+		a.Scaler = kedascaler.New(decisions, opts.KedaScalerResendInterval, a.Registry)
 	}
 	a.watch()
 	return a, nil
@@ -200,6 +208,18 @@ func (a *Adapter) watch() {
 			od, nd := o.Status.DesiredOptimizedAlloc, n.Status.DesiredOptimizedAlloc
 			if od.NumReplicas != nd.NumReplicas || od.LastRunTime.IsZero() != nd.LastRunTime.IsZero() {
 				notify()
+			}
+		},
+		DeleteFunc: trigger,
+	})
+	// Opted-in HPAs: spec and annotation changes, not the HPA controller's
+	// status updates.
+	_, _ = a.informers.Autoscaling().V2().HorizontalPodAutoscalers().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: trigger,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, n := oldObj.(*autoscalingv2.HorizontalPodAutoscaler), newObj.(*autoscalingv2.HorizontalPodAutoscaler)
+			if o.Generation != n.Generation || !maps.Equal(o.Annotations, n.Annotations) {
+				trigger(newObj)
 			}
 		},
 		DeleteFunc: trigger,
@@ -233,6 +253,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	a.informers.Apps().V1().Deployments().Informer()
 	a.informers.Apps().V1().StatefulSets().Informer()
 	a.informers.Core().V1().Pods().Informer()
+	a.informers.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
 	a.informers.Start(ctx.Done())
 	a.cmInformer.Start(ctx.Done())
 	for _, f := range a.localCM {

@@ -13,12 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/engine"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/hpavariant"
 	"github.com/wva-project/wva/pkg/scaletarget"
 )
 
@@ -30,6 +32,12 @@ type Inventory struct {
 	Pods         corelisters.PodLister
 	// LeaderWorkerSets is nil when the LWS API is not installed.
 	LeaderWorkerSets cache.GenericLister
+	// HPAs, when set, adds the HPAs opted in by annotations as variants
+	// (hpavariant); Memory then holds their status and Warner reports the
+	// ones left out.
+	HPAs   autoscalinglisters.HorizontalPodAutoscalerLister
+	Memory *hpavariant.Memory
+	Warner *hpavariant.Warner
 }
 
 // Views lists every VA with its resolved target, sorted by namespace/name.
@@ -37,6 +45,20 @@ func (inv *Inventory) Views() ([]engine.View, error) {
 	vas, err := inv.VAs.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list VariantAutoscalings: %w", err)
+	}
+	if inv.HPAs != nil {
+		hpas, err := inv.HPAs.List(labels.Everything())
+		if err != nil {
+			return nil, fmt.Errorf("list HorizontalPodAutoscalers: %w", err)
+		}
+		fromHPAs, problems := hpavariant.Variants(vas, hpas)
+		if inv.Memory != nil {
+			inv.Memory.Sync(fromHPAs)
+		}
+		if inv.Warner != nil {
+			inv.Warner.Report(problems)
+		}
+		vas = append(vas, fromHPAs...)
 	}
 	sort.Slice(vas, func(i, j int) bool {
 		if vas[i].Namespace != vas[j].Namespace {

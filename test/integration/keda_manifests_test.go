@@ -249,8 +249,10 @@ func TestKedaManifestsAccess(t *testing.T) {
 			{"create", "keda.sh", "scaledjobs", "", "llm", ""}, {"create", "keda.sh", "triggerauthentications", "", "llm", ""}})
 	assertAccess(ctx, t, cluster.Clientset(), "wva-system:wva-adapter",
 		[]access{{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"},
-			{"watch", "", "configmaps", "", "llm", "wva-saturation-scaling-config"}, {"update", "", "configmaps", "", "wva-system", "wva-analyzer-state"}},
+			{"watch", "", "configmaps", "", "llm", "wva-saturation-scaling-config"}, {"update", "", "configmaps", "", "wva-system", "wva-analyzer-state"},
+			{"watch", "autoscaling", "horizontalpodautoscalers", "", "", ""}},
 		[]access{{"update", "", "configmaps", "", "wva-system", "wva-saturation-scaling-config"}, {"create", "", "configmaps", "", "llm", ""},
+			{"update", "autoscaling", "horizontalpodautoscalers", "", "llm", "x"},
 			{"list", "", "configmaps", "", "llm", ""}})
 }
 

@@ -245,6 +245,7 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 		"wva-system:wva-adapter": {
 			allowed: []access{{"list", "", "pods", "", "", ""}, {"watch", "apps", "deployments", "", "", ""}, {"watch", "llmd.ai", va, "", "", ""},
 				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"watch", "", "configmaps", "", "wva-system", ""},
+				{"watch", "autoscaling", "horizontalpodautoscalers", "", "", ""}, // opt-in by annotations, read only
 				{"update", "coordination.k8s.io", "leases", "", "wva-system", "wva-adapter"}, {"create", "", "events", "", "prod", ""},
 				{"get", "", "configmaps", "", "kube-system", "extension-apiserver-authentication"},
 				{"create", "authentication.k8s.io", "tokenreviews", "", "", ""}, {"create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""},
@@ -258,7 +259,7 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 				{"update", "", "configmaps", "", "wva-system", "wva-saturation-scaling-config"}, {"delete", "", "configmaps", "", "wva-system", "wva-last-good-config"},
 				{"patch", "", "configmaps", "", "wva-system", "wva-last-good-config"}, {"create", "", "configmaps", "", "prod", ""},
 				{"update", "apps", "deployments", "scale", "prod", "x"}, {"update", "llmd.ai", va, "", "prod", "x"},
-				{"delete", "", "pods", "", "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "prod", "x"}},
+				{"update", "autoscaling", "horizontalpodautoscalers", "", "prod", "x"}, {"delete", "", "pods", "", "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "prod", "x"}},
 		},
 		"wva-system:wva-controller": {
 			allowed: []access{{"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""}, {"update", "apps", "deployments", "scale", "prod", "x"},

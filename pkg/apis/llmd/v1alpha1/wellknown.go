@@ -85,6 +85,32 @@ const (
 	AnnotationScaledFromZeroAt = "wva.llmd.ai/scaled-from-zero-at"
 )
 
+// Annotations on a user-owned autoscaling/v2 HPA that opt it in the way
+// upstream WVA v0.9 does: the HPA becomes a variant named after it, with
+// its scaleTargetRef and minReplicas/maxReplicas, and wva serves
+// wva_desired_replicas{variant_name=<HPA name>}. wva never writes the HPA.
+const (
+	// AnnotationManaged ("true") opts the HPA in.
+	AnnotationManaged = "llm-d.ai/managed"
+	// AnnotationModelID is the variant's modelID (required).
+	AnnotationModelID = "llm-d.ai/model-id"
+	// AnnotationVariantCost is the variant's cost per replica (optional,
+	// default DefaultVariantCost).
+	AnnotationVariantCost = "llm-d.ai/variant-cost"
+	// AnnotationFromHPA marks the in-memory VariantAutoscaling wva builds
+	// from an opted-in HPA (value: the HPA's name). It never reaches the
+	// API server: such a variant has no VA object to write status to.
+	AnnotationFromHPA = "wva.llmd.ai/from-hpa"
+)
+
+// ReasonConflictingVariantAutoscaling is the Warning Event on an opted-in
+// HPA that a VariantAutoscaling overrides (same scale target or name).
+const ReasonConflictingVariantAutoscaling = "ConflictingVariantAutoscaling"
+
+// ReasonInvalidAnnotations is the Warning Event on an opted-in HPA whose
+// annotations cannot make a variant.
+const ReasonInvalidAnnotations = "InvalidAnnotations"
+
 // LabelGPUMemory is the per-GPU memory in MiB that NVIDIA GPU feature
 // discovery puts on nodes; budget pools computed from nodes get a memory
 // limit when every GPU node of the pool carries it.
