@@ -20,6 +20,7 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
+	"github.com/wva-project/wva/test/testenv"
 )
 
 // TestHPAOptInByAnnotations: a user-owned HPA carrying upstream WVA v0.9's
@@ -55,7 +56,7 @@ func TestHPAOptInByAnnotations(t *testing.T) {
 	require.NoError(t, err)
 	servingVariant(ctx, t, cs, "prod", "llama-l4", 2, []string{"llama-l4-0", "llama-l4-1"})
 	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{Config: vllm.ScrapeConfig("1s")})
-	eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
+	testenv.Eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
 		s, err := prom.Query(ctx, `vllm:kv_cache_usage_perc`)
 		return err == nil && len(s) == 2, fmt_(s, err)
 	})
@@ -110,13 +111,13 @@ func TestHPAOptInByAnnotations(t *testing.T) {
 	}
 
 	t.Run("the HPA controller drives the Deployment to the adapter's decision", func(t *testing.T) {
-		eventually(ctx, t, "wva_desired_replicas{variant_name=llama-upstream} = 3", func() (bool, string) {
+		testenv.Eventually(ctx, t, "wva_desired_replicas{variant_name=llama-upstream} = 3", func() (bool, string) {
 			v, err := served()
 			return err == nil && v == 3, fmt_(v, err)
 		})
-		eventually(ctx, t, "Deployment at 3 replicas", func() (bool, string) { return replicas() == 3, fmt_(replicas(), nil) })
+		testenv.Eventually(ctx, t, "Deployment at 3 replicas", func() (bool, string) { return replicas() == 3, fmt_(replicas(), nil) })
 		// The engine's Events about the variant name the HPA.
-		eventually(ctx, t, "DesiredReplicasChanged Event on the HPA", func() (bool, string) {
+		testenv.Eventually(ctx, t, "DesiredReplicasChanged Event on the HPA", func() (bool, string) {
 			evs := events("DesiredReplicasChanged")
 			return len(evs) > 0 && evs[0].InvolvedObject.Kind == "HorizontalPodAutoscaler", fmt_(evs, nil)
 		})
@@ -129,11 +130,11 @@ func TestHPAOptInByAnnotations(t *testing.T) {
 	t.Run("a VA for the same Deployment wins, with one Warning Event", func(t *testing.T) {
 		_, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-l4", model, "5", 1, 5), metav1.CreateOptions{})
 		require.NoError(t, err)
-		eventually(ctx, t, "ConflictingVariantAutoscaling Event on the HPA", func() (bool, string) {
+		testenv.Eventually(ctx, t, "ConflictingVariantAutoscaling Event on the HPA", func() (bool, string) {
 			evs := events(llmdv1alpha1.ReasonConflictingVariantAutoscaling)
 			return len(evs) == 1, fmt_(evs, nil)
 		})
-		eventually(ctx, t, "the HPA's variant is no longer served", func() (bool, string) {
+		testenv.Eventually(ctx, t, "the HPA's variant is no longer served", func() (bool, string) {
 			_, err := served()
 			return apierrors.IsNotFound(err), fmt_(nil, err)
 		})
@@ -146,7 +147,7 @@ func TestHPAOptInByAnnotations(t *testing.T) {
 		assert.Contains(t, evs[0].Message, "VariantAutoscaling llama-l4 also scales Deployment llama-l4")
 
 		require.NoError(t, wva.LlmdV1alpha1().VariantAutoscalings("prod").Delete(ctx, "llama-l4", metav1.DeleteOptions{}))
-		eventually(ctx, t, "served again once the VA is gone", func() (bool, string) {
+		testenv.Eventually(ctx, t, "served again once the VA is gone", func() (bool, string) {
 			v, err := served()
 			return err == nil && v == 3, fmt_(v, err)
 		})
@@ -162,7 +163,7 @@ func TestHPAOptInByAnnotations(t *testing.T) {
 			_, err = cs.AutoscalingV2().HorizontalPodAutoscalers("prod").Update(ctx, h, metav1.UpdateOptions{})
 			return err
 		}))
-		eventually(ctx, t, "wva_desired_replicas{variant_name=llama-upstream} NotFound", func() (bool, string) {
+		testenv.Eventually(ctx, t, "wva_desired_replicas{variant_name=llama-upstream} NotFound", func() (bool, string) {
 			_, err := served()
 			return apierrors.IsNotFound(err), fmt_(nil, err)
 		})
