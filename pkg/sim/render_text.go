@@ -48,14 +48,14 @@ func RenderText(w io.Writer, rep Report) error {
 	if rep.Verdict != nil {
 		fmt.Fprintf(&b, "  wva against the other rows (attainment capped at %.0f%%): %s\n", 100*rep.SLO.Attainment, rep.Verdict)
 	}
-	if r := FrontierRanking(rep); r != "" && hasFrontier(rep) {
+	if hasFrontier(rep) {
 		fmt.Fprintf(&b, "\nCost to reach 95%% / 99%% attainment over each policy's knob (--frontier; - never reached):\n")
 		for _, p := range rep.Policies {
 			if p.Frontier != nil {
 				fmt.Fprintf(&b, "  %-16s %6s / %-6s (%s: %s)\n", p.Policy, frontierCost(p.Frontier.CostAt95), frontierCost(p.Frontier.CostAt99), p.Frontier.Knob, points(p.Frontier))
 			}
 		}
-		fmt.Fprintf(&b, "  wva among the adaptive policies: %s\n", r)
+		fmt.Fprintf(&b, "  wva among the adaptive policies: %s\n", FrontierRanking(rep))
 	}
 	b.WriteString("\n")
 	b.WriteString(asciiChart(rep, 72, 14))
@@ -198,7 +198,7 @@ func hasFrontier(rep Report) bool {
 
 // points lists a frontier's runs as knob=cost@attainment.
 func points(f *Frontier) string {
-	if f.Knob == "constant fleet" {
+	if f.Knob == staticKnob {
 		return fmt.Sprintf("%d fleets", len(f.Points))
 	}
 	parts := make([]string, len(f.Points))

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +33,9 @@ type FrontierPoint struct {
 	Attainment float64 `json:"attainment"`
 }
 
+// staticKnob names the constant fleets' frontier (swept by size).
+const staticKnob = "constant fleet"
+
 // knobSweep is how one policy's knob is set on a scenario.
 type knobSweep struct {
 	knob   string
@@ -44,19 +48,17 @@ type knobSweep struct {
 // and KPA targets as multiples of the scenario's. Constant fleets are
 // swept by size by the static-frontier rows themselves.
 func sweeps(base Scenario) map[string]knobSweep {
-	scaled := func(v float64, by float64) float64 { return v * by }
+	// wva-throughput embeds wva-v1's policy: both read policies.v1.
+	kvThreshold := knobSweep{"kvCacheThreshold", []float64{0.4, 0.5, 0.6, 0.7, 0.8, 0.9}, func(sc *Scenario, v float64) error {
+		sc.Policies.V1.KvCacheThreshold = v
+		return nil
+	}}
 	return map[string]knobSweep{
-		PolicyWVA: {"sloAttainment", []float64{0.9, 0.95, 0.98, 0.99, 0.995, 0.999}, setWVAAttainment},
-		PolicyWVAV1: {"kvCacheThreshold", []float64{0.4, 0.5, 0.6, 0.7, 0.8, 0.9}, func(sc *Scenario, v float64) error {
-			sc.Policies.V1.KvCacheThreshold = v
-			return nil
-		}},
-		PolicyWVAThroughput: {"kvCacheThreshold", []float64{0.4, 0.5, 0.6, 0.7, 0.8, 0.9}, func(sc *Scenario, v float64) error {
-			sc.Policies.V1.KvCacheThreshold = v
-			return nil
-		}},
+		PolicyWVA:           {"sloAttainment", []float64{0.9, 0.95, 0.98, 0.99, 0.995, 0.999}, setWVAAttainment},
+		PolicyWVAV1:         kvThreshold,
+		PolicyWVAThroughput: kvThreshold,
 		PolicyQueueThreshold: {"targetWaitingPerReplica (x scenario)", []float64{0.125, 0.25, 0.5, 1, 2, 4}, func(sc *Scenario, v float64) error {
-			sc.Policies.QueueThreshold.TargetWaitingPerReplica = scaled(base.Policies.QueueThreshold.TargetWaitingPerReplica, v)
+			sc.Policies.QueueThreshold.TargetWaitingPerReplica = base.Policies.QueueThreshold.TargetWaitingPerReplica * v
 			return nil
 		}},
 		PolicyKPA: {"targetUtilization", []float64{0.2, 0.35, 0.5, 0.7, 0.85, 1}, func(sc *Scenario, v float64) error {
@@ -125,7 +127,7 @@ func SweepFrontiers(sc Scenario, trace Trace, rep *Report) error {
 	for _, p := range rep.Policies {
 		if p.Policy == PolicyStaticPeak || isFrontierRow(p.Policy) {
 			if static == nil {
-				static = &Frontier{Knob: "constant fleet"}
+				static = &Frontier{Knob: staticKnob}
 			}
 			static.Points = append(static.Points, FrontierPoint{Knob: p.MeanReplicas, Cost: p.Cost, Attainment: p.SLOAttainment})
 		}
@@ -163,8 +165,7 @@ func (f *Frontier) fill() {
 var adaptivePolicies = []string{PolicyWVA, PolicyWVAV1, PolicyWVAThroughput, PolicyQueueThreshold, PolicyKPA}
 
 // FrontierRanking says, per level, whether wva's cost to reach it is the
-// lowest of the adaptive policies that reach it ("" when no frontier was
-// swept).
+// lowest of the adaptive policies that reach it.
 func FrontierRanking(rep Report) string {
 	var parts []string
 	for _, level := range []struct {
@@ -174,35 +175,28 @@ func FrontierRanking(rep Report) string {
 		{"95%", func(f *Frontier) *float64 { return f.CostAt95 }},
 		{"99%", func(f *Frontier) *float64 { return f.CostAt99 }},
 	} {
+		// The adaptive policies reaching the level, in report order.
 		var wva *float64
-		var cheaper []string
-		reached := 0
+		var peers []PolicySummary
 		for _, p := range rep.Policies {
-			if p.Frontier == nil || !contains(adaptivePolicies, p.Policy) {
+			if p.Frontier == nil || !slices.Contains(adaptivePolicies, p.Policy) || level.cost(p.Frontier) == nil {
 				continue
 			}
-			c := level.cost(p.Frontier)
-			if c == nil {
-				continue
-			}
-			reached++
 			if p.Policy == PolicyWVA {
-				wva = c
+				wva = level.cost(p.Frontier)
+			} else {
+				peers = append(peers, p)
 			}
 		}
-		if reached == 0 {
-			parts = append(parts, level.name+": no adaptive policy reaches it")
-			continue
-		}
-		for _, p := range rep.Policies {
-			if p.Frontier == nil || p.Policy == PolicyWVA || !contains(adaptivePolicies, p.Policy) {
-				continue
-			}
-			if c := level.cost(p.Frontier); c != nil && (wva == nil || *c < *wva-1e-9) {
+		var cheaper []string
+		for _, p := range peers {
+			if c := level.cost(p.Frontier); wva == nil || *c < *wva-1e-9 {
 				cheaper = append(cheaper, fmt.Sprintf("%s %.1f", p.Policy, *c))
 			}
 		}
 		switch {
+		case wva == nil && len(peers) == 0:
+			parts = append(parts, level.name+": no adaptive policy reaches it")
 		case wva == nil:
 			parts = append(parts, level.name+": wva never reaches it; "+strings.Join(cheaper, ", ")+" do")
 		case len(cheaper) == 0:
@@ -212,15 +206,6 @@ func FrontierRanking(rep Report) string {
 		}
 	}
 	return strings.Join(parts, "; ")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // frontierCost formats a frontier cost, "-" where never reached.
