@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -49,14 +48,8 @@ func startHPARig(ctx context.Context, t *testing.T, gates map[string]bool, contr
 	createNamespace(ctx, t, r.kube, "prod")
 
 	holdAdapterLease(ctx, t, r.kube)
-	svc := harness.APIServiceOptions{Group: "external.metrics.k8s.io", Version: "v1beta1", Namespace: "wva-system", ServiceName: "wva-adapter"}
-	cert, key, err := cluster.IssueServingCert([]string{svc.ServiceDNSName()}, []net.IP{net.ParseIP("127.0.0.1")})
-	require.NoError(t, err)
-	adapter := startAdapter(ctx, t, cluster, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), cert, key,
+	startAdapterAPIService(ctx, t, cluster, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
 		"--leader-elect=true", "--leader-election-namespace=wva-system")
-	svc.Port, svc.CABundle = adapter.Port, cluster.CAPEM
-	require.NoError(t, cluster.RegisterAPIService(ctx, svc))
-	require.NoError(t, cluster.WaitAPIServiceAvailable(ctx, "v1beta1.external.metrics.k8s.io"))
 
 	r.ctrl = startWVAProcess(ctx, t, "controller", append([]string{"controller", "--kubeconfig=" + cluster.KubeconfigPath,
 		"--leader-elect=false", "--probe-namespace=wva-system", "--resync=2s", "--v=2"}, controllerFlags...))

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -61,13 +60,7 @@ func TestHPAOptInByAnnotations(t *testing.T) {
 		return err == nil && len(s) == 2, fmt_(s, err)
 	})
 
-	svc := harness.APIServiceOptions{Group: "external.metrics.k8s.io", Version: "v1beta1", Namespace: "wva-system", ServiceName: "wva-adapter"}
-	cert, key, err := cluster.IssueServingCert([]string{svc.ServiceDNSName()}, []net.IP{net.ParseIP("127.0.0.1")})
-	require.NoError(t, err)
-	adapter := startAdapter(ctx, t, cluster, prom.URL, cert, key)
-	svc.Port, svc.CABundle = adapter.Port, cluster.CAPEM
-	require.NoError(t, cluster.RegisterAPIService(ctx, svc))
-	require.NoError(t, cluster.WaitAPIServiceAvailable(ctx, "v1beta1.external.metrics.k8s.io"))
+	startAdapterAPIService(ctx, t, cluster, prom.URL)
 
 	// The HPA as upstream documents it; its name is not the Deployment's,
 	// so the selector proves variant_name is the HPA's name.

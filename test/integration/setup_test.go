@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -115,6 +116,21 @@ type adapterProcess struct {
 	// CertDir is the serving certificate's directory, laid out like a
 	// Secret volume (testenv.WriteSecretVolume) so tests can renew it.
 	CertDir string
+}
+
+// startAdapterAPIService starts the adapter with a serving certificate for
+// its Service and registers it as the external metrics APIService,
+// returning once the aggregator reports it available.
+func startAdapterAPIService(ctx context.Context, t *testing.T, c *harness.Cluster, promURL string, extra ...string) (*adapterProcess, harness.APIServiceOptions) {
+	t.Helper()
+	svc := harness.APIServiceOptions{Group: "external.metrics.k8s.io", Version: "v1beta1", Namespace: "wva-system", ServiceName: "wva-adapter"}
+	cert, key, err := c.IssueServingCert([]string{svc.ServiceDNSName()}, []net.IP{net.ParseIP("127.0.0.1")})
+	require.NoError(t, err)
+	adapter := startAdapter(ctx, t, c, promURL, cert, key, extra...)
+	svc.Port, svc.CABundle = adapter.Port, c.CAPEM
+	require.NoError(t, c.RegisterAPIService(ctx, svc))
+	require.NoError(t, c.WaitAPIServiceAvailable(ctx, "v1beta1.external.metrics.k8s.io"))
+	return adapter, svc
 }
 
 // startAdapter runs the adapter with the same flags a Deployment would use,
