@@ -20,17 +20,20 @@ import (
 // runAdapterOptions runs `wva adapter args...` through cobra's flag parsing
 // and the WVA_* / --config-file layers, and returns the options the
 // adapter would start with (no cluster, no servers).
-func runAdapterOptions(t *testing.T, args ...string) (*adapter.Options, error) {
+func runAdapterOptions(t *testing.T, args ...string) (*basecmd.AdapterBase, *adapter.Options, error) {
 	t.Helper()
-	var got *adapter.Options
+	var (
+		gotBase *basecmd.AdapterBase
+		got     *adapter.Options
+	)
 	root := &cobra.Command{Use: "wva", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(adapterCommand(func(_ context.Context, _ *basecmd.AdapterBase, opts *adapter.Options) error {
-		got = opts
+	root.AddCommand(adapterCommand(func(_ context.Context, base *basecmd.AdapterBase, opts *adapter.Options) error {
+		gotBase, got = base, opts
 		return nil
 	}))
 	root.SetArgs(append([]string{"adapter"}, args...))
 	err := root.Execute()
-	return got, err
+	return gotBase, got, err
 }
 
 func TestAdapterCommandLayers(t *testing.T) {
@@ -44,7 +47,8 @@ adapter:
   prometheus-url: https://prometheus.monitoring:9090
   engine-interval: 20s
   status-heartbeat: 5m
-  secure-port: 6444
+  client-burst: 40
+  leader-elect: false
 controller:
   output: scaledobject
 `), 0o600))
@@ -53,8 +57,10 @@ controller:
 	t.Setenv("WVA_STATUS_HEARTBEAT", "3m")
 	t.Setenv("WVA_SCALE_TO_ZERO", "true")
 
-	opts, err := runAdapterOptions(t, "--status-heartbeat=1m")
+	base, opts, err := runAdapterOptions(t, "--status-heartbeat=1m")
 	require.NoError(t, err)
+	assert.Equal(t, 40, base.ClientBurst, "the generic API server's flags take the file too")
+	assert.False(t, opts.Lease.Enabled, "a boolean flag from the file")
 	assert.Equal(t, "https://prometheus.monitoring:9090", opts.PrometheusURL, "config file over the built-in default")
 	assert.Equal(t, 10*time.Second, opts.EngineInterval, "environment over config file")
 	assert.Equal(t, time.Minute, opts.StatusHeartbeat, "command line over environment")
@@ -69,12 +75,12 @@ controller:
 
 	// Invalid values fail the command, naming the variable.
 	t.Setenv("WVA_SCALE_TO_ZERO", "yes please")
-	_, err = runAdapterOptions(t)
+	_, _, err = runAdapterOptions(t)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `WVA_SCALE_TO_ZERO="yes please": want true or false`)
 	t.Setenv("WVA_SCALE_TO_ZERO", "true")
 	t.Setenv("WVA_ENGINE_INTERVAL", "often")
-	_, err = runAdapterOptions(t)
+	_, _, err = runAdapterOptions(t)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `WVA_ENGINE_INTERVAL="often" (--engine-interval)`)
 }
