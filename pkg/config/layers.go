@@ -86,7 +86,7 @@ const (
 	sectionScaleToZero = "scaleToZero"
 )
 
-// EnvKeys are the environment variables that pin ConfigMap keys, with the
+// envKeys are the environment variables that pin ConfigMap keys, with the
 // key each sets (upstream names the first one).
 var envKeys = []envKey{
 	{"WVA_SCALE_TO_ZERO", sectionScaleToZero, "enable_scale_to_zero", 'b'},
