@@ -91,6 +91,10 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	a := &Adapter{Base: base, Options: opts, Registry: prometheus.NewRegistry(), Config: config.NewStore()}
+	a.Config.Pin(opts.Pinned)
+	if len(opts.Pinned.Keys) > 0 {
+		klog.InfoS("settings pinned over every ConfigMap entry", "keys", opts.Pinned.Keys)
+	}
 	// Go and process collectors come from the API server's legacy registry,
 	// gathered next to this one on /metrics.
 	if err := cmmetrics.RegisterMetrics(legacyregistry.Register); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/collector"
+	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/daemon"
 	"github.com/wva-project/wva/pkg/kedascaler"
 )
@@ -59,6 +60,10 @@ type Options struct {
 	// plain gRPC instead.
 	KedaScalerTLS      kedascaler.TLSFiles
 	KedaScalerInsecure bool
+
+	// Pinned are the ConfigMap keys --config-file and WVA_* variables pin
+	// over every ConfigMap entry (not a flag: config.Load fills it).
+	Pinned config.Pinned
 }
 
 // NewOptions returns the defaults.

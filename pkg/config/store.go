@@ -187,24 +187,49 @@ func (e invalidEntry) appliesTo(modelID, namespace string) bool {
 }
 
 // resolve layers built-in defaults, the default entry and the most specific
-// override. It returns the value and the key of the entry that decided it.
-func (s *section[E, V]) resolve(modelID, namespace string) (V, string) {
+// override, with pin (nil: none) over each step. It returns the value and
+// the key of the entry that decided it.
+func (s *section[E, V]) resolve(modelID, namespace string, pin *E) (V, string) {
 	base, hasDefault := s.defaultValue()
 	source := "built-in defaults"
 	if hasDefault {
 		source = DefaultKey
 	}
+	if pin != nil {
+		if p := (*pin).over(base); p.Validate() == nil {
+			base = p
+		} else {
+			base = (*pin).over(s.builtin())
+			source = fmt.Sprintf("built-in defaults (%q inconsistent with pinned settings, ignored)", DefaultKey)
+		}
+	}
 	key, ok := s.overrideFor(modelID, namespace)
 	if !ok {
-		return base, source
+		return base, pinnedSource(source, pin)
 	}
 	merged := s.entries[key].over(base)
+	if pin != nil {
+		merged = (*pin).over(merged)
+	}
 	if merged.Validate() != nil {
 		// The override was valid against an older default; the current
-		// default makes it inconsistent, so the default alone applies.
-		return base, source + fmt.Sprintf(" (override %q inconsistent with default, ignored)", key)
+		// default (or the pins) make it inconsistent, so it is skipped.
+		with := "default"
+		if pin != nil {
+			with = "default or pinned settings"
+		}
+		return base, pinnedSource(source+fmt.Sprintf(" (override %q inconsistent with %s, ignored)", key, with), pin)
 	}
-	return merged, key
+	return merged, pinnedSource(key, pin)
+}
+
+// pinnedSource marks a source when pinned settings (--config-file, WVA_*)
+// were applied over it.
+func pinnedSource[E any](source string, pin *E) string {
+	if pin == nil {
+		return source
+	}
+	return source + " + pinned settings"
 }
 
 // overrideFor finds the most specific override: the "modelID#namespace" key,
@@ -281,6 +306,17 @@ type Store struct {
 	sections
 	// local is the namespace-local ConfigMaps, by namespace.
 	local map[string]*sections
+	// pinned holds over every entry (--config-file, WVA_* variables).
+	pinned Pinned
+}
+
+// Pin sets the keys pinned by --config-file and WVA_* variables: they hold
+// for every model, over the global and namespace-local ConfigMaps' default
+// and override entries; an entry inconsistent with them is skipped.
+func (s *Store) Pin(p Pinned) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pinned = p
 }
 
 // sections is one namespace's three ConfigMaps.
@@ -456,19 +492,19 @@ func (s *Store) Resolve(modelID, namespace string) Resolved {
 	l := s.local[namespace]
 	if l == nil {
 		var r Resolved
-		r.Saturation, r.SaturationSource = s.saturation.resolve(modelID, namespace)
-		r.ScaleToZero, r.ScaleToZeroSource = s.scaleToZero.resolve(modelID, namespace)
+		r.Saturation, r.SaturationSource = s.saturation.resolve(modelID, namespace, s.pinned.saturation)
+		r.ScaleToZero, r.ScaleToZeroSource = s.scaleToZero.resolve(modelID, namespace, s.pinned.scaleToZero)
 		if s.queueing.hasEntryFor(modelID, namespace) {
-			qm, src := s.queueing.resolve(modelID, namespace)
+			qm, src := s.queueing.resolve(modelID, namespace, nil)
 			r.QueueingModel, r.QueueingModelSource = &qm, src
 		}
 		return r
 	}
 	var r Resolved
-	r.Saturation, r.SaturationSource = resolveLayered(&s.saturation, &l.saturation, modelID, namespace)
-	r.ScaleToZero, r.ScaleToZeroSource = resolveLayered(&s.scaleToZero, &l.scaleToZero, modelID, namespace)
+	r.Saturation, r.SaturationSource = resolveLayered(&s.saturation, &l.saturation, modelID, namespace, s.pinned.saturation)
+	r.ScaleToZero, r.ScaleToZeroSource = resolveLayered(&s.scaleToZero, &l.scaleToZero, modelID, namespace, s.pinned.scaleToZero)
 	if s.queueing.hasEntryFor(modelID, namespace) || l.queueing.hasEntryFor(modelID, namespace) {
-		qm, src := resolveLayered(&s.queueing, &l.queueing, modelID, namespace)
+		qm, src := resolveLayered(&s.queueing, &l.queueing, modelID, namespace, nil)
 		r.QueueingModel, r.QueueingModelSource = &qm, src
 	}
 	return r
@@ -480,9 +516,13 @@ func (s *Store) Resolve(modelID, namespace string) Resolved {
 // specific for the model, as in resolve). A layer that would make the
 // value invalid (it was validated against another base) is skipped and
 // named in the source. The source is the last layer applied; local keys
-// read "<namespace>/<configmap>: <key>".
-func resolveLayered[E entryOf[V], V validator](global, local *section[E, V], modelID, namespace string) (V, string) {
+// read "<namespace>/<configmap>: <key>". pin (nil: none) is applied over
+// every layer, so a layer inconsistent with it is skipped too.
+func resolveLayered[E entryOf[V], V validator](global, local *section[E, V], modelID, namespace string, pin *E) (V, string) {
 	v, source := global.builtin(), "built-in defaults"
+	if pin != nil {
+		v = (*pin).over(v)
+	}
 	var skipped []string
 	layer := func(s *section[E, V], key string, ok bool) {
 		if !ok {
@@ -493,6 +533,9 @@ func resolveLayered[E entryOf[V], V validator](global, local *section[E, V], mod
 			name = s.configMap + ": " + key
 		}
 		next := s.entries[key].over(v)
+		if pin != nil {
+			next = (*pin).over(next)
+		}
 		if next.Validate() != nil {
 			skipped = append(skipped, name)
 			return
@@ -510,7 +553,7 @@ func resolveLayered[E entryOf[V], V validator](global, local *section[E, V], mod
 	if len(skipped) > 0 {
 		source += fmt.Sprintf(" (%s inconsistent with the layers below, ignored)", strings.Join(quoteAll(skipped), ", "))
 	}
-	return v, source
+	return v, pinnedSource(source, pin)
 }
 
 func quoteAll(in []string) []string {

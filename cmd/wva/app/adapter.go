@@ -1,13 +1,28 @@
 package app
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
 	"github.com/wva-project/wva/pkg/adapter"
+	"github.com/wva-project/wva/pkg/config"
 )
 
 func newAdapterCommand() *cobra.Command {
+	return adapterCommand(func(ctx context.Context, base *basecmd.AdapterBase, opts *adapter.Options) error {
+		a, err := adapter.New(base, opts)
+		if err != nil {
+			return err
+		}
+		return a.Run(ctx)
+	})
+}
+
+// adapterCommand builds the command around run, so tests can see the
+// options the command line, environment and config file produce.
+func adapterCommand(run func(context.Context, *basecmd.AdapterBase, *adapter.Options) error) *cobra.Command {
 	opts := adapter.NewOptions()
 	base := &basecmd.AdapterBase{Name: "wva-adapter"}
 	cmd := &cobra.Command{
@@ -20,15 +35,12 @@ decisions as the external metric wva_desired_replicas, selected with
 labelSelector variant_name=<VA name>.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := adapter.New(base, opts)
-			if err != nil {
-				return err
-			}
-			return a.Run(cmd.Context())
+			return run(cmd.Context(), base, opts)
 		},
 	}
 	base.FlagSet = cmd.Flags()
 	base.InstallFlags()
 	opts.AddFlags(cmd.Flags())
+	layered(cmd, config.ProgramAdapter, &opts.Pinned)
 	return cmd
 }

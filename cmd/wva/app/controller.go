@@ -3,6 +3,7 @@ package app
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/controller"
 )
 
@@ -22,5 +23,6 @@ subresource, only on a fresh decision of record.`,
 		},
 	}
 	opts.AddFlags(cmd.Flags())
+	layered(cmd, config.ProgramController, nil)
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/scalefromzero"
 )
 
@@ -24,5 +25,6 @@ OpenAI-compatible proxy that holds requests while a model wakes, for setups with
 		},
 	}
 	opts.AddFlags(cmd.Flags())
+	layered(cmd, config.ProgramScaleFromZero, nil)
 	return cmd
 }
