@@ -5,7 +5,6 @@ import (
 	"sort"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,7 +15,7 @@ import (
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 )
 
-// Memory holds the HPA-sourced variants of the last inventory pass with the
+// Memory holds the opted-in objects' variants of the last inventory pass with the
 // status the engine last wrote for them: it stands in for VA status, which
 // such variants do not have.
 type Memory struct {
@@ -26,7 +25,7 @@ type Memory struct {
 
 func key(namespace, name string) string { return namespace + "/" + name }
 
-// Sync makes vas the current HPA-sourced variants: each gets the status
+// Sync makes vas the current opted-in variants: each gets the status
 // kept for its name (same UID), and variants no longer present are
 // forgotten, so their metric stops being served.
 func (m *Memory) Sync(vas []*llmdv1alpha1.VariantAutoscaling) {
@@ -74,7 +73,7 @@ func (m *Memory) list(namespace string) []*llmdv1alpha1.VariantAutoscaling {
 	return out
 }
 
-// StatusWriter writes VA status through Next and keeps HPA-sourced
+// StatusWriter writes VA status through Next and keeps opted-in
 // variants' status in Memory (there is no object to write).
 type StatusWriter struct {
 	Next   engine.StatusWriter
@@ -83,7 +82,7 @@ type StatusWriter struct {
 
 // WriteStatus implements engine.StatusWriter.
 func (w StatusWriter) WriteStatus(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, status llmdv1alpha1.VariantAutoscalingStatus) error {
-	if IsFromHPA(va) {
+	if IsOptedIn(va) {
 		w.Memory.WriteStatus(va, status)
 		return nil
 	}
@@ -91,7 +90,7 @@ func (w StatusWriter) WriteStatus(ctx context.Context, va *llmdv1alpha1.VariantA
 }
 
 // Lister serves VAs from the informer lister and, for names no VA has, the
-// HPA-sourced variants in Memory: the provider and the KEDA scaler read
+// opted-in variants in Memory: the provider and the KEDA scaler read
 // decisions through it unchanged.
 func Lister(vas llmdlisters.VariantAutoscalingLister, m *Memory) llmdlisters.VariantAutoscalingLister {
 	return lister{vas: vas, m: m}
@@ -147,17 +146,17 @@ func (n nsLister) Get(name string) (*llmdv1alpha1.VariantAutoscaling, error) {
 	return va, err
 }
 
-// Recorder sends the engine's Events about an HPA-sourced variant to its
-// HPA (the VA they would name does not exist).
+// Recorder sends the engine's Events about an opted-in variant to its HPA
+// or ScaledObject (the VA they would name does not exist).
 type Recorder struct{ record.EventRecorder }
 
 func (r Recorder) target(obj runtime.Object) runtime.Object {
-	va, ok := obj.(*llmdv1alpha1.VariantAutoscaling)
-	if !ok || !IsFromHPA(va) {
-		return obj
+	if va, ok := obj.(*llmdv1alpha1.VariantAutoscaling); ok {
+		if ref, ok := SourceOf(va); ok {
+			return ref
+		}
 	}
-	return &corev1.ObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler",
-		Namespace: va.Namespace, Name: va.Annotations[llmdv1alpha1.AnnotationFromHPA], UID: va.UID}
+	return obj
 }
 
 func (r Recorder) Event(obj runtime.Object, eventtype, reason, message string) {
