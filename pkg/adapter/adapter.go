@@ -195,6 +195,7 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	base.WithExternalMetrics(a.Provider)
 	if opts.KedaScalerAddress != "" {
 		a.Scaler = kedascaler.New(decisions, opts.KedaScalerResendInterval, a.Registry)
+		inv.Memory.Changed = a.Scaler.Notify
 	}
 	a.watch()
 	return a, nil

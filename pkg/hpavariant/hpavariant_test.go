@@ -325,3 +325,33 @@ func TestRecorderRedirectsToSource(t *testing.T) {
 	r.Event(real, "Normal", "R", "m")
 	assert.Same(t, real, got)
 }
+
+// Changed fires when variants come or go and when a decision changes, not
+// when the engine rewrites the same decision: the KEDA scaler's streams
+// learn opted-in variants' 0 <-> 1 decisions without waiting to re-send.
+func TestMemoryChanged(t *testing.T) {
+	calls := 0
+	m := &Memory{Changed: func() { calls++ }}
+	va, err := FromScaledObject(scaledObject("s", managed("m"), "name", "d"))
+	require.NoError(t, err)
+	decide := func(n int32) {
+		m.WriteStatus(va, llmdv1alpha1.VariantAutoscalingStatus{DesiredOptimizedAlloc: llmdv1alpha1.OptimizedAlloc{NumReplicas: n, LastRunTime: metav1.Now()}})
+	}
+	steps := []struct {
+		what string
+		do   func()
+		want int
+	}{
+		{"variant appears", func() { m.Sync([]*llmdv1alpha1.VariantAutoscaling{va.DeepCopy()}) }, 1},
+		{"same variant again", func() { m.Sync([]*llmdv1alpha1.VariantAutoscaling{va.DeepCopy()}) }, 1},
+		{"first decision 0", func() { decide(0) }, 2},
+		{"same decision", func() { decide(0) }, 2},
+		{"decision 1", func() { decide(1) }, 3},
+		{"variant goes", func() { m.Sync(nil) }, 4},
+		{"decision for a variant gone", func() { decide(2) }, 4},
+	}
+	for _, s := range steps {
+		s.do()
+		assert.Equal(t, s.want, calls, s.what)
+	}
+}

@@ -19,6 +19,11 @@ import (
 // status the engine last wrote for them: it stands in for VA status, which
 // such variants do not have.
 type Memory struct {
+	// Changed, when set, is called after a variant's decision changes or
+	// variants come or go, so the KEDA scaler's streams re-check: a VA's
+	// decision reaches them through the VA informer, these have no object.
+	Changed func()
+
 	mu  sync.RWMutex
 	vas map[string]*llmdv1alpha1.VariantAutoscaling
 }
@@ -30,26 +35,44 @@ func key(namespace, name string) string { return namespace + "/" + name }
 // forgotten, so their metric stops being served.
 func (m *Memory) Sync(vas []*llmdv1alpha1.VariantAutoscaling) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	next := make(map[string]*llmdv1alpha1.VariantAutoscaling, len(vas))
+	changed := len(vas) != len(m.vas)
 	for _, va := range vas {
 		k := key(va.Namespace, va.Name)
 		if old, ok := m.vas[k]; ok && old.UID == va.UID {
 			va.Status = *old.Status.DeepCopy()
+		} else {
+			changed = true
 		}
 		next[k] = va.DeepCopy()
 	}
 	m.vas = next
+	m.mu.Unlock()
+	if changed {
+		m.changed()
+	}
 }
 
 // WriteStatus records the engine's status for a variant still present.
 func (m *Memory) WriteStatus(va *llmdv1alpha1.VariantAutoscaling, status llmdv1alpha1.VariantAutoscalingStatus) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	changed := false
 	if cur, ok := m.vas[key(va.Namespace, va.Name)]; ok && cur.UID == va.UID {
 		next := cur.DeepCopy()
 		engine.MergeEngineStatus(&next.Status, status)
 		m.vas[key(va.Namespace, va.Name)] = next
+		od, nd := cur.Status.DesiredOptimizedAlloc, next.Status.DesiredOptimizedAlloc
+		changed = od.NumReplicas != nd.NumReplicas || od.LastRunTime.IsZero() != nd.LastRunTime.IsZero()
+	}
+	m.mu.Unlock()
+	if changed {
+		m.changed()
+	}
+}
+
+func (m *Memory) changed() {
+	if m.Changed != nil {
+		m.Changed()
 	}
 }
 
