@@ -190,6 +190,7 @@ func TestVariants(t *testing.T) {
 		hpas     []*autoscalingv2.HorizontalPodAutoscaler
 		sos      []*unstructured.Unstructured
 		variants []string
+		targets  []string          // when set, the variants' target names
 		problems map[string]string // object name -> reason
 	}{
 		"opted-in HPAs only": {hpas: []*autoscalingv2.HorizontalPodAutoscaler{hpa("a", "da", managed("m")), hpa("b", "db", nil)},
@@ -211,6 +212,14 @@ func TestVariants(t *testing.T) {
 		"VA for the ScaledObject's target wins (kind defaults to Deployment)": {vas: []*llmdv1alpha1.VariantAutoscaling{vaFor("va", "d")},
 			sos:      []*unstructured.Unstructured{scaledObject("s", managed("m"), "name", "d")},
 			problems: map[string]string{"s": llmdv1alpha1.ReasonConflictingVariantAutoscaling}},
+		"an HPA and a ScaledObject on one target: the HPA wins": {
+			sos:      []*unstructured.Unstructured{scaledObject("s", managed("m"), "name", "d")},
+			hpas:     []*autoscalingv2.HorizontalPodAutoscaler{hpa("h", "d", managed("m"))},
+			variants: []string{"h"}, problems: map[string]string{"s": llmdv1alpha1.ReasonConflictingOptIn}},
+		"an HPA and a ScaledObject of one name: the HPA wins": {
+			sos:      []*unstructured.Unstructured{scaledObject("x", managed("m"), "name", "ds")},
+			hpas:     []*autoscalingv2.HorizontalPodAutoscaler{hpa("x", "dh", managed("m"))},
+			variants: []string{"x"}, targets: []string{"dh"}, problems: map[string]string{"x": llmdv1alpha1.ReasonConflictingOptIn}},
 		"ScaledObject without a target": {sos: []*unstructured.Unstructured{scaledObject("s", managed("m"))},
 			problems: map[string]string{"s": llmdv1alpha1.ReasonInvalidAnnotations}},
 	}
@@ -224,11 +233,15 @@ func TestVariants(t *testing.T) {
 				sources = append(sources, ScaledObjectSource(so))
 			}
 			vas, problems := Variants(c.vas, sources)
-			var names []string
+			var names, targets []string
 			for _, va := range vas {
 				names = append(names, va.Name)
+				targets = append(targets, va.Spec.ScaleTargetRef.Name)
 			}
 			assert.Equal(t, c.variants, names)
+			if c.targets != nil {
+				assert.Equal(t, c.targets, targets)
+			}
 			got := map[string]string{}
 			for _, p := range problems {
 				got[p.Source.Ref.Name] = p.Reason

@@ -1,7 +1,9 @@
 package hpavariant
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,13 +22,20 @@ type Problem struct {
 // Variants converts the opted-in objects into variants. A VA wins over an
 // object for the same scale target (or the same name, which would make
 // variant_name ambiguous): that object is left out with a Problem, as is
-// one with bad annotations.
+// one with bad annotations. Between two opted-in objects of one target or
+// name (an HPA and a ScaledObject), the first in kind/name order wins: one
+// target counted twice would double its capacity in the model's group.
 func Variants(vas []*llmdv1alpha1.VariantAutoscaling, sources []Source) ([]*llmdv1alpha1.VariantAutoscaling, []Problem) {
 	byTarget, byName := map[string]string{}, map[string]bool{}
 	for _, va := range vas {
 		byTarget[va.Namespace+"/"+va.Spec.ScaleTargetRef.Kind+"/"+va.Spec.ScaleTargetRef.Name] = va.Name
 		byName[va.Namespace+"/"+va.Name] = true
 	}
+	sources = slices.Clone(sources)
+	slices.SortFunc(sources, func(a, b Source) int {
+		return cmp.Or(cmp.Compare(a.Ref.Namespace, b.Ref.Namespace), cmp.Compare(a.Ref.Kind, b.Ref.Kind), cmp.Compare(a.Ref.Name, b.Ref.Name))
+	})
+	optedTarget, optedName := map[string]string{}, map[string]string{}
 	var out []*llmdv1alpha1.VariantAutoscaling
 	var problems []Problem
 	for _, s := range sources {
@@ -51,6 +60,20 @@ func Variants(vas []*llmdv1alpha1.VariantAutoscaling, sources []Source) ([]*llmd
 				"VariantAutoscaling %s has this %s's name and takes precedence for %s=%s", name, kind, llmdv1alpha1.MetricLabelVariantName, name)})
 			continue
 		}
+		target := ns + "/" + s.Target.Kind + "/" + s.Target.Name
+		if other, ok := optedTarget[target]; ok {
+			problems = append(problems, Problem{Source: s, Reason: llmdv1alpha1.ReasonConflictingOptIn, Message: fmt.Sprintf(
+				"%s also opts in %s %s and takes precedence; wva does not serve %s=%s for this %s",
+				other, s.Target.Kind, s.Target.Name, llmdv1alpha1.MetricLabelVariantName, name, kind)})
+			continue
+		}
+		if other, ok := optedName[ns+"/"+name]; ok {
+			problems = append(problems, Problem{Source: s, Reason: llmdv1alpha1.ReasonConflictingOptIn, Message: fmt.Sprintf(
+				"%s has this %s's name and takes precedence for %s=%s", other, kind, llmdv1alpha1.MetricLabelVariantName, name)})
+			continue
+		}
+		optedTarget[target] = kind + " " + name
+		optedName[ns+"/"+name] = kind + " " + name
 		out = append(out, va)
 	}
 	return out, problems

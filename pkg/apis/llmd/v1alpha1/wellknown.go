@@ -118,6 +118,11 @@ const LabelKEDAScaledObject = "scaledobject.keda.sh/name"
 // target or name).
 const ReasonConflictingVariantAutoscaling = "ConflictingVariantAutoscaling"
 
+// ReasonConflictingOptIn is the Warning Event on an opted-in HPA or
+// ScaledObject left out for another opted-in object of the same scale
+// target or name.
+const ReasonConflictingOptIn = "ConflictingOptIn"
+
 // ReasonInvalidAnnotations is the Warning Event on an opted-in HPA or
 // ScaledObject whose annotations (or spec) cannot make a variant.
 const ReasonInvalidAnnotations = "InvalidAnnotations"
