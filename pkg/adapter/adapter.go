@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -57,6 +58,8 @@ type Adapter struct {
 	cmInformer informers.SharedInformerFactory
 	wva        wvainformers.SharedInformerFactory
 	dyn        dynamicinformer.DynamicSharedInformerFactory
+	// keda: the ScaledObject API is served; opted-in ScaledObjects are read.
+	keda bool
 	// budgetStart and budgetSynced are the GPU budget's informers (nil
 	// when no budget is configured).
 	budgetStart  []func(<-chan struct{})
@@ -141,13 +144,22 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		Memory: &hpavariant.Memory{},
 		Warner: &hpavariant.Warner{Recorder: a.recorder},
 	}
-	if daemon.APIServed(a.kube, llmdv1alpha1.LeaderWorkerSetResource) {
+	// The LWS and KEDA APIs are read when installed at start-up.
+	lws := daemon.APIServed(a.kube, llmdv1alpha1.LeaderWorkerSetResource)
+	a.keda = daemon.APIServed(a.kube, llmdv1alpha1.ScaledObjectResource)
+	if lws || a.keda {
 		dynClient, err := dynamic.NewForConfig(restCfg)
 		if err != nil {
 			return nil, err
 		}
 		a.dyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, opts.WatchNamespace, nil)
+	}
+	if lws {
 		inv.LeaderWorkerSets = a.dyn.ForResource(llmdv1alpha1.LeaderWorkerSetResource).Lister()
+	}
+	if a.keda {
+		// ScaledObjects opted in by the same annotations are variants too.
+		inv.ScaledObjects = a.dyn.ForResource(llmdv1alpha1.ScaledObjectResource).Lister()
 	}
 
 	prom, err := collector.NewPrometheusAPI(collector.PrometheusOptions{URL: opts.PrometheusURL, CAFile: opts.PrometheusCAFile,
@@ -187,6 +199,7 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	base.WithExternalMetrics(a.Provider)
 	if opts.KedaScalerAddress != "" {
 		a.Scaler = kedascaler.New(decisions, opts.KedaScalerResendInterval, a.Registry)
+		inv.Memory.Changed = a.Scaler.Notify
 	}
 	a.watch()
 	return a, nil
@@ -228,6 +241,19 @@ func (a *Adapter) watch() {
 		},
 		DeleteFunc: trigger,
 	})
+	// Opted-in ScaledObjects: likewise, not KEDA's status updates.
+	if a.keda {
+		_, _ = a.dyn.ForResource(llmdv1alpha1.ScaledObjectResource).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: trigger,
+			UpdateFunc: func(oldObj, newObj any) {
+				o, n := oldObj.(metav1.Object), newObj.(metav1.Object)
+				if o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
+					trigger(newObj)
+				}
+			},
+			DeleteFunc: trigger,
+		})
+	}
 	// Every replica applies the ConfigMaps (the engine may move to any of
 	// them); the leader persists what is in force (lastGoodPersister).
 	configChanged := func() {

@@ -20,7 +20,7 @@ import (
 // its Kubernetes library versions into ours.
 var (
 	ScaledObjectGVK = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
-	ScaledObjectGVR = schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
+	ScaledObjectGVR = llmdv1alpha1.ScaledObjectResource
 )
 
 // KEDA trigger types: external-push also calls StreamIsActive, so KEDA

@@ -1,9 +1,10 @@
-// Package hpavariant lets a user-owned autoscaling/v2 HPA opt in to wva by
-// annotations, as upstream WVA v0.9 does (llm-d.ai/managed, llm-d.ai/model-id,
-// llm-d.ai/variant-cost). Such an HPA becomes an in-memory
-// VariantAutoscaling named after it, so the engine, the provider and the KEDA
-// scaler treat it like any VA; its decisions live in a Memory instead of VA
-// status, and wva never writes the HPA.
+// Package hpavariant lets a user-owned autoscaling/v2 HPA or KEDA
+// ScaledObject opt in to wva by annotations, as upstream WVA v0.9 does
+// (llm-d.ai/managed, llm-d.ai/model-id, llm-d.ai/variant-cost). Such an
+// object becomes an in-memory VariantAutoscaling named after it, so the
+// engine, the provider and the KEDA scaler treat it like any VA; its
+// decisions live in a Memory instead of VA status, and wva never writes the
+// object.
 package hpavariant
 
 import (
@@ -12,41 +13,39 @@ import (
 	"strings"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
 
-// ErrNotManaged: the HPA does not opt in (no llm-d.ai/managed="true"), or it
-// is one wva created for a VA.
-var ErrNotManaged = errors.New("HPA not managed by annotations")
+// ErrNotManaged: the object does not opt in (no llm-d.ai/managed="true"),
+// or it is one wva (or KEDA, for a ScaledObject) created.
+var ErrNotManaged = errors.New("not managed by annotations")
 
-// Managed reports whether the HPA opts in: llm-d.ai/managed="true" and not
-// created by wva for a VA.
-func Managed(h *autoscalingv2.HorizontalPodAutoscaler) bool {
-	return strings.EqualFold(h.Annotations[llmdv1alpha1.AnnotationManaged], "true") &&
-		h.Labels[llmdv1alpha1.LabelManagedBy] != llmdv1alpha1.ManagedByWVA
+// Source is what a variant takes from an opted-in object: its identity
+// (Events go to Ref), its annotations and labels, its scale target and its
+// replica bounds.
+type Source struct {
+	Ref         corev1.ObjectReference
+	Created     metav1.Time
+	Labels      map[string]string
+	Annotations map[string]string
+	Target      llmdv1alpha1.CrossVersionObjectReference
+	Min, Max    int32
+	// Invalid, when set, is why the object's spec cannot make a variant.
+	Invalid error
 }
 
-// FromHPA builds the in-memory VA for an opted-in HPA: same name, namespace
-// and UID, the HPA's scaleTargetRef and replica bounds, model and cost from
-// the annotations. It returns ErrNotManaged for HPAs that do not opt in and
-// a descriptive error for bad annotations.
-func FromHPA(h *autoscalingv2.HorizontalPodAutoscaler) (*llmdv1alpha1.VariantAutoscaling, error) {
-	if !Managed(h) {
-		return nil, ErrNotManaged
-	}
-	model := strings.TrimSpace(h.Annotations[llmdv1alpha1.AnnotationModelID])
-	if model == "" {
-		return nil, fmt.Errorf("%s=\"true\" needs annotation %s", llmdv1alpha1.AnnotationManaged, llmdv1alpha1.AnnotationModelID)
-	}
-	cost := strings.TrimSpace(h.Annotations[llmdv1alpha1.AnnotationVariantCost])
-	if _, err := llmdv1alpha1.ParseVariantCost(cost); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", llmdv1alpha1.AnnotationVariantCost, err)
-	}
-	if cost == "" {
-		cost = llmdv1alpha1.DefaultVariantCost
-	}
+// The kinds that opt in, each with the annotation marking its in-memory VA.
+var kinds = map[string]struct{ apiVersion, annotation string }{
+	"HorizontalPodAutoscaler": {"autoscaling/v2", llmdv1alpha1.AnnotationFromHPA},
+	"ScaledObject":            {llmdv1alpha1.ScaledObjectResource.GroupVersion().String(), llmdv1alpha1.AnnotationFromScaledObject},
+}
+
+// HPASource reads an HPA.
+func HPASource(h *autoscalingv2.HorizontalPodAutoscaler) Source {
 	// The API server defaults minReplicas to 1; an HPA read from a fake or
 	// an old object may still lack it.
 	minReplicas := int32(1)
@@ -54,22 +53,124 @@ func FromHPA(h *autoscalingv2.HorizontalPodAutoscaler) (*llmdv1alpha1.VariantAut
 		minReplicas = *h.Spec.MinReplicas
 	}
 	ref := h.Spec.ScaleTargetRef
+	return Source{
+		Ref:     corev1.ObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Namespace: h.Namespace, Name: h.Name, UID: h.UID},
+		Created: h.CreationTimestamp, Labels: h.Labels, Annotations: h.Annotations,
+		Target: llmdv1alpha1.CrossVersionObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name},
+		Min:    minReplicas, Max: h.Spec.MaxReplicas,
+	}
+}
+
+// KEDA's defaults for a ScaledObject's replica bounds and target kind.
+const (
+	KEDADefaultMinReplicaCount = 0
+	KEDADefaultMaxReplicaCount = 100
+)
+
+// ScaledObjectSource reads a keda.sh/v1alpha1 ScaledObject: its
+// spec.scaleTargetRef (kind Deployment when empty, as KEDA reads it) and
+// spec.minReplicaCount/maxReplicaCount with KEDA's defaults, 0 and 100.
+func ScaledObjectSource(so *unstructured.Unstructured) Source {
+	s := Source{
+		Ref:     corev1.ObjectReference{APIVersion: so.GetAPIVersion(), Kind: "ScaledObject", Namespace: so.GetNamespace(), Name: so.GetName(), UID: so.GetUID()},
+		Created: so.GetCreationTimestamp(), Labels: so.GetLabels(), Annotations: so.GetAnnotations(),
+		Min: KEDADefaultMinReplicaCount, Max: KEDADefaultMaxReplicaCount,
+	}
+	if s.Ref.APIVersion == "" {
+		s.Ref.APIVersion = kinds["ScaledObject"].apiVersion
+	}
+	var errs []error
+	str := func(field string) string {
+		v, _, err := unstructured.NestedString(so.Object, "spec", "scaleTargetRef", field)
+		errs = append(errs, err)
+		return v
+	}
+	s.Target = llmdv1alpha1.CrossVersionObjectReference{APIVersion: str("apiVersion"), Kind: str("kind"), Name: str("name")}
+	if s.Target.Kind == "" {
+		s.Target.Kind = llmdv1alpha1.ScaleTargetKindDeployment
+	}
+	for field, into := range map[string]*int32{"minReplicaCount": &s.Min, "maxReplicaCount": &s.Max} {
+		v, found, err := unstructured.NestedInt64(so.Object, "spec", field)
+		errs = append(errs, err)
+		if found && err == nil {
+			*into = int32(v)
+		}
+	}
+	s.Invalid = errors.Join(errs...)
+	if s.Invalid == nil && s.Target.Name == "" {
+		s.Invalid = errors.New("spec.scaleTargetRef.name is empty")
+	}
+	return s
+}
+
+// Managed reports whether the object opts in: llm-d.ai/managed="true", not
+// created by wva for a VA, and not the HPA KEDA made for a ScaledObject.
+func (s Source) Managed() bool {
+	return strings.EqualFold(s.Annotations[llmdv1alpha1.AnnotationManaged], "true") &&
+		s.Labels[llmdv1alpha1.LabelManagedBy] != llmdv1alpha1.ManagedByWVA &&
+		(s.Ref.Kind != "HorizontalPodAutoscaler" || s.Labels[llmdv1alpha1.LabelKEDAScaledObject] == "")
+}
+
+// Variant builds the in-memory VA for an opted-in object: same name,
+// namespace and UID, the object's scale target and replica bounds, model
+// and cost from the annotations. It returns ErrNotManaged for objects that
+// do not opt in and a descriptive error for bad annotations or spec.
+func (s Source) Variant() (*llmdv1alpha1.VariantAutoscaling, error) {
+	if !s.Managed() {
+		return nil, ErrNotManaged
+	}
+	if s.Invalid != nil {
+		return nil, s.Invalid
+	}
+	model := strings.TrimSpace(s.Annotations[llmdv1alpha1.AnnotationModelID])
+	if model == "" {
+		return nil, fmt.Errorf("%s=\"true\" needs annotation %s", llmdv1alpha1.AnnotationManaged, llmdv1alpha1.AnnotationModelID)
+	}
+	cost := strings.TrimSpace(s.Annotations[llmdv1alpha1.AnnotationVariantCost])
+	if _, err := llmdv1alpha1.ParseVariantCost(cost); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", llmdv1alpha1.AnnotationVariantCost, err)
+	}
+	if cost == "" {
+		cost = llmdv1alpha1.DefaultVariantCost
+	}
+	minReplicas := s.Min
 	return &llmdv1alpha1.VariantAutoscaling{
 		TypeMeta: metav1.TypeMeta{APIVersion: llmdv1alpha1.SchemeGroupVersion.String(), Kind: "VariantAutoscaling"},
-		ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: h.Namespace, UID: h.UID, CreationTimestamp: h.CreationTimestamp,
-			Annotations: map[string]string{llmdv1alpha1.AnnotationFromHPA: h.Name}},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Ref.Name, Namespace: s.Ref.Namespace, UID: s.Ref.UID, CreationTimestamp: s.Created,
+			Annotations: map[string]string{kinds[s.Ref.Kind].annotation: s.Ref.Name}},
 		Spec: llmdv1alpha1.VariantAutoscalingSpec{
-			ScaleTargetRef: llmdv1alpha1.CrossVersionObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name},
+			ScaleTargetRef: s.Target,
 			ModelID:        model,
 			MinReplicas:    &minReplicas,
-			MaxReplicas:    h.Spec.MaxReplicas,
+			MaxReplicas:    s.Max,
 			VariantCost:    cost,
 		},
 	}, nil
 }
 
-// IsFromHPA reports whether va is an in-memory VA built by FromHPA.
-func IsFromHPA(va *llmdv1alpha1.VariantAutoscaling) bool {
-	_, ok := va.Annotations[llmdv1alpha1.AnnotationFromHPA]
+// FromHPA is HPASource(h).Variant().
+func FromHPA(h *autoscalingv2.HorizontalPodAutoscaler) (*llmdv1alpha1.VariantAutoscaling, error) {
+	return HPASource(h).Variant()
+}
+
+// FromScaledObject is ScaledObjectSource(so).Variant().
+func FromScaledObject(so *unstructured.Unstructured) (*llmdv1alpha1.VariantAutoscaling, error) {
+	return ScaledObjectSource(so).Variant()
+}
+
+// SourceOf is the object an in-memory VA was built from; false for a VA.
+func SourceOf(va *llmdv1alpha1.VariantAutoscaling) (*corev1.ObjectReference, bool) {
+	for kind, k := range kinds {
+		if name, ok := va.Annotations[k.annotation]; ok {
+			return &corev1.ObjectReference{APIVersion: k.apiVersion, Kind: kind, Namespace: va.Namespace, Name: name, UID: va.UID}, true
+		}
+	}
+	return nil, false
+}
+
+// IsOptedIn reports whether va is an in-memory VA built from an opted-in
+// HPA or ScaledObject.
+func IsOptedIn(va *llmdv1alpha1.VariantAutoscaling) bool {
+	_, ok := SourceOf(va)
 	return ok
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -66,6 +67,11 @@ func TestFromHPA(t *testing.T) {
 		"wva's own HPA": {hpa: hpa("h", "d", managed("m"), func(h *autoscalingv2.HorizontalPodAutoscaler) {
 			h.Labels = map[string]string{llmdv1alpha1.LabelManagedBy: llmdv1alpha1.ManagedByWVA}
 		}), notManaged: true},
+		// KEDA copies a ScaledObject's annotations to the HPA it creates:
+		// the ScaledObject is the variant, not that HPA.
+		"KEDA's HPA for a ScaledObject": {hpa: hpa("keda-hpa-so", "d", managed("m"), func(h *autoscalingv2.HorizontalPodAutoscaler) {
+			h.Labels = map[string]string{llmdv1alpha1.LabelKEDAScaledObject: "so"}
+		}), notManaged: true},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -82,7 +88,7 @@ func TestFromHPA(t *testing.T) {
 			assert.Equal(t, c.hpa.Name, va.Name)
 			assert.Equal(t, c.hpa.Namespace, va.Namespace)
 			assert.Equal(t, c.hpa.UID, va.UID)
-			assert.True(t, IsFromHPA(va))
+			assert.True(t, IsOptedIn(va))
 			assert.Equal(t, c.hpa.Annotations[llmdv1alpha1.AnnotationModelID], va.Spec.ModelID)
 			assert.Equal(t, llmdv1alpha1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "d"}, va.Spec.ScaleTargetRef)
 			assert.Equal(t, c.min, *va.Spec.MinReplicas)
@@ -90,6 +96,85 @@ func TestFromHPA(t *testing.T) {
 			assert.Equal(t, c.cost, va.Spec.VariantCost)
 			_, err = va.CostValue()
 			assert.NoError(t, err)
+		})
+	}
+}
+
+// scaledObject builds a ScaledObject as the API server returns it; spec
+// holds alternating field names and values (name, kind, apiVersion of the
+// scaleTargetRef; minReplicaCount, maxReplicaCount as int64).
+func scaledObject(name string, annotations map[string]string, spec ...any) *unstructured.Unstructured {
+	ref, sp := map[string]any{}, map[string]any{"triggers": []any{}}
+	for i := 0; i+1 < len(spec); i += 2 {
+		switch k := spec[i].(string); k {
+		case "minReplicaCount", "maxReplicaCount":
+			sp[k] = spec[i+1]
+		default:
+			ref[k] = spec[i+1]
+		}
+	}
+	if len(ref) > 0 {
+		sp["scaleTargetRef"] = ref
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "spec": sp}}
+	u.SetNamespace("prod")
+	u.SetName(name)
+	u.SetUID(types.UID("uid-" + name))
+	u.SetAnnotations(annotations)
+	return u
+}
+
+func TestFromScaledObject(t *testing.T) {
+	cases := map[string]struct {
+		so         *unstructured.Unstructured
+		notManaged bool
+		errContain string
+		target     llmdv1alpha1.CrossVersionObjectReference
+		min, max   int32
+		cost       string
+	}{
+		"bounds and target from the spec": {so: scaledObject("s", managed("meta/llama", llmdv1alpha1.AnnotationVariantCost, "12"),
+			"apiVersion", "apps/v1", "kind", "StatefulSet", "name", "sts", "minReplicaCount", int64(1), "maxReplicaCount", int64(6)),
+			target: llmdv1alpha1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "sts"}, min: 1, max: 6, cost: "12"},
+		"KEDA's defaults: kind Deployment, min 0, max 100": {so: scaledObject("s", managed("m"), "name", "d"),
+			target: llmdv1alpha1.CrossVersionObjectReference{Kind: "Deployment", Name: "d"}, min: 0, max: 100, cost: llmdv1alpha1.DefaultVariantCost},
+		"missing model-id": {so: scaledObject("s", map[string]string{llmdv1alpha1.AnnotationManaged: "true"}, "name", "d"),
+			errContain: llmdv1alpha1.AnnotationModelID},
+		"bad cost":          {so: scaledObject("s", managed("m", llmdv1alpha1.AnnotationVariantCost, "-3"), "name", "d"), errContain: llmdv1alpha1.AnnotationVariantCost},
+		"no scaleTargetRef": {so: scaledObject("s", managed("m")), errContain: "scaleTargetRef.name"},
+		"min not a number":  {so: scaledObject("s", managed("m"), "name", "d", "minReplicaCount", "two"), errContain: "minReplicaCount"},
+		"no annotations":    {so: scaledObject("s", nil, "name", "d"), notManaged: true},
+		"managed=false":     {so: scaledObject("s", managed("m", llmdv1alpha1.AnnotationManaged, "false"), "name", "d"), notManaged: true},
+		"managed=TRUE opts in": {so: scaledObject("s", managed("m", llmdv1alpha1.AnnotationManaged, "TRUE"), "name", "d"),
+			target: llmdv1alpha1.CrossVersionObjectReference{Kind: "Deployment", Name: "d"}, min: 0, max: 100, cost: llmdv1alpha1.DefaultVariantCost},
+		"wva's own ScaledObject": {so: func() *unstructured.Unstructured {
+			u := scaledObject("s", managed("m"), "name", "d")
+			u.SetLabels(map[string]string{llmdv1alpha1.LabelManagedBy: llmdv1alpha1.ManagedByWVA})
+			return u
+		}(), notManaged: true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			va, err := FromScaledObject(c.so)
+			switch {
+			case c.notManaged:
+				require.ErrorIs(t, err, ErrNotManaged)
+				return
+			case c.errContain != "":
+				require.ErrorContains(t, err, c.errContain)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, "s", va.Name)
+			assert.Equal(t, "prod", va.Namespace)
+			assert.Equal(t, types.UID("uid-s"), va.UID)
+			assert.Equal(t, c.target, va.Spec.ScaleTargetRef)
+			assert.Equal(t, c.min, *va.Spec.MinReplicas)
+			assert.Equal(t, c.max, va.Spec.MaxReplicas)
+			assert.Equal(t, c.cost, va.Spec.VariantCost)
+			ref, ok := SourceOf(va)
+			require.True(t, ok)
+			assert.Equal(t, corev1.ObjectReference{APIVersion: "keda.sh/v1alpha1", Kind: "ScaledObject", Namespace: "prod", Name: "s", UID: "uid-s"}, *ref)
 		})
 	}
 }
@@ -103,8 +188,10 @@ func TestVariants(t *testing.T) {
 	cases := map[string]struct {
 		vas      []*llmdv1alpha1.VariantAutoscaling
 		hpas     []*autoscalingv2.HorizontalPodAutoscaler
+		sos      []*unstructured.Unstructured
 		variants []string
-		problems map[string]string // HPA name -> reason
+		targets  []string          // when set, the variants' target names
+		problems map[string]string // object name -> reason
 	}{
 		"opted-in HPAs only": {hpas: []*autoscalingv2.HorizontalPodAutoscaler{hpa("a", "da", managed("m")), hpa("b", "db", nil)},
 			variants: []string{"a"}},
@@ -120,18 +207,44 @@ func TestVariants(t *testing.T) {
 			variants: []string{"h"}},
 		"bad annotations": {hpas: []*autoscalingv2.HorizontalPodAutoscaler{hpa("h", "d", managed(""))},
 			problems: map[string]string{"h": llmdv1alpha1.ReasonInvalidAnnotations}},
+		"opted-in ScaledObjects beside HPAs": {hpas: []*autoscalingv2.HorizontalPodAutoscaler{hpa("h", "dh", managed("m"))},
+			sos: []*unstructured.Unstructured{scaledObject("s", managed("m"), "name", "ds"), scaledObject("plain", nil, "name", "dp")}, variants: []string{"h", "s"}},
+		"VA for the ScaledObject's target wins (kind defaults to Deployment)": {vas: []*llmdv1alpha1.VariantAutoscaling{vaFor("va", "d")},
+			sos:      []*unstructured.Unstructured{scaledObject("s", managed("m"), "name", "d")},
+			problems: map[string]string{"s": llmdv1alpha1.ReasonConflictingVariantAutoscaling}},
+		"an HPA and a ScaledObject on one target: the HPA wins": {
+			sos:      []*unstructured.Unstructured{scaledObject("s", managed("m"), "name", "d")},
+			hpas:     []*autoscalingv2.HorizontalPodAutoscaler{hpa("h", "d", managed("m"))},
+			variants: []string{"h"}, problems: map[string]string{"s": llmdv1alpha1.ReasonConflictingOptIn}},
+		"an HPA and a ScaledObject of one name: the HPA wins": {
+			sos:      []*unstructured.Unstructured{scaledObject("x", managed("m"), "name", "ds")},
+			hpas:     []*autoscalingv2.HorizontalPodAutoscaler{hpa("x", "dh", managed("m"))},
+			variants: []string{"x"}, targets: []string{"dh"}, problems: map[string]string{"x": llmdv1alpha1.ReasonConflictingOptIn}},
+		"ScaledObject without a target": {sos: []*unstructured.Unstructured{scaledObject("s", managed("m"))},
+			problems: map[string]string{"s": llmdv1alpha1.ReasonInvalidAnnotations}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			vas, problems := Variants(c.vas, c.hpas)
-			var names []string
+			var sources []Source
+			for _, h := range c.hpas {
+				sources = append(sources, HPASource(h))
+			}
+			for _, so := range c.sos {
+				sources = append(sources, ScaledObjectSource(so))
+			}
+			vas, problems := Variants(c.vas, sources)
+			var names, targets []string
 			for _, va := range vas {
 				names = append(names, va.Name)
+				targets = append(targets, va.Spec.ScaleTargetRef.Name)
 			}
 			assert.Equal(t, c.variants, names)
+			if c.targets != nil {
+				assert.Equal(t, c.targets, targets)
+			}
 			got := map[string]string{}
 			for _, p := range problems {
-				got[p.HPA.Name] = p.Reason
+				got[p.Source.Ref.Name] = p.Reason
 			}
 			if c.problems == nil {
 				c.problems = map[string]string{}
@@ -147,13 +260,13 @@ func TestWarnerOncePerConflict(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
 	w := &Warner{Recorder: rec}
 	vas := []*llmdv1alpha1.VariantAutoscaling{vaFor("va", "d")}
-	hpas := []*autoscalingv2.HorizontalPodAutoscaler{hpa("h", "d", managed("m"))}
+	hpas := []Source{HPASource(hpa("h", "d", managed("m")))}
 	for range 3 {
 		_, p := Variants(vas, hpas)
 		w.Report(p)
 	}
 	require.Len(t, rec.Events, 1)
-	assert.Contains(t, <-rec.Events, "Warning ConflictingVariantAutoscaling VariantAutoscaling va also scales Deployment d")
+	assert.Contains(t, <-rec.Events, "Warning ConflictingVariantAutoscaling VariantAutoscaling va also scales Deployment d and takes precedence; wva does not serve variant_name=h for this HorizontalPodAutoscaler")
 	_, p := Variants(nil, hpas)
 	w.Report(p)
 	_, p = Variants(vas, hpas)
@@ -208,15 +321,50 @@ type recordObject struct {
 
 func (r recordObject) Event(obj runtime.Object, _, _, _ string) { *r.last = obj }
 
-// Events about an HPA-sourced variant name the HPA; others are untouched.
-func TestRecorderRedirectsToHPA(t *testing.T) {
+// Events about an opted-in variant name its HPA or ScaledObject; others
+// are untouched.
+func TestRecorderRedirectsToSource(t *testing.T) {
 	var got runtime.Object
 	r := Recorder{EventRecorder: recordObject{last: &got}}
 	va, err := FromHPA(hpa("h", "d", managed("m")))
 	require.NoError(t, err)
 	r.Event(va, "Normal", "R", "m")
 	assert.Equal(t, &corev1.ObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Namespace: "prod", Name: "h", UID: "uid-h"}, got)
+	va, err = FromScaledObject(scaledObject("s", managed("m"), "name", "d"))
+	require.NoError(t, err)
+	r.Event(va, "Normal", "R", "m")
+	assert.Equal(t, &corev1.ObjectReference{APIVersion: "keda.sh/v1alpha1", Kind: "ScaledObject", Namespace: "prod", Name: "s", UID: "uid-s"}, got)
 	real := vaFor("real", "r")
 	r.Event(real, "Normal", "R", "m")
 	assert.Same(t, real, got)
+}
+
+// Changed fires when variants come or go and when a decision changes, not
+// when the engine rewrites the same decision: the KEDA scaler's streams
+// learn opted-in variants' 0 <-> 1 decisions without waiting to re-send.
+func TestMemoryChanged(t *testing.T) {
+	calls := 0
+	m := &Memory{Changed: func() { calls++ }}
+	va, err := FromScaledObject(scaledObject("s", managed("m"), "name", "d"))
+	require.NoError(t, err)
+	decide := func(n int32) {
+		m.WriteStatus(va, llmdv1alpha1.VariantAutoscalingStatus{DesiredOptimizedAlloc: llmdv1alpha1.OptimizedAlloc{NumReplicas: n, LastRunTime: metav1.Now()}})
+	}
+	steps := []struct {
+		what string
+		do   func()
+		want int
+	}{
+		{"variant appears", func() { m.Sync([]*llmdv1alpha1.VariantAutoscaling{va.DeepCopy()}) }, 1},
+		{"same variant again", func() { m.Sync([]*llmdv1alpha1.VariantAutoscaling{va.DeepCopy()}) }, 1},
+		{"first decision 0", func() { decide(0) }, 2},
+		{"same decision", func() { decide(0) }, 2},
+		{"decision 1", func() { decide(1) }, 3},
+		{"variant goes", func() { m.Sync(nil) }, 4},
+		{"decision for a variant gone", func() { decide(2) }, 4},
+	}
+	for _, s := range steps {
+		s.do()
+		assert.Equal(t, s.want, calls, s.what)
+	}
 }

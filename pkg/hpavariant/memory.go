@@ -5,7 +5,6 @@ import (
 	"sort"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,41 +15,64 @@ import (
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 )
 
-// Memory holds the HPA-sourced variants of the last inventory pass with the
+// Memory holds the opted-in objects' variants of the last inventory pass with the
 // status the engine last wrote for them: it stands in for VA status, which
 // such variants do not have.
 type Memory struct {
+	// Changed, when set, is called after a variant's decision changes or
+	// variants come or go, so the KEDA scaler's streams re-check: a VA's
+	// decision reaches them through the VA informer, these have no object.
+	Changed func()
+
 	mu  sync.RWMutex
 	vas map[string]*llmdv1alpha1.VariantAutoscaling
 }
 
 func key(namespace, name string) string { return namespace + "/" + name }
 
-// Sync makes vas the current HPA-sourced variants: each gets the status
+// Sync makes vas the current opted-in variants: each gets the status
 // kept for its name (same UID), and variants no longer present are
 // forgotten, so their metric stops being served.
 func (m *Memory) Sync(vas []*llmdv1alpha1.VariantAutoscaling) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	next := make(map[string]*llmdv1alpha1.VariantAutoscaling, len(vas))
+	changed := len(vas) != len(m.vas)
 	for _, va := range vas {
 		k := key(va.Namespace, va.Name)
 		if old, ok := m.vas[k]; ok && old.UID == va.UID {
 			va.Status = *old.Status.DeepCopy()
+		} else {
+			changed = true
 		}
 		next[k] = va.DeepCopy()
 	}
 	m.vas = next
+	m.mu.Unlock()
+	if changed {
+		m.changed()
+	}
 }
 
 // WriteStatus records the engine's status for a variant still present.
 func (m *Memory) WriteStatus(va *llmdv1alpha1.VariantAutoscaling, status llmdv1alpha1.VariantAutoscalingStatus) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	changed := false
 	if cur, ok := m.vas[key(va.Namespace, va.Name)]; ok && cur.UID == va.UID {
 		next := cur.DeepCopy()
 		engine.MergeEngineStatus(&next.Status, status)
 		m.vas[key(va.Namespace, va.Name)] = next
+		od, nd := cur.Status.DesiredOptimizedAlloc, next.Status.DesiredOptimizedAlloc
+		changed = od.NumReplicas != nd.NumReplicas || od.LastRunTime.IsZero() != nd.LastRunTime.IsZero()
+	}
+	m.mu.Unlock()
+	if changed {
+		m.changed()
+	}
+}
+
+func (m *Memory) changed() {
+	if m.Changed != nil {
+		m.Changed()
 	}
 }
 
@@ -74,7 +96,7 @@ func (m *Memory) list(namespace string) []*llmdv1alpha1.VariantAutoscaling {
 	return out
 }
 
-// StatusWriter writes VA status through Next and keeps HPA-sourced
+// StatusWriter writes VA status through Next and keeps opted-in
 // variants' status in Memory (there is no object to write).
 type StatusWriter struct {
 	Next   engine.StatusWriter
@@ -83,7 +105,7 @@ type StatusWriter struct {
 
 // WriteStatus implements engine.StatusWriter.
 func (w StatusWriter) WriteStatus(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, status llmdv1alpha1.VariantAutoscalingStatus) error {
-	if IsFromHPA(va) {
+	if IsOptedIn(va) {
 		w.Memory.WriteStatus(va, status)
 		return nil
 	}
@@ -91,7 +113,7 @@ func (w StatusWriter) WriteStatus(ctx context.Context, va *llmdv1alpha1.VariantA
 }
 
 // Lister serves VAs from the informer lister and, for names no VA has, the
-// HPA-sourced variants in Memory: the provider and the KEDA scaler read
+// opted-in variants in Memory: the provider and the KEDA scaler read
 // decisions through it unchanged.
 func Lister(vas llmdlisters.VariantAutoscalingLister, m *Memory) llmdlisters.VariantAutoscalingLister {
 	return lister{vas: vas, m: m}
@@ -147,17 +169,17 @@ func (n nsLister) Get(name string) (*llmdv1alpha1.VariantAutoscaling, error) {
 	return va, err
 }
 
-// Recorder sends the engine's Events about an HPA-sourced variant to its
-// HPA (the VA they would name does not exist).
+// Recorder sends the engine's Events about an opted-in variant to its HPA
+// or ScaledObject (the VA they would name does not exist).
 type Recorder struct{ record.EventRecorder }
 
 func (r Recorder) target(obj runtime.Object) runtime.Object {
-	va, ok := obj.(*llmdv1alpha1.VariantAutoscaling)
-	if !ok || !IsFromHPA(va) {
-		return obj
+	if va, ok := obj.(*llmdv1alpha1.VariantAutoscaling); ok {
+		if ref, ok := SourceOf(va); ok {
+			return ref
+		}
 	}
-	return &corev1.ObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler",
-		Namespace: va.Namespace, Name: va.Annotations[llmdv1alpha1.AnnotationFromHPA], UID: va.UID}
+	return obj
 }
 
 func (r Recorder) Event(obj runtime.Object, eventtype, reason, message string) {

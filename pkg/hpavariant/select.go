@@ -1,62 +1,85 @@
 package hpavariant
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
 
-// Problem is why an opted-in HPA is not a variant.
+// Problem is why an opted-in HPA or ScaledObject is not a variant.
 type Problem struct {
-	HPA     *autoscalingv2.HorizontalPodAutoscaler
+	Source  Source
 	Reason  string
 	Message string
 }
 
-// Variants converts the opted-in HPAs into variants. A VA wins over an HPA
-// for the same scale target (or the same name, which would make
-// variant_name ambiguous): that HPA is left out with a Problem, as is one
-// with bad annotations.
-func Variants(vas []*llmdv1alpha1.VariantAutoscaling, hpas []*autoscalingv2.HorizontalPodAutoscaler) ([]*llmdv1alpha1.VariantAutoscaling, []Problem) {
+// Variants converts the opted-in objects into variants. A VA wins over an
+// object for the same scale target (or the same name, which would make
+// variant_name ambiguous): that object is left out with a Problem, as is
+// one with bad annotations. Between two opted-in objects of one target or
+// name (an HPA and a ScaledObject), the first in kind/name order wins: one
+// target counted twice would double its capacity in the model's group.
+func Variants(vas []*llmdv1alpha1.VariantAutoscaling, sources []Source) ([]*llmdv1alpha1.VariantAutoscaling, []Problem) {
 	byTarget, byName := map[string]string{}, map[string]bool{}
 	for _, va := range vas {
 		byTarget[va.Namespace+"/"+va.Spec.ScaleTargetRef.Kind+"/"+va.Spec.ScaleTargetRef.Name] = va.Name
 		byName[va.Namespace+"/"+va.Name] = true
 	}
+	sources = slices.Clone(sources)
+	slices.SortFunc(sources, func(a, b Source) int {
+		return cmp.Or(cmp.Compare(a.Ref.Namespace, b.Ref.Namespace), cmp.Compare(a.Ref.Kind, b.Ref.Kind), cmp.Compare(a.Ref.Name, b.Ref.Name))
+	})
+	optedTarget, optedName := map[string]string{}, map[string]string{}
 	var out []*llmdv1alpha1.VariantAutoscaling
 	var problems []Problem
-	for _, h := range hpas {
-		va, err := FromHPA(h)
+	for _, s := range sources {
+		va, err := s.Variant()
+		ns, kind, name := s.Ref.Namespace, s.Ref.Kind, s.Ref.Name
 		switch {
 		case err == ErrNotManaged:
 			continue
 		case err != nil:
-			problems = append(problems, Problem{HPA: h, Reason: llmdv1alpha1.ReasonInvalidAnnotations, Message: err.Error() + "; wva does not serve this HPA"})
+			problems = append(problems, Problem{Source: s, Reason: llmdv1alpha1.ReasonInvalidAnnotations,
+				Message: fmt.Sprintf("%s; wva does not serve this %s", err, kind)})
 			continue
 		}
-		ref := h.Spec.ScaleTargetRef
-		if name, ok := byTarget[h.Namespace+"/"+ref.Kind+"/"+ref.Name]; ok {
-			problems = append(problems, Problem{HPA: h, Reason: llmdv1alpha1.ReasonConflictingVariantAutoscaling, Message: fmt.Sprintf(
-				"VariantAutoscaling %s also scales %s %s and takes precedence; wva does not serve %s=%s for this HPA",
-				name, ref.Kind, ref.Name, llmdv1alpha1.MetricLabelVariantName, h.Name)})
+		if va, ok := byTarget[ns+"/"+s.Target.Kind+"/"+s.Target.Name]; ok {
+			problems = append(problems, Problem{Source: s, Reason: llmdv1alpha1.ReasonConflictingVariantAutoscaling, Message: fmt.Sprintf(
+				"VariantAutoscaling %s also scales %s %s and takes precedence; wva does not serve %s=%s for this %s",
+				va, s.Target.Kind, s.Target.Name, llmdv1alpha1.MetricLabelVariantName, name, kind)})
 			continue
 		}
-		if byName[h.Namespace+"/"+h.Name] {
-			problems = append(problems, Problem{HPA: h, Reason: llmdv1alpha1.ReasonConflictingVariantAutoscaling, Message: fmt.Sprintf(
-				"VariantAutoscaling %s has this HPA's name and takes precedence for %s=%s", h.Name, llmdv1alpha1.MetricLabelVariantName, h.Name)})
+		if byName[ns+"/"+name] {
+			problems = append(problems, Problem{Source: s, Reason: llmdv1alpha1.ReasonConflictingVariantAutoscaling, Message: fmt.Sprintf(
+				"VariantAutoscaling %s has this %s's name and takes precedence for %s=%s", name, kind, llmdv1alpha1.MetricLabelVariantName, name)})
 			continue
 		}
+		target := ns + "/" + s.Target.Kind + "/" + s.Target.Name
+		if other, ok := optedTarget[target]; ok {
+			problems = append(problems, Problem{Source: s, Reason: llmdv1alpha1.ReasonConflictingOptIn, Message: fmt.Sprintf(
+				"%s also opts in %s %s and takes precedence; wva does not serve %s=%s for this %s",
+				other, s.Target.Kind, s.Target.Name, llmdv1alpha1.MetricLabelVariantName, name, kind)})
+			continue
+		}
+		if other, ok := optedName[ns+"/"+name]; ok {
+			problems = append(problems, Problem{Source: s, Reason: llmdv1alpha1.ReasonConflictingOptIn, Message: fmt.Sprintf(
+				"%s has this %s's name and takes precedence for %s=%s", other, kind, llmdv1alpha1.MetricLabelVariantName, name)})
+			continue
+		}
+		optedTarget[target] = kind + " " + name
+		optedName[ns+"/"+name] = kind + " " + name
 		out = append(out, va)
 	}
 	return out, problems
 }
 
-// Warner emits each Problem as a Warning Event on its HPA once: again only
+// Warner emits each Problem as a Warning Event on its object once: again only
 // after the problem went away or changed, not every cycle.
 type Warner struct {
 	Recorder record.EventRecorder
@@ -70,11 +93,12 @@ func (w *Warner) Report(problems []Problem) {
 	defer w.mu.Unlock()
 	next := make(map[string]string, len(problems))
 	for _, p := range problems {
-		k := string(p.HPA.UID) + "/" + p.HPA.Namespace + "/" + p.HPA.Name
+		ref := p.Source.Ref
+		k := string(ref.UID) + "/" + ref.Kind + "/" + ref.Namespace + "/" + ref.Name
 		msg := p.Reason + ": " + p.Message
 		next[k] = msg
 		if w.reported[k] != msg && w.Recorder != nil {
-			w.Recorder.Event(p.HPA, corev1.EventTypeWarning, p.Reason, p.Message)
+			w.Recorder.Event(&ref, corev1.EventTypeWarning, p.Reason, p.Message)
 		}
 	}
 	w.reported = next

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
@@ -32,12 +33,13 @@ type Inventory struct {
 	Pods         corelisters.PodLister
 	// LeaderWorkerSets is nil when the LWS API is not installed.
 	LeaderWorkerSets cache.GenericLister
-	// HPAs, when set, adds the HPAs opted in by annotations as variants
-	// (hpavariant); Memory then holds their status and Warner reports the
-	// ones left out.
-	HPAs   autoscalinglisters.HorizontalPodAutoscalerLister
-	Memory *hpavariant.Memory
-	Warner *hpavariant.Warner
+	// HPAs and ScaledObjects (nil when KEDA is not installed), when set,
+	// add the objects opted in by annotations as variants (hpavariant);
+	// Memory then holds their status and Warner reports the ones left out.
+	HPAs          autoscalinglisters.HorizontalPodAutoscalerLister
+	ScaledObjects cache.GenericLister
+	Memory        *hpavariant.Memory
+	Warner        *hpavariant.Warner
 }
 
 // Views lists every VA with its resolved target, sorted by namespace/name.
@@ -46,19 +48,19 @@ func (inv *Inventory) Views() ([]engine.View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list VariantAutoscalings: %w", err)
 	}
-	if inv.HPAs != nil {
-		hpas, err := inv.HPAs.List(labels.Everything())
-		if err != nil {
-			return nil, fmt.Errorf("list HorizontalPodAutoscalers: %w", err)
-		}
-		fromHPAs, problems := hpavariant.Variants(vas, hpas)
+	sources, err := inv.optInSources()
+	if err != nil {
+		return nil, err
+	}
+	if inv.HPAs != nil || inv.ScaledObjects != nil {
+		optedIn, problems := hpavariant.Variants(vas, sources)
 		if inv.Memory != nil {
-			inv.Memory.Sync(fromHPAs)
+			inv.Memory.Sync(optedIn)
 		}
 		if inv.Warner != nil {
 			inv.Warner.Report(problems)
 		}
-		vas = append(vas, fromHPAs...)
+		vas = append(vas, optedIn...)
 	}
 	sort.Slice(vas, func(i, j int) bool {
 		if vas[i].Namespace != vas[j].Namespace {
@@ -71,6 +73,32 @@ func (inv *Inventory) Views() ([]engine.View, error) {
 		views = append(views, engine.View{VA: va, Target: inv.Resolve(va)})
 	}
 	return views, nil
+}
+
+// optInSources lists the HPAs and ScaledObjects that may opt in.
+func (inv *Inventory) optInSources() ([]hpavariant.Source, error) {
+	var out []hpavariant.Source
+	if inv.HPAs != nil {
+		hpas, err := inv.HPAs.List(labels.Everything())
+		if err != nil {
+			return nil, fmt.Errorf("list HorizontalPodAutoscalers: %w", err)
+		}
+		for _, h := range hpas {
+			out = append(out, hpavariant.HPASource(h))
+		}
+	}
+	if inv.ScaledObjects != nil {
+		sos, err := inv.ScaledObjects.List(labels.Everything())
+		if err != nil {
+			return nil, fmt.Errorf("list ScaledObjects: %w", err)
+		}
+		for _, o := range sos {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				out = append(out, hpavariant.ScaledObjectSource(u))
+			}
+		}
+	}
+	return out, nil
 }
 
 // Targets are the inventory's listers of scale targets.

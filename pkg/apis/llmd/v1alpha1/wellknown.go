@@ -85,12 +85,12 @@ const (
 	AnnotationScaledFromZeroAt = "wva.llmd.ai/scaled-from-zero-at"
 )
 
-// Annotations on a user-owned autoscaling/v2 HPA that opt it in the way
-// upstream WVA v0.9 does: the HPA becomes a variant named after it, with
-// its scaleTargetRef and minReplicas/maxReplicas, and wva serves
-// wva_desired_replicas{variant_name=<HPA name>}. wva never writes the HPA.
+// Annotations on a user-owned autoscaling/v2 HPA or KEDA ScaledObject that
+// opt it in the way upstream WVA v0.9 does: the object becomes a variant
+// named after it, with its scale target and replica bounds, and wva serves
+// wva_desired_replicas{variant_name=<object name>}. wva never writes it.
 const (
-	// AnnotationManaged ("true") opts the HPA in.
+	// AnnotationManaged ("true") opts the HPA or ScaledObject in.
 	AnnotationManaged = "llm-d.ai/managed"
 	// AnnotationModelID is the variant's modelID (required).
 	AnnotationModelID = "llm-d.ai/model-id"
@@ -101,14 +101,30 @@ const (
 	// from an opted-in HPA (value: the HPA's name). It never reaches the
 	// API server: such a variant has no VA object to write status to.
 	AnnotationFromHPA = "wva.llmd.ai/from-hpa"
+	// AnnotationFromScaledObject is AnnotationFromHPA for an opted-in
+	// ScaledObject.
+	AnnotationFromScaledObject = "wva.llmd.ai/from-scaledobject"
 )
 
+// KEDA's names wva reads: the ScaledObject resource and the label KEDA puts
+// on the HPA it creates for a ScaledObject (that HPA is never a variant of
+// its own: its ScaledObject is).
+var ScaledObjectResource = schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
+
+const LabelKEDAScaledObject = "scaledobject.keda.sh/name"
+
 // ReasonConflictingVariantAutoscaling is the Warning Event on an opted-in
-// HPA that a VariantAutoscaling overrides (same scale target or name).
+// HPA or ScaledObject that a VariantAutoscaling overrides (same scale
+// target or name).
 const ReasonConflictingVariantAutoscaling = "ConflictingVariantAutoscaling"
 
-// ReasonInvalidAnnotations is the Warning Event on an opted-in HPA whose
-// annotations cannot make a variant.
+// ReasonConflictingOptIn is the Warning Event on an opted-in HPA or
+// ScaledObject left out for another opted-in object of the same scale
+// target or name.
+const ReasonConflictingOptIn = "ConflictingOptIn"
+
+// ReasonInvalidAnnotations is the Warning Event on an opted-in HPA or
+// ScaledObject whose annotations (or spec) cannot make a variant.
 const ReasonInvalidAnnotations = "InvalidAnnotations"
 
 // LabelGPUMemory is the per-GPU memory in MiB that NVIDIA GPU feature
