@@ -72,10 +72,14 @@ func (e saturationEntry) over(base Saturation) Saturation {
 }
 
 // NormalizeAnalyzerName maps upstream spellings to wva's names: "" is the
-// percentage analyzer and upstream's "saturation" is the token-based one.
+// built-in default (the slo-planner; upstream's empty name meant the
+// percentage analyzer, which must now be named) and upstream's "saturation"
+// is the token-based one.
 func NormalizeAnalyzerName(name string) string {
 	switch strings.TrimSpace(name) {
-	case "", "saturation-percentage", "saturation-percentage-based":
+	case "":
+		return DefaultSaturation().AnalyzerName
+	case "saturation-percentage", "saturation-percentage-based":
 		return AnalyzerSaturationPercentage
 	case "saturation", "saturation-token", "saturation-token-based":
 		return AnalyzerSaturationToken
@@ -138,7 +142,7 @@ func (s Saturation) Validate() error {
 	case AnalyzerSaturationPercentage, AnalyzerSaturationToken, AnalyzerQueueingModel, AnalyzerSLOPlanner:
 	default:
 		return &FieldError{Field: "analyzerName", Value: s.AnalyzerName, Reason: fmt.Sprintf(
-			"must be one of %q (or \"\"), %q (or \"saturation\"), %q, %q",
+			"must be one of %q, %q (or \"saturation\"), %q, %q (or \"\")",
 			AnalyzerSaturationPercentage, AnalyzerSaturationToken, AnalyzerQueueingModel, AnalyzerSLOPlanner)}
 	}
 	return nil

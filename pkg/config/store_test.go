@@ -24,7 +24,38 @@ func TestBuiltInDefaultsWithoutConfigMaps(t *testing.T) {
 	assert.Equal(t, 10*time.Minute, r.ScaleToZero.RetentionPeriod.D())
 	assert.False(t, r.ScaleToZero.Enabled)
 	assert.Nil(t, r.QueueingModel)
-	assert.Equal(t, AnalyzerSaturationPercentage, r.Analyzer())
+	assert.Equal(t, AnalyzerSLOPlanner, r.Analyzer())
+}
+
+// The slo-planner is the analyzer wherever no entry names one; the
+// percentage analyzer runs only where an entry selects it.
+func TestDefaultAnalyzerIsThePlanner(t *testing.T) {
+	cases := []struct {
+		name    string
+		entries map[string]string // wva-saturation-scaling-config; nil: no ConfigMap
+		want    string
+	}{
+		{"no ConfigMap", nil, AnalyzerSLOPlanner},
+		{"default entry without analyzerName", map[string]string{DefaultKey: "kvCacheThreshold: 0.9"}, AnalyzerSLOPlanner},
+		{"empty analyzerName", map[string]string{DefaultKey: `analyzerName: ""`}, AnalyzerSLOPlanner},
+		{"percentage by name", map[string]string{DefaultKey: "analyzerName: saturation-percentage"}, AnalyzerSaturationPercentage},
+		{"percentage for the model only", map[string]string{
+			"llama": "model_id: meta/llama-70b\nanalyzerName: saturation-percentage"}, AnalyzerSaturationPercentage},
+		{"percentage elsewhere", map[string]string{
+			"granite": "model_id: ibm/granite\nanalyzerName: saturation-percentage"}, AnalyzerSLOPlanner},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStore()
+			if tc.entries != nil {
+				require.NoError(t, s.Apply(SaturationConfigMapName, tc.entries))
+			}
+			r := s.Resolve("meta/llama-70b", "prod")
+			assert.Equal(t, tc.want, r.Analyzer())
+			// The percentage analyzer's thresholds keep their defaults.
+			assert.Equal(t, 5.0, r.Saturation.QueueLengthThreshold)
+		})
+	}
 }
 
 func TestResolveLookupOrder(t *testing.T) {
@@ -207,7 +238,8 @@ func TestApplyUnknownConfigMap(t *testing.T) {
 
 func TestNormalizeAnalyzerName(t *testing.T) {
 	for in, want := range map[string]string{
-		"":                      AnalyzerSaturationPercentage,
+		"":                      AnalyzerSLOPlanner,
+		"slo-planner":           AnalyzerSLOPlanner,
 		"saturation-percentage": AnalyzerSaturationPercentage,
 		"saturation":            AnalyzerSaturationToken,
 		"saturation-token":      AnalyzerSaturationToken,

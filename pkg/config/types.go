@@ -91,12 +91,14 @@ type QueueingModel struct {
 	TargetITLms   float64 `json:"targetITL"`
 }
 
-// Built-in defaults, used for every field no ConfigMap entry sets. They are
-// the design notes' recommended values, so a missing ConfigMap never makes
-// every replica look saturated (upstream's zero-value pitfall).
+// Built-in defaults, used for every field no ConfigMap entry sets. The
+// analyzer is the slo-planner; the thresholds are the design notes'
+// recommended values for the analyzers that read them (selected by name), so
+// a missing ConfigMap never makes every replica look saturated (upstream's
+// zero-value pitfall).
 func DefaultSaturation() Saturation {
 	return Saturation{
-		AnalyzerName:         AnalyzerSaturationPercentage,
+		AnalyzerName:         AnalyzerSLOPlanner,
 		KvCacheThreshold:     0.80,
 		QueueLengthThreshold: 5,
 		KvSpareTrigger:       0.10,

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -167,7 +168,7 @@ func TestRunOnce(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	reg := prometheus.NewRegistry()
 	rec := record.NewFakeRecorder(10)
-	e := &Engine{Views: views, Metrics: metrics, Status: writer, Config: config.NewStore(), Pipeline: pipeline.Default(),
+	e := &Engine{Views: views, Metrics: metrics, Status: writer, Config: percentageStore(t, ""), Pipeline: pipeline.Default(),
 		Recorder: rec, Observe: NewMetrics(reg), Clock: clk, Interval: 30 * time.Second, StatusHeartbeat: 2 * time.Minute}
 
 	c, err := e.RunOnce(context.Background())
@@ -357,10 +358,7 @@ func TestRunOnceLimitedGroupGetsTheBudget(t *testing.T) {
 	h100 := va("prod", "h100", "llama", "5", 1, 8)
 	h100.Spec.AcceleratorName, h100.Spec.GPUsPerReplica = "H100", ptr.To(int32(2))
 	newEngine := func(limiter bool, b *fixedBudget) (*Engine, *fakeWriter) {
-		store := config.NewStore()
-		if limiter {
-			require.NoError(t, store.Apply("wva-saturation-scaling-config", map[string]string{"default": "enableLimiter: true"}))
-		}
+		store := percentageStore(t, fmt.Sprintf("enableLimiter: %t", limiter))
 		writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
 		// KV 0.95 on both: saturated, the analyzer asks for more.
 		metrics := &fakeMetrics{res: collector.Result{Pods: pods("prod", 0.95, "p1", "p2")}}

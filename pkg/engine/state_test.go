@@ -21,7 +21,7 @@ import (
 // engine's state hand-off.
 type countingAnalyzer struct{ seen []int }
 
-func (c *countingAnalyzer) Name() string { return config.AnalyzerSaturationPercentage }
+func (c *countingAnalyzer) Name() string { return config.DefaultSaturation().AnalyzerName }
 
 func (c *countingAnalyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
 	return c.AnalyzeState(g, cfg, nil)
@@ -36,7 +36,8 @@ func (c *countingAnalyzer) AnalyzeState(_ decision.Group, _ config.Resolved, pre
 func TestAnalyzerStateCarriedAcrossCycles(t *testing.T) {
 	counter := &countingAnalyzer{}
 	p := pipeline.Default()
-	p.Analyzers = map[string]analyzer.Analyzer{config.AnalyzerSaturationPercentage: counter}
+	// Under the name the built-in configuration selects.
+	p.Analyzers = map[string]analyzer.Analyzer{counter.Name(): counter}
 	writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
 	e := &Engine{Views: &fakeViews{views: []View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(1, "p1")}}},
 		Metrics: &fakeMetrics{res: collector.Result{Pods: pods("prod", 0.5, "p1")}}, Status: writer, Config: config.NewStore(),

@@ -90,7 +90,7 @@ func TestRunOnceStuckTransitionConditionAndEvent(t *testing.T) {
 	writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
 	rec := record.NewFakeRecorder(100)
 	clk := clocktesting.NewFakeClock(t0)
-	e := &Engine{Views: views, Metrics: metrics, Status: writer, Config: config.NewStore(), Pipeline: pipeline.Default(), Recorder: rec,
+	e := &Engine{Views: views, Metrics: metrics, Status: writer, Config: percentageStore(t, ""), Pipeline: pipeline.Default(), Recorder: rec,
 		Clock: clk, Interval: 30 * time.Second, StatusHeartbeat: 2 * time.Minute}
 
 	steps := []struct {

@@ -20,7 +20,6 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned/fake"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
@@ -126,7 +125,7 @@ func TestFailedWriteServesLastGood(t *testing.T) {
 			e := &Engine{Views: &fakeViews{views: []View{{VA: tc.va, Target: resolved(2, "p1", "p2")}}},
 				// KV 0.78 on both pods decides 3 (TestRunOnce).
 				Metrics: &fakeMetrics{res: collector.Result{Pods: pods("prod", 0.78, "p1", "p2")}},
-				Status:  failingWriter{apierrors.NewInternalError(errors.New("etcd down"))}, Config: config.NewStore(),
+				Status:  failingWriter{apierrors.NewInternalError(errors.New("etcd down"))}, Config: percentageStore(t, ""),
 				Pipeline: pipeline.Default(), Observe: NewMetrics(prometheus.NewRegistry()), Clock: clocktesting.NewFakeClock(t0),
 				Interval: 30 * time.Second, StatusHeartbeat: 2 * time.Minute}
 			c, err := e.RunOnce(context.Background())

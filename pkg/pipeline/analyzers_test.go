@@ -35,10 +35,11 @@ func tokenPods(variant string, usage, queue float64, n int) []decision.ReplicaMe
 
 func TestDefaultRegistersEveryAnalyzer(t *testing.T) {
 	p := Default()
-	for _, name := range []string{config.AnalyzerSaturationPercentage, config.AnalyzerSaturationToken, config.AnalyzerQueueingModel} {
+	for _, name := range []string{config.AnalyzerSaturationPercentage, config.AnalyzerSaturationToken, config.AnalyzerQueueingModel, config.AnalyzerSLOPlanner} {
 		assert.Contains(t, p.Analyzers, name)
 	}
 	store := config.NewStore()
+	assert.Equal(t, config.AnalyzerSLOPlanner, store.Resolve("m", "ns").Analyzer(), "without ConfigMaps the slo-planner runs")
 	require.NoError(t, store.Apply(config.QueueingModelConfigMapName, map[string]string{config.DefaultKey: "sloMultiplier: 3"}))
 	assert.Equal(t, queueing.Name, store.Resolve("m", "ns").Analyzer(), "the queueing ConfigMap selects the SLO analyzer")
 }

@@ -16,7 +16,15 @@ import (
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
-func defaults() config.Resolved { return config.NewStore().Resolve("meta/llama-70b", "prod") }
+// percentage is the built-in configuration with the percentage analyzer
+// selected, as a ConfigMap entry does: the design notes' examples below are
+// its decisions (the built-in default is the slo-planner).
+func percentage(t *testing.T) config.Resolved {
+	t.Helper()
+	store := config.NewStore()
+	require.NoError(t, store.Apply(config.SaturationConfigMapName, map[string]string{config.DefaultKey: "analyzerName: " + config.AnalyzerSaturationPercentage}))
+	return store.Resolve("meta/llama-70b", "prod")
+}
 
 func pods(variant string, kv ...float64) []decision.ReplicaMetrics {
 	out := make([]decision.ReplicaMetrics, len(kv))
@@ -103,7 +111,7 @@ func TestSeedExamples(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := GroupInput{
 				Group:               decision.Group{ModelID: "llama-70b", Namespace: "prod", Variants: tc.variants, Replicas: tc.replicas},
-				Config:              defaults(),
+				Config:              percentage(t),
 				Metrics:             enforcer.MetricsAvailable,
 				RequestsInRetention: ptr(100.0),
 			}
@@ -186,7 +194,7 @@ func TestCascadeTimeline(t *testing.T) {
 		if g.MetricsCount("variant-1") == 3 {
 			g = c.group(cycle, 0.52)
 		}
-		res := Default().Run(now, []GroupInput{{Group: g, Config: defaults(), Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(50.0)}})[0]
+		res := Default().Run(now, []GroupInput{{Group: g, Config: percentage(t), Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(50.0)}})[0]
 		require.NoError(t, res.Err)
 		c.apply(cycle, now, res.Targets)
 		history = append(history, c.variants[0].CurrentReplicas)
@@ -218,7 +226,7 @@ func TestRunKeepsGroupsApart(t *testing.T) {
 		return GroupInput{
 			Group: decision.Group{ModelID: model, Variants: []decision.Variant{{Name: model + "-v", Cost: 1, MinReplicas: 1, MaxReplicas: 5, CurrentReplicas: 2, DesiredReplicas: 2, LastUpdate: t0.Add(-time.Hour)}},
 				Replicas: pods(model+"-v", kv, kv)},
-			Config: defaults(), Metrics: metrics, RequestsInRetention: ptr(10.0),
+			Config: percentage(t), Metrics: metrics, RequestsInRetention: ptr(10.0),
 		}
 	}
 	res := Default().Run(t0, []GroupInput{mk("a", 0.79, enforcer.MetricsAvailable), mk("b", 0.1, enforcer.MetricsUnreachable), mk("c", 0.05, enforcer.MetricsAvailable)})
@@ -235,7 +243,7 @@ func ptr[T any](v T) *T { return &v }
 // wake times: through Run, none of these groups is decided to zero, and an
 // idle one with the counter at 0 is.
 func TestScaleToZeroNeedsEvidence(t *testing.T) {
-	cfg := defaults()
+	cfg := percentage(t)
 	cfg.ScaleToZero = config.ScaleToZero{Enabled: true, RetentionPeriod: config.Duration(10 * time.Minute)}
 	zero := 0.0
 	one := func(extra func(*decision.Variant)) []decision.Variant {

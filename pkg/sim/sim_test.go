@@ -212,7 +212,7 @@ func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
 
 	// Tighter thresholds in the ConfigMap change what the pipeline decides.
 	sc.Policies.WVA.ConfigMaps = map[string]map[string]string{
-		config.SaturationConfigMapName: {"default": "kvCacheThreshold: 0.4\nkvSpareTrigger: 0.1\nqueueLengthThreshold: 2\nqueueSpareTrigger: 1"},
+		config.SaturationConfigMapName: {"default": "analyzerName: saturation-percentage\nkvCacheThreshold: 0.4\nkvSpareTrigger: 0.1\nqueueLengthThreshold: 2\nqueueSpareTrigger: 1"},
 	}
 	rep2, err := Run(sc, tr, Options{Policies: []string{PolicyWVA}})
 	require.NoError(t, err)

@@ -23,8 +23,9 @@ import (
 type Snapshot struct {
 	ModelID   string `json:"modelID"`
 	Namespace string `json:"namespace"`
-	// Analyzer defaults to saturation-percentage; saturation-token and
-	// queueing-model select the other analyzers.
+	// Analyzer defaults to slo-planner, the built-in default;
+	// saturation-percentage, saturation-token and queueing-model select the
+	// other analyzers.
 	Analyzer string `json:"analyzer,omitempty"`
 	// Config holds saturation settings in the ConfigMap entry format; unset
 	// fields take the built-in defaults.

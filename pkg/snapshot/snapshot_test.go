@@ -102,7 +102,7 @@ func TestParseAcceptsLimits(t *testing.T) {
 	in := strings.Replace(base, "queueLength: 2}", "queueLength: 1e6, avgTTFTms: 3.6e6, avgITLms: 3.6e6, arrivalRate: 1e6, tokensInUse: 1e9, avgInputTokens: 1e9, avgOutputTokens: 1e9, numGPUBlocks: 1000000000, blockSize: 65536}", 1)
 	in = strings.Replace(in, "cost: 5", "cost: 1e6", 1)
 	in = strings.Replace(in, "maxReplicas: 10", "maxReplicas: 10000\n    pendingReplicas: 2", 1)
-	for _, analyzer := range []string{"saturation-percentage", "saturation-token", "queueing-model"} {
+	for _, analyzer := range []string{"saturation-percentage", "saturation-token", "queueing-model", "slo-planner"} {
 		t.Run(analyzer, func(t *testing.T) {
 			s, err := Parse([]byte(in + "schedulerQueue: {size: 1e9, bytes: 1e15}\nrequestsInRetention: 1e12\nanalyzer: " + analyzer + "\n---\n"))
 			require.NoError(t, err)
@@ -115,7 +115,7 @@ func TestParseAcceptsLimits(t *testing.T) {
 }
 
 func TestDecideOutputShape(t *testing.T) {
-	s, err := Parse([]byte(base + "config: {kvSpareTrigger: 0.15}\n"))
+	s, err := Parse([]byte(base + "analyzer: saturation-percentage\nconfig: {kvSpareTrigger: 0.15}\n"))
 	require.NoError(t, err)
 	out, err := Decide(s)
 	require.NoError(t, err)
@@ -144,6 +144,41 @@ func TestDecideOutputShape(t *testing.T) {
 	assert.Contains(t, string(table), "v1-l4")
 	_, err = Render(out, "yaml")
 	assert.ErrorContains(t, err, `output format "yaml"`)
+}
+
+// A snapshot that names no analyzer is decided by the built-in default, the
+// slo-planner, as a cluster without a saturation ConfigMap entry is; the
+// same snapshot naming saturation-percentage gets the percentage decision.
+func TestDefaultAnalyzerIsThePlanner(t *testing.T) {
+	// Two pods completing 9 req/s each: the planner holds 2 (20.1 req/s with
+	// margin against 11.0 per replica), the percentage analyzer adds one
+	// for KV.
+	in := strings.NewReplacer("queueLength: 2}", "queueLength: 2, arrivalRate: 9}", "queueLength: 1}", "queueLength: 1, arrivalRate: 9}").Replace(base)
+	cases := []struct {
+		name, extra, analyzer, signalPrefix string
+		replicas                            int32
+	}{
+		{"no analyzer", "", "slo-planner", "slo-planner: ", 2},
+		{"empty analyzer", "analyzer: \"\"\n", "slo-planner", "slo-planner: ", 2},
+		{"empty config.analyzerName", "config: {analyzerName: \"\"}\n", "slo-planner", "slo-planner: ", 2},
+		// Avg spare KV (0.08+0.10)/2 = 0.09 < 0.10 -> one more replica.
+		{"percentage by name", "analyzer: saturation-percentage\n", "saturation-percentage", "saturation: ", 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse([]byte(in + tc.extra))
+			require.NoError(t, err)
+			out, err := Decide(s)
+			require.NoError(t, err)
+			assert.Equal(t, tc.analyzer, out.Analyzer)
+			require.Len(t, out.Variants, 1)
+			require.NotNil(t, out.Signal)
+			assert.True(t, strings.HasPrefix(out.Signal.Reason, tc.signalPrefix), out.Signal.Reason)
+			v := out.Variants[0]
+			assert.Equal(t, tc.replicas, v.TargetReplicas, v.Reason)
+			assert.Contains(t, v.Reason, out.Signal.Reason, "the variant's reason carries the analyzer's")
+		})
+	}
 }
 
 func TestDefaultsMatchTheCRD(t *testing.T) {

@@ -45,6 +45,7 @@ func TestClosedLoop(t *testing.T) {
 	for _, ns := range []string{"s1", "s2", "s3", "s5", "s7"} {
 		testenv.CreateNamespace(ctx, t, r.kube, ns)
 	}
+	r.selectPercentage(ctx, t)
 	// Scale to zero on for granite only; the shortest retention accepted
 	// (1 m) for test speed.
 	_, err := r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
@@ -83,12 +84,14 @@ func badInput(ctx context.Context, t *testing.T, r *rig) {
 		t.Fatalf("min > max: want Invalid from the API server, got %v", err)
 	}
 
-	// A broken ConfigMap: Event, and the last good config stays in force.
-	_, err = r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: map[string]string{llmdv1alpha1.LabelConfigMapName: llmdv1alpha1.ConfigMapLabelValue}},
-		Data:       map[string]string{"default": "kvCacheThreshold: [not a number"},
-	}, metav1.CreateOptions{})
+	// A broken ConfigMap: Event, and the last good config (the percentage
+	// analyzer, which the scenarios after this one need) stays in force.
+	cm, err := r.kube.CoreV1().ConfigMaps(configNS).Get(ctx, "wva-saturation-scaling-config", metav1.GetOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["default"] = "kvCacheThreshold: [not a number"
+	if _, err = r.kube.CoreV1().ConfigMaps(configNS).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(ctx, t, "InvalidConfig event", func() (bool, string) {

@@ -57,6 +57,7 @@ func TestRealIntervals(t *testing.T) {
 	}, variants)
 	defer r.report.print(t)
 	r.startController(ctx, "controller rt-ctl", "--watch-namespace=rt-ctl", "--resync=30s", "--hpa-scale-to-zero=false")
+	r.selectPercentage(ctx, t)
 	_, err := r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "wva-model-scale-to-zero-config", Labels: map[string]string{llmdv1alpha1.LabelConfigMapName: llmdv1alpha1.ConfigMapLabelValue}},
 		Data:       map[string]string{"default": "enable_scale_to_zero: true\nretention_period: 1m"},

@@ -272,6 +272,29 @@ func (r *rig) startAdapter(ctx context.Context, port int) *testenv.Process {
 
 // deploy creates a namespace-local Deployment whose pods each take one GPU
 // on a kwok node, and its VA.
+// selectPercentage creates wva-saturation-scaling-config with a default
+// entry that selects the percentage analyzer: the scenarios' loads are sized
+// by its KV thresholds (the built-in default is the slo-planner).
+func (r *rig) selectPercentage(ctx context.Context, t *testing.T) {
+	const entry = "analyzerName: saturation-percentage"
+	_, err := r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: map[string]string{llmdv1alpha1.LabelConfigMapName: llmdv1alpha1.ConfigMapLabelValue}},
+		Data:       map[string]string{"default": entry},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In force once the leader keeps it as the last good entry, which a
+	// later broken edit (badInput) then leaves in force.
+	testenv.Eventually(ctx, t, "the percentage entry kept as last good", func() (bool, string) {
+		cm, err := r.kube.CoreV1().ConfigMaps(configNS).Get(ctx, "wva-last-good-config", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return cm.Data["wva-saturation-scaling-config.default"] == entry, fmt.Sprint(cm.Data)
+	})
+}
+
 func (r *rig) deploy(ctx context.Context, t *testing.T, ns, name, model, cost string, replicas, min, max int32) {
 	t.Helper()
 	labels := map[string]string{"app": name}

@@ -36,8 +36,9 @@ func TestAdapterEndToEnd(t *testing.T) {
 	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod")
 	var err error
 
-	// Two Ready pods at KV 0.5: not saturated, and removing one would leave
-	// 1.0 each, so the decision is "steady at 2".
+	// Two Ready pods at KV 0.5 that served 10 requests and serve none now:
+	// without a ConfigMap the slo-planner, the built-in default, keeps the
+	// fleet as found for its first hold: steady at 2.
 	vllm, err := fakevllm.Start(false)
 	require.NoError(t, err)
 	t.Cleanup(vllm.Close)
@@ -81,7 +82,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 		assert.True(t, meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable))
 		assert.True(t, meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeTargetResolved))
 		assert.True(t, meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeOptimizationReady))
-		assert.Contains(t, va.Status.DesiredOptimizedAlloc.Reason, "no change")
+		assert.Contains(t, va.Status.DesiredOptimizedAlloc.Reason, "slo-planner: ", "no ConfigMap: the built-in default analyzer")
 	})
 
 	t.Run("a renewed serving certificate is served without a restart", func(t *testing.T) {
@@ -116,10 +117,11 @@ func TestAdapterEndToEnd(t *testing.T) {
 	})
 
 	t.Run("a ConfigMap edit changes the next decision", func(t *testing.T) {
-		// Threshold 0.55: spare KV 0.05 < trigger 0.10 -> scale-up to 3.
+		// The percentage analyzer at threshold 0.55: spare KV 0.05 < trigger
+		// 0.10 -> scale-up to 3.
 		_, err := cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: configLabels()},
-			Data:       map[string]string{"default": "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
+			Data:       map[string]string{"default": "analyzerName: saturation-percentage\nkvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		testenv.Eventually(ctx, t, "wva_desired_replicas = 3 after the ConfigMap edit", served(3))

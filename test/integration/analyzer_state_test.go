@@ -31,7 +31,7 @@ type rampState struct {
 	Cycles int32 `json:"cycles"`
 }
 
-func (rampAnalyzer) Name() string { return config.AnalyzerSaturationPercentage }
+func (rampAnalyzer) Name() string { return config.DefaultSaturation().AnalyzerName }
 
 func (r rampAnalyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
 	return r.AnalyzeState(g, cfg, nil)
@@ -87,7 +87,8 @@ func TestAnalyzerStateSurvivesLeaderChange(t *testing.T) {
 
 	newEngine := func() (*engine.Engine, *adapter.StatePersister) {
 		p := pipeline.Default()
-		p.Analyzers = map[string]analyzer.Analyzer{config.AnalyzerSaturationPercentage: rampAnalyzer{}}
+		// Under the name the built-in configuration selects.
+		p.Analyzers = map[string]analyzer.Analyzer{rampAnalyzer{}.Name(): rampAnalyzer{}}
 		e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: fixedMetrics{}, Status: engine.ClientStatusWriter{Client: wva},
 			Config: config.NewStore(), Pipeline: p, Clock: clock.RealClock{}, Interval: time.Second, StatusHeartbeat: time.Minute}
 		return e, &adapter.StatePersister{Kube: cs, Namespace: "wva-system", Engine: e, Lister: lister, Interval: time.Second}

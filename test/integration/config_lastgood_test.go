@@ -30,8 +30,9 @@ func TestLastGoodConfigSurvivesRestart(t *testing.T) {
 	defer cancel()
 	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod")
 
-	// Two Ready pods at KV 0.5. With kvCacheThreshold 0.55 the spare KV is
-	// 0.05 < trigger 0.10: scale up to 3. With the built-in 0.80 the spare
+	// Two Ready pods at KV 0.5, the percentage analyzer selected by name.
+	// With kvCacheThreshold 0.55 the spare KV is 0.05 < trigger 0.10: scale
+	// up to 3. With the built-in 0.80 the spare
 	// is 0.30 and removing one is unsafe: steady at 2.
 	vllm, err := fakevllm.Start(false)
 	require.NoError(t, err)
@@ -53,7 +54,7 @@ func TestLastGoodConfigSurvivesRestart(t *testing.T) {
 		return err == nil && len(s) == 2, fmt_(s, err)
 	})
 
-	const valid = "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"
+	const valid = "analyzerName: saturation-percentage\nkvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"
 	_, err = cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: configLabels()}, Data: map[string]string{"default": valid},
 	}, metav1.CreateOptions{})

@@ -49,13 +49,15 @@ func TestNamespaceLocalConfigMap(t *testing.T) {
 		return err == nil && len(s) == 4, fmt_(s, err)
 	})
 
+	// Every entry selects the percentage analyzer: its thresholds are what
+	// tell the ConfigMaps apart (the built-in default is the slo-planner).
 	const name = "wva-saturation-scaling-config"
 	create := func(ns string, labels map[string]string, entry string) {
 		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 			Data: map[string]string{"default": entry}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	create("wva-system", configLabels(), "kvCacheThreshold: 0.80\nkvSpareTrigger: 0.10")
+	create("wva-system", configLabels(), "analyzerName: saturation-percentage\nkvCacheThreshold: 0.80\nkvSpareTrigger: 0.10")
 	cert, key, err := cluster.IssueServingCert([]string{"wva-adapter.wva-system.svc"}, []net.IP{net.ParseIP("127.0.0.1")})
 	require.NoError(t, err)
 	adapter := startAdapter(ctx, t, cluster, prom.URL, cert, key)
@@ -76,7 +78,7 @@ func TestNamespaceLocalConfigMap(t *testing.T) {
 	testenv.Eventually(ctx, t, "dev steady at 2 with the global ConfigMap", decided("dev", 2))
 
 	// Unlabeled in dev: ignored, logged once even after an edit.
-	create("dev", nil, "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10")
+	create("dev", nil, "analyzerName: saturation-percentage\nkvCacheThreshold: 0.55\nkvSpareTrigger: 0.10")
 	ignoredLines := func() int {
 		n := 0
 		for _, l := range strings.Split(adapter.Log(), "\n") {
@@ -89,13 +91,13 @@ func TestNamespaceLocalConfigMap(t *testing.T) {
 	testenv.Eventually(ctx, t, "the unlabeled ConfigMap is logged", func() (bool, string) { return ignoredLines() == 1, grepLines(adapter.Log(), "lacks the label") })
 	cm, err := cs.CoreV1().ConfigMaps("dev").Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
-	cm.Data["default"] = "kvCacheThreshold: 0.56\nkvSpareTrigger: 0.10"
+	cm.Data["default"] = "analyzerName: saturation-percentage\nkvCacheThreshold: 0.56\nkvSpareTrigger: 0.10"
 	_, err = cs.CoreV1().ConfigMaps("dev").Update(ctx, cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
 	// Labeled in prod: prod scales up, dev does not. The same informer
 	// (one per name, all namespaces) delivered the dev edit before this.
-	create("prod", configLabels(), "kvCacheThreshold: 0.55")
+	create("prod", configLabels(), "analyzerName: saturation-percentage\nkvCacheThreshold: 0.55")
 	testenv.Eventually(ctx, t, "prod decides 3 with its namespace-local ConfigMap", decided("prod", 3))
 	// Let a few more cycles run: dev still decides with the global entry.
 	time.Sleep(3 * time.Second)

@@ -38,8 +38,9 @@ func TestHPAOptInByAnnotations(t *testing.T) {
 	cluster.StartControllerManagerT(t, harness.ControllerManagerOptions{HPASyncPeriod: time.Second,
 		Controllers: []string{"horizontal-pod-autoscaler-controller", "serviceaccount-controller", "garbage-collector-controller"}})
 
-	// Two Ready pods at KV 0.5 under threshold 0.55 / trigger 0.10: spare
-	// 0.05 < 0.10, so the engine decides a scale-up from 2 to 3.
+	// Two Ready pods at KV 0.5, the percentage analyzer under threshold
+	// 0.55 / trigger 0.10: spare 0.05 < 0.10, so the engine decides a
+	// scale-up from 2 to 3.
 	vllm, err := fakevllm.Start(false)
 	require.NoError(t, err)
 	t.Cleanup(vllm.Close)
@@ -50,7 +51,7 @@ func TestHPAOptInByAnnotations(t *testing.T) {
 	}
 	_, err = cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: configLabels()},
-		Data:       map[string]string{"default": "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
+		Data:       map[string]string{"default": "analyzerName: saturation-percentage\nkvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	servingVariant(ctx, t, cs, "prod", "llama-l4", 2, []string{"llama-l4-0", "llama-l4-1"})

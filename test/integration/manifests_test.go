@@ -165,8 +165,8 @@ func TestManifestsDefault(t *testing.T) {
 	sort.Strings(deployments)
 	require.Equal(t, []string{"wva-adapter", "wva-controller", "wva-scale-from-zero"}, deployments)
 
-	// The `default` entries spell out the built-in defaults, field for
-	// field, except that they select the slo-planner.
+	// The `default` entries spell out the built-in defaults field for field,
+	// the analyzer (the slo-planner) included.
 	store := config.NewStore()
 	for _, o := range objs {
 		if o.GetKind() == "ConfigMap" && config.IsConfigMapName(o.GetName()) {
@@ -175,9 +175,8 @@ func TestManifestsDefault(t *testing.T) {
 		}
 	}
 	r := store.Resolve("any/model", "any-namespace")
-	want := config.DefaultSaturation()
-	want.AnalyzerName = config.AnalyzerSLOPlanner
-	require.Equal(t, want, r.Saturation)
+	require.Equal(t, config.DefaultSaturation(), r.Saturation)
+	require.Equal(t, config.AnalyzerSLOPlanner, r.Analyzer())
 	require.Equal(t, config.DefaultScaleToZero(), r.ScaleToZero)
 	require.NotEqual(t, "", r.SaturationSource)
 }
