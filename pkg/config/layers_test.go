@@ -149,8 +149,8 @@ scaleToZero:
 `})
 	configMaps := func(s *Store) {
 		require.NoError(t, s.Apply(SaturationConfigMapName, map[string]string{
-			"default": "analyzerName: slo-planner\ntargetTTFT: 3000\nkvCacheThreshold: 0.9",
-			"llama":   "model_id: meta/llama\ntargetITL: 50\nanalyzerName: saturation-percentage",
+			"default": "analyzerName: saturation-percentage\ntargetTTFT: 3000\nkvCacheThreshold: 0.9",
+			"llama":   "model_id: meta/llama\ntargetITL: 50\nanalyzerName: slo-planner",
 		}))
 		require.NoError(t, s.Apply(ScaleToZeroConfigMapName, map[string]string{
 			"default": "enable_scale_to_zero: false\nretention_period: 20m",
@@ -173,11 +173,11 @@ scaleToZero:
 		want       want
 	}{
 		{name: "built-in defaults", model: "meta/llama",
-			want: want{AnalyzerSaturationPercentage, 2000, 100, 0.8, false, 10 * time.Minute, "built-in defaults"}},
+			want: want{AnalyzerSLOPlanner, 2000, 100, 0.8, false, 10 * time.Minute, "built-in defaults"}},
 		{name: "ConfigMap default over built-in", configMaps: true, model: "other",
-			want: want{AnalyzerSLOPlanner, 3000, 100, 0.9, false, 20 * time.Minute, "default"}},
+			want: want{AnalyzerSaturationPercentage, 3000, 100, 0.9, false, 20 * time.Minute, "default"}},
 		{name: "ConfigMap override over its default", configMaps: true, model: "meta/llama",
-			want: want{AnalyzerSaturationPercentage, 3000, 50, 0.9, false, 20 * time.Minute, "llama"}},
+			want: want{AnalyzerSLOPlanner, 3000, 50, 0.9, false, 20 * time.Minute, "llama"}},
 		{name: "config file over ConfigMap default and override", configMaps: true, file: "pins.yaml", model: "meta/llama",
 			// Keys the file does not pin still come from the entries.
 			want: want{AnalyzerSaturationToken, 1500, 50, 0.9, true, 15 * time.Minute, "llama + pinned settings"}},
@@ -186,7 +186,7 @@ scaleToZero:
 			want: want{AnalyzerSLOPlanner, 800, 100, 0.9, false, time.Hour, "default + pinned settings"}},
 		{name: "environment alone over built-in", model: "meta/llama",
 			env:  map[string]string{"WVA_SCALE_TO_ZERO": "true", "WVA_SLO_TARGET_ITL": "40", "WVA_SLO_STARTUP_DELAY": "2m"},
-			want: want{AnalyzerSaturationPercentage, 2000, 40, 0.8, true, 10 * time.Minute, "built-in defaults + pinned settings"}},
+			want: want{AnalyzerSLOPlanner, 2000, 40, 0.8, true, 10 * time.Minute, "built-in defaults + pinned settings"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
