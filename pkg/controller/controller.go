@@ -292,6 +292,18 @@ func (c *Controller) actuate(ctx context.Context, va *llmdv1alpha1.VariantAutosc
 		return false, fmt.Errorf("get scale of %s %s: %w", va.Spec.ScaleTargetRef.Kind, va.Spec.ScaleTargetRef.Name, err)
 	}
 	plan, ok := PlanDirectScaleFor(c.Output, va, c.Caps, s.Spec.Replicas, c.Clock.Now(), c.StaleAfter)
+	if ok && plan.Replicas == 0 {
+		// The cached VA may predate a wake whose replica the GET above
+		// already shows; the fast path writes its marker before it scales,
+		// so a VA read now has it. The update below is conditional on the
+		// scale's resourceVersion, so a wake after the GET fails it.
+		fresh, err := c.WVA.LlmdV1alpha1().VariantAutoscalings(va.Namespace).Get(ctx, va.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("re-read VariantAutoscaling before scaling to 0: %w", err)
+		}
+		va = fresh
+		plan, ok = PlanDirectScaleFor(c.Output, va, c.Caps, s.Spec.Replicas, c.Clock.Now(), c.StaleAfter)
+	}
 	if ok {
 		from := s.Spec.Replicas
 		s.Spec.Replicas = plan.Replicas

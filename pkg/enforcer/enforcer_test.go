@@ -312,6 +312,14 @@ func TestEnforceZeroNeedsEvidence(t *testing.T) {
 			want: map[string]int32{"w": 0}, rule: decision.RuleRetention,
 		},
 		{
+			// A marker whose scale failed and could not be taken back
+			// holds nothing once its grace has passed.
+			name: "a marker left by a failed wake on a group at zero expires with its grace",
+			in: Input{Metrics: MetricsAbsent, ScaleToZero: stz10, Variants: []v{{Name: "w", Cost: 5, MaxReplicas: 4, LastUpdate: ago(time.Hour),
+				ScaledFromZeroAt: ago(12 * time.Minute)}}},
+			want: map[string]int32{"w": 0},
+		},
+		{
 			name: "a wake stamped far in the future is ignored",
 			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz10, Variants: woken(now.Add(time.Hour), 0)},
 			want: map[string]int32{"w": 0}, rule: decision.RuleRetention,

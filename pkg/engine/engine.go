@@ -312,6 +312,11 @@ func (e *Engine) publishVariant(ctx context.Context, c *Cycle, p Plan, va *llmdv
 	stuck := setStuckCondition(&status, va, res, now)
 	prev := va.Status.DesiredOptimizedAlloc
 	wrote, err := e.publish(ctx, va, status, now)
+	if errors.Is(err, ErrWokenMeanwhile) {
+		klog.V(2).InfoS("decision not written: the variant was woken after this cycle read it; deciding again", "va", klog.KObj(va))
+		e.Trigger()
+		return false
+	}
 	if err != nil {
 		c.WriteFailures++
 		klog.ErrorS(err, "writing VariantAutoscaling status", "va", klog.KObj(va))

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,13 @@ var engineConditions = []string{
 	llmdv1alpha1.ConditionTypeConfigValid,
 	llmdv1alpha1.ConditionTypeTransitionStuck,
 }
+
+// ErrWokenMeanwhile: the fast path woke the variant after the cycle read its
+// VA, so the decision was made without the wake and is not written (the
+// status write is conditional on the VA's resourceVersion, and the fast
+// path writes its marker before it scales). The decision of record then
+// predates the wake, which readers hold at >= 1; the next cycle sees it.
+var ErrWokenMeanwhile = errors.New("the scale-from-zero fast path woke the variant after this cycle read it")
 
 // StatusWriteBackoff bounds WriteStatus's retries: 5 attempts over about
 // 1.5 s (100, 200, 400, 800 ms, jittered), well inside a cycle, so an API
@@ -70,6 +78,9 @@ func (w ClientStatusWriter) WriteStatus(ctx context.Context, va *llmdv1alpha1.Va
 		case apierrors.IsConflict(err):
 			latest, getErr := vas.Get(ctx, va.Name, metav1.GetOptions{})
 			if getErr == nil {
+				if wokenSince(va, latest) {
+					return false, ErrWokenMeanwhile
+				}
 				current = latest
 			}
 		}
@@ -80,6 +91,13 @@ func (w ClientStatusWriter) WriteStatus(ctx context.Context, va *llmdv1alpha1.Va
 		return lastErr // the bound was reached (or ctx ended) on a transient error
 	}
 	return err
+}
+
+// wokenSince: latest carries a wake marker that basis, the VA the decision
+// was made from, did not.
+func wokenSince(basis, latest *llmdv1alpha1.VariantAutoscaling) bool {
+	b, l := basis.Annotations[llmdv1alpha1.AnnotationScaledFromZeroAt], latest.Annotations[llmdv1alpha1.AnnotationScaledFromZeroAt]
+	return l != "" && l != b
 }
 
 // MergeEngineStatus copies the engine-owned fields of from into into.

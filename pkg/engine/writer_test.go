@@ -100,6 +100,62 @@ func TestWriteStatusHonoursContext(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
 
+// A decision made from a VA read before a wake is not written after it:
+// the conflict the fast path's marker causes ends the write.
+func TestWriteStatusAbandonsDecisionBeforeWake(t *testing.T) {
+	gr := schema.GroupResource{Group: "llmd.ai", Resource: "variantautoscalings"}
+	const old, woke = "2026-05-01T11:00:00Z", "2026-05-01T12:00:00.5Z"
+	backoff := wait.Backoff{Steps: 5, Duration: time.Millisecond, Factor: 2}
+	for _, tc := range []struct {
+		name          string
+		basis, latest string // the marker the decision saw, and the one written meanwhile
+		wantErr       error
+	}{
+		{name: "woken meanwhile", latest: woke, wantErr: ErrWokenMeanwhile},
+		{name: "woken again meanwhile", basis: old, latest: woke, wantErr: ErrWokenMeanwhile},
+		{name: "wake seen by the decision", basis: woke, latest: woke},
+		{name: "mark taken back meanwhile", basis: woke},
+		{name: "no wake", wantErr: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := va("prod", "llama", "m", "5", 1, 5)
+			if tc.basis != "" {
+				v.Annotations = map[string]string{llmdv1alpha1.AnnotationScaledFromZeroAt: tc.basis}
+			}
+			client := fake.NewSimpleClientset(v)
+			attempts := 0
+			client.PrependReactor("update", "variantautoscalings", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() != "status" {
+					return false, nil, nil
+				}
+				if attempts++; attempts > 1 {
+					return false, nil, nil
+				}
+				// The fast path's marker lands between the cycle's read and its write.
+				cur := v.DeepCopy()
+				cur.Annotations = nil
+				if tc.latest != "" {
+					cur.Annotations = map[string]string{llmdv1alpha1.AnnotationScaledFromZeroAt: tc.latest}
+				}
+				require.NoError(t, client.Tracker().Update(gr.WithVersion("v1alpha1"), cur, "prod"))
+				return true, nil, apierrors.NewConflict(gr, "llama", errors.New("modified"))
+			})
+			status := llmdv1alpha1.VariantAutoscalingStatus{DesiredOptimizedAlloc: llmdv1alpha1.OptimizedAlloc{NumReplicas: 0, Reason: "idle"}}
+			err := ClientStatusWriter{Client: client, Backoff: &backoff}.WriteStatus(context.Background(), v, status)
+			got, getErr := client.LlmdV1alpha1().VariantAutoscalings("prod").Get(context.Background(), "llama", metav1.GetOptions{})
+			require.NoError(t, getErr)
+			if tc.wantErr != nil {
+				assert.ErrorIs(t, err, tc.wantErr)
+				assert.Equal(t, 1, attempts, "not retried")
+				assert.Empty(t, got.Status.DesiredOptimizedAlloc.Reason, "nothing written")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, "idle", got.Status.DesiredOptimizedAlloc.Reason, "written on the fresh copy")
+		})
+	}
+}
+
 type failingWriter struct{ err error }
 
 func (f failingWriter) WriteStatus(context.Context, *llmdv1alpha1.VariantAutoscaling, llmdv1alpha1.VariantAutoscalingStatus) error {

@@ -32,7 +32,7 @@ func (k GroupKey) String() string { return k.Namespace + "/" + k.ModelID }
 type Variant struct {
 	// Name of the VA.
 	Name string
-	// VA is the object, for events and the nudge annotation.
+	// VA is the object, for events and the wake marker.
 	VA   *llmdv1alpha1.VariantAutoscaling
 	Cost float64
 	// Replicas is the target's spec.replicas.

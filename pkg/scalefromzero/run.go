@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -179,7 +178,7 @@ func newWaker(o *Options, cfg *rest.Config, kube kubernetes.Interface, wva versi
 		klog.ErrorS(err, "warming the REST mapper")
 	}
 	return &Waker{
-		State: w.state, Scaler: SubresourceScaler{Scales: scales, Mapper: mapper}, Nudger: AnnotationNudger{Client: wva},
+		State: w.state, Scaler: SubresourceScaler{Scales: scales, Mapper: mapper}, Marker: AnnotationMarker{Client: wva},
 		Recorder: recorder, Metrics: metrics, Clock: clock.RealClock{}, Budgeted: w.budgeted,
 		WakeTimeout: o.WakeTimeout, RetryAfter: o.RetryAfter,
 	}, nil
@@ -295,16 +294,4 @@ func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metr
 	klog.InfoS("activator listening", "address", addr.String(), "models", sortedKeys(backends), "maxWait", o.ActivatorMaxWait,
 		"maxHeldRequests", o.ActivatorMaxHeldRequests, "maxHeldBytes", o.ActivatorMaxHeldBytes, "maxBodyBytes", o.ActivatorMaxBodyBytes)
 	return nil
-}
-
-// AnnotationNudger sets [llmdv1alpha1.AnnotationScaledFromZeroAt] on the woken VA.
-type AnnotationNudger struct {
-	Client versioned.Interface
-}
-
-// Nudge implements Nudger.
-func (n AnnotationNudger) Nudge(ctx context.Context, namespace, name string, at time.Time) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, llmdv1alpha1.AnnotationScaledFromZeroAt, at.UTC().Format(time.RFC3339Nano))
-	_, err := n.Client.LlmdV1alpha1().VariantAutoscalings(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	return err
 }

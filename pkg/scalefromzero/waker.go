@@ -23,12 +23,6 @@ const (
 	EventFailed         = "ScaleFromZeroFailed"
 )
 
-// Nudger tells the rest of wva that a variant was woken (the annotation
-// [llmdv1alpha1.AnnotationScaledFromZeroAt] on the VA).
-type Nudger interface {
-	Nudge(ctx context.Context, namespace, name string, at time.Time) error
-}
-
 // Outcome of one Wake call.
 type Outcome struct {
 	Result Result
@@ -58,9 +52,10 @@ type pending struct {
 
 // Waker decides and performs wake-ups, one per group at a time.
 type Waker struct {
-	State    StateSource
-	Scaler   Scaler
-	Nudger   Nudger
+	State  StateSource
+	Scaler Scaler
+	// Marker writes the wake marker before each scale call (nil: none).
+	Marker   Marker
 	Recorder record.EventRecorder
 	Metrics  *Metrics
 	Clock    clock.PassiveClock
@@ -130,11 +125,24 @@ func (w *Waker) Wake(ctx context.Context, key GroupKey, seen time.Time) Outcome 
 }
 
 // scale is called with w.mu held and releases it before the follow-ups
-// (annotation, Event) that the latency does not wait for.
+// (Event, taking back a mark) that the latency does not wait for. The wake
+// marker is written first: without it the scale is not sent, so no reader
+// sees the woken replica with a decision of zero that predates the wake.
 func (w *Waker) scale(ctx context.Context, key GroupKey, d Decision, seen time.Time) Outcome {
 	v := d.Variant
 	varKey := v.VA.Namespace + "/" + v.Name
-	scaled, err := w.Scaler.ScaleFromZero(ctx, v.Target)
+	var mark *Mark
+	var err error
+	scaled := false
+	if w.Marker != nil {
+		var mk Mark
+		if mk, err = w.Marker.Mark(ctx, v.VA, w.Clock.Now()); err == nil {
+			mark = &mk
+		}
+	}
+	if err == nil {
+		scaled, err = w.Scaler.ScaleFromZero(ctx, v.Target)
+	}
 	accepted := w.Clock.Now()
 	var o Outcome
 	switch {
@@ -153,6 +161,13 @@ func (w *Waker) scale(ctx context.Context, key GroupKey, d Decision, seen time.T
 	w.mu.Unlock()
 	w.Metrics.Decisions.WithLabelValues(string(o.Result)).Inc()
 
+	if mark != nil && !scaled {
+		// No wake happened: a marker left behind would hold the group up
+		// for a wake grace (the bound if this fails too).
+		if uerr := w.Marker.Unmark(ctx, *mark); uerr != nil {
+			klog.ErrorS(uerr, "taking back the scaled-from-zero annotation; the engine's wake grace bounds it", "va", varKey)
+		}
+	}
 	if err != nil {
 		klog.ErrorS(err, "scale from zero failed; retrying later", "group", key, "variant", varKey, "retryAfter", w.RetryAfter)
 		w.Recorder.Eventf(v.VA, corev1.EventTypeWarning, EventFailed, "Requests are queued for model %s but scaling %s to 1 failed: %v", key.ModelID, v.Target, err)
@@ -174,11 +189,6 @@ func (w *Waker) scale(ctx context.Context, key GroupKey, d Decision, seen time.T
 	klog.InfoS("scaled from zero", "group", key, "variant", varKey, "target", v.Target.String(), "latency", latency, "skipped", len(d.Skipped))
 	w.Recorder.Eventf(v.VA, corev1.EventTypeNormal, EventScaledFromZero,
 		"Requests are queued for model %s: scaled %s from 0 to 1 (cost %g, %s after the queue was seen)%s", key.ModelID, v.Target, v.Cost, latency.Round(time.Millisecond), skipped)
-	if w.Nudger != nil {
-		if err := w.Nudger.Nudge(ctx, v.VA.Namespace, v.Name, accepted); err != nil {
-			klog.ErrorS(err, "setting the scaled-from-zero annotation", "va", varKey)
-		}
-	}
 	return o
 }
 

@@ -13,8 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
 
 type fakeScaler struct {
@@ -45,15 +48,36 @@ func (f *fakeScaler) names() []string {
 	return out
 }
 
-type fakeNudger struct {
-	mu    sync.Mutex
-	names []string
+// fakeMarker records marks and take-backs; log, when set, is shared with
+// the scaler to check the order of calls.
+type fakeMarker struct {
+	mu       sync.Mutex
+	names    []string
+	unmarked []string
+	err      error
+	log      *[]string
 }
 
-func (f *fakeNudger) Nudge(_ context.Context, ns, name string, _ time.Time) error {
+func (f *fakeMarker) Mark(_ context.Context, va *llmdv1alpha1.VariantAutoscaling, at time.Time) (Mark, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.names = append(f.names, ns+"/"+name)
+	if f.log != nil {
+		*f.log = append(*f.log, "mark")
+	}
+	if f.err != nil {
+		return Mark{}, f.err
+	}
+	f.names = append(f.names, va.Namespace+"/"+va.Name)
+	return newMark(va, at), nil
+}
+
+func (f *fakeMarker) Unmark(_ context.Context, m Mark) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.log != nil {
+		*f.log = append(*f.log, "unmark")
+	}
+	f.unmarked = append(f.unmarked, m.Namespace+"/"+m.Name)
 	return nil
 }
 
@@ -61,7 +85,7 @@ type wakerFixture struct {
 	*cluster
 	waker    *Waker
 	scaler   *fakeScaler
-	nudger   *fakeNudger
+	marker   *fakeMarker
 	recorder *record.FakeRecorder
 	clock    *clocktesting.FakeClock
 }
@@ -71,9 +95,9 @@ func newWakerFixture(c *cluster, budgeted bool) *wakerFixture {
 	if budgeted {
 		c.withNodeBudget(s)
 	}
-	f := &wakerFixture{cluster: c, scaler: &fakeScaler{}, nudger: &fakeNudger{}, recorder: record.NewFakeRecorder(100),
+	f := &wakerFixture{cluster: c, scaler: &fakeScaler{}, marker: &fakeMarker{}, recorder: record.NewFakeRecorder(100),
 		clock: clocktesting.NewFakeClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))}
-	f.waker = &Waker{State: s, Scaler: f.scaler, Nudger: f.nudger, Recorder: f.recorder, Metrics: NewMetrics(nil),
+	f.waker = &Waker{State: s, Scaler: f.scaler, Marker: f.marker, Recorder: f.recorder, Metrics: NewMetrics(nil),
 		Clock: f.clock, Budgeted: budgeted, WakeTimeout: time.Minute, RetryAfter: time.Second}
 	return f
 }
@@ -110,7 +134,7 @@ func TestWakeOncePerGroup(t *testing.T) {
 	assert.Equal(t, "l4", o.Variant, "the cheapest variant")
 	assert.Equal(t, []string{"l4"}, f.scaler.names())
 	assert.Equal(t, "1", f.scaler.calls[0].ResourceVersion, "the scale call is conditional on the cached version")
-	assert.Equal(t, []string{"prod/l4"}, f.nudger.names)
+	assert.Equal(t, []string{"prod/l4"}, f.marker.names)
 	ev := f.events()
 	require.Len(t, ev, 1)
 	assert.Contains(t, ev[0], "Normal ScaledFromZero Requests are queued for model llama: scaled Deployment prod/l4 from 0 to 1")
@@ -191,7 +215,7 @@ func TestWakeAlreadyScaled(t *testing.T) {
 	f.scaler.already = true
 	o := f.waker.Wake(context.Background(), GroupKey{"prod", "llama"}, f.clock.Now())
 	assert.Equal(t, ResultAlreadyScaled, o.Result)
-	assert.Empty(t, f.nudger.names, "someone else scaled it: no annotation")
+	assert.Equal(t, f.marker.names, f.marker.unmarked, "someone else scaled it: the mark is taken back")
 	assert.Equal(t, uint64(0), histCount(t, f.waker.Metrics.Latency))
 }
 
@@ -264,4 +288,67 @@ func TestWakeModel(t *testing.T) {
 	assert.Equal(t, ResultScaled, out[0].Result)
 	assert.Equal(t, []string{"l4"}, f.scaler.names())
 	assert.Empty(t, f.waker.WakeModel(context.Background(), "unknown", f.clock.Now()))
+}
+
+// TestWakeMarksFirst: the marker is written before the scale call, a failed
+// mark sends no scale, and a mark without a wake is taken back.
+func TestWakeMarksFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		markErr    error
+		scaleErr   error
+		already    bool
+		wantCalls  []string
+		wantResult Result
+	}{
+		{name: "woken", wantCalls: []string{"mark", "scale"}, wantResult: ResultScaled},
+		{name: "scale fails", scaleErr: errors.New("boom"), wantCalls: []string{"mark", "scale", "unmark"}, wantResult: ResultError},
+		{name: "already scaled", already: true, wantCalls: []string{"mark", "scale", "unmark"}, wantResult: ResultAlreadyScaled},
+		{name: "mark fails", markErr: errors.New("forbidden"), wantCalls: []string{"mark"}, wantResult: ResultError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster()
+			c.variant("prod", "l4", "llama", "5", 0, "", 1)
+			f := newWakerFixture(c, false)
+			var calls []string
+			f.marker.log, f.marker.err = &calls, tc.markErr
+			f.scaler.err, f.scaler.already = tc.scaleErr, tc.already
+			f.scaler.onCall = func(Target) { calls = append(calls, "scale") }
+			o := f.waker.Wake(context.Background(), GroupKey{"prod", "llama"}, f.clock.Now())
+			assert.Equal(t, tc.wantResult, o.Result)
+			assert.Equal(t, tc.wantCalls, calls)
+		})
+	}
+}
+
+// TestNewMarkNotBeforeDecision: a mark is never older than the decision of
+// record, so that decision counts as made before the wake.
+func TestNewMarkNotBeforeDecision(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 500e6, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		lastRun time.Time
+		prev    string
+		want    time.Time
+	}{
+		{name: "never decided", want: now},
+		{name: "decided earlier", lastRun: now.Add(-30 * time.Second), want: now},
+		{name: "decision stamped later (skew)", lastRun: now.Add(2 * time.Second), want: now.Add(2 * time.Second)},
+		{name: "previous wake kept for take-back", prev: "2026-05-01T11:00:00Z", want: now},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			va := &llmdv1alpha1.VariantAutoscaling{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "l4"}}
+			va.Status.DesiredOptimizedAlloc.LastRunTime = metav1.NewTime(tc.lastRun)
+			if tc.prev != "" {
+				va.Annotations = map[string]string{llmdv1alpha1.AnnotationScaledFromZeroAt: tc.prev}
+			}
+			m := newMark(va, now)
+			assert.True(t, tc.want.Equal(m.At), "at %v", m.At)
+			assert.Equal(t, tc.want.UTC().Format(time.RFC3339Nano), m.Value)
+			assert.Equal(t, tc.prev, m.Previous)
+			assert.Equal(t, tc.prev != "", m.HadPrevious)
+			va.Annotations = map[string]string{llmdv1alpha1.AnnotationScaledFromZeroAt: m.Value}
+			assert.True(t, va.DecidedBeforeWake(), "the decision of record predates the mark")
+		})
+	}
 }

@@ -15,9 +15,9 @@ func newScaleFromZeroCommand() *cobra.Command {
 		Short: "Bring variant groups at zero replicas back to one as soon as requests queue for them",
 		Long: `Watches every VariantAutoscaling group (namespace + modelID) whose scale targets are all at
 zero replicas and, every --poll-interval, reads the EPP flow-control queue of those models
-straight from the EPP pods' /metrics. When requests are queued it scales the cheapest variant
-that fits the GPU budget to 1 through the scale subresource, records an Event and annotates the
-VA with ` + llmdv1alpha1.AnnotationScaledFromZeroAt + `. The optional activator is an
+straight from the EPP pods' /metrics. When requests are queued it annotates the cheapest VA
+that fits the GPU budget with ` + llmdv1alpha1.AnnotationScaledFromZeroAt + `, then scales its
+target to 1 through the scale subresource and records an Event. The optional activator is an
 OpenAI-compatible proxy that holds requests while a model wakes, for setups without an EPP.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
