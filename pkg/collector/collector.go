@@ -40,6 +40,9 @@ type PodMetrics struct {
 	// Averages over 5m; zero when the pod served no request.
 	AvgInputTokens  float64
 	AvgOutputTokens float64
+	// PrefixCacheHitRate is prefix cache hits / queries over 5m, 0..1;
+	// zero when the pod looked nothing up (or caching is off).
+	PrefixCacheHitRate float64
 	// ArrivalRate is completed requests per second over RateWindow (see
 	// QueryArrivalRate); AvgTTFTms and AvgITLms are mean time to first
 	// token and inter-token latency over RateWindow, in milliseconds as the
@@ -234,6 +237,8 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 			pm.AvgInputTokens = v
 		case QueryAvgOutputTokens:
 			pm.AvgOutputTokens = v
+		case QueryPrefixCacheHit:
+			pm.PrefixCacheHitRate = v
 		case QueryArrivalRate:
 			pm.ArrivalRate = v
 		case QueryAvgTTFT:
@@ -249,18 +254,18 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 // means "nothing observed" rather than a bad sample.
 func meanQuery(name string) bool {
 	switch name {
-	case QueryAvgInputTokens, QueryAvgOutputTokens, QueryAvgTTFT, QueryAvgITL:
+	case QueryAvgInputTokens, QueryAvgOutputTokens, QueryAvgTTFT, QueryAvgITL, QueryPrefixCacheHit:
 		return true
 	}
 	return false
 }
 
-// valid rejects NaN, infinities, negatives, and KV usage above 1.
+// valid rejects NaN, infinities, negatives, and ratios above 1.
 func valid(query string, v float64) bool {
 	if !finite(v) || v < 0 {
 		return false
 	}
-	return query != QueryKvCacheUsage || v <= 1
+	return (query != QueryKvCacheUsage && query != QueryPrefixCacheHit) || v <= 1
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -46,9 +46,9 @@ func sample(v float64, labels ...string) *model.Sample {
 func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	few := Queries(DefaultLabels(), []string{"prod"}, []time.Duration{10 * time.Minute})
 	many := Queries(DefaultLabels(), []string{"a", "b", "c", "d"}, []time.Duration{10 * time.Minute, 10 * time.Minute})
-	assert.Len(t, few, 12)
-	assert.Len(t, many, 12, "same number of queries whatever the number of namespaces or models")
-	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 13, "one more per distinct window")
+	assert.Len(t, few, 13)
+	assert.Len(t, many, 13, "same number of queries whatever the number of namespaces or models")
+	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 14, "one more per distinct window")
 
 	evil := `prod"}) or vector(1) #`
 	q := Queries(DefaultLabels(), []string{evil, "x.y"}, nil)[1].Expr
@@ -58,7 +58,7 @@ func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	kv := few[0].Expr
 	assert.Contains(t, kv, "vllm:kv_cache_usage_perc")
 	assert.Contains(t, kv, "or max by (namespace, pod) (max_over_time(vllm:gpu_cache_usage_perc")
-	assert.Contains(t, few[11].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
+	assert.Contains(t, few[12].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
 }
 
 func TestIdleWindow(t *testing.T) {
@@ -102,7 +102,7 @@ func TestRequestCountQueriesBoundedWhateverThePeriods(t *testing.T) {
 			assert.Contains(t, q.Expr, "["+promDuration(q.Window)+"]")
 		}
 	}
-	assert.Len(t, qs, 11+len(IdleWindows), "11 metric queries + at most one per idle window")
+	assert.Len(t, qs, 12+len(IdleWindows), "12 metric queries + at most one per idle window")
 	assert.Len(t, windows, len(IdleWindows))
 	for w := range windows {
 		assert.Contains(t, IdleWindows, w)
@@ -112,8 +112,8 @@ func TestRequestCountQueriesBoundedWhateverThePeriods(t *testing.T) {
 	fq := &fakeQuerier{answers: map[string]model.Vector{"increase(vllm:request_success_total": {sample(7, "namespace", "prod", "model_name", "m")}}}
 	res, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(), Request{RetentionWindows: periods, Time: time.Now()})
 	require.NoError(t, err)
-	assert.Equal(t, 11+len(IdleWindows), res.Queries)
-	assert.Len(t, fq.seen, 11+len(IdleWindows))
+	assert.Equal(t, 12+len(IdleWindows), res.Queries)
+	assert.Len(t, fq.seen, 12+len(IdleWindows))
 	n, ok := res.RequestsOver(3*time.Minute+17*time.Second, ModelKey{"prod", "m"})
 	assert.True(t, ok, "a period is read through its idle window")
 	assert.Equal(t, 7.0, n)
@@ -142,6 +142,9 @@ func TestQueryExpressions(t *testing.T) {
 			[]string{`ns=~`}},
 		{QueryEPPQueueBytes, []string{"(llm_d_epp_flow_control_queue_bytes) or ", "(inference_extension_flow_control_queue_bytes)"}, []string{`ns=~`}},
 		{QueryAvgInputTokens, []string{`rate(vllm:request_prompt_tokens_sum{ns=~"prod"}[5m])`}, nil},
+		{QueryPrefixCacheHit, []string{
+			`sum by (ns, pod_name) (rate(vllm:prefix_cache_hits_total{ns=~"prod"}[5m])) / ` +
+				`sum by (ns, pod_name) (rate(vllm:prefix_cache_queries_total{ns=~"prod"}[5m]))`}, nil},
 		{QueryGatewayArrivals, []string{
 			"sum by (ns, target_model_name, model_name) (rate(inference_objective_request_total[60s])) or " +
 				"sum by (ns, target_model_name, model_name) (rate(inference_model_request_total[60s]))"},
@@ -181,13 +184,15 @@ func TestCollect(t *testing.T) {
 		},
 		"request_prompt_tokens":     {sample(512, "namespace", "prod", "pod", "a"), sample(math.NaN(), "namespace", "prod", "pod", "idle")},
 		"request_generation_tokens": {sample(128, "namespace", "prod", "pod", "a")},
-		"request_success_total":     {sample(42, "namespace", "prod", "model_name", "meta/llama"), sample(math.Inf(1), "namespace", "prod", "model_name", "x")},
+		"prefix_cache_hits_total": {sample(0.25, "namespace", "prod", "pod", "a"), sample(1.5, "namespace", "prod", "pod", "bad-hit"),
+			sample(math.NaN(), "namespace", "prod", "pod", "no-lookups")},
+		"request_success_total": {sample(42, "namespace", "prod", "model_name", "meta/llama"), sample(math.Inf(1), "namespace", "prod", "model_name", "x")},
 	}}
 	c := Collector{API: fq, Labels: DefaultLabels()}
 	res, err := c.Collect(context.Background(), Request{Namespaces: []string{"prod"}, RetentionWindows: []time.Duration{10 * time.Minute}, Time: time.Now()})
 	require.NoError(t, err)
-	assert.Equal(t, 12, res.Queries)
-	assert.Len(t, fq.seen, 12)
+	assert.Equal(t, 13, res.Queries)
+	assert.Len(t, fq.seen, 13)
 	a := res.Pods[PodKey{"prod", "a"}]
 	assert.True(t, a.Reporting())
 	assert.Equal(t, 0.5, a.KvCacheUsage)
@@ -196,11 +201,14 @@ func TestCollect(t *testing.T) {
 	assert.Equal(t, int64(16), a.BlockSize)
 	assert.Equal(t, 512.0, a.AvgInputTokens)
 	assert.Equal(t, 128.0, a.AvgOutputTokens)
+	assert.Equal(t, 0.25, a.PrefixCacheHitRate)
+	assert.NotContains(t, res.Pods, PodKey{"prod", "bad-hit"}, "a hit rate above 1 is a bad sample")
+	assert.NotContains(t, res.Pods, PodKey{"prod", "no-lookups"}, "0/0 hit rate is no data")
 	assert.NotContains(t, res.Pods, PodKey{"prod", "bad-kv"})
 	assert.NotContains(t, res.Pods, PodKey{"prod", "idle"}, "0/0 token average is no data, not a pod")
 	// The arrival-rate query reads the same counter; its per-model samples
 	// have no pod label.
-	assert.Equal(t, map[string]int{"kv_cache_usage": 3, "queue_length": 1, "cache_config_info": 1, "request_count": 1, "arrival_rate": 2}, res.Dropped)
+	assert.Equal(t, map[string]int{"kv_cache_usage": 3, "queue_length": 1, "cache_config_info": 1, "request_count": 1, "arrival_rate": 2, "prefix_cache_hit_rate": 1}, res.Dropped)
 
 	n, ok := res.RequestsOver(10*time.Minute, ModelKey{"prod", "meta/llama"})
 	assert.True(t, ok)

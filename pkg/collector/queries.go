@@ -19,6 +19,9 @@ const (
 	MetricRequestSuccess     = "vllm:request_success_total"
 	MetricPromptTokens       = "vllm:request_prompt_tokens"
 	MetricGenerationTokens   = "vllm:request_generation_tokens"
+	// Prefix cache counters: prompt tokens looked up, and found cached.
+	MetricPrefixCacheQueries = "vllm:prefix_cache_queries_total"
+	MetricPrefixCacheHits    = "vllm:prefix_cache_hits_total"
 	// Latency histograms (seconds). vLLM renamed the per-token latency
 	// histogram to inter_token_latency; the old name is the fallback.
 	MetricTTFT      = "vllm:time_to_first_token_seconds"
@@ -77,6 +80,7 @@ const (
 	QueryCacheConfigInfo = "cache_config_info"
 	QueryAvgInputTokens  = "avg_input_tokens"
 	QueryAvgOutputTokens = "avg_output_tokens"
+	QueryPrefixCacheHit  = "prefix_cache_hit_rate"
 	QueryArrivalRate     = "arrival_rate"
 	QueryAvgTTFT         = "avg_ttft"
 	QueryAvgITL          = "avg_itl"
@@ -119,7 +123,7 @@ type Query struct {
 	Window time.Duration
 }
 
-// Queries builds the cycle's queries: 11, plus one request count per
+// Queries builds the cycle's queries: 12, plus one request count per
 // distinct IdleWindow of the retention periods given (at most
 // len(IdleWindows)). Their number never depends on how many models or pods
 // there are: results are grouped by namespace and pod (or model) and split
@@ -136,6 +140,10 @@ func Queries(labels Labels, namespaces []string, windows []time.Duration) []Quer
 		{Name: QueryCacheConfigInfo, Expr: fmt.Sprintf("max by (%s, num_gpu_blocks, block_size) (%s%s)", byPod, MetricCacheConfigInfo, sel)},
 		{Name: QueryAvgInputTokens, Expr: histogramMean(byPod, MetricPromptTokens, sel, "5m")},
 		{Name: QueryAvgOutputTokens, Expr: histogramMean(byPod, MetricGenerationTokens, sel, "5m")},
+		// Share of prompt tokens found in the prefix cache (they need no
+		// prefill), over the same 5m as the token averages.
+		{Name: QueryPrefixCacheHit, Expr: fmt.Sprintf("sum by (%[1]s) (rate(%[2]s%[4]s[5m])) / sum by (%[1]s) (rate(%[3]s%[4]s[5m]))",
+			byPod, MetricPrefixCacheHits, MetricPrefixCacheQueries, sel)},
 		// Completions per second stand for arrivals: in steady state they
 		// are equal, every vLLM exports the counter with the pod's
 		// namespace, and the EPP's per-pod dispatch counter has no

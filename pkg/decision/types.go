@@ -210,6 +210,9 @@ const (
 	// RuleGPULimited marks a scale-up the GPU limiter cut or moved because
 	// the accelerator budget could not satisfy every group.
 	RuleGPULimited Rule = "gpu-limited"
+	// RuleRetentionHold marks an optimizer decision of zero held because
+	// the group is not idle over the retention period.
+	RuleRetentionHold Rule = "retention-hold"
 )
 
 // ActionFor derives the action from current and target replicas.

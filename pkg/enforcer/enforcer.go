@@ -96,7 +96,7 @@ func Enforce(in Input) []decision.Target {
 	case MetricsAvailable:
 		targets = withOptimizer(in, variants)
 	case MetricsUnreachable:
-		targets = preserve(variants, decision.RuleUnreachableHold, "Fallback: metrics source unreachable, preserving previous allocation")
+		targets = preserve(variants, decision.RuleUnreachableHold, "metrics source unreachable")
 	case MetricsMissing:
 		targets = holdMissing(variants)
 	default:
@@ -179,7 +179,7 @@ func withOptimizer(in Input, variants []decision.Variant) []decision.Target {
 			t.Rule = decision.RuleClamped
 		}
 		if t.Reason == "" {
-			t.Reason = "optimizer target"
+			t.Reason = ReasonOptimizer
 		}
 		if t.Rule == "" {
 			t.Rule = decision.RuleSteady
@@ -190,7 +190,7 @@ func withOptimizer(in Input, variants []decision.Variant) []decision.Target {
 	case RequestCountMissing(in):
 		return holdCurrent(targets, variants)
 	case idle(in) && allowsZero(variants) && firstRun(variants):
-		return relabel(targets, variants, "First run: preserving current replicas for Prometheus discovery grace period (group idle)")
+		return relabel(targets, variants, ReasonFirstRun+"; group idle")
 	case idle(in) && allowsZero(variants) && in.ScaleToZero.Enabled:
 		return setAll(variants, 0, decision.RuleScaleToZero, fmt.Sprintf("Scale-to-zero: no requests in retention period (%s)", in.ScaleToZero.RetentionPeriod))
 	case idle(in) && allowsZero(variants):
@@ -200,6 +200,10 @@ func withOptimizer(in Input, variants []decision.Variant) []decision.Target {
 			in.ScaleToZero.RetentionPeriod))
 	case allowsZero(variants) && !in.ScaleToZero.Enabled && total(targets) == 0:
 		return keepCheapest(variants, targets, "Scale-to-zero disabled: cheapest variant keeps 1 replica")
+	case allowsZero(variants) && total(targets) == 0:
+		// The optimizer's zero waits for the retention period: only a
+		// group idle over all of it goes to zero.
+		return holdZero(in, variants)
 	}
 	if why := busy(in); why != "" && allowsZero(variants) && in.RequestsInRetention != nil && *in.RequestsInRetention <= 0 {
 		// No request succeeded, yet there is load: say why the group is
@@ -228,16 +232,17 @@ func withoutMetrics(in Input, variants []decision.Variant) []decision.Target {
 		return lastResort(variants)
 	}
 	elapsed := in.Now.Sub(since).Round(time.Second)
+	retentionText := shortDuration(retention)
 	if !allowsZero(variants) {
 		targets := make([]decision.Target, 0, len(variants))
 		for _, v := range variants {
 			targets = append(targets, decision.Target{Variant: v.Name, Replicas: decision.Clamp(v.MinReplicas, v.MinReplicas, v.MaxReplicas), Rule: decision.RuleRetention,
-				Reason: fmt.Sprintf("Fallback: using minReplicas=%d after retention period (no metrics for %s > %s)", v.MinReplicas, elapsed, in.ScaleToZero.RetentionPeriod)})
+				Reason: fmt.Sprintf("Fallback: using minReplicas=%d after retention period (no metrics for >%s); last metrics %s ago", v.MinReplicas, retentionText, elapsed)})
 		}
 		return finish(targets, variants)
 	}
 	if in.ScaleToZero.Enabled {
-		return setAll(variants, 0, decision.RuleRetention, fmt.Sprintf("Fallback: scale-to-zero after retention period (no metrics for %s > %s)", elapsed, in.ScaleToZero.RetentionPeriod))
+		return setAll(variants, 0, decision.RuleRetention, fmt.Sprintf("Fallback: scale-to-zero after retention period (no metrics for >%s); last metrics %s ago", retentionText, elapsed))
 	}
 	cheapest := cheapestName(variants)
 	targets := make([]decision.Target, 0, len(variants))
@@ -289,20 +294,67 @@ func lastResort(variants []decision.Variant) []decision.Target {
 	return finish(targets, variants)
 }
 
+// Reasons worded as the design note (seeds/scaling-behavior.md) words them;
+// wva's detail follows after a semicolon.
+const (
+	ReasonOptimizer     = "Optimizer solution: cost and latency optimized allocation"
+	ReasonFirstRun      = "First run: preserving current replicas for Prometheus discovery grace period"
+	ReasonFallback      = "Fallback: preserving previous allocation (no optimizer solution)"
+	reasonRetentionHold = "Optimizer returned 0 but retention period not exceeded (%s), preserving allocation"
+)
+
 // preserve holds the previous decision (or, on the first run, the current
-// replica count), within bounds.
+// replica count), within bounds: the design note's fallback.
 func preserve(variants []decision.Variant, rule decision.Rule, why string) []decision.Target {
 	targets := make([]decision.Target, 0, len(variants))
 	for _, v := range variants {
 		n := v.DesiredReplicas
-		reason := fmt.Sprintf("%s %d", why, n)
+		reason := fmt.Sprintf("%s; %s, previous %d", ReasonFallback, why, n)
 		if v.LastUpdate.IsZero() {
 			n = v.CurrentReplicas
-			reason = fmt.Sprintf("%s: first run, keeping current %d", why, n)
+			reason = fmt.Sprintf("%s; %s, first run, keeping current %d", ReasonFallback, why, n)
 		}
 		targets = append(targets, decision.Target{Variant: v.Name, Replicas: decision.Clamp(n, v.MinReplicas, v.MaxReplicas), Rule: rule, Reason: reason})
 	}
 	return finish(targets, variants)
+}
+
+// holdZero keeps the previous decision (the current replicas on a first
+// run) when the optimizer returned 0 for a group not idle over the
+// retention period.
+func holdZero(in Input, variants []decision.Variant) []decision.Target {
+	why := "request count unknown"
+	switch b := busy(in); {
+	case in.RequestsInRetention != nil && *in.RequestsInRetention > 0:
+		why = fmt.Sprintf("%g requests in the last %s", *in.RequestsInRetention, shortDuration(in.ScaleToZero.RetentionPeriod.D()))
+	case b != "":
+		why = "not idle: " + b
+	}
+	targets := make([]decision.Target, 0, len(variants))
+	for _, v := range variants {
+		n := v.DesiredReplicas
+		reason := fmt.Sprintf(reasonRetentionHold+"; keeping %d", why, n)
+		rule := decision.RuleRetentionHold
+		if v.LastUpdate.IsZero() {
+			n = v.CurrentReplicas
+			reason = fmt.Sprintf("%s; optimizer returned 0 (%s), keeping current %d", ReasonFirstRun, why, n)
+			rule = decision.RuleFirstRunGrace
+		}
+		targets = append(targets, decision.Target{Variant: v.Name, Replicas: decision.Clamp(n, v.MinReplicas, v.MaxReplicas), Rule: rule, Reason: reason})
+	}
+	return finish(targets, variants)
+}
+
+// shortDuration writes d as the design note does: 5m, 1m30s, 1h.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // holdCurrent keeps every variant at no less than its current replicas

@@ -96,7 +96,7 @@ func TestEnforce(t *testing.T) {
 			in: Input{Metrics: MetricsUnreachable, RequestsInRetention: f(0), MetricsLastSeen: ago(24 * time.Hour), ScaleToZero: stz(true, 5*time.Minute),
 				Variants: []v{{Name: "v", Cost: 5, MinReplicas: 0, MaxReplicas: 10, CurrentReplicas: 5, DesiredReplicas: 5, LastUpdate: ago(24 * time.Hour)}}},
 			want:   map[string]int32{"v": 5},
-			reason: map[string]string{"v": "Fallback: metrics source unreachable, preserving previous allocation 5"},
+			reason: map[string]string{"v": "Fallback: preserving previous allocation (no optimizer solution); metrics source unreachable, previous 5"},
 		},
 		{
 			name: "unreachable metrics on the first run keep current",
@@ -130,7 +130,7 @@ func TestEnforce(t *testing.T) {
 			in: Input{Metrics: MetricsAbsent, ScaleToZero: stz(true, 5*time.Minute),
 				Variants: []v{{Name: "v", Cost: 5, MinReplicas: 0, MaxReplicas: 12, CurrentReplicas: 10, DesiredReplicas: 10, LastUpdate: ago(6 * time.Minute)}}},
 			want:   map[string]int32{"v": 0},
-			reason: map[string]string{"v": "Fallback: scale-to-zero after retention period (no metrics for 6m0s > 5m0s)"},
+			reason: map[string]string{"v": "Fallback: scale-to-zero after retention period (no metrics for >5m); last metrics 6m0s ago"},
 		},
 		{
 			// The same scenario with the target's pods Ready: series absent
@@ -446,5 +446,121 @@ func TestRequestCountMissing(t *testing.T) {
 	}
 	for _, tc := range cases {
 		assert.Equal(t, tc.want, RequestCountMissing(tc.in), tc.name)
+	}
+}
+
+// TestReasonsUseDesignNoteWording pins each status reason that
+// seeds/scaling-behavior.md spells out: the note's string, then wva's
+// detail after a semicolon.
+func TestReasonsUseDesignNoteWording(t *testing.T) {
+	one := func(min int32, current, desired int32, lastUpdate time.Time) []v {
+		return []v{{Name: "v", Cost: 5, MinReplicas: min, MaxReplicas: 10, CurrentReplicas: current, DesiredReplicas: desired, LastUpdate: lastUpdate}}
+	}
+	two := []v{
+		{Name: "cheap", Cost: 5, MaxReplicas: 10, CurrentReplicas: 2, DesiredReplicas: 2, LastUpdate: ago(6 * time.Minute)},
+		{Name: "dear", Cost: 15, MaxReplicas: 10, CurrentReplicas: 1, DesiredReplicas: 1, LastUpdate: ago(6 * time.Minute)},
+	}
+	zero := []decision.Target{{Variant: "v", Replicas: 0}}
+	cases := []struct {
+		name string
+		in   Input
+		want map[string]string // variant -> exact reason
+		n    map[string]int32
+		rule decision.Rule
+	}{
+		{
+			name: "normal optimizer solution",
+			in:   Input{Metrics: MetricsAvailable, RequestsInRetention: f(40), ScaleToZero: stz(true, 5*time.Minute), Variants: one(0, 2, 2, ago(time.Hour)), Targets: []decision.Target{{Variant: "v", Replicas: 3}}},
+			want: map[string]string{"v": "Optimizer solution: cost and latency optimized allocation"},
+			n:    map[string]int32{"v": 3}, rule: decision.RuleSteady,
+		},
+		{
+			name: "first run grace period",
+			in:   Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), ScaleToZero: stz(true, 5*time.Minute), Variants: one(0, 2, 0, time.Time{}), Targets: zero},
+			want: map[string]string{"v": "First run: preserving current replicas for Prometheus discovery grace period; group idle"},
+			n:    map[string]int32{"v": 2}, rule: decision.RuleFirstRunGrace,
+		},
+		{
+			name: "optimizer returned 0 within the retention period (requests seen)",
+			in:   Input{Metrics: MetricsAvailable, RequestsInRetention: f(12), ScaleToZero: stz(true, 5*time.Minute), Variants: one(0, 3, 3, ago(90*time.Second)), Targets: zero},
+			want: map[string]string{"v": "Optimizer returned 0 but retention period not exceeded (12 requests in the last 5m), preserving allocation; keeping 3"},
+			n:    map[string]int32{"v": 3}, rule: decision.RuleRetentionHold,
+		},
+		{
+			name: "optimizer returned 0, no request succeeded but a pod holds load",
+			in: Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), ScaleToZero: stz(true, 5*time.Minute), Variants: one(0, 1, 1, ago(time.Hour)), Targets: zero,
+				Replicas: []decision.ReplicaMetrics{{Pod: "p", Variant: "v", QueueLength: 2}}},
+			want: map[string]string{"v": "Optimizer returned 0 but retention period not exceeded (not idle: pod p has 2 queued requests and KV cache usage 0.000), preserving allocation; keeping 1"},
+			n:    map[string]int32{"v": 1}, rule: decision.RuleRetentionHold,
+		},
+		{
+			name: "optimizer returned 0 on a first run keeps current",
+			in:   Input{Metrics: MetricsAvailable, RequestsInRetention: f(7), ScaleToZero: stz(true, 10*time.Minute), Variants: one(0, 2, 0, time.Time{}), Targets: zero},
+			want: map[string]string{"v": "First run: preserving current replicas for Prometheus discovery grace period; optimizer returned 0 (7 requests in the last 10m), keeping current 2"},
+			n:    map[string]int32{"v": 2}, rule: decision.RuleFirstRunGrace,
+		},
+		{
+			name: "fallback: no optimizer solution (metrics source unreachable)",
+			in:   Input{Metrics: MetricsUnreachable, ScaleToZero: stz(true, 5*time.Minute), Variants: one(2, 5, 8, ago(2*time.Minute))},
+			want: map[string]string{"v": "Fallback: preserving previous allocation (no optimizer solution); metrics source unreachable, previous 8"},
+			n:    map[string]int32{"v": 8}, rule: decision.RuleUnreachableHold,
+		},
+		{
+			name: "retention scenario A: scale to zero enabled, every min 0",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz(true, 5*time.Minute), Variants: one(0, 4, 4, ago(6*time.Minute))},
+			want: map[string]string{"v": "Fallback: scale-to-zero after retention period (no metrics for >5m); last metrics 6m0s ago"},
+			n:    map[string]int32{"v": 0}, rule: decision.RuleRetention,
+		},
+		{
+			name: "retention scenario B: scale to zero disabled, every min 0",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz(false, 5*time.Minute), Variants: two},
+			want: map[string]string{
+				"cheap": "Fallback: cheapest variant with 1 replica after retention period (no metrics, scaleToZero disabled)",
+				"dear":  "Fallback: non-cheapest variant scaled to 0 after retention period (no metrics, scaleToZero disabled)",
+			},
+			n: map[string]int32{"cheap": 1, "dear": 0}, rule: decision.RuleRetention,
+		},
+		{
+			name: "retention scenario C: a variant with minReplicas > 0",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz(true, 5*time.Minute), Variants: one(2, 4, 4, ago(6*time.Minute))},
+			want: map[string]string{"v": "Fallback: using minReplicas=2 after retention period (no metrics for >5m); last metrics 6m0s ago"},
+			n:    map[string]int32{"v": 2}, rule: decision.RuleRetention,
+		},
+		{
+			name: "last resort: deployment discovered late",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz(true, 5*time.Minute), Variants: one(0, 5, 0, ago(time.Minute))},
+			want: map[string]string{"v": "Last resort: deployment discovered late, using current=5 (was 0)"},
+			n:    map[string]int32{"v": 5}, rule: decision.RuleLastResort,
+		},
+		{
+			name: "last resort: maintaining controller intent",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz(true, 5*time.Minute), Variants: one(2, 5, 10, ago(2*time.Minute))},
+			want: map[string]string{"v": "Last resort: maintaining controller intent: max(minReplicas=2, previousOptimized=10) = 10"},
+			n:    map[string]int32{"v": 10}, rule: decision.RuleLastResort,
+		},
+		{
+			name: "last resort: first run with current=0",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz(true, 5*time.Minute), Variants: one(0, 0, 0, time.Time{})},
+			want: map[string]string{"v": "Last resort: first run with current=0, using safe default of 1 (waiting for deployment discovery)"},
+			n:    map[string]int32{"v": 1}, rule: decision.RuleLastResort,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.in.Now = now
+			got := Enforce(c.in)
+			for _, tg := range got {
+				assert.Equal(t, c.want[tg.Variant], tg.Reason, tg.Variant)
+				assert.Equal(t, c.n[tg.Variant], tg.Replicas, tg.Variant)
+				assert.Equal(t, c.rule, tg.Rule, tg.Variant)
+			}
+			assert.Len(t, got, len(c.want))
+		})
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for in, want := range map[time.Duration]string{5 * time.Minute: "5m", 90 * time.Second: "1m30s", time.Hour: "1h", 30 * time.Second: "30s", 90 * time.Minute: "1h30m"} {
+		assert.Equal(t, want, shortDuration(in), in.String())
 	}
 }

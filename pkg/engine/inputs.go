@@ -119,7 +119,7 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 				p.Input.Group.Replicas = append(p.Input.Group.Replicas, decision.ReplicaMetrics{
 					Pod: pod, Variant: m.VA.Name, KvCacheUsage: pm.KvCacheUsage, QueueLength: pm.QueueLength,
 					NumGPUBlocks: pm.NumGPUBlocks, BlockSize: pm.BlockSize,
-					AvgInputTokens: pm.AvgInputTokens, AvgOutputTokens: pm.AvgOutputTokens,
+					AvgInputTokens: pm.AvgInputTokens, AvgOutputTokens: pm.AvgOutputTokens, PrefixCacheHitRate: pm.PrefixCacheHitRate,
 					ArrivalRate: pm.ArrivalRate, AvgTTFTms: pm.AvgTTFTms, AvgITLms: pm.AvgITLms,
 				})
 			}

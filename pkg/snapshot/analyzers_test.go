@@ -57,6 +57,32 @@ func TestTokenSnapshot(t *testing.T) {
 	assert.Contains(t, table, "required 169224")
 }
 
+// A snapshot's per-replica prefixCacheHitRate reaches the token analyzer:
+// token-scale-up.yaml with half the prompt tokens cached queues 164,000
+// tokens instead of 220,000 (pkg/analyzer/token
+// TestPrefixCacheDiscountsQueuedDemand), and the H100 gets 2 more, not 3.
+func TestTokenSnapshotPrefixCacheHitRate(t *testing.T) {
+	data, err := os.ReadFile("../../examples/snapshots/token-scale-up.yaml")
+	require.NoError(t, err)
+	doc := strings.ReplaceAll(string(data), "avgOutputTokens: 200}", "avgOutputTokens: 200, prefixCacheHitRate: 0.5}")
+	require.Equal(t, 3, strings.Count(doc, "prefixCacheHitRate: 0.5"))
+	s, err := Parse([]byte(doc))
+	require.NoError(t, err)
+	out, err := Decide(s)
+	require.NoError(t, err)
+	text, err := Render(out, "json")
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(text, &got))
+	a := got["analysis"].(map[string]any)
+	assert.Equal(t, 0.5, a["prefixCacheHitRate"])
+	assert.InDelta(t, 164000.0, a["total"].(map[string]any)["demand"], 1e-6)
+	assert.Equal(t, map[string]float64{"v1-l4": 2, "v2-h100": 3}, targetsByName(got))
+
+	_, err = Parse([]byte(strings.Replace(doc, "prefixCacheHitRate: 0.5}", "prefixCacheHitRate: -0.1}", 1)))
+	assert.ErrorContains(t, err, "prefixCacheHitRate: -0.1 is outside [0, 1]")
+}
+
 func TestQueueingSnapshot(t *testing.T) {
 	_, doc, table := decideFile(t, "../../examples/snapshots/queueing-slo.yaml")
 	assert.Equal(t, "queueing-model", doc["analyzer"])

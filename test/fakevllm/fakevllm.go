@@ -38,6 +38,8 @@ type Exporter struct {
 	eppSize  *prometheus.GaugeVec
 	eppBytes *prometheus.GaugeVec
 	gateway  *prometheus.CounterVec
+	pcQuery  *prometheus.CounterVec
+	pcHit    *prometheus.CounterVec
 	srv      *http.Server
 	ln       net.Listener
 	legacyKV bool
@@ -82,8 +84,10 @@ func Start(legacyKV bool) (*Exporter, error) {
 		eppBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: eppPrefix + "_flow_control_queue_bytes", Help: "EPP queued bytes."}, eppLabels),
 		gateway: prometheus.NewCounterVec(prometheus.CounterOpts{Name: gatewayName, Help: "Requests received by the EPP."},
 			[]string{"model_name", "target_model_name"}),
+		pcQuery: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:prefix_cache_queries_total", Help: "Prompt tokens looked up in the prefix cache."}, podLabels),
+		pcHit:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:prefix_cache_hits_total", Help: "Prompt tokens found in the prefix cache."}, podLabels),
 	}
-	e.reg.MustRegister(e.kv, e.waiting, e.running, e.config, e.success, e.prompt, e.output, e.ttft, e.itl, e.eppSize, e.eppBytes, e.gateway)
+	e.reg.MustRegister(e.kv, e.waiting, e.running, e.config, e.success, e.prompt, e.output, e.ttft, e.itl, e.eppSize, e.eppBytes, e.gateway, e.pcQuery, e.pcHit)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -117,14 +121,18 @@ type Request struct {
 	PromptTokens, OutputTokens float64
 	// TTFT and ITL in seconds, as vLLM observes them.
 	TTFT, ITL float64
+	// CachedPromptTokens of PromptTokens were found in the prefix cache.
+	CachedPromptTokens float64
 }
 
 // Finished records n finished requests like r for the pod: the success
-// counter and the token and latency histograms (ITL once per request,
+// counter, the prefix cache counters, and the token and latency histograms (ITL once per request,
 // which keeps its mean).
 func (e *Exporter) Finished(p Pod, n int, r Request) {
 	l := []string{p.Namespace, p.Name, p.Model}
 	e.success.WithLabelValues(append(l, "stop")...).Add(float64(n))
+	e.pcQuery.WithLabelValues(l...).Add(float64(n) * r.PromptTokens)
+	e.pcHit.WithLabelValues(l...).Add(float64(n) * r.CachedPromptTokens)
 	for range n {
 		e.prompt.WithLabelValues(l...).Observe(r.PromptTokens)
 		e.output.WithLabelValues(l...).Observe(r.OutputTokens)

@@ -130,7 +130,7 @@ func TestAdapterEndToEnd(t *testing.T) {
 	t.Run("the adapter exports its own metrics", func(t *testing.T) {
 		body := httpGet(ctx, t, adapter.MetricsURL+"/metrics")
 		assert.Contains(t, body, `wva_desired_replicas{accelerator="",model_id="meta/llama-3.1-8b",namespace="prod",variant_name="llama-l4"} 3`)
-		assert.Contains(t, body, "wva_prometheus_queries_per_cycle 12", "11 vLLM and EPP queries plus one idle window")
+		assert.Contains(t, body, "wva_prometheus_queries_per_cycle 13", "12 vLLM and EPP queries plus one idle window")
 		assert.Contains(t, body, `wva_decisions_total{action="scale-up",rule="scale-up"}`)
 		assert.Contains(t, body, "wva_engine_cycle_duration_seconds_count")
 		assert.Contains(t, body, "wva_engine_last_success_timestamp_seconds")

@@ -20,7 +20,7 @@ import (
 // TestCollectorAgainstPrometheus runs the collector's real PromQL against
 // Debian's Prometheus: new and legacy KV gauge and ITL histogram names,
 // namespace filtering, a model ID full of PromQL syntax, the arrival rate,
-// mean TTFT and ITL, and the EPP queue (new and deprecated names, no
+// mean TTFT and ITL, the prefix cache hit rate, and the EPP queue (new and deprecated names, no
 // namespace label).
 func TestCollectorAgainstPrometheus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -45,7 +45,7 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 	current.Served(c, 5)
 	// Steady traffic: 4 req/s on new-0 (inter_token_latency), 2 req/s on
 	// old-0 (time_per_output_token, the fallback).
-	startTraffic(t, current, a, 4, fakevllm.Request{PromptTokens: 500, OutputTokens: 100, TTFT: 0.080, ITL: 0.012})
+	startTraffic(t, current, a, 4, fakevllm.Request{PromptTokens: 500, OutputTokens: 100, TTFT: 0.080, ITL: 0.012, CachedPromptTokens: 200})
 	startTraffic(t, legacy, b, 2, fakevllm.Request{PromptTokens: 200, OutputTokens: 50, TTFT: 0.250, ITL: 0.030})
 	current.SetEPPQueue("meta/llama", "llama-pool", 6, 6000)
 	legacy.SetEPPQueue("meta/llama", "llama-pool", 100, 1) // deprecated name for the same model: ignored
@@ -66,7 +66,7 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 		}
 		return len(res.Pods) == 3 && res.Pods[collector.PodKey{Namespace: "prod", Pod: "old-0"}].Reporting(), fmt_(res.Pods, nil)
 	})
-	assert.Equal(t, 12, res.Queries, "11 metric queries + 1 per retention window")
+	assert.Equal(t, 13, res.Queries, "12 metric queries + 1 per retention window")
 	assert.Equal(t, 0.42, res.Pods[collector.PodKey{Namespace: "prod", Pod: "new-0"}].KvCacheUsage)
 	assert.Equal(t, 3.0, res.Pods[collector.PodKey{Namespace: "prod", Pod: "new-0"}].QueueLength)
 	assert.Equal(t, 0.61, res.Pods[collector.PodKey{Namespace: "prod", Pod: "old-0"}].KvCacheUsage, "legacy gauge name as fallback")
@@ -105,6 +105,10 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 	assert.InDelta(t, 30, pb.AvgITLms, 0.01, "legacy ITL histogram as fallback")
 	assert.InDelta(t, 500, pa.AvgInputTokens, 0.01)
 	assert.InDelta(t, 50, pb.AvgOutputTokens, 0.01)
+	// hits / queries of prompt tokens: 200 of 500 cached on new-0, none
+	// on old-0 (counters present, hits 0).
+	assert.InDelta(t, 0.4, pa.PrefixCacheHitRate, 0.001)
+	assert.Equal(t, 0.0, pb.PrefixCacheHitRate)
 
 	// The EPP series have no namespace label: they count for the model in
 	// any namespace. Where the new name has the model, the deprecated one
@@ -180,8 +184,8 @@ func TestCollectorGatewayArrivalsAgainstPrometheus(t *testing.T) {
 	}
 	res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, RetentionWindows: periods, Time: time.Now()})
 	require.NoError(t, err)
-	assert.LessOrEqual(t, res.Queries, 11+len(collector.IdleWindows))
-	assert.Len(t, res.Requests, res.Queries-11, "one answer per window queried")
+	assert.LessOrEqual(t, res.Queries, 12+len(collector.IdleWindows))
+	assert.Len(t, res.Requests, res.Queries-12, "one answer per window queried")
 }
 
 // startGatewayTraffic counts requests at the EPP at steady rates (req/s per

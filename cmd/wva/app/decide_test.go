@@ -112,7 +112,7 @@ func TestDecideScaleToZeroUnderFaults(t *testing.T) {
 			// 6m grace, the retention rule applies again.
 			s = strings.Replace(s, `scaledFromZeroAt: "2026-11-23T11:59:20Z"`, `scaledFromZeroAt: "2026-11-23T11:50:00Z"`, 1)
 			return strings.Replace(s, "    replicas: []", "    startupAllowance: 5m\n    replicas: []", 1)
-		}, want: 0, reason: "Fallback: scale-to-zero after retention period (no metrics for 15m0s > 10m0s)"},
+		}, want: 0, reason: "Fallback: scale-to-zero after retention period (no metrics for >10m); last metrics 15m0s ago"},
 		{file: "gateway-queue.yaml", want: 1, reason: "not idle: 6 requests wait at the gateway"},
 		{file: "gateway-queue.yaml", edit: func(s string) string {
 			return strings.Replace(s, "schedulerQueue: {size: 6, bytes: 0}", "schedulerQueue: {size: 0, bytes: 0}", 1)

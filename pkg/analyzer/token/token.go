@@ -320,13 +320,16 @@ func BacklogWeight(drainSeconds, avgOut, avgITLms float64) float64 {
 	return math.Min(1, avgOut*avgITLms/1000/drainSeconds)
 }
 
-// ReplicaDemand is tokens in use plus the local queue's prompt tokens; a
-// decode (or whole-request) replica also holds the queued requests' output.
-func ReplicaDemand(tokensInUse, queue, avgIn, avgOut float64, role decision.Role) float64 {
+// ReplicaDemand is tokens in use plus the local queue's prompt tokens, less
+// the share found in the prefix cache (hitRate: cached blocks are shared and
+// need no prefill), as the EPP queue's demand is discounted; a decode (or
+// whole-request) replica also holds the queued requests' output.
+func ReplicaDemand(tokensInUse, queue, avgIn, avgOut, hitRate float64, role decision.Role) float64 {
+	in := avgIn * (1 - clamp01(hitRate))
 	if role.Normalized() == decision.RolePrefill {
-		return tokensInUse + queue*avgIn
+		return tokensInUse + queue*in
 	}
-	return tokensInUse + queue*(avgIn+avgOut)
+	return tokensInUse + queue*(in+avgOut)
 }
 
 // Signals returns required capacity RC = max(0, D/scaleUpThreshold -
@@ -436,15 +439,17 @@ func (a *Analysis) replicaCapacities(replicas []decision.ReplicaMetrics, byName 
 			a.ReplicasWithoutCache++
 			continue
 		}
-		in, out := r.AvgInputTokens, r.AvgOutputTokens
+		in, out, hit := r.AvgInputTokens, r.AvgOutputTokens, r.PrefixCacheHitRate
 		if in <= 0 {
-			in = a.AvgInputTokens
+			// No prompt served in the window: the group's workload,
+			// prefix hit rate included.
+			in, hit = a.AvgInputTokens, a.PrefixCacheHitRate
 		}
 		if out <= 0 {
 			out = a.AvgOutputTokens
 		}
 		rc := ReplicaCapacity{Pod: r.Pod, Variant: r.Variant, KVCapacityTokens: kv, TokensInUse: r.TokensInUseOrDerived(), QueueLength: r.QueueLength}
-		rc.Demand = ReplicaDemand(rc.TokensInUse, r.QueueLength*a.BacklogWeight, in, out, v.Role)
+		rc.Demand = ReplicaDemand(rc.TokensInUse, r.QueueLength*a.BacklogWeight, in, out, hit, v.Role)
 		rc.K1 = kv * cfg.KvCacheThreshold
 		rc.K2, rc.K2Source = st.k2(v, r.QueueLength, rc.TokensInUse, in, out, cfg.QueueLengthThreshold, rc.K1)
 		if rc.K2Source == K2Fallback {

@@ -118,11 +118,31 @@ func TestSchedulerQueueDemand(t *testing.T) {
 }
 
 func TestReplicaDemandAndSignals(t *testing.T) {
-	// 8000 in use + 3 queued * 1000 prompt tokens = 11,000 on a prefill pod;
-	// + 3 * (1000 + 200) = 11,600 on a decode or whole-request pod.
-	assert.Equal(t, 11000.0, ReplicaDemand(8000, 3, 1000, 200, decision.RolePrefill))
-	assert.Equal(t, 11600.0, ReplicaDemand(8000, 3, 1000, 200, decision.RoleDecode))
-	assert.Equal(t, 11600.0, ReplicaDemand(8000, 3, 1000, 200, ""))
+	demand := []struct {
+		name string
+		hit  float64
+		role decision.Role
+		want float64
+	}{
+		// 8000 in use + 3 queued * 1000 prompt tokens = 11,000 on a
+		// prefill pod; + 3 * (1000 + 200) = 11,600 on a decode or
+		// whole-request pod.
+		{"prefill, no prefix hits", 0, decision.RolePrefill, 11000},
+		{"decode, no prefix hits", 0, decision.RoleDecode, 11600},
+		{"whole request, no prefix hits", 0, "", 11600},
+		// 40% of prompt tokens cached: 8000 + 3 * 600 = 9,800; + 3 * 200
+		// output = 10,400.
+		{"prefill, 40% prefix hits", 0.4, decision.RolePrefill, 9800},
+		{"whole request, 40% prefix hits", 0.4, "", 10400},
+		// Every prompt token cached: only the output remains queued.
+		{"whole request, all cached", 1, "", 8600},
+		// A rate outside 0..1 is clamped, never inflating demand.
+		{"negative rate is no discount", -0.5, decision.RolePrefill, 11000},
+		{"rate above 1 is all cached", 1.5, decision.RolePrefill, 8000},
+	}
+	for _, c := range demand {
+		assert.InDelta(t, c.want, ReplicaDemand(8000, 3, 1000, 200, c.hit, c.role), 1e-9, c.name)
+	}
 
 	cases := []struct {
 		name                        string
@@ -356,6 +376,45 @@ func TestMultiReplicaScaleUp(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDelta(t, 220000/0.85-153600, res.Signal.RequiredCapacity, 1e-6)
 	assert.Equal(t, map[string]int32{"l4": 10, "h100": 2}, targets(optimizer.OptimizeGroup(g, res.Signal)))
+}
+
+// The prefix cache hit rate discounts the prompt tokens of queued requests,
+// in each pod's queue and in the EPP's. TestMultiReplicaScaleUp's group with
+// half the prompt tokens cached: pod demand L4 12,800 + 4*(500+200) = 15,600,
+// H100 60,000 + 2,800 = 62,800; EPP 100*1,000*0.5 + 100*200 = 70,000.
+// D = 2*15,600 + 62,800 + 70,000 = 164,000; RC = 164,000/0.85 - 89,600 =
+// 103,341.18 -> H100 gets ceil(/64,000) = 2 more (4 more without the cache).
+func TestPrefixCacheDiscountsQueuedDemand(t *testing.T) {
+	cases := []struct {
+		name   string
+		hit    float64
+		demand float64
+		h100   int32
+	}{
+		{"no prefix hits", 0, 220000, 4},
+		{"half the prompt tokens cached", 0.5, 164000, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := decision.Group{ModelID: "m", SchedulerQueueSize: 100,
+				Variants: []decision.Variant{
+					{Name: "l4", Accelerator: "L4", Cost: 5, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 2},
+					{Name: "h100", Accelerator: "H100", Cost: 15, MinReplicas: 1, MaxReplicas: 8, CurrentReplicas: 1},
+				},
+				Replicas: []decision.ReplicaMetrics{rep("l4-a", "l4", 0.8, 4, 1000), rep("l4-b", "l4", 0.8, 4, 1000), rep("h100-a", "h100", 0.75, 4, 5000)},
+			}
+			for i := range g.Replicas {
+				g.Replicas[i].PrefixCacheHitRate = c.hit
+			}
+			res, err := Analyzer{}.AnalyzeState(g, defaults(), nil)
+			require.NoError(t, err)
+			a := res.Details.(Analysis)
+			assert.InDelta(t, c.hit, a.PrefixCacheHitRate, 1e-12)
+			assert.InDelta(t, c.demand, a.Total.Demand, 1e-6)
+			assert.InDelta(t, c.demand/0.85-89600, res.Signal.RequiredCapacity, 1e-6)
+			assert.Equal(t, map[string]int32{"l4": 2, "h100": c.h100}, targets(optimizer.OptimizeGroup(g, res.Signal)))
+		})
+	}
 }
 
 // Spare capacity is removed from the most expensive per token first:
