@@ -60,7 +60,7 @@ func TestScaledObjectOptInByAnnotations(t *testing.T) {
 	}
 	_, err = cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: configLabels()},
-		Data:       map[string]string{"default": "kvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
+		Data:       map[string]string{"default": "analyzerName: saturation-percentage\nkvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	servingVariant(ctx, t, cs, "prod", "llama-l4", 2, []string{"llama-l4-0", "llama-l4-1"})

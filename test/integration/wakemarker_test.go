@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -81,49 +78,9 @@ func waitAtZero(ctx context.Context, t *testing.T, w *scalefromzero.Waker, key s
 	})
 }
 
-// version is one observed version of an object: its resourceVersion (an
-// etcd revision on the real API server, so comparable across kinds) and
-// what the test looks at.
-type version struct {
-	rv       uint64
-	replicas int32
-	marker   string
-}
-
-// recordVersions records every version a watch delivers until ctx ends.
-func recordVersions(ctx context.Context, w watch.Interface, mu *sync.Mutex, out *[]version) {
-	go func() {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				var v version
-				switch o := ev.Object.(type) {
-				case *appsv1.Deployment:
-					v.rv, _ = strconv.ParseUint(o.ResourceVersion, 10, 64)
-					v.replicas = *o.Spec.Replicas
-				case *llmdv1alpha1.VariantAutoscaling:
-					v.rv, _ = strconv.ParseUint(o.ResourceVersion, 10, 64)
-					v.marker = o.Annotations[llmdv1alpha1.AnnotationScaledFromZeroAt]
-				default:
-					continue
-				}
-				mu.Lock()
-				*out = append(*out, v)
-				mu.Unlock()
-			}
-		}
-	}()
-}
-
-// TestWakeMarkerBeforeScale: across wake-ups by the fast path, no version
-// of the target with a replica exists while the VA, as of the same
-// revision, lacks the marker of that wake. A reader that sees the replica
+// TestWakeMarkerBeforeScale: across wake-ups by the fast path, the VA as of
+// the revision just before the target's scale from 0 (read exactly from
+// etcd) already carries that wake's marker. A reader that sees the replica
 // and then reads the VA (or writes it conditionally) cannot miss the wake.
 func TestWakeMarkerBeforeScale(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -133,15 +90,6 @@ func TestWakeMarkerBeforeScale(t *testing.T) {
 	sfzDeployment(ctx, t, cs, ns, name, 0, nil)
 	_, err := wva.LlmdV1alpha1().VariantAutoscalings(ns).Create(ctx, newVA(ns, name, model, "5", 0, 2), metav1.CreateOptions{})
 	require.NoError(t, err)
-
-	var mu sync.Mutex
-	var deploys, vas []version
-	dw, err := cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	vw, err := wva.LlmdV1alpha1().VariantAutoscalings(ns).Watch(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	recordVersions(ctx, dw, &mu, &deploys)
-	recordVersions(ctx, vw, &mu, &vas)
 
 	waker := newWakeRig(ctx, t, cluster, wva, ns, nil)
 	key := scalefromzero.GroupKey{Namespace: ns, ModelID: model}
@@ -155,21 +103,24 @@ func TestWakeMarkerBeforeScale(t *testing.T) {
 		start := time.Now().Add(-time.Millisecond)
 		o := waker.Wake(ctx, key, time.Now())
 		require.Equal(t, scalefromzero.ResultScaled, o.Result, "trial %d: %s", i, o.Message)
-		testenv.Eventually(ctx, t, "the watches saw the wake", func() (bool, string) {
-			mu.Lock()
-			defer mu.Unlock()
-			ok := len(deploys) > 0 && deploys[len(deploys)-1].replicas == 1
-			return ok, "waiting"
-		})
-		mu.Lock()
-		scaledAt := deploys[len(deploys)-1].rv
-		var marker string
-		for _, v := range vas {
-			if v.rv < scaledAt {
-				marker = v.marker // the VA as of the woken target's revision
-			}
-		}
-		mu.Unlock()
+		// Nothing else writes the Deployment here (no controller-manager):
+		// its revision now is the scale's.
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, int32(1), *d.Spec.Replicas)
+		scaledAt, err := strconv.ParseUint(d.ResourceVersion, 10, 64)
+		require.NoError(t, err)
+		// The store as of the revision just before the scale, read
+		// exactly from etcd (no watch that could lag).
+		before := metav1.ListOptions{ResourceVersion: strconv.FormatUint(scaledAt-1, 10), ResourceVersionMatch: metav1.ResourceVersionMatchExact}
+		ds, err := cs.AppsV1().Deployments(ns).List(ctx, before)
+		require.NoError(t, err)
+		require.Len(t, ds.Items, 1)
+		require.Zero(t, *ds.Items[0].Spec.Replicas, "trial %d: revision %d is the scale from 0", i, scaledAt)
+		vs, err := wva.LlmdV1alpha1().VariantAutoscalings(ns).List(ctx, before)
+		require.NoError(t, err)
+		require.Len(t, vs.Items, 1)
+		marker := vs.Items[0].Annotations[llmdv1alpha1.AnnotationScaledFromZeroAt]
 		require.NotEmpty(t, marker, "trial %d: the target had a replica at revision %d before the VA had a wake marker", i, scaledAt)
 		at, err := time.Parse(time.RFC3339Nano, marker)
 		require.NoError(t, err)
