@@ -7,12 +7,17 @@
 //   - Capacity is each variant's request rate per replica at the SLO
 //     (capacity.go), learned online from the replicas' ITL at their
 //     concurrency, with a prior from the engine args and KV geometry.
+//   - Demand rising steadily is forecast over the start-up delay: a
+//     replica ordered now serves at the end of it (trend.go).
 //   - The plan covers that demand with a square-root safety margin for the
 //     SLO's attainment, holds the highest arrival plan of the last
 //     holdFactor start-up delays (a lull shorter than that costs less to
 //     ride out than the start-up the next burst would need; a drained
 //     backlog does not come back, so it is not held), and picks the exact
-//     cheapest integer mix of variants that covers it.
+//     cheapest integer mix of variants that covers it. A shortfall within
+//     smallShortfall of the supply orders only once it has lasted a
+//     metrics window: one window's noise in the arrivals or the request
+//     shape passes before the replica it would order starts.
 //
 // The analyzer is a pure function of the group, the configuration and its
 // previous State.
@@ -53,6 +58,17 @@ const (
 	WhyHorizon = "horizon-hold"
 	WhyMax     = "max-replicas"
 	WhyFloor   = "floor"
+	WhyTrend   = "trend"
+	WhyPersist = "short-wait"
+)
+
+const (
+	// smallShortfall is the share of the supply a shortfall must exceed
+	// to order at once; a smaller one must last persistFor.
+	smallShortfall = 0.1
+	// persistFor is one metrics rate window: what a shortfall must
+	// outlast to be more than one window's noise.
+	persistFor = time.Minute
 )
 
 // State is what the planner remembers about a group between cycles.
@@ -73,6 +89,9 @@ type State struct {
 	Found   map[string]int32 `json:"found,omitempty"`
 	// LastRelease is when capacity was last given back.
 	LastRelease time.Time `json:"lastRelease,omitempty"`
+	// ShortSince is when a small shortfall began (zero when there is
+	// none).
+	ShortSince time.Time `json:"shortSince,omitempty"`
 	// Input and Output are the last known mean request shape.
 	Input  float64 `json:"inputTokens,omitempty"`
 	Output float64 `json:"outputTokens,omitempty"`
@@ -107,6 +126,8 @@ const settleCycles = 3
 type PlanPoint struct {
 	At   time.Time `json:"at"`
 	Rate float64   `json:"rate"`
+	// Arrivals is the arrival rate seen then, for the trend.
+	Arrivals float64 `json:"arrivals,omitempty"`
 }
 
 // VariantAnalysis is one variant's intermediate quantities.
@@ -129,7 +150,9 @@ type Analysis struct {
 	ArrivalSource string  `json:"arrivalSource"`
 	Backlog       float64 `json:"backlog"`
 	BacklogRate   float64 `json:"backlogRate"`
-	Horizon       string  `json:"horizon"`
+	// Rising is the growth forecast over the horizon (req/s).
+	Rising  float64 `json:"rising"`
+	Horizon string  `json:"horizon"`
 	// Staffed is demand plus the margin for the attainment target.
 	Staffed float64 `json:"staffedRate"`
 	// StaffedArrivals is Staffed without the backlog: what the hold
@@ -149,8 +172,8 @@ type Analysis struct {
 // Summary implements analyzer.Summarizer.
 func (a Analysis) Summary() []string {
 	lines := []string{
-		fmt.Sprintf("demand %.3f req/s (%s) + backlog %.0f over %s = %.3f req/s; with margin %.3f; held %.3f over %s",
-			a.ArrivalRate, a.ArrivalSource, a.Backlog, a.Horizon, a.ArrivalRate+a.BacklogRate, a.Staffed, a.Held, a.Hold),
+		fmt.Sprintf("demand %.3f req/s (%s) + rising %.3f + backlog %.0f over %s = %.3f req/s; with margin %.3f; held %.3f over %s",
+			a.ArrivalRate, a.ArrivalSource, a.Rising, a.Backlog, a.Horizon, a.ArrivalRate+a.Rising+a.BacklogRate, a.Staffed, a.Held, a.Hold),
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
@@ -227,7 +250,8 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	// backlog projected to that time instead ordered 11 replicas on the
 	// spike where 5 serve it.)
 	an.BacklogRate = an.Backlog / horizon.Seconds()
-	rate := an.ArrivalRate + an.BacklogRate
+	an.Rising = rising(st.Plans, g.Now, an.ArrivalRate, horizon)
+	rate := an.ArrivalRate + an.Rising + an.BacklogRate
 	ref := referenceCapacity(variants, caps)
 	an.Staffed = staffed(rate, ref, slo)
 	an.StaffedArrivals = staffed(an.ArrivalRate, ref, slo)
@@ -263,7 +287,7 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	// The hold remembers arrivals, not the backlog: a backlog is drained
 	// once, and holding the rate that drained it kept 9 replicas for 48
 	// minutes on a burst that 5 serve.
-	next.Plans = append(next.Plans, PlanPoint{At: g.Now, Rate: an.StaffedArrivals})
+	next.Plans = append(next.Plans, PlanPoint{At: g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate})
 	if len(next.Plans) > maxHistory {
 		next.Plans = next.Plans[len(next.Plans)-maxHistory:]
 	}
@@ -280,18 +304,24 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 		counts[i] = clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
 	}
 	switch {
-	case an.Supply+1e-9 < an.Staffed:
+	case an.Supply+1e-9 < an.Staffed && lasting(g.Now, st, next, an.Supply, an.Staffed):
 		// Short now: add to cover the held plan (only adds, so pending
 		// replicas are never ordered again).
 		c, ok := cheapestMix(mv, an.Held)
 		counts = c
 		an.Why = WhyDemand
-		if an.BacklogRate > an.ArrivalRate*0.1 {
+		switch {
+		case an.BacklogRate > an.ArrivalRate*0.1:
 			an.Why = WhyBacklog
+		case an.Supply+1e-9 >= staffed(an.ArrivalRate+an.BacklogRate, ref, slo):
+			an.Why = WhyTrend
 		}
 		if !ok {
 			an.Why = WhyMax
 		}
+	case an.Supply+1e-9 < an.Staffed:
+		// A small shortfall not yet a metrics window old: hold.
+		an.Why = WhyPersist
 	case pending(variants):
 		// Replicas still starting have not shown their capacity yet:
 		// give nothing back before they serve.
@@ -352,6 +382,10 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 		why = fmt.Sprintf("backlog of %.0f requests to drain within %s", an.Backlog, an.Horizon)
 	case WhyMax:
 		why = "demand exceeds every variant at maxReplicas"
+	case WhyTrend:
+		why = fmt.Sprintf("demand rising %.2f req/s within %s", an.Rising, an.Horizon)
+	case WhyPersist:
+		why = fmt.Sprintf("short by less than %.0f%% for under %s; waiting one metrics window", smallShortfall*100, persistFor)
 	default:
 		why = "sized for demand"
 	}
@@ -608,4 +642,22 @@ func (s State) TrimOldest() (any, bool) {
 	}
 	s.Plans = append([]PlanPoint(nil), s.Plans[len(s.Plans)/2+len(s.Plans)%2:]...)
 	return s, true
+}
+
+// lasting says whether a shortfall should order now: at once when it
+// exceeds smallShortfall of the supply, else once it has lasted
+// persistFor. It records when a small shortfall began in next.
+func lasting(now time.Time, st State, next *State, supply, need float64) bool {
+	if need > supply*(1+smallShortfall) {
+		return true
+	}
+	since := st.ShortSince
+	if since.IsZero() {
+		since = now
+	}
+	if now.Sub(since) >= persistFor {
+		return true
+	}
+	next.ShortSince = since
+	return false
 }

@@ -356,3 +356,98 @@ func TestStartupHorizon(t *testing.T) {
 	an, _, _ := run(t, g, st)
 	assert.Equal(t, "2m0s", an.Variants[1].StartupDelay, "%+v", an.Variants[1])
 }
+
+// The forecast counts steady growth over the start-up, nothing for a
+// plateau's noise, a fall or too short a history, and less than half of a
+// step already taken.
+func TestRisingForecastsSteadyGrowth(t *testing.T) {
+	const horizon = 4 * time.Minute
+	series := func(span time.Duration, f func(age time.Duration) float64) ([]PlanPoint, float64) {
+		var ps []PlanPoint
+		for age := span; age > 0; age -= 30 * time.Second {
+			ps = append(ps, PlanPoint{At: t0.Add(-age), Arrivals: f(age)})
+		}
+		return ps, f(0)
+	}
+	noise := func(age time.Duration) float64 { return []float64{-0.3, 0.2, 0.4, -0.1, -0.4, 0.1}[int(age/(30*time.Second))%6] }
+	cases := []struct {
+		name     string
+		span     time.Duration
+		rate     func(age time.Duration) float64
+		min, max float64
+	}{
+		{"ramp of 0.6 req/s per minute", 12 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() }, 2.39, 2.41},
+		{"noisy ramp", 12 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() + noise(a) }, 1.2, 2.6},
+		{"noisy plateau", 12 * time.Minute, func(a time.Duration) float64 { return 5 + noise(a) }, 0, 0},
+		{"falling", 12 * time.Minute, func(a time.Duration) float64 { return 2 + 0.01*a.Seconds() }, 0, 0},
+		{"step 2 -> 8 five minutes ago", 12 * time.Minute, func(a time.Duration) float64 {
+			if a > 5*time.Minute {
+				return 2 + noise(a)/3
+			}
+			return 8 + noise(a)
+		}, 0, 3},
+		{"history shorter than half the window", 5 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() }, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ps, cur := series(tc.span, tc.rate)
+			got := rising(ps, t0, cur, horizon)
+			assert.GreaterOrEqual(t, got, tc.min)
+			assert.LessOrEqual(t, got, tc.max)
+		})
+	}
+}
+
+// A shortfall orders at once when it exceeds smallShortfall of the
+// supply, else only once it has lasted persistFor.
+func TestLasting(t *testing.T) {
+	cases := []struct {
+		name       string
+		since      time.Duration // before now; 0: no shortfall seen
+		need       float64
+		want       bool
+		wantMarked bool
+	}{
+		{"large shortfall orders at once", 0, 12, true, false},
+		{"small shortfall first seen waits", 0, 10.5, false, true},
+		{"small shortfall for 30s waits", 30 * time.Second, 10.5, false, true},
+		{"small shortfall for a window orders", time.Minute, 10.5, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var st, next State
+			if tc.since > 0 {
+				st.ShortSince = t0.Add(-tc.since)
+			}
+			assert.Equal(t, tc.want, lasting(t0, st, &next, 10, tc.need))
+			assert.Equal(t, tc.wantMarked, !next.ShortSince.IsZero())
+		})
+	}
+}
+
+// Through the analyzer: a plan short by a few percent keeps the fleet for
+// one metrics window, then orders.
+func TestSmallShortfallWaitsOneWindow(t *testing.T) {
+	var rate float64
+	var st any
+	for r := 1.0; r < 40; r += 0.05 {
+		an, _, s := run(t, fleet(4, 0, r), nil)
+		if an.Staffed > an.Supply*1.01 && an.Staffed < an.Supply*(1+smallShortfall) {
+			rate, st = r, s
+			break
+		}
+	}
+	require.NotZero(t, rate, "some rate leaves four L4s a few percent short")
+	cycle := func(at time.Duration) decision.Signal {
+		g := fleet(4, 0, rate)
+		g.Now = t0.Add(at)
+		var sig decision.Signal
+		_, sig, st = run(t, g, st)
+		return sig
+	}
+	wait := cycle(30 * time.Second)
+	assert.Equal(t, int32(4), total(wait), wait.Reason)
+	assert.Contains(t, wait.Reason, "waiting one metrics window")
+	order := cycle(90 * time.Second)
+	assert.Greater(t, total(order), int32(4), order.Reason)
+}
