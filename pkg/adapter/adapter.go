@@ -77,7 +77,8 @@ type Adapter struct {
 	// cmHandlerSynced: the ConfigMap handlers have applied the initial
 	// lists, so the store is complete before the leader persists it.
 	cmHandlerSynced []cache.InformerSynced
-	lastGood        lastGoodPersister
+	lastGood        configMapPersister
+	optIn           optInDecisions
 	state           StatePersister
 	invalidGauge    *invalidGauge
 }
@@ -189,17 +190,29 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		a.Engine.Budget = inventory.GPUBudget{Source: src}
 		a.budgetStart, a.budgetSynced = start, synced
 	}
-	a.lastGood = lastGoodPersister{kube: a.kube, namespace: opts.ConfigNamespace, store: a.Config,
-		lister: a.cmInformer.Core().V1().ConfigMaps().Lister(), retry: opts.EngineInterval, changed: make(chan struct{}, 1)}
+	cmLister := a.cmInformer.Core().V1().ConfigMaps().Lister()
+	a.lastGood = configMapPersister{kube: a.kube, namespace: opts.ConfigNamespace, name: config.LastGoodConfigMapName,
+		data: a.Config.LastGood, lister: cmLister, retry: opts.EngineInterval, changed: make(chan struct{}, 1)}
+	// Checked every engine interval, so a status heartbeat's new decidedAt
+	// reaches the followers as a VA's does.
+	a.optIn = optInDecisions{memory: inv.Memory, leading: a.leading.Load,
+		configMapPersister: configMapPersister{kube: a.kube, namespace: opts.ConfigNamespace, name: OptInDecisionsConfigMapName,
+			lister: cmLister, retry: opts.EngineInterval, changed: make(chan struct{}, 1)}}
+	a.optIn.data = a.optIn.persisted
 	a.state = StatePersister{Kube: a.kube, Namespace: opts.ConfigNamespace, Engine: a.Engine,
-		Lister: a.cmInformer.Core().V1().ConfigMaps().Lister(), Interval: opts.EngineInterval}
+		Lister: cmLister, Interval: opts.EngineInterval}
 	a.invalidGauge = newInvalidGauge(a.Registry)
 	decisions := hpavariant.Lister(inv.VAs, inv.Memory)
 	a.Provider = provider.New(decisions, clock.RealClock{}, opts.StaleAfter, a.Registry)
 	base.WithExternalMetrics(a.Provider)
 	if opts.KedaScalerAddress != "" {
 		a.Scaler = kedascaler.New(decisions, opts.KedaScalerResendInterval, a.Registry)
-		inv.Memory.Changed = a.Scaler.Notify
+	}
+	inv.Memory.Changed = func() {
+		a.optIn.notify()
+		if a.Scaler != nil {
+			a.Scaler.Notify()
+		}
 	}
 	a.watch()
 	return a, nil
@@ -370,6 +383,12 @@ func (a *Adapter) runEngine(ctx context.Context) {
 			klog.ErrorS(err, "loading analyzer state; analyzers start afresh", "configmap", klog.KRef(a.Options.ConfigNamespace, AnalyzerStateConfigMapName))
 		}
 		go a.state.Run(ctx)
+		// Likewise the opted-in variants' last decisions, served until the
+		// engine decides them.
+		if err := a.optIn.load(ctx); err != nil {
+			klog.ErrorS(err, "loading opted-in decisions", "configmap", klog.KRef(a.Options.ConfigNamespace, OptInDecisionsConfigMapName))
+		}
+		go a.optIn.run(ctx)
 		a.Engine.Run(ctx)
 	}
 	if err := daemon.RunLeaderElected(ctx, a.kube, a.Options.Lease, a.recorder, a.leading.Store, work); err != nil {

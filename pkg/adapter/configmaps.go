@@ -77,7 +77,8 @@ func (u *unlabeledLog) forget(cm *corev1.ConfigMap) { u.seen.Delete(cm.Namespace
 
 // configMapHandler applies wva's ConfigMaps to the store: global ones from
 // the config namespace, namespace-local ones elsewhere, the persisted last
-// valid entries; changed runs after each.
+// valid entries; changed runs after each. The leader's opted-in decisions
+// go to the follower's Memory (optInDecisions.apply).
 func (a *Adapter) configMapHandler(changed func()) cache.ResourceEventHandler {
 	apply := func(obj any) {
 		cm, ok := obj.(*corev1.ConfigMap)
@@ -85,6 +86,9 @@ func (a *Adapter) configMapHandler(changed func()) cache.ResourceEventHandler {
 			return
 		}
 		switch {
+		case cm.Name == OptInDecisionsConfigMapName && cm.Namespace == a.Options.ConfigNamespace:
+			a.optIn.apply(cm.Data)
+			return // not configuration
 		case cm.Name == config.LastGoodConfigMapName && cm.Namespace == a.Options.ConfigNamespace:
 			a.Config.SetLastGood(cm.Data)
 		case config.IsConfigMapName(cm.Name):
@@ -115,6 +119,9 @@ func (a *Adapter) configMapHandler(changed func()) cache.ResourceEventHandler {
 			cm, ok := obj.(*corev1.ConfigMap)
 			switch {
 			case !ok:
+				return
+			case cm.Name == OptInDecisionsConfigMapName && cm.Namespace == a.Options.ConfigNamespace:
+				a.optIn.apply(nil)
 				return
 			case cm.Name == config.LastGoodConfigMapName && cm.Namespace == a.Options.ConfigNamespace:
 				a.Config.SetLastGood(nil)

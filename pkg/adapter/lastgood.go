@@ -19,38 +19,40 @@ import (
 )
 
 // lastGoodLabels mark the ConfigMaps wva writes (config.LastGoodConfigMapName,
-// AnalyzerStateConfigMapName) as its own.
+// AnalyzerStateConfigMapName, OptInDecisionsConfigMapName) as its own.
 var lastGoodLabels = map[string]string{"app.kubernetes.io/name": "wva", "app.kubernetes.io/managed-by": "wva"}
 
-// lastGoodPersister keeps config.LastGoodConfigMapName equal to the entries
-// in force in the store. Only the leader runs it; every replica reads the
-// ConfigMap back through its informer (Store.SetLastGood), so a restarted
-// or newly elected replica keeps the last valid version of a broken entry
-// instead of falling back to built-in defaults.
-type lastGoodPersister struct {
+// configMapPersister keeps one wva-owned ConfigMap equal to data(). Only
+// the leader runs it; every replica reads the ConfigMap back through its
+// informer. It writes config.LastGoodConfigMapName (so a restarted or newly
+// elected replica keeps the last valid version of a broken entry instead
+// of falling back to built-in defaults) and OptInDecisionsConfigMapName.
+type configMapPersister struct {
 	kube      kubernetes.Interface
 	namespace string
-	store     *config.Store
+	name      string
+	data      func() map[string]string
 	lister    corelisters.ConfigMapLister
-	// retry is how soon a failed write is tried again.
+	// retry is how soon a failed write is tried again, and how often data
+	// is checked without a notify.
 	retry   time.Duration
 	changed chan struct{}
 }
 
 // notify asks for a write check; it never blocks.
-func (p *lastGoodPersister) notify() {
+func (p *configMapPersister) notify() {
 	select {
 	case p.changed <- struct{}{}:
 	default:
 	}
 }
 
-func (p *lastGoodPersister) run(ctx context.Context) {
+func (p *configMapPersister) run(ctx context.Context) {
 	tick := time.NewTicker(p.retry)
 	defer tick.Stop()
 	for {
 		if err := p.persist(ctx); err != nil && ctx.Err() == nil {
-			klog.ErrorS(err, "persisting the last valid configuration", "configmap", klog.KRef(p.namespace, config.LastGoodConfigMapName))
+			klog.ErrorS(err, "persisting ConfigMap", "configmap", klog.KRef(p.namespace, p.name))
 		}
 		select {
 		case <-ctx.Done():
@@ -61,10 +63,10 @@ func (p *lastGoodPersister) run(ctx context.Context) {
 	}
 }
 
-// persist writes the entries in force when they differ from the cached
-// ConfigMap: no API call while nothing changes.
-func (p *lastGoodPersister) persist(ctx context.Context) error {
-	return syncConfigMap(ctx, p.kube, p.lister, p.namespace, config.LastGoodConfigMapName, p.store.LastGood())
+// persist writes data() when it differs from the cached ConfigMap: no API
+// call while nothing changes.
+func (p *configMapPersister) persist(ctx context.Context) error {
+	return syncConfigMap(ctx, p.kube, p.lister, p.namespace, p.name, p.data())
 }
 
 // syncConfigMap makes wva's own ConfigMap namespace/name hold want, with no

@@ -91,14 +91,18 @@ func DecodeState(data map[string]string) map[GroupKey]any {
 
 var invalidKeyChars = regexp.MustCompile(`[^-._a-zA-Z0-9]+`)
 
-// StateDataKey is the group's ConfigMap data key: readable, restricted to
-// the characters a key allows, and made unique by a hash of the full name.
-func StateDataKey(k GroupKey) string {
-	name := invalidKeyChars.ReplaceAllString(k.Namespace+"."+k.ModelID, "-")
-	if len(name) > 200 {
-		name = name[:200]
+// StateDataKey is the group's ConfigMap data key (DataKey).
+func StateDataKey(k GroupKey) string { return DataKey(k.Namespace, k.ModelID) }
+
+// DataKey is a ConfigMap data key for namespace/name: readable, restricted
+// to the characters a key allows, and made unique by a hash of the full
+// name. Every ConfigMap wva persists per group or variant keys by it.
+func DataKey(namespace, name string) string {
+	n := invalidKeyChars.ReplaceAllString(namespace+"."+name, "-")
+	if len(n) > 200 {
+		n = n[:200]
 	}
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(k.Namespace + "/" + k.ModelID))
-	return fmt.Sprintf("%s-%08x", name, h.Sum32())
+	_, _ = h.Write([]byte(namespace + "/" + name))
+	return fmt.Sprintf("%s-%08x", n, h.Sum32())
 }

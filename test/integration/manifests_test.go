@@ -250,7 +250,7 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 				{"create", "authentication.k8s.io", "tokenreviews", "", "", ""}, {"create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""},
 				// The persisted last valid configuration.
 				{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"},
-				{"update", "", "configmaps", "", "wva-system", "wva-analyzer-state"},
+				{"update", "", "configmaps", "", "wva-system", "wva-analyzer-state"}, {"update", "", "configmaps", "", "wva-system", "wva-optin-decisions"},
 				// Namespace-local ConfigMaps, listed and watched by name.
 				{"list", "", "configmaps", "", "prod", "wva-saturation-scaling-config"}, {"watch", "", "configmaps", "", "", "wva-queueing-model-config"}},
 			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"list", "", "configmaps", "", "prod", ""}, {"get", "", "configmaps", "", "prod", "x"},
