@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -41,25 +42,8 @@ func TestHPAOptInByAnnotations(t *testing.T) {
 	// Two Ready pods at KV 0.5, the percentage analyzer under threshold
 	// 0.55 / trigger 0.10: spare 0.05 < 0.10, so the engine decides a
 	// scale-up from 2 to 3.
-	vllm, err := fakevllm.Start(false)
-	require.NoError(t, err)
-	t.Cleanup(vllm.Close)
 	const model = "meta/llama-3.1-8b"
-	for _, p := range []fakevllm.Pod{{Namespace: "prod", Name: "llama-l4-0", Model: model}, {Namespace: "prod", Name: "llama-l4-1", Model: model}} {
-		vllm.Set(p, 0.5, 0)
-		vllm.Served(p, 10)
-	}
-	_, err = cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: configLabels()},
-		Data:       map[string]string{"default": "analyzerName: saturation-percentage\nkvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	servingVariant(ctx, t, cs, "prod", "llama-l4", 2, []string{"llama-l4-0", "llama-l4-1"})
-	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{Config: vllm.ScrapeConfig("1s")})
-	testenv.Eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
-		s, err := prom.Query(ctx, `vllm:kv_cache_usage_perc`)
-		return err == nil && len(s) == 2, fmt_(s, err)
-	})
+	prom := optInFleet(ctx, t, cs, model)
 
 	startAdapterAPIService(ctx, t, cluster, prom.URL)
 
@@ -175,4 +159,31 @@ func TestHPAOptInByAnnotations(t *testing.T) {
 			assert.NotContains(t, mf.Manager, "wva", "field manager %s", mf.Manager)
 		}
 	})
+}
+
+// optInFleet is the opt-in tests' fleet: Deployment llama-l4 in prod with
+// two Ready pods of model at KV 0.5 (fake vLLM, scraped by a real
+// Prometheus), and the percentage analyzer under threshold 0.55 / trigger
+// 0.10: spare 0.05 < 0.10, so the engine decides a scale-up from 2 to 3.
+func optInFleet(ctx context.Context, t *testing.T, cs kubernetes.Interface, model string) *harness.Prometheus {
+	t.Helper()
+	vllm, err := fakevllm.Start(false)
+	require.NoError(t, err)
+	t.Cleanup(vllm.Close)
+	for _, p := range []fakevllm.Pod{{Namespace: "prod", Name: "llama-l4-0", Model: model}, {Namespace: "prod", Name: "llama-l4-1", Model: model}} {
+		vllm.Set(p, 0.5, 0)
+		vllm.Served(p, 10)
+	}
+	_, err = cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: configLabels()},
+		Data:       map[string]string{"default": "analyzerName: saturation-percentage\nkvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	servingVariant(ctx, t, cs, "prod", "llama-l4", 2, []string{"llama-l4-0", "llama-l4-1"})
+	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{Config: vllm.ScrapeConfig("1s")})
+	testenv.Eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
+		s, err := prom.Query(ctx, `vllm:kv_cache_usage_perc`)
+		return err == nil && len(s) == 2, fmt_(s, err)
+	})
+	return prom
 }

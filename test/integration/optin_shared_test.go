@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/wva-project/wva/pkg/adapter"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
 	"github.com/wva-project/wva/test/testenv"
 )
@@ -41,27 +39,10 @@ func TestOptInDecisionsSharedAcrossReplicas(t *testing.T) {
 	// As in TestHPAOptInByAnnotations: two Ready pods at KV 0.5, threshold
 	// 0.55 / trigger 0.10, so the engine decides 3 for a Deployment at 2
 	// (no controller moves it, so every leader decides 3 again).
-	vllm, err := fakevllm.Start(false)
-	require.NoError(t, err)
-	t.Cleanup(vllm.Close)
 	const model = "meta/llama-3.1-8b"
-	for _, p := range []fakevllm.Pod{{Namespace: "prod", Name: "llama-l4-0", Model: model}, {Namespace: "prod", Name: "llama-l4-1", Model: model}} {
-		vllm.Set(p, 0.5, 0)
-		vllm.Served(p, 10)
-	}
-	_, err = cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: configLabels()},
-		Data:       map[string]string{"default": "analyzerName: saturation-percentage\nkvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	servingVariant(ctx, t, cs, "prod", "llama-l4", 2, []string{"llama-l4-0", "llama-l4-1"})
-	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{Config: vllm.ScrapeConfig("1s")})
-	testenv.Eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
-		s, err := prom.Query(ctx, `vllm:kv_cache_usage_perc`)
-		return err == nil && len(s) == 2, fmt_(s, err)
-	})
+	prom := optInFleet(ctx, t, cs, model)
 	const name = "llama-upstream"
-	_, err = cs.AutoscalingV2().HorizontalPodAutoscalers("prod").Create(ctx, &autoscalingv2.HorizontalPodAutoscaler{
+	_, err := cs.AutoscalingV2().HorizontalPodAutoscalers("prod").Create(ctx, &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: name, Annotations: map[string]string{
 			llmdv1alpha1.AnnotationManaged: "true", llmdv1alpha1.AnnotationModelID: model, llmdv1alpha1.AnnotationVariantCost: "5"}},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{

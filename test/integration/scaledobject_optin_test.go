@@ -22,8 +22,6 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	pb "github.com/wva-project/wva/pkg/kedascaler/externalscaler"
-	"github.com/wva-project/wva/test/fakevllm"
-	"github.com/wva-project/wva/test/harness"
 	"github.com/wva-project/wva/test/testenv"
 )
 
@@ -50,25 +48,8 @@ func TestScaledObjectOptInByAnnotations(t *testing.T) {
 
 	// Two Ready pods at KV 0.5 under threshold 0.55 / trigger 0.10: spare
 	// 0.05 < 0.10, so the engine decides a scale-up from 2 to 3.
-	vllm, err := fakevllm.Start(false)
-	require.NoError(t, err)
-	t.Cleanup(vllm.Close)
 	const model = "meta/llama-3.1-8b"
-	for _, p := range []fakevllm.Pod{{Namespace: "prod", Name: "llama-l4-0", Model: model}, {Namespace: "prod", Name: "llama-l4-1", Model: model}} {
-		vllm.Set(p, 0.5, 0)
-		vllm.Served(p, 10)
-	}
-	_, err = cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: configLabels()},
-		Data:       map[string]string{"default": "analyzerName: saturation-percentage\nkvCacheThreshold: 0.55\nkvSpareTrigger: 0.10"},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	servingVariant(ctx, t, cs, "prod", "llama-l4", 2, []string{"llama-l4-0", "llama-l4-1"})
-	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{Config: vllm.ScrapeConfig("1s")})
-	testenv.Eventually(ctx, t, "Prometheus has the vLLM series", func() (bool, string) {
-		s, err := prom.Query(ctx, `vllm:kv_cache_usage_perc`)
-		return err == nil && len(s) == 2, fmt_(s, err)
-	})
+	prom := optInFleet(ctx, t, cs, model)
 
 	scalerAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	startAdapterAPIService(ctx, t, cluster, prom.URL, "--keda-scaler-address="+scalerAddr, "--keda-scaler-insecure")
