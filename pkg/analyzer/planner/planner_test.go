@@ -388,6 +388,11 @@ func TestRisingForecastsSteadyGrowth(t *testing.T) {
 		}, 0, 3},
 		{"history shorter than half the window", 5 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() }, 0, 0},
 	}
+	// A 30s start-up: a step from idle seen through the 1m rate window is a
+	// one-minute ramp, which the five-minute minimum window does not
+	// extrapolate.
+	ramp, cur := series(time.Minute, func(a time.Duration) float64 { return 1 - a.Seconds()/60 })
+	assert.Zero(t, rising(ramp, t0, cur, 30*time.Second), "a step through the rate window")
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ps, cur := series(tc.span, tc.rate)

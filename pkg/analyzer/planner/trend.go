@@ -12,16 +12,21 @@ import (
 // so that only growth the window shows clearly counts: a plateau's noise
 // leaves nothing, and a burst's step, which a line fits badly, counts for
 // less than half its height (2.1 req/s five minutes after a 2 -> 8 step).
+//
+// The window is at least minTrendWindow: a step in arrivals reaches the
+// planner as a ramp one rate window long (the collector's 1m rate), which
+// a shorter window would extrapolate as growth.
 const (
-	trendHorizons = 3
-	trendStdErrs  = 2
+	trendHorizons  = 3
+	trendStdErrs   = 2
+	minTrendWindow = 5 * time.Minute
 )
 
 // rising is the forecast growth of the arrival rate over the horizon
 // (req/s, never negative) from the remembered arrivals and the current
 // rate.
 func rising(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration) float64 {
-	window := trendHorizons * horizon
+	window := max(trendHorizons*horizon, minTrendWindow)
 	xs, ys := []float64{0}, []float64{cur}
 	span := time.Duration(0)
 	for _, p := range plans {
