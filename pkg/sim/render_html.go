@@ -164,7 +164,10 @@ func frontierChart(rep Report) chartView {
 		if f == nil {
 			continue
 		}
-		s := chartSeries{name: frontierSeriesName(p), color: policyColor(p.Policy), bold: p.Policy == PolicyWVA, dashed: f.Knob == staticKnob}
+		s := chartSeries{name: frontierSeriesName(p), color: policyColor(p.Policy), bold: p.Policy == PolicyWVA}
+		if f.Knob == staticKnob {
+			s.color, s.dashed = policyColor(PolicyStaticPeak), true
+		}
 		for _, pt := range f.Points {
 			s.x, s.y = append(s.x, 100*pt.Attainment), append(s.y, pt.Cost)
 			knob := fmt.Sprintf("%s=%g", f.Knob, pt.Knob)
@@ -179,15 +182,6 @@ func frontierChart(rep Report) chartView {
 	xmin = math.Max(0, math.Floor(xmin/10)*10)
 	return svgChart(chartSpec{title: "Cost against SLO attainment, each policy's knob swept (bold: wva; dashed lines: 95% and 99%)", xmin: xmin, xmax: 100,
 		width: 1000, height: 320, vlines: []float64{100 * frontierLow, 100 * frontierHigh}, legend: true, xlabel: "SLO attainment %", ylabel: "cost"}, ss)
-}
-
-// frontierSeriesName names a frontier: the policy's, or "constant fleets"
-// for the static rows' (attached to static-peak).
-func frontierSeriesName(p PolicySummary) string {
-	if p.Frontier.Knob == staticKnob {
-		return "constant fleets"
-	}
-	return p.Policy
 }
 
 type minutePoint struct{ minute, rate float64 }
