@@ -99,6 +99,16 @@ func RenderHTML(w io.Writer, rep Report) error {
 		svgChart(chartSpec{title: "TTFT p99 of requests finishing in each scrape interval (seconds, log scale; dashed: SLO)", xmax: xmax, width: 1000, height: 260,
 			logY: true, hline: rep.SLO.TTFT, legend: true}, ttft),
 	}
+	if hasFrontier(rep) {
+		c := frontierChart(rep)
+		view.Frontier = &c
+		for _, p := range rep.Policies {
+			if p.Frontier != nil {
+				view.FrontierCosts = append(view.FrontierCosts, fmt.Sprintf("%s %s / %s", frontierSeriesName(p), frontierCost(p.Frontier.CostAt95), frontierCost(p.Frontier.CostAt99)))
+			}
+		}
+		view.FrontierRanking = FrontierRanking(rep)
+	}
 	// Render whole before writing, so a failure leaves no half page.
 	var b bytes.Buffer
 	if err := reportTemplate.Execute(&b, view); err != nil {
@@ -126,6 +136,10 @@ type reportView struct {
 	Load        *chartView
 	Replicas    []chartView
 	All         []chartView
+	// Frontier is the cost-against-attainment chart, with --frontier.
+	Frontier        *chartView
+	FrontierCosts   []string
+	FrontierRanking string
 }
 
 type variantView struct {
@@ -136,6 +150,38 @@ type variantView struct {
 type rowView struct {
 	PolicySummary
 	Color string
+}
+
+// frontierChart draws each swept policy's runs as one series, cost
+// against attainment in %, in knob order (the constant fleets by cost);
+// wva's is drawn bold. The x axis starts low enough for every point and
+// at most at 90%, so the 95% and 99% marks always show.
+func frontierChart(rep Report) chartView {
+	var ss []chartSeries
+	xmin := 90.0
+	for _, p := range rep.Policies {
+		f := p.Frontier
+		if f == nil {
+			continue
+		}
+		s := chartSeries{name: frontierSeriesName(p), color: policyColor(p.Policy), bold: p.Policy == PolicyWVA}
+		if f.Knob == staticKnob {
+			s.color, s.dashed = policyColor(PolicyStaticPeak), true
+		}
+		for _, pt := range f.Points {
+			s.x, s.y = append(s.x, 100*pt.Attainment), append(s.y, pt.Cost)
+			knob := fmt.Sprintf("%s=%g", f.Knob, pt.Knob)
+			if f.Knob == staticKnob {
+				knob = fmt.Sprintf("%.1f replicas", pt.Knob)
+			}
+			s.dots = append(s.dots, fmt.Sprintf("%s, %s: cost %.1f, attainment %.2f%%", s.name, knob, pt.Cost, 100*pt.Attainment))
+			xmin = math.Min(xmin, 100*pt.Attainment)
+		}
+		ss = append(ss, s)
+	}
+	xmin = math.Max(0, math.Floor(xmin/10)*10)
+	return svgChart(chartSpec{title: "Cost against SLO attainment, each policy's knob swept (bold: wva; dashed lines: 95% and 99%)", xmin: xmin, xmax: 100,
+		width: 1000, height: 320, vlines: []float64{100 * frontierLow, 100 * frontierHigh}, legend: true, xlabel: "SLO attainment %", ylabel: "cost"}, ss)
 }
 
 type minutePoint struct{ minute, rate float64 }
@@ -170,15 +216,21 @@ type chartSeries struct {
 	step   bool
 	stack  bool
 	dashed bool
+	bold   bool     // drawn wider, with larger dots
+	dots   []string // when set, a marked point per (x, y), with this tooltip
 }
 
 type chartSpec struct {
 	title         string
 	width, height int
-	xmax, ymax    float64
+	xmin, xmax    float64
+	ymax          float64
 	logY          bool
 	hline         float64
+	vlines        []float64 // dashed vertical marks, labelled as percentages
 	legend        bool
+	xlabel        string // "minutes" when empty
+	ylabel        string
 }
 
 // chartView is one SVG chart's geometry, in pixels; the template draws it.
@@ -192,6 +244,8 @@ type chartView struct {
 	Lines          []seriesView
 	HLine          bool // the SLO line, at HLineY
 	HLineY         float64
+	VLines         []tickView
+	XLabel, YLabel string
 	Legend         []legendView
 }
 
@@ -202,9 +256,18 @@ type tickView struct {
 
 // seriesView is a polygon's points or a path's d, built from numbers only.
 type seriesView struct {
+	Name   string
 	Shape  string
 	Color  string
 	Dashed bool
+	Width  float64
+	Dots   []dotView
+}
+
+// dotView is one marked point of a series, with its tooltip.
+type dotView struct {
+	X, Y, R float64
+	Title   string
 }
 
 type legendView struct {
@@ -248,8 +311,9 @@ func svgChart(spec chartSpec, ss []chartSeries) chartView {
 		ymax = math.Max(ymax, 1)
 		ymax = math.Pow(10, math.Ceil(math.Log10(ymax)))
 	}
-	xmax := math.Max(spec.xmax, 1e-9)
-	X := func(x float64) float64 { return left + x/xmax*pw }
+	xmin := spec.xmin
+	xmax := math.Max(spec.xmax, xmin+1e-9)
+	X := func(x float64) float64 { return left + (x-xmin)/(xmax-xmin)*pw }
 	Y := func(y float64) float64 {
 		if spec.logY {
 			y = math.Max(y, ymin)
@@ -260,7 +324,11 @@ func svgChart(spec chartSpec, ss []chartSeries) chartView {
 		}
 		return top + ph - y/ymax*ph
 	}
-	c := chartView{Title: spec.title, Width: spec.width, Height: spec.height, Left: left, Top: top, Right: left + pw, Bottom: top + ph}
+	c := chartView{Title: spec.title, Width: spec.width, Height: spec.height, Left: left, Top: top, Right: left + pw, Bottom: top + ph,
+		XLabel: spec.xlabel, YLabel: spec.ylabel}
+	if c.XLabel == "" {
+		c.XLabel = "minutes"
+	}
 	// Grid and axes.
 	if spec.logY {
 		for v := ymin; v <= ymax*1.0001; v *= 10 {
@@ -272,8 +340,8 @@ func svgChart(spec chartSpec, ss []chartSeries) chartView {
 			c.YTicks = append(c.YTicks, tickView{Y(v), trimFloat(v)})
 		}
 	}
-	xstep := niceStep(xmax / 8)
-	for v := 0.0; v <= xmax+1e-9; v += xstep {
+	xstep := niceStep((xmax - xmin) / 8)
+	for v := xmin; v <= xmax+1e-9; v += xstep {
 		c.XTicks = append(c.XTicks, tickView{X(v), trimFloat(v)})
 	}
 	// Series: stacked areas bottom-up, then lines.
@@ -306,7 +374,18 @@ func svgChart(spec chartSpec, ss []chartSeries) chartView {
 			}
 			fmt.Fprintf(&d, "%s%.1f,%.1f", cmd, X(s.x[j]), Y(s.y[j]))
 		}
-		c.Lines = append(c.Lines, seriesView{Shape: d.String(), Color: s.color, Dashed: s.dashed})
+		sv := seriesView{Name: s.name, Shape: d.String(), Color: s.color, Dashed: s.dashed, Width: 1.4}
+		r := 2.5
+		if s.bold {
+			sv.Width, r = 3, 4
+		}
+		for j, title := range s.dots {
+			sv.Dots = append(sv.Dots, dotView{X: X(s.x[j]), Y: Y(s.y[j]), R: r, Title: title})
+		}
+		c.Lines = append(c.Lines, sv)
+	}
+	for _, v := range spec.vlines {
+		c.VLines = append(c.VLines, tickView{X(v), trimFloat(v) + "%"})
 	}
 	if spec.hline > 0 {
 		c.HLine, c.HLineY = true, Y(spec.hline)

@@ -52,7 +52,7 @@ func RenderText(w io.Writer, rep Report) error {
 		fmt.Fprintf(&b, "\nCost to reach 95%% / 99%% attainment over each policy's knob (--frontier; - never reached):\n")
 		for _, p := range rep.Policies {
 			if p.Frontier != nil {
-				fmt.Fprintf(&b, "  %-16s %6s / %-6s (%s: %s)\n", p.Policy, frontierCost(p.Frontier.CostAt95), frontierCost(p.Frontier.CostAt99), p.Frontier.Knob, points(p.Frontier))
+				fmt.Fprintf(&b, "  %-16s %6s / %-6s (%s: %s)\n", frontierSeriesName(p), frontierCost(p.Frontier.CostAt95), frontierCost(p.Frontier.CostAt99), p.Frontier.Knob, points(p.Frontier))
 			}
 		}
 		fmt.Fprintf(&b, "  wva among the adaptive policies: %s\n", FrontierRanking(rep))

@@ -99,7 +99,8 @@ func setWVAAttainment(sc *Scenario, v float64) error {
 // SweepFrontiers fills each swept policy's Frontier in rep: one run of the
 // policy alone per knob value, on the same trace. The constant fleets'
 // frontier is read from the report's static rows (static-peak and the
-// static-frontier rows) and attached to static-peak's row.
+// static-frontier rows) and attached to static-peak's row, or to the first
+// static-frontier row without static-peak.
 func SweepFrontiers(sc Scenario, trace Trace, rep *Report) error {
 	sw := sweeps(sc)
 	for i := range rep.Policies {
@@ -124,24 +125,34 @@ func SweepFrontiers(sc Scenario, trace Trace, rep *Report) error {
 		p.Frontier = f
 	}
 	var static *Frontier
-	for _, p := range rep.Policies {
+	owner := -1
+	for i, p := range rep.Policies {
 		if p.Policy == PolicyStaticPeak || isFrontierRow(p.Policy) {
 			if static == nil {
 				static = &Frontier{Knob: staticKnob}
 			}
 			static.Points = append(static.Points, FrontierPoint{Knob: p.MeanReplicas, Cost: p.Cost, Attainment: p.SLOAttainment})
+			if owner < 0 || p.Policy == PolicyStaticPeak {
+				owner = i
+			}
 		}
 	}
 	if static != nil {
 		sort.Slice(static.Points, func(i, j int) bool { return static.Points[i].Cost < static.Points[j].Cost })
 		static.fill()
-		for i := range rep.Policies {
-			if rep.Policies[i].Policy == PolicyStaticPeak {
-				rep.Policies[i].Frontier = static
-			}
-		}
+		rep.Policies[owner].Frontier = static
 	}
 	return nil
+}
+
+// frontierSeriesName names a frontier in the text and HTML reports: the
+// policy's, or "constant fleets" for the static rows' (whichever row holds
+// it).
+func frontierSeriesName(p PolicySummary) string {
+	if p.Frontier.Knob == staticKnob {
+		return "constant fleets"
+	}
+	return p.Policy
 }
 
 // fill sets the cheapest cost reaching each attainment level.

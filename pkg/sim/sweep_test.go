@@ -99,3 +99,23 @@ func TestSweepFrontiers(t *testing.T) {
 	kpa := rep.Policies[1].Frontier.Points
 	assert.NotEqual(t, kpa[0].Cost, kpa[len(kpa)-1].Cost)
 }
+
+// Without static-peak, the constant fleets' frontier is kept on the first
+// static-frontier row, one point per row.
+func TestSweepFrontiersWithoutStaticPeak(t *testing.T) {
+	sc := DefaultScenario()
+	sc.Traffic.Limit = config.Duration(10 * time.Minute)
+	trace, err := sc.LoadTraffic()
+	require.NoError(t, err)
+	rep, err := Run(sc, trace, Options{Policies: []string{PolicyStaticFrontier}})
+	require.NoError(t, err)
+	require.NoError(t, SweepFrontiers(sc, trace, &rep))
+	require.Greater(t, len(rep.Policies), 1)
+	f := rep.Policies[0].Frontier
+	require.NotNil(t, f, rep.Policies[0].Policy)
+	assert.Equal(t, staticKnob, f.Knob)
+	assert.Len(t, f.Points, len(rep.Policies))
+	for _, p := range rep.Policies[1:] {
+		assert.Nil(t, p.Frontier, p.Policy)
+	}
+}

@@ -82,7 +82,7 @@ Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,Genera
 	f.StringVar(&o.wvaConfig, "wva-config", "", "YAML of wva's ConfigMaps for the wva policy: {<ConfigMap name>: {<key>: <entry>}}")
 	f.BoolVar(&o.jsonOut, "json", false, "print a machine-readable summary (one object per policy) instead of the table")
 	f.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report with charts to this file")
-	f.BoolVar(&o.frontier, "frontier", false, "also sweep each policy's one knob (wva: sloAttainment; wva-v1, wva-throughput: kvCacheThreshold; queue-threshold, kpa: their targets) and report its cost to reach 95% and 99% attainment")
+	f.BoolVar(&o.frontier, "frontier", false, "also sweep each policy's one knob (wva: sloAttainment; wva-v1, wva-throughput: kvCacheThreshold; queue-threshold, kpa: their targets) and report its cost to reach 95% and 99% attainment (with --html, also a chart of cost against attainment)")
 	f.StringVar(&o.progress, "progress", "auto", "progress bar on standard error: auto (when a terminal), always, never")
 	return cmd
 }
