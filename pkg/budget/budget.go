@@ -238,8 +238,8 @@ func owner(variants []Variant, p Pod) string {
 
 // FreeGPUs is the GPUs left in each pool with a GPU limit, keyed by pool
 // name (pools without one are absent: not limited).
-func FreeGPUs(usage map[string]Usage) map[string]int64 {
-	out := map[string]int64{}
+func FreeGPUs(usage map[string]Usage) Free {
+	out := Free{}
 	for name, u := range usage {
 		if u.Total.GPUs != Unlimited {
 			out[name] = u.Available().GPUs

@@ -4,7 +4,6 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/engine"
-	"github.com/wva-project/wva/pkg/optimizer"
 )
 
 // GPUBudget is the engine's budget source for enableLimiter groups: the
@@ -21,7 +20,7 @@ type GPUBudget struct {
 }
 
 // Budget implements engine.BudgetSource.
-func (g GPUBudget) Budget(views []engine.View) (optimizer.Budget, error) {
+func (g GPUBudget) Budget(views []engine.View) (budget.Free, error) {
 	nodes, err := g.Source.ReadNodes()
 	if err != nil {
 		return nil, err
@@ -34,7 +33,7 @@ func (g GPUBudget) Budget(views []engine.View) (optimizer.Budget, error) {
 	if err != nil {
 		return nil, err
 	}
-	return optimizer.Budget(budget.FreeGPUs(budget.Compute(pools, nodes, pods, BudgetVariants(pools, views)))), nil
+	return budget.FreeGPUs(budget.Compute(pools, nodes, pods, BudgetVariants(pools, views))), nil
 }
 
 // BudgetVariants describes the resolved views to the budget: each holds

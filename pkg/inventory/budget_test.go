@@ -15,7 +15,6 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/engine"
-	"github.com/wva-project/wva/pkg/optimizer"
 )
 
 const accLabel = "nvidia.com/gpu.product"
@@ -59,7 +58,7 @@ func TestGPUBudget(t *testing.T) {
 	}
 	b, err := GPUBudget{Source: src}.Budget(views)
 	require.NoError(t, err)
-	assert.Equal(t, optimizer.Budget{"H100": 8 - 4 - 1, "L4": 2 - 1}, b, "A100 has no nodes, so no pool: not limited")
+	assert.Equal(t, budget.Free{"H100": 8 - 4 - 1, "L4": 2 - 1}, b, "A100 has no nodes, so no pool: not limited")
 
 	// No node carries the label: no pool, no budget at all.
 	src.PoolLabel = "example.com/none"
