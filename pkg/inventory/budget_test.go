@@ -67,20 +67,20 @@ func TestGPUBudget(t *testing.T) {
 	assert.Nil(t, b)
 }
 
-func TestBudgetVariantsPoolAssignment(t *testing.T) {
+func TestWorkloadsPoolAssignment(t *testing.T) {
 	pools := []budget.Pool{{Name: "H100", NodeSelector: labels.Set{accLabel: "H100"}}, {Name: "big", NodeSelector: labels.Set{"pool": "big"}}}
 	mk := func(name, acc string, ann map[string]string, nodeSel map[string]string) engine.View {
 		va := vaFor(name, "Deployment", name)
 		va.Spec.AcceleratorName, va.Annotations = acc, ann
 		return engine.View{VA: va, Target: engine.Target{Resolved: true, NodeSelector: nodeSel}}
 	}
-	got := BudgetVariants(pools, []engine.View{
+	got := budget.Reading{Pools: pools}.LimiterVariants(Workloads([]engine.View{
 		mk("annotated", "H100", map[string]string{llmdv1alpha1.AnnotationNodePool: "big"}, nil),
 		mk("selector", "H100", nil, map[string]string{"pool": "big"}),
 		mk("by-accelerator", "H100", nil, nil),
 		mk("nowhere", "L4", nil, nil),
 		{VA: vaFor("unresolved", "Deployment", "x")},
-	})
+	}))
 	var pairs [][2]string
 	for _, v := range got {
 		pairs = append(pairs, [2]string{v.Key, v.Pool})
