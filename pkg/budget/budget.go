@@ -1,8 +1,10 @@
-// Package budget accounts GPUs and GPU memory per node pool for the
-// scale-from-zero fast path: which pools exist, what the pods and variants
-// on them hold, whether one more replica fits and, when it does not, who
-// holds the budget. The accounting is pure; Source (source.go) gathers nodes, pods
-// and variants from informer caches.
+// Package budget owns the GPU budget: it accounts GPUs and GPU memory per
+// node pool (which pools exist, what the pods and variants on them hold,
+// whether one more replica fits and, when it does not, who holds the
+// budget) for the scale-from-zero fast path, and turns the same accounting
+// into the limiter's free GPUs per accelerator (Free, free.go). The
+// accounting is pure; Source (source.go, read.go) gathers nodes, pods and
+// pools from informer caches.
 package budget
 
 import (
@@ -238,8 +240,8 @@ func owner(variants []Variant, p Pod) string {
 
 // FreeGPUs is the GPUs left in each pool with a GPU limit, keyed by pool
 // name (pools without one are absent: not limited).
-func FreeGPUs(usage map[string]Usage) map[string]int64 {
-	out := map[string]int64{}
+func FreeGPUs(usage map[string]Usage) Free {
+	out := Free{}
 	for name, u := range usage {
 		if u.Total.GPUs != Unlimited {
 			out[name] = u.Available().GPUs

@@ -160,7 +160,7 @@ func TestFreeGPUs(t *testing.T) {
 		"L4":     {Total: Amount{GPUs: 2}, Allocated: Amount{GPUs: 3}}, // over-committed: none free, never negative
 		"memory": {Total: Amount{GPUs: Unlimited, GPUMemory: 1 << 30}},
 	}
-	assert.Equal(t, map[string]int64{"H100": 3, "L4": 0}, FreeGPUs(usage), "a pool without a GPU limit is absent: not limited")
+	assert.Equal(t, Free{"H100": 3, "L4": 0}, FreeGPUs(usage), "a pool without a GPU limit is absent: not limited")
 }
 
 func TestValidateFlags(t *testing.T) {

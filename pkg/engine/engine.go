@@ -17,11 +17,11 @@ import (
 
 	"github.com/wva-project/wva/pkg/analyzer"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/enforcer"
-	"github.com/wva-project/wva/pkg/optimizer"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
 
@@ -39,7 +39,7 @@ type MetricsSource interface {
 // (enableLimiter): GPUs free for new replicas per accelerator, the views'
 // own replicas already counted as held. nil means none is configured.
 type BudgetSource interface {
-	Budget(views []View) (optimizer.Budget, error)
+	Budget(views []View) (budget.Free, error)
 }
 
 // StatusWriter persists a VA's status; it retries conflicts by re-reading
@@ -117,7 +117,7 @@ type Cycle struct {
 	Results       []pipeline.GroupResult
 	WriteFailures int
 	// Budget is what the limited groups shared (nil: none read).
-	Budget optimizer.Budget
+	Budget budget.Free
 }
 
 // Trigger asks for a cycle as soon as possible (VA or ConfigMap change). It

@@ -18,11 +18,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/enforcer"
-	"github.com/wva-project/wva/pkg/optimizer"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
 
@@ -345,11 +345,11 @@ func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
 }
 
 type fixedBudget struct {
-	budget optimizer.Budget
+	budget budget.Free
 	calls  int
 }
 
-func (f *fixedBudget) Budget([]View) (optimizer.Budget, error) {
+func (f *fixedBudget) Budget([]View) (budget.Free, error) {
 	f.calls++
 	return f.budget.Copy(), nil
 }
@@ -368,14 +368,14 @@ func TestRunOnceLimitedGroupGetsTheBudget(t *testing.T) {
 	tests := []struct {
 		name      string
 		limiter   bool
-		budget    optimizer.Budget
+		budget    budget.Free
 		want      int32
 		wantRule  string
 		wantCalls int
 	}{
-		{name: "no room: held at current, reason says what was cut", limiter: true, budget: optimizer.Budget{"H100": 1}, want: 2, wantRule: string(decision.RuleGPULimited), wantCalls: 1},
-		{name: "room for one more", limiter: true, budget: optimizer.Budget{"H100": 2}, want: 3, wantCalls: 1},
-		{name: "limiter off: budget not even read", limiter: false, budget: optimizer.Budget{"H100": 0}, want: 3, wantCalls: 0},
+		{name: "no room: held at current, reason says what was cut", limiter: true, budget: budget.Free{"H100": 1}, want: 2, wantRule: string(decision.RuleGPULimited), wantCalls: 1},
+		{name: "room for one more", limiter: true, budget: budget.Free{"H100": 2}, want: 3, wantCalls: 1},
+		{name: "limiter off: budget not even read", limiter: false, budget: budget.Free{"H100": 0}, want: 3, wantCalls: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

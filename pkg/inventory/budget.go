@@ -1,10 +1,8 @@
 package inventory
 
 import (
-	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/engine"
-	"github.com/wva-project/wva/pkg/optimizer"
 )
 
 // GPUBudget is the engine's budget source for enableLimiter groups: the
@@ -21,51 +19,20 @@ type GPUBudget struct {
 }
 
 // Budget implements engine.BudgetSource.
-func (g GPUBudget) Budget(views []engine.View) (optimizer.Budget, error) {
-	nodes, err := g.Source.ReadNodes()
-	if err != nil {
-		return nil, err
-	}
-	pools := g.Source.Pools(nodes)
-	if len(pools) == 0 {
-		return nil, nil // no pool: no limit, as on the fast path
-	}
-	pods, err := g.Source.ReadPods()
-	if err != nil {
-		return nil, err
-	}
-	return optimizer.Budget(budget.FreeGPUs(budget.Compute(pools, nodes, pods, BudgetVariants(pools, views)))), nil
+func (g GPUBudget) Budget(views []engine.View) (budget.Free, error) {
+	return g.Source.FreeForLimiter(Workloads(views))
 }
 
-// BudgetVariants describes the resolved views to the budget: each holds
-// max(its bound pods' GPUs, spec.replicas * gpusPerReplica) in its pool,
-// the pool named by its annotation, else implied by its node selector,
-// else the pool named after its accelerator.
-func BudgetVariants(pools []budget.Pool, views []engine.View) []budget.Variant {
-	byName := map[string]bool{}
-	for _, p := range pools {
-		byName[p.Name] = true
-	}
-	out := make([]budget.Variant, 0, len(views))
+// Workloads describes the resolved views to the budget (unresolved ones
+// hold nothing it can account).
+func Workloads(views []engine.View) []budget.Workload {
+	out := make([]budget.Workload, 0, len(views))
 	for _, v := range views {
 		if !v.Target.Resolved {
 			continue
 		}
-		va := v.VA
-		pool := budget.Assign(pools, va.Annotations[llmdv1alpha1.AnnotationNodePool], v.Target.NodeSelector)
-		if pool == "" && byName[va.Spec.AcceleratorName] {
-			pool = va.Spec.AcceleratorName
-		}
-		out = append(out, budget.Variant{Key: va.Namespace + "/" + va.Name, Namespace: va.Namespace, Pool: pool,
-			Replicas: int64(v.Target.SpecReplicas), PerReplica: perReplica(va), PodSelector: v.Target.PodSelector})
+		out = append(out, budget.Workload{VA: v.VA, Replicas: int64(v.Target.SpecReplicas),
+			TemplateNodeSelector: v.Target.NodeSelector, PodSelector: v.Target.PodSelector})
 	}
 	return out
-}
-
-func perReplica(va *llmdv1alpha1.VariantAutoscaling) budget.Amount {
-	var a budget.Amount
-	if va.Spec.GPUsPerReplica != nil {
-		a.GPUs = int64(*va.Spec.GPUsPerReplica)
-	}
-	return a
 }

@@ -15,7 +15,6 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/engine"
-	"github.com/wva-project/wva/pkg/optimizer"
 )
 
 const accLabel = "nvidia.com/gpu.product"
@@ -59,7 +58,7 @@ func TestGPUBudget(t *testing.T) {
 	}
 	b, err := GPUBudget{Source: src}.Budget(views)
 	require.NoError(t, err)
-	assert.Equal(t, optimizer.Budget{"H100": 8 - 4 - 1, "L4": 2 - 1}, b, "A100 has no nodes, so no pool: not limited")
+	assert.Equal(t, budget.Free{"H100": 8 - 4 - 1, "L4": 2 - 1}, b, "A100 has no nodes, so no pool: not limited")
 
 	// No node carries the label: no pool, no budget at all.
 	src.PoolLabel = "example.com/none"
@@ -68,20 +67,20 @@ func TestGPUBudget(t *testing.T) {
 	assert.Nil(t, b)
 }
 
-func TestBudgetVariantsPoolAssignment(t *testing.T) {
+func TestWorkloadsPoolAssignment(t *testing.T) {
 	pools := []budget.Pool{{Name: "H100", NodeSelector: labels.Set{accLabel: "H100"}}, {Name: "big", NodeSelector: labels.Set{"pool": "big"}}}
 	mk := func(name, acc string, ann map[string]string, nodeSel map[string]string) engine.View {
 		va := vaFor(name, "Deployment", name)
 		va.Spec.AcceleratorName, va.Annotations = acc, ann
 		return engine.View{VA: va, Target: engine.Target{Resolved: true, NodeSelector: nodeSel}}
 	}
-	got := BudgetVariants(pools, []engine.View{
+	got := budget.Reading{Pools: pools}.LimiterVariants(Workloads([]engine.View{
 		mk("annotated", "H100", map[string]string{llmdv1alpha1.AnnotationNodePool: "big"}, nil),
 		mk("selector", "H100", nil, map[string]string{"pool": "big"}),
 		mk("by-accelerator", "H100", nil, nil),
 		mk("nowhere", "L4", nil, nil),
 		{VA: vaFor("unresolved", "Deployment", "x")},
-	})
+	}))
 	var pairs [][2]string
 	for _, v := range got {
 		pairs = append(pairs, [2]string{v.Key, v.Pool})

@@ -7,86 +7,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/decision"
 )
-
-// Budget is how many GPUs of each accelerator type (the node label value,
-// e.g. "NVIDIA-H100-80GB-HBM3") new replicas may take this cycle. An
-// accelerator absent from the budget is not limited.
-type Budget map[string]int64
-
-// BudgetFromInventory is the nodes' allocatable GPUs minus the GPUs pods
-// already request there, per accelerator, never below zero.
-func BudgetFromInventory(allocatable, allocated map[string]int64) Budget {
-	b := Budget{}
-	for acc, n := range allocatable {
-		b[acc] = max(0, n-allocated[acc])
-	}
-	return b
-}
-
-// BudgetFromLimit turns a configured cap (GPUs wva's variants may hold in
-// all, per accelerator) into what is left for new replicas, given the
-// replicas the requests' variants hold now.
-func BudgetFromLimit(limit map[string]int64, reqs []Request) Budget {
-	b := Budget{}
-	for acc, n := range limit {
-		b[acc] = n
-	}
-	for _, r := range reqs {
-		for _, v := range r.Group.Variants {
-			if _, ok := b[v.Accelerator]; ok {
-				b[v.Accelerator] -= int64(v.CurrentReplicas) * gpusOf(v)
-			}
-		}
-	}
-	for acc, n := range b {
-		b[acc] = max(0, n)
-	}
-	return b
-}
-
-// Copy returns an independent copy (nil stays nil).
-func (b Budget) Copy() Budget {
-	if b == nil {
-		return nil
-	}
-	out := make(Budget, len(b))
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
-}
-
-// Spend subtracts the GPUs that targets add over the group's current
-// replicas (scale-ups elsewhere, decided without the limiter).
-func (b Budget) Spend(g decision.Group, targets []decision.Target) {
-	for acc, n := range AddedGPUs(g, targets) {
-		if _, ok := b[acc]; ok {
-			b[acc] -= n
-		}
-	}
-}
-
-// AddedGPUs is what targets add over current replicas, per accelerator.
-func AddedGPUs(g decision.Group, targets []decision.Target) map[string]int64 {
-	out := map[string]int64{}
-	for _, t := range targets {
-		if v, ok := g.Variant(t.Variant); ok && t.Replicas > v.CurrentReplicas {
-			out[v.Accelerator] += int64(t.Replicas-v.CurrentReplicas) * gpusOf(v)
-		}
-	}
-	return out
-}
-
-// gpusOf is a variant's GPUs per replica; unknown (0) counts as 1 so that
-// the limiter never under-counts.
-func gpusOf(v decision.Variant) int64 {
-	if v.GPUsPerReplica > 0 {
-		return int64(v.GPUsPerReplica)
-	}
-	return 1
-}
 
 // GreedyByScore is the limited mode (enableLimiter: true). Each group is
 // first decided as the cost-aware mode would; when the scale-ups together
@@ -104,7 +27,7 @@ func gpusOf(v decision.Variant) int64 {
 // exceeded; only minReplicas floors, which the enforcer applies to every
 // decision, can add replicas beyond it.
 type GreedyByScore struct {
-	Budget Budget
+	Budget budget.Free
 }
 
 // Name implements Optimizer.
@@ -156,11 +79,11 @@ func (o GreedyByScore) Optimize(reqs []Request) [][]decision.Target {
 		return out
 	}
 
-	budget := o.Budget.Copy()
-	if budget == nil {
-		budget = Budget{}
+	free := o.Budget.Copy()
+	if free == nil {
+		free = budget.Free{}
 	}
-	initial := budget.Copy()
+	initial := free.Copy()
 	h := claimHeap(append([]*claim(nil), claims...))
 	heap.Init(&h)
 	for h.Len() > 0 {
@@ -174,14 +97,14 @@ func (o GreedyByScore) Optimize(reqs []Request) [][]decision.Target {
 				next = math.Max(next, h[2].score())
 			}
 		}
-		if !c.grant(budget, next) || c.left <= 0 {
+		if !c.grant(free, next) || c.left <= 0 {
 			heap.Pop(&h)
 			continue
 		}
 		heap.Fix(&h, 0)
 	}
 
-	acct := &accounts{initial: initial, left: budget, claims: claims}
+	acct := &accounts{initial: initial, left: free, claims: claims}
 	for _, c := range claims {
 		wish := c.wish()
 		if sameCounts(wish, c.granted) {
@@ -231,7 +154,7 @@ func (c *claim) plan() {
 // claim's score above next (what one-at-a-time granting would also give
 // it), within the variant's headroom, the budget and what is still needed.
 // It reports whether it could add any.
-func (c *claim) grant(budget Budget, next float64) bool {
+func (c *claim) grant(free budget.Free, next float64) bool {
 	for _, v := range c.eligible {
 		headroom := int64(v.MaxReplicas) - int64(v.CurrentReplicas) - int64(c.granted[v.Name])
 		if c.planned != nil {
@@ -240,8 +163,8 @@ func (c *claim) grant(budget Budget, next float64) bool {
 		if headroom <= 0 {
 			continue
 		}
-		need := gpusOf(v)
-		left, limited := budget[v.Accelerator]
+		need := budget.GPUsPerReplica(v)
+		left, limited := free[v.Accelerator]
 		if limited && left < need {
 			c.skipped[v.Name] = v.Accelerator
 			continue
@@ -253,7 +176,7 @@ func (c *claim) grant(budget Budget, next float64) bool {
 		}
 		if limited {
 			n = min(n, left/need)
-			budget[v.Accelerator] -= n * need
+			free[v.Accelerator] -= n * need
 		}
 		c.granted[v.Name] += int32(n)
 		c.left -= float64(n) * capacity
@@ -365,7 +288,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // accounts explains where each accelerator's budget went, computed once
 // per accelerator.
 type accounts struct {
-	initial, left Budget
+	initial, left budget.Free
 	claims        []*claim
 	takers        map[string]string
 }
@@ -378,7 +301,7 @@ func (a *accounts) of(v decision.Variant) string {
 	if a.takers == nil {
 		a.takers = a.summarize()
 	}
-	s := fmt.Sprintf("%s budget %d GPUs, %d left, %d per replica", v.Accelerator, total, a.left[v.Accelerator], gpusOf(v))
+	s := fmt.Sprintf("%s budget %d GPUs, %d left, %d per replica", v.Accelerator, total, a.left[v.Accelerator], budget.GPUsPerReplica(v))
 	if t := a.takers[v.Accelerator]; t != "" {
 		s += "; granted to " + t
 	}
@@ -397,7 +320,7 @@ func (a *accounts) summarize() map[string]string {
 		gpus := map[string]int64{}
 		for _, w := range c.group.Variants {
 			if n := c.granted[w.Name]; n > 0 {
-				gpus[w.Accelerator] += int64(n) * gpusOf(w)
+				gpus[w.Accelerator] += int64(n) * budget.GPUsPerReplica(w)
 			}
 		}
 		for acc, n := range gpus {

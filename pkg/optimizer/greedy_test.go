@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/decision"
 )
 
@@ -22,17 +23,6 @@ func req(model string, priority, required float64, vs ...v) Request {
 
 func gpuVariant(name, acc string, gpus, current, maxR int32, cost float64) v {
 	return v{Name: name, Accelerator: acc, GPUsPerReplica: gpus, CurrentReplicas: current, MinReplicas: 1, MaxReplicas: maxR, Cost: cost}
-}
-
-func TestBudgets(t *testing.T) {
-	assert.Equal(t, Budget{"H100": 3, "L4": 0}, BudgetFromInventory(map[string]int64{"H100": 8, "L4": 4}, map[string]int64{"H100": 5, "L4": 6}))
-	reqs := []Request{req("a", 1, 1, gpuVariant("a-h", "H100", 2, 3, 10, 1)), req("b", 1, 1, gpuVariant("b-l", "L4", 1, 2, 10, 1))}
-	// H100: 10 - 3*2 = 4; L4: 1 - 2 = -1 -> 0; A100 untouched.
-	assert.Equal(t, Budget{"H100": 4, "L4": 0, "A100": 2}, BudgetFromLimit(map[string]int64{"H100": 10, "L4": 1, "A100": 2}, reqs))
-	b := Budget{"H100": 4}
-	b.Spend(reqs[0].Group, []decision.Target{{Variant: "a-h", Replicas: 4}})
-	assert.Equal(t, Budget{"H100": 2}, b, "one more replica of 2 GPUs")
-	assert.Nil(t, Budget(nil).Copy())
 }
 
 // Three groups want 4 replicas each of 1 H100 GPU; 6 GPUs are free.
@@ -51,7 +41,7 @@ func TestGreedyPriorityShares(t *testing.T) {
 		req("b", 1, 4, gpuVariant("b", "H100", 1, 1, 10, 1)),
 		req("c", 1, 4, gpuVariant("c", "H100", 1, 1, 10, 1)),
 	}
-	out := GreedyByScore{Budget: Budget{"H100": 6}}.Optimize(reqs)
+	out := GreedyByScore{Budget: budget.Free{"H100": 6}}.Optimize(reqs)
 	got := map[string]int32{}
 	for _, ts := range out {
 		for _, t := range ts {
@@ -73,7 +63,7 @@ func TestGreedyMovesToAnotherAccelerator(t *testing.T) {
 	r := req("m", 1, 10, gpuVariant("h", "H100", 2, 1, 10, 8), gpuVariant("l", "L4", 1, 1, 10, 5))
 	r.Signal.CapacityPerReplica = map[string]float64{"h": 4, "l": 1}
 	// Unlimited: h gets ceil(10/4) = 3. Limited: h +1 (4 units), l +6.
-	out := GreedyByScore{Budget: Budget{"H100": 3, "L4": 100}}.Optimize([]Request{r})[0]
+	out := GreedyByScore{Budget: budget.Free{"H100": 3, "L4": 100}}.Optimize([]Request{r})[0]
 	assert.Equal(t, map[string]int32{"h": 2, "l": 7}, targetsOf(out))
 	byName := map[string]decision.Target{}
 	for _, t := range out {
@@ -91,7 +81,7 @@ func TestGreedyPassesThrough(t *testing.T) {
 		{Group: decision.Group{ModelID: "hold", Variants: vs}, Signal: decision.Signal{Hold: true, HeldTargets: map[string]int32{"x": 4}, Reason: "transition"}},
 		req("up", 1, 1, vs...),
 	}
-	out := GreedyByScore{Budget: Budget{"H100": 0}}.Optimize(reqs)
+	out := GreedyByScore{Budget: budget.Free{"H100": 0}}.Optimize(reqs)
 	assert.Equal(t, OptimizeGroup(reqs[0].Group, reqs[0].Signal), out[0])
 	assert.Equal(t, OptimizeGroup(reqs[1].Group, reqs[1].Signal), out[1])
 	assert.Equal(t, map[string]int32{"x": 3}, targetsOf(out[2]), "no GPU left: nothing added")
@@ -146,12 +136,12 @@ func TestGreedyProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	for trial := range 300 {
 		reqs := randomRequests(rng, 1+rng.IntN(12))
-		budget := Budget{"H100": rng.Int64N(12), "A100": rng.Int64N(6), "L4": rng.Int64N(20)}
-		out := GreedyByScore{Budget: budget}.Optimize(reqs)
+		free := budget.Free{"H100": rng.Int64N(12), "A100": rng.Int64N(6), "L4": rng.Int64N(20)}
+		out := GreedyByScore{Budget: free}.Optimize(reqs)
 		require.Len(t, out, len(reqs))
 		spent := map[string]int64{}
 		for i, r := range reqs {
-			for acc, n := range AddedGPUs(r.Group, out[i]) {
+			for acc, n := range budget.AddedGPUs(r.Group, out[i]) {
 				spent[acc] += n
 			}
 			for _, tg := range out[i] {
@@ -160,11 +150,11 @@ func TestGreedyProperties(t *testing.T) {
 				require.LessOrEqual(t, tg.Replicas, vv.MaxReplicas)
 			}
 		}
-		for acc, n := range budget {
+		for acc, n := range free {
 			require.LessOrEqual(t, spent[acc], n, "trial %d: %s over budget", trial, acc)
 		}
 		// Ample budget: identical to cost-aware.
-		ample := Budget{"H100": 1 << 30, "A100": 1 << 30, "L4": 1 << 30}
+		ample := budget.Free{"H100": 1 << 30, "A100": 1 << 30, "L4": 1 << 30}
 		assert.Equal(t, CostAware{}.Optimize(reqs), GreedyByScore{Budget: ample}.Optimize(reqs), "trial %d", trial)
 	}
 }
@@ -174,8 +164,8 @@ func TestGreedyProperties(t *testing.T) {
 func BenchmarkGreedy1000Groups(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	reqs := randomRequests(rng, 1000)
-	budget := Budget{"H100": 400, "A100": 200, "L4": 800}
+	free := budget.Free{"H100": 400, "A100": 200, "L4": 800}
 	for b.Loop() {
-		GreedyByScore{Budget: budget}.Optimize(reqs)
+		GreedyByScore{Budget: free}.Optimize(reqs)
 	}
 }

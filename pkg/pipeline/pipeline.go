@@ -12,6 +12,7 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer/queueing"
 	"github.com/wva-project/wva/pkg/analyzer/saturation"
 	"github.com/wva-project/wva/pkg/analyzer/token"
+	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/enforcer"
@@ -59,7 +60,7 @@ type Pipeline struct {
 	// for new replicas); nil when unknown. Groups whose configuration sets
 	// enableLimiter share it through the greedy-by-score optimizer, after
 	// the other groups' scale-ups have been taken out of it.
-	Budget optimizer.Budget
+	Budget budget.Free
 }
 
 // Default is the pipeline with every analyzer wva ships and the cost-aware
@@ -170,17 +171,17 @@ func (p Pipeline) optimize(reqs []optimizer.Request, limited []bool) [][]decisio
 			free, freeIdx = append(free, r), append(freeIdx, j)
 		}
 	}
-	budget := p.Budget.Copy()
+	left := p.Budget.Copy()
 	if len(free) > 0 {
 		for k, targets := range p.Optimizer.Optimize(free) {
 			out[freeIdx[k]] = targets
-			if budget != nil {
-				budget.Spend(free[k].Group, targets)
+			if left != nil {
+				left.Spend(free[k].Group, targets)
 			}
 		}
 	}
 	if len(capped) > 0 {
-		for k, targets := range (optimizer.GreedyByScore{Budget: budget}).Optimize(capped) {
+		for k, targets := range (optimizer.GreedyByScore{Budget: left}).Optimize(capped) {
 			out[cappedIdx[k]] = targets
 		}
 	}

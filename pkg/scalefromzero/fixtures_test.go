@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/budget"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 )
 
@@ -36,14 +37,14 @@ func (c *cluster) state() *State {
 
 // withNodeBudget: pools from nodes labelled "pool".
 func (c *cluster) withNodeBudget(s *State) *State {
-	s.Budget = &BudgetSource{Nodes: corelisters.NewNodeLister(c.nodes), Pods: corelisters.NewPodLister(c.pods),
+	s.Budget = &budget.Source{Nodes: corelisters.NewNodeLister(c.nodes), Pods: corelisters.NewPodLister(c.pods),
 		PoolLabel: "pool", GPUResource: "nvidia.com/gpu"}
 	return s
 }
 
 // withConfigMapBudget: pools from wva-system/gpu-budget.
 func (c *cluster) withConfigMapBudget(s *State) *State {
-	s.Budget = &BudgetSource{Nodes: corelisters.NewNodeLister(c.nodes), Pods: corelisters.NewPodLister(c.pods),
+	s.Budget = &budget.Source{Nodes: corelisters.NewNodeLister(c.nodes), Pods: corelisters.NewPodLister(c.pods),
 		ConfigMaps: corelisters.NewConfigMapLister(c.cms), ConfigMapNamespace: "wva-system", ConfigMapName: "gpu-budget",
 		GPUResource: "nvidia.com/gpu"}
 	return s

@@ -9,7 +9,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/budget"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/scaletarget"
@@ -51,7 +50,7 @@ type State struct {
 	// LeaderWorkerSets is nil when the LWS API is not installed.
 	LeaderWorkerSets cache.GenericLister
 	// Budget is nil when no budget is configured.
-	Budget *BudgetSource
+	Budget *budget.Source
 }
 
 // Snapshot implements StateSource. VAs whose target cannot be resolved or
@@ -62,15 +61,12 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("list VariantAutoscalings: %w", err)
 	}
-	var pools []budget.Pool
-	var nodes []budget.Node
+	var reading budget.Reading
 	withBudget = withBudget && s.Budget != nil
 	if withBudget {
-		nodes, err = s.Budget.ReadNodes()
-		if err != nil {
+		if reading, err = s.Budget.Read(); err != nil {
 			return Snapshot{}, err
 		}
-		pools = s.Budget.Pools(nodes)
 	}
 	snap := Snapshot{Groups: map[GroupKey]Group{}}
 	var bvs []budget.Variant
@@ -85,16 +81,15 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 			klog.V(5).InfoS("skipping VA", "va", klog.KObj(va), "err", err)
 			continue
 		}
-		v := Variant{Name: va.Name, VA: va, Cost: cost, Replicas: t.Replicas, Need: need(va),
+		v := Variant{Name: va.Name, VA: va, Cost: cost, Replicas: t.Replicas, Need: budget.PerReplica(va),
 			Target: Target{GVK: t.GVK, Namespace: t.Namespace, Name: t.Name, ResourceVersion: t.ResourceVersion}}
 		if withBudget {
-			v.Pool = budget.Assign(pools, va.Annotations[llmdv1alpha1.AnnotationNodePool], t.Template.NodeSelector)
-			replicas := int64(t.Replicas)
+			w := budget.Workload{VA: va, Replicas: int64(t.Replicas), TemplateNodeSelector: t.Template.NodeSelector, PodSelector: t.PodSelector}
 			if reserved[va.Namespace+"/"+va.Name] {
-				replicas = max(replicas, 1)
+				w.Replicas = max(w.Replicas, 1)
 			}
-			bvs = append(bvs, budget.Variant{Key: va.Namespace + "/" + va.Name, Namespace: va.Namespace, Pool: v.Pool,
-				Replicas: replicas, PerReplica: v.Need, PodSelector: t.PodSelector})
+			v.Pool = reading.PoolOf(w)
+			bvs = append(bvs, budget.NewVariant(w, v.Pool))
 		}
 		key := GroupKey{Namespace: va.Namespace, ModelID: va.Spec.ModelID}
 		g := snap.Groups[key]
@@ -102,27 +97,12 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 		g.Variants = append(g.Variants, v)
 		snap.Groups[key] = g
 	}
-	// No pool defined (e.g. the ConfigMap is absent) is no budget at all,
-	// even for a variant whose annotation names a pool.
-	if withBudget && len(pools) > 0 {
-		pods, err := s.Budget.ReadPods()
-		if err != nil {
+	if withBudget {
+		if snap.Usage, err = reading.Usage(bvs); err != nil {
 			return Snapshot{}, err
 		}
-		snap.Usage = budget.Compute(pools, nodes, pods, bvs)
 	}
 	return snap, nil
-}
-
-func need(va *llmdv1alpha1.VariantAutoscaling) budget.Amount {
-	var a budget.Amount
-	if va.Spec.GPUsPerReplica != nil {
-		a.GPUs = int64(*va.Spec.GPUsPerReplica)
-	}
-	if va.Spec.GPUMemoryPerReplica != nil {
-		a.GPUMemory = va.Spec.GPUMemoryPerReplica.Value()
-	}
-	return a
 }
 
 // targets are the listers of scale targets, for scaletarget.Resolve (the
@@ -130,7 +110,3 @@ func need(va *llmdv1alpha1.VariantAutoscaling) budget.Amount {
 func (s *State) targets() scaletarget.Listers {
 	return scaletarget.Listers{Deployments: s.Deployments, StatefulSets: s.StatefulSets, LeaderWorkerSets: s.LeaderWorkerSets}
 }
-
-// BudgetSource reads pools and GPU usage from informer caches; the adapter's
-// limiter uses the same code.
-type BudgetSource = budget.Source
