@@ -369,7 +369,9 @@ func TestRisingForecastsSteadyGrowth(t *testing.T) {
 		}
 		return ps, f(0)
 	}
-	noise := func(age time.Duration) float64 { return []float64{-0.3, 0.2, 0.4, -0.1, -0.4, 0.1}[int(age/(30*time.Second))%6] }
+	noise := func(age time.Duration) float64 {
+		return []float64{-0.3, 0.2, 0.4, -0.1, -0.4, 0.1}[int(age/(30*time.Second))%6]
+	}
 	cases := []struct {
 		name     string
 		span     time.Duration
