@@ -195,33 +195,63 @@ func TestPendingNotReordered(t *testing.T) {
 	assert.Equal(t, sig.PlannedReplicas, sig2.PlannedReplicas, "first plan %+v", an)
 }
 
-// A lull shorter than the hold keeps the burst's replicas; a longer one
-// releases them.
+// A lull keeps a burst's replicas for the hold: three start-up delays
+// after a first burst (nothing says it comes back), twelve once a burst
+// has come back within the hold; past it they are released.
 func TestHoldThroughShortLulls(t *testing.T) {
-	l4Only := func(g decision.Group) decision.Group {
-		g.Variants[1].MaxReplicas = 0
-		g.Variants[1].StartupDelay = 0
-		g.Variants[0].StartupDelay = 3 * time.Minute
-		return g
+	type segment struct {
+		minutes int
+		rate    float64
 	}
-	_, sig, st := run(t, l4Only(fleet(2, 0, 12)), nil)
-	burst := sig.PlannedReplicas
-	steady := func(at time.Duration, rate float64) decision.Signal {
-		g := l4Only(fleet(burst["l4"], burst["h100"], rate))
-		g.Now = t0.Add(at)
-		var s decision.Signal
-		_, s, st = run(t, g, st)
-		return s
+	const startup = 3 * time.Minute
+	cases := []struct {
+		name     string
+		segments []segment
+		// held is how long after the last burst minute the burst's
+		// replicas are kept at least, released how long at most.
+		held, released time.Duration
+	}{
+		{"a first burst: three start-ups", []segment{{10, 1}, {5, 12}}, 3 * startup, 3*startup + 2*time.Minute},
+		// The first lull gave back the replicas the rise's forecast
+		// added, and the burst came back: the hold also doubles.
+		{"a burst that came back: twelve start-ups or more", []segment{{10, 1}, {5, 12}, {5, 1}, {5, 12}}, 12 * startup, 24*startup + 2*time.Minute},
 	}
-	// The lull: 1 req/s. The hold is 12 start-ups of the slowest variant
-	// (3m): 36 minutes.
-	for at := 5 * time.Minute; at < 36*time.Minute; at += 5 * time.Minute {
-		lull := steady(at, 1)
-		assert.Equal(t, burst, lull.PlannedReplicas, "within the hold: %s", lull.Reason)
-		assert.Contains(t, lull.Reason, "holding")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var st any
+			l4 := int32(2)
+			at := time.Duration(0)
+			cycle := func(rate float64) decision.Signal {
+				g := fleet(l4, 0, rate)
+				g.Variants[1].MaxReplicas, g.Variants[1].StartupDelay = 0, 0
+				g.Variants[0].StartupDelay = startup
+				g.Now = t0.Add(at)
+				var sig decision.Signal
+				_, sig, st = run(t, g, st)
+				// The replicas ordered start before the next cycle.
+				l4 = sig.PlannedReplicas["l4"]
+				at += time.Minute
+				return sig
+			}
+			for _, s := range tc.segments {
+				for range s.minutes {
+					cycle(s.rate)
+				}
+			}
+			lastBurst := at - time.Minute
+			// The first lull cycle keeps what the burst's plan needs.
+			burst := cycle(1).PlannedReplicas["l4"]
+			require.Greater(t, burst, int32(2), "the burst orders replicas")
+			for at-lastBurst < tc.held {
+				sig := cycle(1)
+				require.Equal(t, burst, sig.PlannedReplicas["l4"], "%s after the burst, within the hold: %s", at-time.Minute-lastBurst, sig.Reason)
+			}
+			for at-lastBurst <= tc.released {
+				cycle(1)
+			}
+			assert.Less(t, l4, burst, "past the hold the burst's replicas are released")
+		})
 	}
-	late := steady(37*time.Minute, 1)
-	assert.Less(t, total(late), total(decision.Signal{PlannedReplicas: burst}), "past the hold: %s", late.Reason)
 }
 
 // Backlog is demand to drain within a start-up delay.
@@ -457,4 +487,34 @@ func TestSmallShortfallWaitsOneWindow(t *testing.T) {
 	assert.Contains(t, wait.Reason, "waiting one metrics window")
 	order := cycle(90 * time.Second)
 	assert.Greater(t, total(order), int32(4), order.Reason)
+}
+
+// A burst's onset is staffed arrivals two reference replicas above their
+// lowest of the last start-up delay, recorded once per start-up delay and
+// remembered for the hold.
+func TestRisesRecordBurstOnsets(t *testing.T) {
+	const horizon, hold = 4 * time.Minute, 48 * time.Minute
+	now := t0.Add(time.Hour)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	calm := []PlanPoint{{At: ago(3 * time.Minute), Rate: 2}, {At: ago(time.Minute), Rate: 2.5}}
+	cases := []struct {
+		name    string
+		prev    []time.Time
+		plans   []PlanPoint
+		staffed float64
+		want    []time.Time
+	}{
+		{"no history", nil, nil, 9, nil},
+		{"a jump of two replicas", nil, calm, 2 + 2*1.5, []time.Time{now}},
+		{"less than two replicas", nil, calm, 2 + 1.9*1.5, nil},
+		{"the low is within one start-up only", nil, []PlanPoint{{At: ago(10 * time.Minute), Rate: 1}, {At: ago(time.Minute), Rate: 8}}, 9, nil},
+		{"once per start-up delay", []time.Time{ago(2 * time.Minute)}, calm, 9, []time.Time{ago(2 * time.Minute)}},
+		{"a second burst", []time.Time{ago(20 * time.Minute)}, calm, 9, []time.Time{ago(20 * time.Minute), now}},
+		{"forgotten past the hold", []time.Time{ago(50 * time.Minute), ago(20 * time.Minute)}, calm, 2, []time.Time{ago(20 * time.Minute)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, rises(tc.prev, tc.plans, now, tc.staffed, 1.5, horizon, hold))
+		})
+	}
 }
