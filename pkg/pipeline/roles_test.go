@@ -71,7 +71,6 @@ func TestTransitionBlockingPerRole(t *testing.T) {
 	}
 }
 
-
 func repeat(x float64, n int) []float64 {
 	out := make([]float64, n)
 	for i := range out {
