@@ -1,12 +1,14 @@
 package pipeline
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/enforcer"
 )
@@ -77,4 +79,29 @@ func repeat(x float64, n int) []float64 {
 		out[i] = x
 	}
 	return out
+}
+
+// Through the default analyzer (slo-planner) and the optimizer, a P/D
+// group short on decode grows decode and keeps the cheaper prefill.
+func TestPlannerScalesDecodeNotPrefill(t *testing.T) {
+	g := decision.Group{ModelID: "m", Namespace: "ns", GatewayArrivalRate: 12, GatewayArrivalsReported: true,
+		Variants: []decision.Variant{
+			{Name: "prefill", Role: decision.RolePrefill, Cost: 1, MinReplicas: 1, MaxReplicas: 20, CurrentReplicas: 2, StartupDelay: 2 * time.Minute},
+			{Name: "decode", Role: decision.RoleDecode, Cost: 10, MinReplicas: 1, MaxReplicas: 20, CurrentReplicas: 2, MaxNumSeqs: 64, StartupDelay: 2 * time.Minute},
+		}}
+	for i, v := range []string{"prefill", "prefill", "decode", "decode"} {
+		r := decision.ReplicaMetrics{Pod: fmt.Sprintf("%s-%d", v, i), Variant: v, ArrivalRate: 6, AvgInputTokens: 800, AvgOutputTokens: 200}
+		if v == "prefill" {
+			r.AvgTTFTms = 200
+		} else {
+			r.NumGPUBlocks, r.BlockSize, r.AvgITLms = 8192, 16, 40
+		}
+		g.Replicas = append(g.Replicas, r)
+	}
+	cfg := config.NewStore().Resolve("m", "ns") // the built-in default: slo-planner
+	res := Default().Run(t0, []GroupInput{{Group: g, Config: cfg, Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
+	require.NoError(t, res.Err)
+	got := targetsOf(res.Targets)
+	assert.Equal(t, int32(2), got["prefill"], "%v", res.Targets)
+	assert.Greater(t, got["decode"], int32(2), "%v", res.Targets)
 }
