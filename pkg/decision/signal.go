@@ -47,6 +47,10 @@ type RoleSignal struct {
 	RequiredCapacity float64
 	SpareCapacity    float64
 	Reason           string
+	// Hold and HeldTargets hold this role's variants only: one role in
+	// transition does not block the others.
+	Hold        bool
+	HeldTargets map[string]int32
 }
 
 // CapacityOf returns the capacity of one replica of the variant.

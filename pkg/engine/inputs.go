@@ -50,6 +50,9 @@ type Target struct {
 	// budget uses them to see what the variant holds and on which pool.
 	PodSelector  labels.Selector
 	NodeSelector map[string]string
+	// Role is the variant's part in prefill/decode disaggregated serving,
+	// from the pod template's llm-d.ai/role label.
+	Role decision.Role
 }
 
 // View is one VA with its target.
@@ -191,6 +194,7 @@ func variantOf(v View) decision.Variant {
 		ScaledFromZeroAt:    scaledFromZeroAt(va),
 		StartupAllowance:    v.Target.StartupAllowance,
 		StartupDelay:        v.Target.StartupDelay,
+		Role:                v.Target.Role,
 	}
 }
 

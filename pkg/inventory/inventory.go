@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/engine"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/hpavariant"
@@ -120,6 +121,7 @@ func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target
 	t := engine.Target{Resolved: true, SpecReplicas: st.Replicas, PodSelector: st.PodSelector, NodeSelector: st.Template.NodeSelector}
 	t.MaxNumSeqs, t.MaxNumBatchedTokens = EngineArgs(&st.Template)
 	t.StartupAllowance = StartupAllowance(&st.Template)
+	t.Role = RoleOf(st.TemplateLabels)
 	// The serving pods (an LWS's leaders) are the replicas the engine counts.
 	pods, err := inv.Pods.Pods(va.Namespace).List(st.ServingSelector)
 	if err != nil {
@@ -140,6 +142,18 @@ func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target
 	}
 	t.StartupDelay = StartupDelay(ready)
 	return t
+}
+
+// RoleOf reads the llm-d.ai/role label of a pod template: prefill or
+// decode, and both (whole requests) when absent or any other value, so a
+// typo never splits a group.
+func RoleOf(templateLabels map[string]string) decision.Role {
+	switch r := decision.Role(strings.ToLower(strings.TrimSpace(templateLabels[llmdv1alpha1.LabelRole]))); r {
+	case decision.RolePrefill, decision.RoleDecode:
+		return r
+	default:
+		return decision.RoleBoth
+	}
 }
 
 // MaxStartupSample is the longest creation-to-Ready time StartupDelay

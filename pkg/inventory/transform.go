@@ -39,14 +39,15 @@ func PodTransform(obj any) (any, error) {
 }
 
 // DeploymentTransform keeps replicas, ready replicas, selector and the
-// template's engine args, startup probes and node selector.
+// template's labels (the role), engine args, startup probes and node
+// selector.
 func DeploymentTransform(obj any) (any, error) {
 	d, ok := obj.(*appsv1.Deployment)
 	if !ok {
 		return obj, nil
 	}
 	return &appsv1.Deployment{ObjectMeta: meta(d.ObjectMeta), Spec: appsv1.DeploymentSpec{Replicas: d.Spec.Replicas, Selector: d.Spec.Selector,
-		Template: corev1.PodTemplateSpec{Spec: podSpec(&d.Spec.Template.Spec)}}, Status: appsv1.DeploymentStatus{ReadyReplicas: d.Status.ReadyReplicas}}, nil
+		Template: podTemplate(&d.Spec.Template)}, Status: appsv1.DeploymentStatus{ReadyReplicas: d.Status.ReadyReplicas}}, nil
 }
 
 // StatefulSetTransform is DeploymentTransform for StatefulSets.
@@ -56,7 +57,11 @@ func StatefulSetTransform(obj any) (any, error) {
 		return obj, nil
 	}
 	return &appsv1.StatefulSet{ObjectMeta: meta(s.ObjectMeta), Spec: appsv1.StatefulSetSpec{Replicas: s.Spec.Replicas, Selector: s.Spec.Selector,
-		Template: corev1.PodTemplateSpec{Spec: podSpec(&s.Spec.Template.Spec)}}, Status: appsv1.StatefulSetStatus{ReadyReplicas: s.Status.ReadyReplicas}}, nil
+		Template: podTemplate(&s.Spec.Template)}, Status: appsv1.StatefulSetStatus{ReadyReplicas: s.Status.ReadyReplicas}}, nil
+}
+
+func podTemplate(t *corev1.PodTemplateSpec) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: t.Labels}, Spec: podSpec(&t.Spec)}
 }
 
 func podSpec(s *corev1.PodSpec) corev1.PodSpec {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/decision"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/scaletarget"
 )
@@ -122,7 +123,7 @@ func realisticDeployment(name string, labels map[string]string, replicas int32, 
 // targets from trimmed caches as from untrimmed ones, over pods in every
 // state it tells apart and templates with every field it reads.
 func TestTransformsKeepWhatTheInventoryReads(t *testing.T) {
-	l4, h100, other := map[string]string{"app": "l4"}, map[string]string{"app": "h100"}, map[string]string{"app": "other"}
+	l4, h100, other := map[string]string{"app": "l4", llmdv1alpha1.LabelRole: "decode"}, map[string]string{"app": "h100"}, map[string]string{"app": "other"}
 	deleting := metav1.NewTime(created.Add(time.Hour))
 	pods := []*corev1.Pod{realisticPod("prod", "l4-aaaaa-00001", l4, true), realisticPod("prod", "l4-aaaaa-00002", l4, true),
 		realisticPod("prod", "l4-aaaaa-00003", l4, false), realisticPod("prod", "h100-0-xxxx", h100, true),
@@ -207,6 +208,7 @@ func TestTransformsKeepWhatTheInventoryReads(t *testing.T) {
 	assert.Equal(t, [2]int64{64, 4096}, [2]int64{a.MaxNumSeqs, a.MaxNumBatchedTokens})
 	assert.Equal(t, 630*time.Second, a.StartupAllowance)
 	assert.Equal(t, map[string]string{"nvidia.com/gpu.product": "NVIDIA-L4"}, a.NodeSelector)
+	assert.Equal(t, decision.RoleDecode, a.Role)
 	assert.Equal(t, []string{"h100-0-xxxx"}, want[1].Target.ReadyPods)
 	assert.Equal(t, int64(32), want[2].Target.MaxNumSeqs)
 	assert.False(t, want[3].Target.Resolved)

@@ -218,6 +218,7 @@ func splitRoles(g decision.Group, sig decision.Signal) []optimizer.Request {
 		s := sig
 		s.Roles = nil
 		s.RequiredCapacity, s.SpareCapacity, s.Reason = part.RequiredCapacity, part.SpareCapacity, part.Reason
+		s.Hold, s.HeldTargets = part.Hold, part.HeldTargets
 		out = append(out, optimizer.Request{Group: sub, Signal: s})
 	}
 	// Variants no part names keep their replicas.

@@ -55,8 +55,10 @@ type Target struct {
 	// PodSelector selects every pod of the target (for an LWS, workers
 	// too); never empty.
 	PodSelector labels.Selector
-	// Template is the serving pod's spec.
-	Template corev1.PodSpec
+	// Template is the serving pod's spec and TemplateLabels its labels
+	// (the role label among them).
+	Template       corev1.PodSpec
+	TemplateLabels map[string]string
 }
 
 // Unresolved is the error Resolve returns: Reason is a TargetResolved
@@ -90,14 +92,14 @@ func Resolve(l Listers, va *llmdv1alpha1.VariantAutoscaling) (Target, error) {
 			return Target{}, notFound(err)
 		}
 		t.ResourceVersion, t.Replicas, t.ReadyReplicas = d.ResourceVersion, replicasOr1(d.Spec.Replicas), d.Status.ReadyReplicas
-		t.Template, sel = d.Spec.Template.Spec, d.Spec.Selector
+		t.Template, t.TemplateLabels, sel = d.Spec.Template.Spec, d.Spec.Template.Labels, d.Spec.Selector
 	case llmdv1alpha1.ScaleTargetKindStatefulSet:
 		s, err := l.StatefulSets.StatefulSets(va.Namespace).Get(ref.Name)
 		if err != nil {
 			return Target{}, notFound(err)
 		}
 		t.ResourceVersion, t.Replicas, t.ReadyReplicas = s.ResourceVersion, replicasOr1(s.Spec.Replicas), s.Status.ReadyReplicas
-		t.Template, sel = s.Spec.Template.Spec, s.Spec.Selector
+		t.Template, t.TemplateLabels, sel = s.Spec.Template.Spec, s.Spec.Template.Labels, s.Spec.Selector
 	case llmdv1alpha1.ScaleTargetKindLeaderWorkerSet:
 		if l.LeaderWorkerSets == nil {
 			return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind,
@@ -134,10 +136,13 @@ func leaderWorkerSet(t Target, u *unstructured.Unstructured) Target {
 	t.PodsPerReplica = nestedInt32(u, 1, "spec", "leaderWorkerTemplate", "size")
 	t.PodSelector = labels.SelectorFromSet(labels.Set{llmdv1alpha1.LabelLWSName: t.Name})
 	t.ServingSelector = labels.SelectorFromSet(labels.Set{llmdv1alpha1.LabelLWSName: t.Name, llmdv1alpha1.LabelLWSWorkerIndex: "0"})
-	tmpl, found, _ := unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", "leaderTemplate", "spec")
+	which := "leaderTemplate"
+	tmpl, found, _ := unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", which, "spec")
 	if !found {
-		tmpl, _, _ = unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", "workerTemplate", "spec")
+		which = "workerTemplate"
+		tmpl, _, _ = unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate", which, "spec")
 	}
+	t.TemplateLabels, _, _ = unstructured.NestedStringMap(u.Object, "spec", "leaderWorkerTemplate", which, "metadata", "labels")
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &t.Template); err != nil {
 		t.Template = corev1.PodSpec{} // a malformed template reads as empty
 	}

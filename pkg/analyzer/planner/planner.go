@@ -100,6 +100,8 @@ type State struct {
 	// Input and Output are the last known mean request shape.
 	Input  float64 `json:"inputTokens,omitempty"`
 	Output float64 `json:"outputTokens,omitempty"`
+	// Roles is each role's memory in a disaggregated group (roles.go).
+	Roles map[decision.Role]State `json:"roles,omitempty"`
 }
 
 // VariantState is one variant's learned capacity; kept while the variant
@@ -206,6 +208,9 @@ func (Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (a
 	if !ok || st.Analyzer != Name {
 		st = State{}
 	}
+	if parts := g.ByRole(); len(parts) > 1 {
+		return planRoles(g, parts, cfg, st), nil
+	}
 	slo := cfg.Saturation.SLO
 	if slo.TargetITLms <= 0 || slo.TargetTTFTms <= 0 {
 		slo = config.DefaultSLO()
@@ -235,6 +240,9 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	for _, v := range variants {
 		vs := st.Variants[v.Name]
 		va, nvs := learn(v, g.Replicas, vs, slo, an.Input, an.Output)
+		if v.Role.Normalized() == decision.RolePrefill {
+			va.Capacity = prefillCapacity(v, g.Replicas, slo, an.Input)
+		}
 		next.Variants[v.Name] = nvs
 		caps[v.Name] = va.Capacity
 		an.Variants = append(an.Variants, va)
@@ -676,6 +684,9 @@ func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 // TrimOldest implements analyzer.Trimmer: it drops the older half of the
 // plans (the newest ones carry the hold), for persisting under a size bound.
 func (s State) TrimOldest() (any, bool) {
+	if len(s.Roles) > 0 {
+		return s.trimRoles()
+	}
 	if len(s.Plans) == 0 {
 		return s, false
 	}

@@ -42,6 +42,9 @@ type Analysis struct {
 	Stuck []Stuck `json:"stuck,omitempty"`
 	// Why explains the verdict in one sentence.
 	Why string `json:"why"`
+	// Roles, for a prefill/decode disaggregated group, is each role's own
+	// analysis; the fields above then cover the whole group.
+	Roles map[decision.Role]Analysis `json:"roles,omitempty"`
 }
 
 // Spare implements analyzer.SpareReporter.
@@ -242,7 +245,10 @@ func (a Analyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Resul
 	return analyzer.Result{Signal: sig, Details: analysis}, nil
 }
 
-func (Analyzer) analyze(g decision.Group, cfg config.Resolved) (Analysis, decision.Signal) {
+func (an Analyzer) analyze(g decision.Group, cfg config.Resolved) (Analysis, decision.Signal) {
+	if parts := g.ByRole(); len(parts) > 1 {
+		return an.analyzeRoles(g, parts, cfg)
+	}
 	a := AnalyzeReplicas(g.Replicas, cfg.Saturation)
 	sig := decision.Signal{Analyzer: Name, Priority: cfg.Saturation.Priority}
 	inTransition, held, why := Transition(g)

@@ -106,6 +106,11 @@ const (
 	AnnotationFromScaledObject = "wva.llmd.ai/from-scaledobject"
 )
 
+// LabelRole on a scale target's pod template says the variant's part in
+// prefill/decode disaggregated serving, as llm-d labels its pods: "prefill",
+// "decode" or "both" (the default when absent or any other value).
+const LabelRole = "llm-d.ai/role"
+
 // KEDA's names wva reads: the ScaledObject resource and the label KEDA puts
 // on the HPA it creates for a ScaledObject (that HPA is never a variant of
 // its own: its ScaledObject is).
