@@ -242,8 +242,10 @@ func brokenConfigUnderLoad(ctx context.Context, t *testing.T, r *rig) {
 	})
 	// The change triggers a cycle; then two more at the interval, each
 	// with metrics and the last good entry's decision.
+	// lastRunTime has whole seconds: the triggered cycle, in the second of
+	// the edit, counts.
 	var last *llmdv1alpha1.VariantAutoscaling
-	eachDecision(ctx, t, r, ns, name, broken, 3, func() {
+	eachDecision(ctx, t, r, ns, name, broken.Truncate(time.Second).Add(-time.Nanosecond), 3, func() {
 		if v := served(ctx, r, ns, name); v != 2 {
 			t.Fatalf("broken entry: wva_desired_replicas %d, want 2", v)
 		}
