@@ -102,14 +102,32 @@ func increasesOnly(t *testing.T, what string, changes []string) {
 	}
 }
 
-// surgeSteady brings up the group Prometheus will fail under: 2 replicas at
-// 2.5 req/s each (KV 0.5), decided 2.
-func surgeSteady(ctx context.Context, t *testing.T, r *rig) {
+// startFaultGroups creates both fault groups under load without waiting:
+// their pods load while the other scenarios run (tests beyond -parallel,
+// GOMAXPROCS by default, would wait for a slot). rt/cfg's entry is in force
+// (kept as last good) before its group exists, so it is decided by it from
+// the start.
+func startFaultGroups(ctx context.Context, t *testing.T, r *rig) {
+	// The group Prometheus will fail under: 2 replicas at 2.5 req/s each
+	// (KV 0.5), decided 2.
 	r.deploy(ctx, t, faultNS, "surge", surgeModel, "5", 2, 1, 4)
 	r.fleet.SetLoad(faultNS, surgeModel, 5)
-	r.waitReady(ctx, t, faultNS, "surge", 2)
-	steadyDecision(ctx, t, r, faultNS, "surge", surgeModel, 2)
+
+	setEntry(ctx, t, r, cfgGoodEntry)
+	testenv.Eventually(ctx, t, "the rt/cfg entry kept as last good", func() (bool, string) {
+		cm, err := r.kube.CoreV1().ConfigMaps(configNS).Get(ctx, config.LastGoodConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return cm.Data[config.LastGoodKey(config.SaturationConfigMapName, cfgKey)] == cfgGoodEntry, fmt.Sprint(cm.Data)
+	})
+	r.deploy(ctx, t, faultNS, "cfg", cfgModel, "5", 2, 1, 3)
+	r.fleet.SetLoad(faultNS, cfgModel, 3) // 1.5 req/s per pod: KV 0.3
 }
+
+// cfgGoodEntry makes 2 replicas at KV 0.3 necessary (one alone would be
+// at 0.6, above 0.5); under the defaults (0.8) one would be released.
+const cfgGoodEntry = "model_id: " + cfgModel + "\nkvCacheThreshold: 0.5"
 
 // prometheusDownDuringScaleUp: the load of the surge group rises to KV 0.78
 // on 2 replicas (3 are needed) and Prometheus is stopped within seconds,
@@ -120,6 +138,8 @@ func surgeSteady(ctx context.Context, t *testing.T, r *rig) {
 // pending scale-up to 3 is carried out.
 func prometheusDownDuringScaleUp(ctx context.Context, t *testing.T, r *rig) {
 	const ns, name = faultNS, "surge"
+	r.waitReady(ctx, t, ns, name, 2)
+	steadyDecision(ctx, t, r, ns, name, surgeModel, 2)
 	// Start right after a cycle: the next is up to one interval away.
 	prev := r.va(ctx, t, ns, name).Status.DesiredOptimizedAlloc.LastRunTime
 	testenv.Eventually(ctx, t, "a fresh engine cycle", func() (bool, string) {
@@ -192,26 +212,14 @@ func prometheusDownDuringScaleUp(ctx context.Context, t *testing.T, r *rig) {
 		ns, down.Round(time.Second), failed, lastGood, minServed, maxServed, replicasDuring, scaled.Sub(back).Round(time.Second))
 }
 
-// brokenConfigUnderLoad: rt/cfg has its own entry (kvCacheThreshold 0.5)
-// under which 2 replicas at KV 0.3 are needed (one alone would be at 0.6);
-// under the defaults (0.8) one would be released. The entry is then made
+// brokenConfigUnderLoad: rt/cfg, started by startFaultGroups, is decided 2
+// under its own entry (the defaults would give 1). The entry is then made
 // unparsable for several engine cycles: the decision stays 2 with metrics
 // (the last good entry in force), the Deployment does not move, the
 // ConfigMap gets a Warning Event, wva_config_entry_invalid is 1 and the VA
 // says ConfigValid=False. Fixed, the metric returns to 0.
 func brokenConfigUnderLoad(ctx context.Context, t *testing.T, r *rig) {
 	const ns, name = faultNS, "cfg"
-	good := "model_id: " + cfgModel + "\nkvCacheThreshold: 0.5"
-	setEntry(ctx, t, r, good)
-	testenv.Eventually(ctx, t, "the rt/cfg entry kept as last good", func() (bool, string) {
-		cm, err := r.kube.CoreV1().ConfigMaps(configNS).Get(ctx, config.LastGoodConfigMapName, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return cm.Data[config.LastGoodKey(config.SaturationConfigMapName, cfgKey)] == good, fmt.Sprint(cm.Data)
-	})
-	r.deploy(ctx, t, ns, name, cfgModel, "5", 2, 1, 3)
-	r.fleet.SetLoad(ns, cfgModel, 3) // 1.5 req/s per pod: KV 0.3
 	r.waitReady(ctx, t, ns, name, 2)
 	steadyDecision(ctx, t, r, ns, name, cfgModel, 2)
 
@@ -268,7 +276,7 @@ func brokenConfigUnderLoad(ctx context.Context, t *testing.T, r *rig) {
 	}
 	held := time.Since(broken)
 
-	setEntry(ctx, t, r, good)
+	setEntry(ctx, t, r, cfgGoodEntry)
 	testenv.Eventually(ctx, t, invalidSeries+" 0", func() (bool, string) {
 		v := r.adapterMetric(ctx, invalidSeries)
 		return v == "0", v

@@ -73,6 +73,7 @@ func TestRealIntervals(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.CreateNamespace(ctx, t, r.kube, faultNS)
+	startFaultGroups(ctx, t, r)
 	// Everything that needs Prometheus runs at once; the outage after.
 	t.Run("group", func(t *testing.T) {
 		for _, m := range modes {
@@ -84,10 +85,6 @@ func TestRealIntervals(t *testing.T) {
 		t.Run("broken ConfigMap entry under load", func(t *testing.T) {
 			t.Parallel()
 			brokenConfigUnderLoad(ctx, t, r)
-		})
-		t.Run("surge group steady", func(t *testing.T) {
-			t.Parallel()
-			surgeSteady(ctx, t, r)
 		})
 	})
 	if !t.Failed() {
