@@ -21,7 +21,7 @@ test: test-deps ## Run the whole suite (unit + real control plane and Prometheus
 	$(GO) test -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 e2e: test-deps ## Closed-loop rig: control plane + kwok + emulated vLLM fleet + Prometheus + wva processes
-	$(GO) test -tags e2e -timeout 30m $(TESTFLAGS) -v -run 'TestClosedLoop|TestRealIntervals' ./test/e2e/
+	$(GO) test -tags e2e -timeout 30m -parallel 4 $(TESTFLAGS) -v -run 'TestClosedLoop|TestRealIntervals' ./test/e2e/
 
 test-unit: ## Run the tests that need no external binaries
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v /test/)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -33,10 +34,12 @@ const (
 // once in one cluster: in rt-hpa the HPA owns 0 <-> 1 (HPAScaleToZero,
 // minReplicas 0); in rt-ctl a second `wva controller` is told the HPA
 // cannot (--hpa-scale-to-zero=false: minReplicas 1, the controller scales
-// to and from 0 itself), as on a cluster without the gate.
+// to and from 0 itself), as on a cluster without the gate. Alongside, in
+// rt-fault: a broken ConfigMap entry under load; then, once nothing else
+// needs it, Prometheus down during a scale-up.
 func TestRealIntervals(t *testing.T) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	modes := []struct {
 		name, ns      string
@@ -49,6 +52,7 @@ func TestRealIntervals(t *testing.T) {
 	for _, m := range modes {
 		variants = append(variants, variant(m.ns, "wake", "rt/"+m.ns))
 	}
+	variants = append(variants, faultVariants()...)
 	r := startRigWith(ctx, t, rigOptions{
 		EngineInterval: prodEngineInterval, HPASyncPeriod: prodHPASync, PodReadyDelay: prodPodReadyDelay,
 		FeatureGates: map[string]bool{"HPAScaleToZero": true},
@@ -57,14 +61,20 @@ func TestRealIntervals(t *testing.T) {
 	}, variants)
 	defer r.report.print(t)
 	r.startController(ctx, "controller rt-ctl", "--watch-namespace=rt-ctl", "--resync=30s", "--hpa-scale-to-zero=false")
+	r.startController(ctx, "controller "+faultNS, "--watch-namespace="+faultNS, "--resync=30s")
 	r.selectPercentage(ctx, t)
+	stz := map[string]string{"default": "enable_scale_to_zero: true\nretention_period: 1m"}
+	maps.Copy(stz, faultScaleToZeroEntries())
 	_, err := r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "wva-model-scale-to-zero-config", Labels: map[string]string{llmdv1alpha1.LabelConfigMapName: llmdv1alpha1.ConfigMapLabelValue}},
-		Data:       map[string]string{"default": "enable_scale_to_zero: true\nretention_period: 1m"},
+		Data:       stz,
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	testenv.CreateNamespace(ctx, t, r.kube, faultNS)
+	startFaultGroups(ctx, t, r)
+	// Everything that needs Prometheus runs at once; the outage after.
 	t.Run("group", func(t *testing.T) {
 		for _, m := range modes {
 			t.Run(m.name, func(t *testing.T) {
@@ -72,7 +82,14 @@ func TestRealIntervals(t *testing.T) {
 				wakeAtProductionIntervals(ctx, t, r, m.ns, "rt/"+m.ns, m.hpaMinReplica)
 			})
 		}
+		t.Run("broken ConfigMap entry under load", func(t *testing.T) {
+			t.Parallel()
+			brokenConfigUnderLoad(ctx, t, r)
+		})
 	})
+	if !t.Failed() {
+		t.Run("Prometheus down during a scale-up", func(t *testing.T) { prometheusDownDuringScaleUp(ctx, t, r) })
+	}
 	r.report.add("real intervals: whole test %s (rig start included)", time.Since(start).Round(time.Second))
 }
 
