@@ -231,12 +231,11 @@ func (a *Adapter) watch() {
 	_, _ = a.wva.Llmd().V1alpha1().VariantAutoscalings().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: trigger,
 		UpdateFunc: func(oldObj, newObj any) {
-			o, n := oldObj.(*llmdv1alpha1.VariantAutoscaling), newObj.(*llmdv1alpha1.VariantAutoscaling)
-			if o.Generation != n.Generation { // spec changes only: our own status writes must not loop
+			decide, serve := vaChanged(oldObj.(*llmdv1alpha1.VariantAutoscaling), newObj.(*llmdv1alpha1.VariantAutoscaling))
+			if decide {
 				a.Engine.Trigger()
 			}
-			od, nd := o.Status.DesiredOptimizedAlloc, n.Status.DesiredOptimizedAlloc
-			if od.NumReplicas != nd.NumReplicas || od.LastRunTime.IsZero() != nd.LastRunTime.IsZero() {
+			if serve {
 				notify()
 			}
 		},
@@ -418,4 +417,17 @@ func (a *Adapter) live() error {
 		return nil
 	}
 	return a.Engine.Live(a.Options.LivenessStaleAfter)
+}
+
+// vaChanged says whether a VA update calls for a new decision (a spec
+// change, or a wake by the fast path: until the next cycle the gauge
+// wva_desired_replicas still shows the decision of 0 that the wake
+// overrode) and whether what the VA serves changed (KEDA's streams).
+// wva's own status writes call for neither decision nor loop.
+func vaChanged(o, n *llmdv1alpha1.VariantAutoscaling) (decide, serve bool) {
+	woke := o.Annotations[llmdv1alpha1.AnnotationScaledFromZeroAt] != n.Annotations[llmdv1alpha1.AnnotationScaledFromZeroAt]
+	decide = o.Generation != n.Generation || woke
+	od, nd := o.Status.DesiredOptimizedAlloc, n.Status.DesiredOptimizedAlloc
+	serve = od.NumReplicas != nd.NumReplicas || od.LastRunTime.IsZero() != nd.LastRunTime.IsZero() || o.ServedReplicas() != n.ServedReplicas()
+	return decide, serve
 }

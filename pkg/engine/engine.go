@@ -394,17 +394,16 @@ func (e *Engine) publish(ctx context.Context, va *llmdv1alpha1.VariantAutoscalin
 	return true, e.Status.WriteStatus(ctx, va, status)
 }
 
-// keepLastWritten makes the VA's sample (the last one) show the decision
-// still in its status when the new one could not be written: the provider
-// and KEDA serve the status, and prometheus-adapter rules on
+// keepLastWritten makes the VA's sample (the last one) show what the
+// provider and KEDA serve when the new decision could not be written (the
+// status, held at 1 after a wake it predates): prometheus-adapter rules on
 // wva_desired_replicas must serve the same. A VA never decided has no
 // sample.
 func keepLastWritten(samples []VariantSample, va *llmdv1alpha1.VariantAutoscaling) []VariantSample {
-	last := va.Status.DesiredOptimizedAlloc
-	if last.LastRunTime.IsZero() {
+	if va.Status.DesiredOptimizedAlloc.LastRunTime.IsZero() {
 		return samples[:len(samples)-1]
 	}
-	samples[len(samples)-1].Desired = last.NumReplicas
+	samples[len(samples)-1].Desired = va.ServedReplicas()
 	return samples
 }
 

@@ -168,13 +168,18 @@ func (f failingWriter) WriteStatus(context.Context, *llmdv1alpha1.VariantAutosca
 func TestFailedWriteServesLastGood(t *testing.T) {
 	decided := va("prod", "l4", "llama", "5", 1, 5)
 	decided.Status.DesiredOptimizedAlloc = llmdv1alpha1.OptimizedAlloc{NumReplicas: 2, LastRunTime: metav1.NewTime(t0.Add(-time.Minute))}
+	// Decided 0, then woken by the fast path: the provider serves 1.
+	woken := va("prod", "l4", "llama", "5", 0, 5)
+	woken.Status.DesiredOptimizedAlloc = llmdv1alpha1.OptimizedAlloc{NumReplicas: 0, LastRunTime: metav1.NewTime(t0.Add(-time.Minute))}
+	woken.Annotations = map[string]string{llmdv1alpha1.AnnotationScaledFromZeroAt: t0.Add(-30 * time.Second).Format(time.RFC3339Nano)}
 	cases := map[string]struct {
 		va         *llmdv1alpha1.VariantAutoscaling
 		wantSeries int
 		wantGauge  float64
 	}{
-		"previously decided 2": {decided, 1, 2},
-		"never decided":        {va("prod", "l4", "llama", "5", 1, 5), 0, 0},
+		"previously decided 2":           {decided, 1, 2},
+		"never decided":                  {va("prod", "l4", "llama", "5", 1, 5), 0, 0},
+		"decided 0 before the last wake": {woken, 1, 1},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
