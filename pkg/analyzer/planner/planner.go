@@ -273,11 +273,10 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	if next.HoldFactor <= 0 {
 		next.HoldFactor = holdFactor
 	}
-	var supplyNow float64
 	for _, v := range variants {
-		supplyNow += float64(v.CurrentReplicas) * caps[v.Name].Rate
+		an.Supply += float64(v.CurrentReplicas) * caps[v.Name].Rate
 	}
-	short := supplyNow+1e-9 < an.Staffed
+	short := an.Supply+1e-9 < an.Staffed
 	switch {
 	case short && !st.LastRelease.IsZero() && g.Now.Sub(st.LastRelease) < time.Duration(next.HoldFactor*float64(horizon)):
 		// Demand came back over capacity given back within the hold.
@@ -316,7 +315,6 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	// Mix.
 	mv := make([]mixVariant, len(variants))
 	for i, v := range variants {
-		an.Supply += float64(v.CurrentReplicas) * caps[v.Name].Rate
 		mv[i] = mixVariant{Name: v.Name, Cost: v.Cost, Rate: caps[v.Name].Rate, Min: v.MinReplicas, Max: v.MaxReplicas,
 			Lo: min(max(v.CurrentReplicas, v.MinReplicas), v.MaxReplicas), Hi: v.MaxReplicas}
 	}
@@ -325,7 +323,7 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 		counts[i] = clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
 	}
 	switch {
-	case an.Supply+1e-9 < an.Staffed && lasting(g.Now, st, next, an.Supply, an.Staffed):
+	case short && lasting(g.Now, st, next, an.Supply, an.Staffed):
 		// Short now: add to cover the held plan (only adds, so pending
 		// replicas are never ordered again).
 		c, ok := cheapestMix(mv, an.Held)
@@ -340,7 +338,7 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 		if !ok {
 			an.Why = WhyMax
 		}
-	case an.Supply+1e-9 < an.Staffed:
+	case short:
 		// A small shortfall not yet a metrics window old: hold.
 		an.Why = WhyPersist
 	case pending(variants):
