@@ -181,9 +181,8 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		CycleTimeout:    opts.CycleTimeout,
 		StatusHeartbeat: opts.StatusHeartbeat,
 	}
-	if opts.Budgeted() {
-		src, start, synced, err := budget.NewInformerSource(a.kube, budget.InformerOptions{PoolLabel: opts.BudgetPoolLabel,
-			ConfigMapNamespace: opts.ConfigNamespace, ConfigMapName: opts.BudgetConfigMap, GPUResource: corev1.ResourceName(opts.GPUResource)})
+	if opts.Budget.Enabled() {
+		src, start, synced, err := budget.NewInformerSource(a.kube, opts.Budget.InformerOptions(opts.ConfigNamespace))
 		if err != nil {
 			return nil, err
 		}
