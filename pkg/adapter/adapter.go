@@ -186,7 +186,7 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.Engine.Budget = inventory.GPUBudget{Source: src}
+		a.Engine.Budget = src
 		a.budgetStart, a.budgetSynced = start, synced
 	}
 	cmLister := a.cmInformer.Core().V1().ConfigMaps().Lister()
