@@ -181,13 +181,12 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		CycleTimeout:    opts.CycleTimeout,
 		StatusHeartbeat: opts.StatusHeartbeat,
 	}
-	if opts.Budgeted() {
-		src, start, synced, err := budget.NewInformerSource(a.kube, budget.InformerOptions{PoolLabel: opts.BudgetPoolLabel,
-			ConfigMapNamespace: opts.ConfigNamespace, ConfigMapName: opts.BudgetConfigMap, GPUResource: corev1.ResourceName(opts.GPUResource)})
+	if opts.Budget.Enabled() {
+		src, start, synced, err := budget.NewInformerSource(a.kube, opts.Budget.InformerOptions(opts.ConfigNamespace))
 		if err != nil {
 			return nil, err
 		}
-		a.Engine.Budget = inventory.GPUBudget{Source: src}
+		a.Engine.Budget = src
 		a.budgetStart, a.budgetSynced = start, synced
 	}
 	cmLister := a.cmInformer.Core().V1().ConfigMaps().Lister()

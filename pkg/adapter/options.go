@@ -39,10 +39,8 @@ type Options struct {
 	ConfigNamespace string
 	WatchNamespace  string
 
-	// GPU budget of enableLimiter groups; neither flag set = no budget.
-	BudgetConfigMap string
-	BudgetPoolLabel string
-	GPUResource     string
+	// Budget is the GPU budget of enableLimiter groups.
+	Budget budget.Flags
 
 	Lease                daemon.Lease
 	Endpoints            daemon.Endpoints
@@ -79,7 +77,7 @@ func NewOptions() *Options {
 		EngineInterval:           30 * time.Second,
 		StatusHeartbeat:          2 * time.Minute,
 		ConfigNamespace:          ns,
-		GPUResource:              "nvidia.com/gpu",
+		Budget:                   budget.DefaultFlags(),
 		Lease:                    daemon.DefaultLease("wva-adapter", "", true),
 		Endpoints:                daemon.DefaultEndpoints(":8443", ":8080"),
 		KedaScalerResendInterval: kedascaler.DefaultResendInterval,
@@ -101,11 +99,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "Age past which a served decision counts as stale in metrics (default: heartbeat + 2 intervals)")
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "Namespace of the wva ConfigMaps (default: $POD_NAMESPACE or wva-system)")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Only manage VAs in this namespace (default: all)")
-	fs.StringVar(&o.BudgetPoolLabel, "budget-node-pool-label", o.BudgetPoolLabel,
-		"GPU budget of enableLimiter groups from nodes: one pool per value of this node label (the accelerator label, e.g. nvidia.com/gpu.product, so pools match acceleratorName), GPUs = allocatable --gpu-resource minus what pods request")
-	fs.StringVar(&o.BudgetConfigMap, "budget-configmap", o.BudgetConfigMap,
-		"GPU budget of enableLimiter groups from this ConfigMap in --config-namespace (data key = acceleratorName, value = {nodeSelector, gpus}), the same format as wva scale-from-zero's")
-	fs.StringVar(&o.GPUResource, "gpu-resource", o.GPUResource, "Extended resource counted as GPUs")
+	o.Budget.AddFlags(fs)
 	o.Lease.AddFlags(fs, "Elect one replica to run the engine (all replicas serve metrics)")
 	o.Endpoints.AddFlags(fs)
 	fs.DurationVar(&o.LivenessStaleAfter, "liveness-stale-after", o.LivenessStaleAfter,
@@ -122,9 +116,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.KedaScalerResendInterval, "keda-scaler-resend-interval", o.KedaScalerResendInterval,
 		"Longest silence on a KEDA StreamIsActive stream: activity is pushed on every change and re-sent at least this often")
 }
-
-// Budgeted reports whether a GPU budget source is configured.
-func (o *Options) Budgeted() bool { return o.BudgetConfigMap != "" || o.BudgetPoolLabel != "" }
 
 // Complete fills in derived defaults.
 func (o *Options) Complete() {
@@ -171,7 +162,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	errs = append(errs, o.validateKedaTLS()...)
-	errs = append(errs, budget.ValidateFlags(o.BudgetConfigMap, o.BudgetPoolLabel)...)
+	errs = append(errs, o.Budget.Validate()...)
 	if err := o.Endpoints.Validate(); err != nil {
 		errs = append(errs, err)
 	}

@@ -162,23 +162,3 @@ func TestFreeGPUs(t *testing.T) {
 	}
 	assert.Equal(t, Free{"H100": 3, "L4": 0}, FreeGPUs(usage), "a pool without a GPU limit is absent: not limited")
 }
-
-func TestValidateFlags(t *testing.T) {
-	tests := []struct {
-		configMap, poolLabel string
-		want                 []string
-	}{
-		{"", "", nil},
-		{"gpu-budget", "", nil},
-		{"", "nvidia.com/gpu.product", nil},
-		{"gpu-budget", "pool", []string{`--budget-configmap="gpu-budget" and --budget-node-pool-label="pool": choose one budget source`}},
-		{"", "bad label!", []string{`--budget-node-pool-label="bad label!"`}},
-	}
-	for _, tt := range tests {
-		errs := ValidateFlags(tt.configMap, tt.poolLabel)
-		require.Len(t, errs, len(tt.want), "%v", errs)
-		for i, w := range tt.want {
-			assert.Contains(t, errs[i].Error(), w)
-		}
-	}
-}

@@ -115,18 +115,3 @@ func PoolsFromNodes(nodes []Node, poolLabel string) []Pool {
 	sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
 	return pools
 }
-
-// ValidateFlags checks the --budget-configmap and --budget-node-pool-label
-// flags that both `wva adapter` and `wva scale-from-zero` take.
-func ValidateFlags(configMap, poolLabel string) []error {
-	var errs []error
-	if configMap != "" && poolLabel != "" {
-		errs = append(errs, fmt.Errorf("--budget-configmap=%q and --budget-node-pool-label=%q: choose one budget source", configMap, poolLabel))
-	}
-	if poolLabel != "" {
-		for _, msg := range validation.IsQualifiedName(poolLabel) {
-			errs = append(errs, fmt.Errorf("--budget-node-pool-label=%q: %s", poolLabel, msg))
-		}
-	}
-	return errs
-}

@@ -95,6 +95,13 @@ func (r Reading) LimiterVariants(ws []Workload) []Variant {
 	return out
 }
 
+// LimiterSource gives the limiter's budget for the workloads (FreeForLimiter):
+// the same pools and accounting as the scale-from-zero fast path. *Source is
+// the one implementation; the engine depends on this interface.
+type LimiterSource interface {
+	FreeForLimiter(ws []Workload) (Free, error)
+}
+
 // FreeForLimiter is the limiter's budget: per accelerator-named pool with
 // a GPU limit, the GPUs the workloads and other bound pods leave free; nil
 // when no pool is defined (not limited).

@@ -238,3 +238,14 @@ func Clamp(n, lo, hi int32) int32 {
 	}
 	return n
 }
+
+// Cheaper is the order in which a group's variants are woken from zero and
+// kept at one replica: the lowest cost first, alphabetical on a tie. The
+// enforcer and the scale-from-zero fast path both use it, so either picks
+// the same variant of a group.
+func Cheaper(costA float64, nameA string, costB float64, nameB string) bool {
+	if costA != costB {
+		return costA < costB
+	}
+	return nameA < nameB
+}

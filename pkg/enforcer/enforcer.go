@@ -426,12 +426,11 @@ func latestUpdate(variants []decision.Variant) time.Time {
 	return t
 }
 
-// cheapestName is the variant with the lowest cost, alphabetically first on
-// a tie.
+// cheapestName is the variant woken first (decision.Cheaper).
 func cheapestName(variants []decision.Variant) string {
 	best := -1
 	for i, v := range variants {
-		if best < 0 || v.Cost < variants[best].Cost || (v.Cost == variants[best].Cost && v.Name < variants[best].Name) {
+		if best < 0 || decision.Cheaper(v.Cost, v.Name, variants[best].Cost, variants[best].Name) {
 			best = i
 		}
 	}

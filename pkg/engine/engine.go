@@ -35,13 +35,6 @@ type MetricsSource interface {
 	Collect(ctx context.Context, req collector.Request) (collector.Result, error)
 }
 
-// BudgetSource gives the GPU budget of limited-mode groups
-// (enableLimiter): GPUs free for new replicas per accelerator, the views'
-// own replicas already counted as held. nil means none is configured.
-type BudgetSource interface {
-	Budget(views []View) (budget.Free, error)
-}
-
 // StatusWriter persists a VA's status; it retries conflicts by re-reading
 // the VA and re-applying the status it was given.
 type StatusWriter interface {
@@ -56,9 +49,10 @@ type Engine struct {
 	Status   StatusWriter
 	Config   *config.Store
 	Pipeline pipeline.Pipeline
-	// Budget, when set, is read each cycle that has a limited group and
+	// Budget, when set, is read each cycle that has a limited group (GPUs
+	// free per accelerator, the views' own replicas counted as held) and
 	// handed to the pipeline; nil leaves limited groups unlimited.
-	Budget   BudgetSource
+	Budget   budget.LimiterSource
 	Recorder record.EventRecorder
 	Observe  *Metrics
 	Clock    clock.PassiveClock
@@ -250,7 +244,7 @@ func (e *Engine) decide(c *Cycle, views []View, result collector.Result, resolve
 	}
 	pipe := e.Pipeline
 	if e.Budget != nil && anyLimited(plans) {
-		b, err := e.Budget.Budget(views)
+		b, err := e.Budget.FreeForLimiter(Workloads(views))
 		if err != nil {
 			// Informer caches do not fail in practice; deciding unlimited
 			// beats holding every group for a budget read.

@@ -349,7 +349,7 @@ type fixedBudget struct {
 	calls  int
 }
 
-func (f *fixedBudget) Budget([]View) (budget.Free, error) {
+func (f *fixedBudget) FreeForLimiter([]budget.Workload) (budget.Free, error) {
 	f.calls++
 	return f.budget.Copy(), nil
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
@@ -250,4 +251,18 @@ func sortGroupKeys(keys []GroupKey) {
 		}
 		return keys[i].ModelID < keys[j].ModelID
 	})
+}
+
+// Workloads describes the resolved views to the budget (unresolved ones
+// hold nothing it can account).
+func Workloads(views []View) []budget.Workload {
+	out := make([]budget.Workload, 0, len(views))
+	for _, v := range views {
+		if !v.Target.Resolved {
+			continue
+		}
+		out = append(out, budget.Workload{VA: v.VA, Replicas: int64(v.Target.SpecReplicas),
+			TemplateNodeSelector: v.Target.NodeSelector, PodSelector: v.Target.PodSelector})
+	}
+	return out
 }

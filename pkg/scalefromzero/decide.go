@@ -17,6 +17,7 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/budget"
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 // GroupKey identifies a variant group: the VAs of one namespace sharing a
@@ -62,6 +63,14 @@ func (g Group) AtZero() bool {
 		}
 	}
 	return true
+}
+
+// WakeOrder is the group's variants cheapest first (decision.Cheaper, the
+// enforcer's order too).
+func (g Group) WakeOrder() []Variant {
+	vs := append([]Variant(nil), g.Variants...)
+	sort.Slice(vs, func(i, j int) bool { return decision.Cheaper(vs[i].Cost, vs[i].Name, vs[j].Cost, vs[j].Name) })
+	return vs
 }
 
 // Result of a decision.
@@ -110,13 +119,7 @@ type Decision struct {
 // variant without a pool is not limited; one assigned to a pool missing
 // from a configured budget does not fit (its annotation names no pool).
 func Choose(g Group, usage map[string]budget.Usage) Decision {
-	vs := append([]Variant(nil), g.Variants...)
-	sort.Slice(vs, func(i, j int) bool {
-		if vs[i].Cost != vs[j].Cost {
-			return vs[i].Cost < vs[j].Cost
-		}
-		return vs[i].Name < vs[j].Name
-	})
+	vs := g.WakeOrder()
 	if len(vs) == 0 {
 		return Decision{Result: ResultNoVariant}
 	}

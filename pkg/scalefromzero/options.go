@@ -40,9 +40,7 @@ type Options struct {
 	RetryAfter  time.Duration
 
 	ConfigNamespace   string
-	BudgetConfigMap   string
-	BudgetPoolLabel   string
-	GPUResource       string
+	Budget            budget.Flags
 	BudgetGaugesEvery time.Duration
 
 	ActivatorListen     string
@@ -73,7 +71,7 @@ func NewOptions() *Options {
 		PollInterval: 100 * time.Millisecond, ScrapeTimeout: time.Second, MaxConcurrentScrape: 16,
 		EPPMetricsPort: 9090, EPPMetricsPath: "/metrics", EPPScheme: "http",
 		WakeTimeout: 2 * time.Minute, RetryAfter: time.Second,
-		ConfigNamespace: ns, GPUResource: "nvidia.com/gpu", BudgetGaugesEvery: 5 * time.Second,
+		ConfigNamespace: ns, Budget: budget.DefaultFlags(), BudgetGaugesEvery: 5 * time.Second,
 		ActivatorMaxWait: 60 * time.Second, ActivatorHealthPath: "/health",
 		ActivatorMaxHeldRequests: 100, ActivatorMaxHeldBytes: 64 << 20, ActivatorMaxBodyBytes: 4 << 20,
 		ActivatorReadTimeout: 30 * time.Second, ActivatorWriteTimeout: 10 * time.Minute, ActivatorIdleTimeout: 90 * time.Second,
@@ -105,9 +103,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "Wait before re-deciding a group refused by the budget or whose scale call failed")
 
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "Namespace of the budget ConfigMap (default: $POD_NAMESPACE or wva-system)")
-	fs.StringVar(&o.BudgetConfigMap, "budget-configmap", o.BudgetConfigMap, "ConfigMap with the GPU budget per node pool (data key = pool name, value = {nodeSelector, gpus, gpuMemory})")
-	fs.StringVar(&o.BudgetPoolLabel, "budget-node-pool-label", o.BudgetPoolLabel, "Compute the budget from nodes: one pool per value of this node label, GPUs = allocatable --gpu-resource")
-	fs.StringVar(&o.GPUResource, "gpu-resource", o.GPUResource, "Extended resource counted as GPUs")
+	o.Budget.AddFlags(fs)
 	fs.DurationVar(&o.BudgetGaugesEvery, "budget-metrics-interval", o.BudgetGaugesEvery, "How often the per-pool budget gauges are refreshed")
 
 	fs.StringVar(&o.ActivatorListen, "activator-listen", o.ActivatorListen, "Serve the HTTP activator (OpenAI-compatible proxy that holds requests while a model wakes) on this address")
@@ -182,7 +178,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--activator-max-held-bytes=%d: must be >= --activator-max-body-bytes (%d), or no body that size is ever accepted",
 			o.ActivatorMaxHeldBytes, o.ActivatorMaxBodyBytes))
 	}
-	errs = append(errs, budget.ValidateFlags(o.BudgetConfigMap, o.BudgetPoolLabel)...)
+	errs = append(errs, o.Budget.Validate()...)
 	if _, err := ParseBackends(o.ActivatorBackends); err != nil {
 		errs = append(errs, err)
 	}

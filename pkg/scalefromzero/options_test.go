@@ -25,7 +25,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad URL", func(o *Options) { o.EPPURLs = []string{"tcp://127.0.0.1:9090"} }, `--epp-url="tcp://127.0.0.1:9090": want an http(s) URL with a host`},
 		{"zero interval", func(o *Options) { o.EPPSelector, o.PollInterval = "a=b", 0 }, "--poll-interval=0s: must be positive"},
 		{"bad path", func(o *Options) { o.EPPSelector, o.EPPMetricsPath = "a=b", "metrics" }, `--epp-metrics-path="metrics": must start with /`},
-		{"both budgets", func(o *Options) { o.EPPSelector, o.BudgetConfigMap, o.BudgetPoolLabel = "a=b", "cm", "pool" }, "choose one budget source"},
+		{"both budgets", func(o *Options) { o.EPPSelector, o.Budget.ConfigMap, o.Budget.PoolLabel = "a=b", "cm", "pool" }, "choose one budget source"},
 		{"missing token file", func(o *Options) { o.EPPSelector, o.EPPBearerTokenFile = "a=b", "/nonexistent/token" }, "--epp-bearer-token-file"},
 		{"CA file with http", func(o *Options) { o.EPPSelector, o.EPPCAFile = "a=b", "options_test.go" }, `--epp-ca-file="options_test.go": only used with --epp-scheme=https`},
 		{"held bytes below body cap", func(o *Options) { o.EPPSelector, o.ActivatorMaxHeldBytes = "a=b", 1<<20 }, "--activator-max-held-bytes=1048576: must be >= --activator-max-body-bytes (4194304)"},

@@ -151,10 +151,9 @@ func newWatches(o *Options, cfg *rest.Config, kube kubernetes.Interface, wva ver
 		w.starters = append(w.starters, eppInf.Start)
 	}
 
-	w.budgeted = o.BudgetConfigMap != "" || o.BudgetPoolLabel != ""
+	w.budgeted = o.Budget.Enabled()
 	if w.budgeted {
-		b, start, hasSynced, err := budget.NewInformerSource(kube, budget.InformerOptions{PoolLabel: o.BudgetPoolLabel,
-			GPUResource: corev1.ResourceName(o.GPUResource), ConfigMapNamespace: o.ConfigNamespace, ConfigMapName: o.BudgetConfigMap})
+		b, start, hasSynced, err := budget.NewInformerSource(kube, o.Budget.InformerOptions(o.ConfigNamespace))
 		if err != nil {
 			return nil, err
 		}

@@ -210,12 +210,7 @@ func (w *Waker) blocked(key GroupKey, g Group, d Decision, now time.Time) Outcom
 	// picture changes, or once a minute.
 	if w.lastBlock[key] != msg || now.Sub(w.blockEvent[key]) >= blockEventEvery {
 		w.lastBlock[key], w.blockEvent[key] = msg, now
-		cheapest := g.Variants[0]
-		for _, v := range g.Variants {
-			if v.Cost < cheapest.Cost || (v.Cost == cheapest.Cost && v.Name < cheapest.Name) {
-				cheapest = v
-			}
-		}
+		cheapest := g.WakeOrder()[0]
 		klog.InfoS("scale from zero blocked by the GPU budget", "group", key, "blockers", HolderNames(d.Blockers))
 		w.Recorder.Event(cheapest.VA, corev1.EventTypeWarning, EventBlocked, msg)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/controller"
+	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/inventory"
 	"github.com/wva-project/wva/pkg/pipeline"
@@ -285,7 +286,7 @@ func cheapestVariant(sc *Scenario) int {
 		if v.MaxReplicas < 1 {
 			continue
 		}
-		if best < 0 || v.Cost < sc.Variants[best].Cost || (v.Cost == sc.Variants[best].Cost && v.Name < sc.Variants[best].Name) {
+		if best < 0 || decision.Cheaper(v.Cost, v.Name, sc.Variants[best].Cost, sc.Variants[best].Name) {
 			best = i
 		}
 	}

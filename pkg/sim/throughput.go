@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/wva-project/wva/pkg/fit"
 )
 
 // Upstream WVA's throughput analyzer (internal/engines/analyzers/throughput,
@@ -84,26 +86,21 @@ func (w *itlWindow) ready() bool {
 	return hi-lo >= tpMinKSpread
 }
 
-// fitITL is the two-tier fit: least squares over the window when it is
-// ready; otherwise A alone by least squares over this cycle's points with
-// B pinned (A = sum((ITL-B)k) / sum(k^2)). ols says the first tier was
-// used (its B is then worth pinning later). An unconstrained fit with a
-// negative slope or intercept falls back to the pinned one, and a pinned
-// slope below zero is taken as flat (both our assumptions: a model whose
-// ITL falls with load would overstate supply).
+// fitITL is the two-tier fit: least squares (fit.Linear) over the window
+// when it is ready; otherwise A alone by least squares over this cycle's
+// points with B pinned (A = sum((ITL-B)k) / sum(k^2)). ols says the first
+// tier was used (its B is then worth pinning later). An unconstrained fit
+// with a negative slope or intercept falls back to the pinned one, and a
+// pinned slope below zero is taken as flat (both our assumptions: a model
+// whose ITL falls with load would overstate supply).
 func fitITL(w *itlWindow, current []itlObs, pinnedB float64) (m itlFit, ols, ok bool) {
 	if w.ready() {
-		var n, sk, si, skk, ski float64
-		for _, o := range w.obs {
-			n++
-			sk, si, skk, ski = sk+o.k, si+o.itl, skk+o.k*o.k, ski+o.k*o.itl
+		ks, itls := make([]float64, len(w.obs)), make([]float64, len(w.obs))
+		for i, o := range w.obs {
+			ks[i], itls[i] = o.k, o.itl
 		}
-		if den := n*skk - sk*sk; den > 0 {
-			a := (n*ski - sk*si) / den
-			b := (si - a*sk) / n
-			if a >= 0 && b > 0 {
-				return itlFit{A: a, B: b}, true, true
-			}
+		if l, ok := fit.Linear(ks, itls); ok && l.Slope >= 0 && l.Intercept > 0 {
+			return itlFit{A: l.Slope, B: l.Intercept}, true, true
 		}
 	}
 	var num, den float64

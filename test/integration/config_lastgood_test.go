@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -59,8 +58,7 @@ func TestLastGoodConfigSurvivesRestart(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "wva-saturation-scaling-config", Labels: configLabels()}, Data: map[string]string{"default": valid},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	cert, key, err := cluster.IssueServingCert([]string{"wva-adapter.wva-system.svc"}, []net.IP{net.ParseIP("127.0.0.1")})
-	require.NoError(t, err)
+	cert, key := adapterServingCert(t, cluster)
 	first := startAdapter(ctx, t, cluster, prom.URL, cert, key)
 
 	va := func() *llmdv1alpha1.VariantAutoscaling {

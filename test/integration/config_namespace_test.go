@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -58,8 +57,7 @@ func TestNamespaceLocalConfigMap(t *testing.T) {
 		require.NoError(t, err)
 	}
 	create("wva-system", configLabels(), "analyzerName: saturation-percentage\nkvCacheThreshold: 0.80\nkvSpareTrigger: 0.10")
-	cert, key, err := cluster.IssueServingCert([]string{"wva-adapter.wva-system.svc"}, []net.IP{net.ParseIP("127.0.0.1")})
-	require.NoError(t, err)
+	cert, key := adapterServingCert(t, cluster)
 	adapter := startAdapter(ctx, t, cluster, prom.URL, cert, key)
 
 	desired := func(ns string) (int32, bool) {

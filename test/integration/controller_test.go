@@ -51,8 +51,7 @@ func startHPARig(ctx context.Context, t *testing.T, gates map[string]bool, contr
 	startAdapterAPIService(ctx, t, cluster, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
 		"--leader-elect=true", "--leader-election-namespace=wva-system")
 
-	r.ctrl = startWVAProcess(ctx, t, "controller", append([]string{"controller", "--kubeconfig=" + cluster.KubeconfigPath,
-		"--leader-elect=false", "--probe-namespace=wva-system", "--resync=2s", "--v=2"}, controllerFlags...))
+	r.ctrl = startController(ctx, t, cluster, append([]string{"--probe-namespace=wva-system", "--resync=2s", "--v=2"}, controllerFlags...)...)
 	return r
 }
 

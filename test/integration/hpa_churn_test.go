@@ -24,8 +24,7 @@ func TestControllerHPANoChurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, kube, wva := startCluster(ctx, t, "wva-system", "prod")
-	startWVAProcess(ctx, t, "controller", []string{"controller", "--kubeconfig=" + cluster.KubeconfigPath,
-		"--leader-elect=false", "--probe-namespace=wva-system", "--resync=1s", "--v=2"})
+	startController(ctx, t, cluster, "--probe-namespace=wva-system", "--resync=1s", "--v=2")
 
 	forms := []struct{ name, behavior string }{
 		{"none", ""},

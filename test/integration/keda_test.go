@@ -75,9 +75,8 @@ func TestControllerScaledObjects(t *testing.T) {
 	startAdapter(ctx, t, cluster, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), cert, key,
 		"--leader-elect=true", "--leader-election-namespace=wva-system", "--keda-scaler-address="+scalerAddr,
 		"--keda-scaler-tls-cert-file="+filepath.Join(scalerDir, "tls.crt"), "--keda-scaler-tls-key-file="+filepath.Join(scalerDir, "tls.key"))
-	startWVAProcess(ctx, t, "controller", []string{"controller", "--kubeconfig=" + cluster.KubeconfigPath,
-		"--leader-elect=false", "--resync=2s", "--v=2", "--output=scaledobject", "--keda-scaler-address=" + scalerAddr,
-		"--keda-trigger-authentication=ClusterTriggerAuthentication/wva-keda-scaler"})
+	startController(ctx, t, cluster, "--resync=2s", "--v=2", "--output=scaledobject", "--keda-scaler-address="+scalerAddr,
+		"--keda-trigger-authentication=ClusterTriggerAuthentication/wva-keda-scaler")
 
 	servingVariant(ctx, t, kube, "prod", "llama-l4", 2, nil)
 	va, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-l4", "meta/llama", "5", 1, 4), metav1.CreateOptions{})

@@ -46,8 +46,7 @@ func TestMetricsDelegatedAuth(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: "monitoring"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	p := startWVAProcess(ctx, t, "controller", []string{"controller", "--kubeconfig=" + cluster.KubeconfigPath,
-		"--leader-elect=false", "--probe-namespace=wva-system", "--metrics-secure=true"})
+	p := startController(ctx, t, cluster, "--probe-namespace=wva-system", "--metrics-secure=true")
 	metricsURL := "https://" + strings.TrimPrefix(p.MetricsURL, "http://") + "/metrics"
 	// The certificate is self-signed in memory, as deploy/ runs it.
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}

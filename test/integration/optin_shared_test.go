@@ -3,9 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,14 +12,10 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	"k8s.io/utils/ptr"
 
 	"github.com/wva-project/wva/pkg/adapter"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/test/harness"
 	"github.com/wva-project/wva/test/testenv"
 )
 
@@ -57,26 +50,8 @@ func TestOptInDecisionsSharedAcrossReplicas(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	cert, key, err := cluster.IssueServingCert([]string{"wva-adapter.wva-system.svc"}, []net.IP{net.ParseIP("127.0.0.1")})
-	require.NoError(t, err)
-	flags := []string{"--leader-elect=true", "--leader-election-namespace=wva-system", "--leader-election-lease-duration=4s",
-		"--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s", "--status-heartbeat=1s"}
-	a := startAdapter(ctx, t, cluster, prom.URL, cert, key, flags...)
-	b := startAdapter(ctx, t, cluster, prom.URL, cert, key, flags...)
-
-	holder := func() string {
-		l, err := cs.CoordinationV1().Leases("wva-system").Get(ctx, "wva-adapter", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-		return *l.Spec.HolderIdentity
-	}
-	testenv.Eventually(ctx, t, "a leader holds the Lease", func() (bool, string) { return holder() != "", "no holder" })
-	first := holder()
-	leader, follower := a, b
-	if strings.Contains(b.Log(), `"leader election" identity="`+first+`"`) {
-		leader, follower = b, a
-	}
+	pair := startAdapterPair(ctx, t, cluster, prom.URL)
+	leader, follower := pair.Leader, pair.Follower
 
 	// Both replicas serve the leader's decision.
 	for _, p := range []*adapterProcess{leader, follower} {
@@ -126,12 +101,7 @@ func TestOptInDecisionsSharedAcrossReplicas(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	leader.Stop()
-	stopped := time.Now()
-	testenv.Eventually(ctx, t, "the follower takes the Lease", func() (bool, string) {
-		h := holder()
-		return h != "" && h != first, h
-	})
+	stopped := pair.StopLeader(ctx, t)
 	// lastRunTime has whole seconds: a decision after the stop is the new
 	// leader's.
 	testenv.Eventually(ctx, t, "the new leader's own decision is served", func() (bool, string) {
@@ -143,23 +113,4 @@ func TestOptInDecisionsSharedAcrossReplicas(t *testing.T) {
 	<-done
 	assert.Empty(t, answers, "the follower answered something else than the last decision")
 	assert.Contains(t, follower.Log(), "restored opted-in decisions")
-}
-
-// directMetric is the one wva_desired_replicas value one adapter replica
-// serves, bypassing the aggregator.
-func directMetric(ctx context.Context, c *harness.Cluster, port int, ns, variant string) (*v1beta1.ExternalMetricValue, error) {
-	cfg := rest.CopyConfig(c.RESTConfig)
-	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	list, err := getRaw(ctx, cs, ns, variant)
-	if err != nil {
-		return nil, err
-	}
-	if len(list.Items) != 1 {
-		return nil, fmt.Errorf("want 1 item, got %d", len(list.Items))
-	}
-	return &list.Items[0], nil
 }

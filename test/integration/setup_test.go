@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -124,8 +123,7 @@ type adapterProcess struct {
 func startAdapterAPIService(ctx context.Context, t *testing.T, c *harness.Cluster, promURL string, extra ...string) (*adapterProcess, harness.APIServiceOptions) {
 	t.Helper()
 	svc := harness.APIServiceOptions{Group: "external.metrics.k8s.io", Version: "v1beta1", Namespace: "wva-system", ServiceName: "wva-adapter"}
-	cert, key, err := c.IssueServingCert([]string{svc.ServiceDNSName()}, []net.IP{net.ParseIP("127.0.0.1")})
-	require.NoError(t, err)
+	cert, key := adapterServingCert(t, c)
 	adapter := startAdapter(ctx, t, c, promURL, cert, key, extra...)
 	svc.Port, svc.CABundle = adapter.Port, c.CAPEM
 	require.NoError(t, c.RegisterAPIService(ctx, svc))

@@ -1,8 +1,9 @@
 package planner
 
 import (
-	"math"
 	"time"
+
+	"github.com/wva-project/wva/pkg/fit"
 )
 
 // A replica ordered now serves one start-up delay later, so demand that
@@ -39,35 +40,9 @@ func rising(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration
 	if len(xs) < 3 || span < window/2 {
 		return 0
 	}
-	slope, stdErr := fitLine(xs, ys)
-	return max(0, slope-trendStdErrs*stdErr) * horizon.Seconds()
-}
-
-// fitLine is the least-squares slope of y on x and its standard error.
-func fitLine(xs, ys []float64) (slope, stdErr float64) {
-	n := float64(len(xs))
-	var mx, my float64
-	for i := range xs {
-		mx += xs[i]
-		my += ys[i]
+	line, ok := fit.Linear(xs, ys)
+	if !ok {
+		return 0
 	}
-	mx, my = mx/n, my/n
-	var sxx, sxy float64
-	for i := range xs {
-		sxx += (xs[i] - mx) * (xs[i] - mx)
-		sxy += (xs[i] - mx) * (ys[i] - my)
-	}
-	if sxx <= 0 {
-		return 0, math.Inf(1)
-	}
-	slope = sxy / sxx
-	var rss float64
-	for i := range xs {
-		e := ys[i] - my - slope*(xs[i]-mx)
-		rss += e * e
-	}
-	if n <= 2 {
-		return slope, math.Inf(1)
-	}
-	return slope, math.Sqrt(rss / (n - 2) / sxx)
+	return max(0, line.Slope-trendStdErrs*line.SlopeStdErr) * horizon.Seconds()
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/analyzer/queueing/des"
+	"github.com/wva-project/wva/test/des"
 )
 
 // Hand-computed with alpha 5, beta 0.1, gamma 0.01 ms, I = 100, O = 9:

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/analyzer/queueing/des"
+	"github.com/wva-project/wva/test/des"
 )
 
 var (

@@ -1,6 +1,6 @@
 // Package des is a small discrete-event simulation of one continuous-batching
-// model server, used only to validate the queueing model against. It is
-// deterministic for a given seed.
+// model server, used only by tests to validate the queueing model against.
+// It is deterministic for a given seed.
 //
 // The server works in engine iterations, as vLLM does: at the start of an
 // iteration waiting requests join the batch (FIFO, up to MaxBatch); a request
