@@ -246,7 +246,15 @@ func TestTokenScrapesStayInTheGroupsNamespace(t *testing.T) {
 	r := &Runner{State: f.waker.State, Waker: f.waker, Metrics: f.waker.Metrics, Interval: time.Hour,
 		Endpoints: PodEndpoints{Pods: corelisters.NewPodLister(c.pods), Scheme: o.EPPScheme, Port: o.EPPMetricsPort, Path: o.EPPMetricsPath},
 		Scraper:   NewScraper(client, time.Second, 4, func(res ScrapeResult, _ time.Duration) { scraped <- res })}
+	// observe runs before the scrape leaves the in-flight set, and a tick
+	// skips a URL still in flight: wait for it to leave before ticking.
+	idle := func() bool {
+		r.Scraper.mu.Lock()
+		defer r.Scraper.mu.Unlock()
+		return len(r.Scraper.inFlight) == 0
+	}
 	for range 3 {
+		require.Eventually(t, idle, 10*time.Second, time.Millisecond, "the previous scrape is still in flight")
 		r.Tick(context.Background())
 		select {
 		case res := <-scraped:
