@@ -298,9 +298,15 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	}
 	an.Hold = hold.String()
 	an.Held = an.Staffed
+	// Plans are remembered for the longer of the hold and the trend's
+	// window: a short hold must not starve the trend of history.
+	keep := max(hold, trendWindow(horizon))
 	for _, p := range st.Plans {
-		if g.Now.Sub(p.At) < hold {
+		age := g.Now.Sub(p.At)
+		if age < keep {
 			next.Plans = append(next.Plans, p)
+		}
+		if age < hold {
 			an.Held = max(an.Held, p.Rate)
 		}
 	}

@@ -518,3 +518,22 @@ func TestRisesRecordBurstOnsets(t *testing.T) {
 		})
 	}
 }
+
+// With a start-up delay short enough that the first hold is shorter than
+// the trend's window, the planner still keeps the history the trend needs:
+// a steady ramp is forecast.
+func TestShortStartupKeepsTrendHistory(t *testing.T) {
+	const startup = 30 * time.Second
+	var st any
+	var a Analysis
+	for i := range 20 {
+		g := fleet(8, 0, 2+0.02*float64(i*30))
+		g.Variants[1].MaxReplicas = 0
+		g.Variants[0].StartupDelay = startup
+		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+		a, _, st = run(t, g, st)
+	}
+	assert.Equal(t, (3 * startup).String(), a.Hold, "a first rise is held three start-ups")
+	// 0.02 req/s per second over a 30 s horizon.
+	assert.InDelta(t, 0.6, a.Rising, 0.05, "the ramp is forecast over the start-up")
+}

@@ -27,7 +27,7 @@ const (
 // (req/s, never negative) from the remembered arrivals and the current
 // rate.
 func rising(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration) float64 {
-	window := max(trendHorizons*horizon, minTrendWindow)
+	window := trendWindow(horizon)
 	xs, ys := []float64{0}, []float64{cur}
 	span := time.Duration(0)
 	for _, p := range plans {
@@ -45,4 +45,9 @@ func rising(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration
 		return 0
 	}
 	return max(0, line.Slope-trendStdErrs*line.SlopeStdErr) * horizon.Seconds()
+}
+
+// trendWindow is how far back rising looks for a horizon.
+func trendWindow(horizon time.Duration) time.Duration {
+	return max(trendHorizons*horizon, minTrendWindow)
 }
