@@ -35,8 +35,9 @@ const (
 // minReplicas 0); in rt-ctl a second `wva controller` is told the HPA
 // cannot (--hpa-scale-to-zero=false: minReplicas 1, the controller scales
 // to and from 0 itself), as on a cluster without the gate. Alongside, in
-// rt-fault: a broken ConfigMap entry under load; then, once nothing else
-// needs it, Prometheus down during a scale-up.
+// rt-fault: a broken ConfigMap entry under load; in rt-api, VA status
+// writes failing (429, 500) with a scale-up pending; then, once nothing
+// else needs it, Prometheus down during a scale-up.
 func TestRealIntervals(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -53,18 +54,22 @@ func TestRealIntervals(t *testing.T) {
 		variants = append(variants, variant(m.ns, "wake", "rt/"+m.ns))
 	}
 	variants = append(variants, faultVariants()...)
+	variants = append(variants, apiVariants()...)
 	r := startRigWith(ctx, t, rigOptions{
 		EngineInterval: prodEngineInterval, HPASyncPeriod: prodHPASync, PodReadyDelay: prodPodReadyDelay,
 		FeatureGates: map[string]bool{"HPAScaleToZero": true},
 		// Capabilities probed (minReplicas 0 accepted); production resync.
 		ControllerArgs: []string{"--watch-namespace=rt-hpa", "--resync=30s"},
+		APIFaults:      &apiFaultProxy{ns: apiNS},
 	}, variants)
 	defer r.report.print(t)
 	r.startController(ctx, "controller rt-ctl", "--watch-namespace=rt-ctl", "--resync=30s", "--hpa-scale-to-zero=false")
 	r.startController(ctx, "controller "+faultNS, "--watch-namespace="+faultNS, "--resync=30s")
+	r.startController(ctx, "controller "+apiNS, "--watch-namespace="+apiNS, "--resync=30s")
 	r.selectPercentage(ctx, t)
 	stz := map[string]string{"default": "enable_scale_to_zero: true\nretention_period: 1m"}
 	maps.Copy(stz, faultScaleToZeroEntries())
+	maps.Copy(stz, apiScaleToZeroEntries())
 	_, err := r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "wva-model-scale-to-zero-config", Labels: map[string]string{llmdv1alpha1.LabelConfigMapName: llmdv1alpha1.ConfigMapLabelValue}},
 		Data:       stz,
@@ -74,6 +79,9 @@ func TestRealIntervals(t *testing.T) {
 	}
 	testenv.CreateNamespace(ctx, t, r.kube, faultNS)
 	startFaultGroups(ctx, t, r)
+	testenv.CreateNamespace(ctx, t, r.kube, apiNS)
+	r.deploy(ctx, t, apiNS, "api", apiModel, "5", 2, 1, 4)
+	r.fleet.SetLoad(apiNS, apiModel, 5) // 2.5 req/s per pod: KV 0.5, decided 2
 	// Everything that needs Prometheus runs at once; the outage after.
 	t.Run("group", func(t *testing.T) {
 		for _, m := range modes {
@@ -85,6 +93,10 @@ func TestRealIntervals(t *testing.T) {
 		t.Run("broken ConfigMap entry under load", func(t *testing.T) {
 			t.Parallel()
 			brokenConfigUnderLoad(ctx, t, r)
+		})
+		t.Run("API server failing VA status writes", func(t *testing.T) {
+			t.Parallel()
+			statusWritesFailing(ctx, t, r)
 		})
 	})
 	if !t.Failed() {

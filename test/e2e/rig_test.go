@@ -57,6 +57,9 @@ type rigOptions struct {
 	FeatureGates map[string]bool
 	// ControllerArgs are appended to `wva controller`'s flags.
 	ControllerArgs []string
+	// APIFaults, when set, sits between the adapter's client and
+	// kube-apiserver (see realfaults_apierrors_test.go).
+	APIFaults *apiFaultProxy
 }
 
 func (o rigOptions) withDefaults() rigOptions {
@@ -133,6 +136,9 @@ func startRigWith(ctx context.Context, t *testing.T, opts rigOptions, variants [
 	}
 	testenv.CreateNamespace(ctx, t, r.kube, configNS)
 	r.installRBAC(ctx, t, dir)
+	if r.opts.APIFaults != nil {
+		r.opts.APIFaults.start(t, r.kubeconfigs["wva-adapter"], dir)
+	}
 
 	sd := filepath.Join(dir, "vllm-targets.json")
 	fctx, cancel := context.WithCancel(context.Background())
@@ -259,10 +265,14 @@ func (r *rig) startController(ctx context.Context, name string, extra ...string)
 // deploy/ plus loopback addresses and test-speed intervals.
 func (r *rig) startAdapter(ctx context.Context, port int) *testenv.Process {
 	t := r.t
+	lister := r.kubeconfigs["wva-adapter"]
+	if r.opts.APIFaults != nil {
+		lister = r.opts.APIFaults.kubeconfig
+	}
 	args := []string{"adapter",
 		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
 		"--tls-cert-file=" + r.certFile, "--tls-private-key-file=" + r.keyFile,
-		"--lister-kubeconfig=" + r.kubeconfigs["wva-adapter"],
+		"--lister-kubeconfig=" + lister,
 		"--authentication-kubeconfig=" + r.kubeconfigs["wva-adapter"], "--authorization-kubeconfig=" + r.kubeconfigs["wva-adapter"],
 		"--prometheus-url=" + r.prom.URL, "--engine-interval=" + r.opts.EngineInterval.String(), "--status-heartbeat=10s",
 		"--config-namespace=" + configNS, "--leader-elect=true", "--leader-election-lease-duration=4s",
