@@ -85,7 +85,8 @@ const (
 
 // steadyAtThree brings s4/steady to 3 Ready replicas held by a decision of
 // 3 with metrics, as scenario 1 does (2 at KV 0.5, then KV 0.78 -> 3 at
-// KV 0.52); it deploys the variant only the first time.
+// KV 0.52), and waits until it has been steady for a minute; it deploys
+// the variant only the first time.
 func (r *rig) steadyAtThree(ctx context.Context, t *testing.T) {
 	t.Helper()
 	if _, err := r.wva.LlmdV1alpha1().VariantAutoscalings("s4").Get(ctx, "steady", metav1.GetOptions{}); apierrors.IsNotFound(err) {
@@ -97,6 +98,17 @@ func (r *rig) steadyAtThree(ctx context.Context, t *testing.T) {
 	}
 	r.waitReady(ctx, t, "s4", "steady", 3)
 	r.waitDecision(ctx, t, "s4", "steady", 3)
+	// Settled: the KV peak of the ramp to 3 has left the engine's 1-minute
+	// window, so a newly started adapter, which does not know that the
+	// third replica answered that peak, sees only KV 0.52.
+	kvPeak := `max(max_over_time(vllm:kv_cache_usage_perc{namespace="s4",model_name="` + steadyModel + `"}[1m]))`
+	testenv.Eventually(ctx, t, kvPeak+" < 0.6", func() (bool, string) {
+		s, err := r.prom.Query(ctx, kvPeak)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(s) == 1 && s[0].Value < 0.6, fmt.Sprint(s)
+	})
 }
 
 // waitDecision waits until a VA's decision is want replicas, made with
