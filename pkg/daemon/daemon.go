@@ -57,6 +57,9 @@ type Lease struct {
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
+	// Identity is written to the Lease's holderIdentity while this process
+	// leads; empty: hostname_<start time in ns>, unique per process.
+	Identity string
 }
 
 // RunLeaderElected runs work while this process holds the Lease (or at once
@@ -78,8 +81,11 @@ func RunLeaderElected(ctx context.Context, kube kubernetes.Interface, lease Leas
 		run(ctx)
 		return nil
 	}
-	host, _ := os.Hostname()
-	id := fmt.Sprintf("%s_%d", host, time.Now().UnixNano())
+	id := lease.Identity
+	if id == "" {
+		host, _ := os.Hostname()
+		id = fmt.Sprintf("%s_%d", host, time.Now().UnixNano())
+	}
 	klog.InfoS("leader election", "identity", id, "lease", lease.Namespace+"/"+lease.Name)
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, lease.Namespace, lease.Name,
 		kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id, EventRecorder: recorder})
@@ -115,6 +121,7 @@ func (l *Lease) AddFlags(fs *pflag.FlagSet, enabledHelp string) {
 	fs.DurationVar(&l.LeaseDuration, "leader-election-lease-duration", l.LeaseDuration, "Lease duration")
 	fs.DurationVar(&l.RenewDeadline, "leader-election-renew-deadline", l.RenewDeadline, "Lease renew deadline")
 	fs.DurationVar(&l.RetryPeriod, "leader-election-retry-period", l.RetryPeriod, "Lease retry period")
+	fs.StringVar(&l.Identity, "leader-election-identity", l.Identity, "holderIdentity written to the Lease while leading; must differ between replicas (default: hostname_<start time in ns>)")
 }
 
 // Validate requires lease duration > renew deadline > retry period > 0, as

@@ -40,9 +40,11 @@ func TestClosedLoop(t *testing.T) {
 		variant("s3", "mistral-cheap", "mistral/7b"), variant("s3", "mistral-dear", "mistral/7b"),
 		variant("s5", "evil", evilModel),
 		variant("s7", "planned", plannerModel),
+		variant("s4", "steady", steadyModel), variant("s4", "contended", contendedModel),
+		variant("s6", "observed", observedModel),
 	})
 	defer r.report.print(t)
-	for _, ns := range []string{"s1", "s2", "s3", "s5", "s7"} {
+	for _, ns := range []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7"} {
 		testenv.CreateNamespace(ctx, t, r.kube, ns)
 	}
 	r.selectPercentage(ctx, t)
@@ -59,16 +61,65 @@ func TestClosedLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Each subtest sets up the variants it needs in its own namespace and
+	// can run alone (-run 'TestClosedLoop/4_faults'); run together they share
+	// the rig, the way variants share a real cluster.
 	t.Run("5 bad input", func(t *testing.T) { badInput(ctx, t, r) })
 	t.Run("1 scale-up without cascade", func(t *testing.T) { scaleUpNoCascade(ctx, t, r) })
 	t.Run("2 cost-aware placement", func(t *testing.T) { costAware(ctx, t, r) })
 	t.Run("3 scale to zero", func(t *testing.T) { scaleToZero(ctx, t, r) })
 	t.Run("7 slo-planner", func(t *testing.T) { sloPlanner(ctx, t, r) })
-	// Before the faults, which stop Prometheus and move the adapter.
 	t.Run("6 dashboard queries", func(t *testing.T) { checkDashboard(ctx, t, r) })
 	t.Run("6 alert expressions", func(t *testing.T) { checkAlerts(ctx, t, r) })
-	t.Run("6 RBAC", func(t *testing.T) { checkNoForbidden(t, r) })
 	t.Run("4 faults", func(t *testing.T) { faults(ctx, t, r) })
+	// Last, so that it covers every request of the subtests that ran.
+	t.Run("6 RBAC", func(t *testing.T) { checkNoForbidden(t, r) })
+}
+
+// Models of the variants that subtests set up for themselves.
+const (
+	steadyModel    = "faults/steady"
+	contendedModel = "faults/contended"
+	observedModel  = "observed/model"
+)
+
+// steadyAtThree brings s4/steady to 3 Ready replicas held by a decision of
+// 3 with metrics, as scenario 1 does (2 at KV 0.5, then KV 0.78 -> 3 at
+// KV 0.52), and waits until it has been steady for a minute; it deploys
+// the variant only the first time.
+func (r *rig) steadyAtThree(ctx context.Context, t *testing.T) {
+	t.Helper()
+	if _, err := r.wva.LlmdV1alpha1().VariantAutoscalings("s4").Get(ctx, "steady", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		r.deploy(ctx, t, "s4", "steady", steadyModel, "5", 2, 1, 4)
+		r.fleet.SetLoad("s4", steadyModel, 5)
+		r.waitReady(ctx, t, "s4", "steady", 2)
+		r.waitDecision(ctx, t, "s4", "steady", 2)
+		r.fleet.SetLoad("s4", steadyModel, 7.8)
+	}
+	r.waitReady(ctx, t, "s4", "steady", 3)
+	r.waitDecision(ctx, t, "s4", "steady", 3)
+	// Settled: the KV peak of the ramp to 3 has left the engine's 1-minute
+	// window, so a newly started adapter, which does not know that the
+	// third replica answered that peak, sees only KV 0.52.
+	kvPeak := `max(max_over_time(vllm:kv_cache_usage_perc{namespace="s4",model_name="` + steadyModel + `"}[1m]))`
+	testenv.Eventually(ctx, t, kvPeak+" < 0.6", func() (bool, string) {
+		s, err := r.prom.Query(ctx, kvPeak)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(s) == 1 && s[0].Value < 0.6, fmt.Sprint(s)
+	})
+}
+
+// waitDecision waits until a VA's decision is want replicas, made with
+// metrics.
+func (r *rig) waitDecision(ctx context.Context, t *testing.T, ns, name string, want int32) {
+	t.Helper()
+	testenv.Eventually(ctx, t, fmt.Sprintf("%s/%s: decision %d with metrics", ns, name, want), func() (bool, string) {
+		va := r.va(ctx, t, ns, name)
+		return va.Status.DesiredOptimizedAlloc.NumReplicas == want &&
+			meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable), va.Status.DesiredOptimizedAlloc.Reason
+	})
 }
 
 func badInput(ctx context.Context, t *testing.T, r *rig) {
@@ -120,11 +171,7 @@ func scaleUpNoCascade(ctx context.Context, t *testing.T, r *rig) {
 	r.deploy(ctx, t, "s1", "l4", "meta/llama-8b", "5", 2, 1, 4)
 	r.fleet.SetLoad("s1", "meta/llama-8b", 5)
 	r.waitReady(ctx, t, "s1", "l4", 2)
-	testenv.Eventually(ctx, t, "steady decision 2 with metrics", func() (bool, string) {
-		va := r.va(ctx, t, "s1", "l4")
-		return va.Status.DesiredOptimizedAlloc.NumReplicas == 2 &&
-			meta.IsStatusConditionTrue(va.Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable), va.Status.DesiredOptimizedAlloc.Reason
-	})
+	r.waitDecision(ctx, t, "s1", "l4", 2)
 	r.holdReplicas(ctx, t, "s1", "l4", 2, 5*time.Second)
 
 	r.fleet.SetLoad("s1", "meta/llama-8b", 7.8)
@@ -194,19 +241,20 @@ func scaleToZero(ctx context.Context, t *testing.T, r *rig) {
 
 func faults(ctx context.Context, t *testing.T, r *rig) {
 	t.Run("Prometheus stopped: no decrease, no flapping, MetricsAvailable=False, recovery", func(t *testing.T) {
+		r.steadyAtThree(ctx, t)
 		r.prom.Stop()
 		testenv.Eventually(ctx, t, "MetricsAvailable=False", func() (bool, string) {
-			c := meta.FindStatusCondition(r.va(ctx, t, "s1", "l4").Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable)
+			c := meta.FindStatusCondition(r.va(ctx, t, "s4", "steady").Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable)
 			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == llmdv1alpha1.ReasonPrometheusError, fmt.Sprint(c)
 		})
 		// Five engine cycles without Prometheus.
 		end := time.Now().Add(10 * time.Second)
 		for time.Now().Before(end) {
-			hpa, err := r.kube.AutoscalingV2().HorizontalPodAutoscalers("s1").Get(ctx, "l4", metav1.GetOptions{})
+			hpa, err := r.kube.AutoscalingV2().HorizontalPodAutoscalers("s4").Get(ctx, "steady", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := r.specReplicas(ctx, "s1", "l4"); got != 3 || hpa.Status.DesiredReplicas != 3 {
+			if got := r.specReplicas(ctx, "s4", "steady"); got != 3 || hpa.Status.DesiredReplicas != 3 {
 				t.Fatalf("during the outage: Deployment %d, HPA desired %d; want 3 and 3", got, hpa.Status.DesiredReplicas)
 			}
 			time.Sleep(500 * time.Millisecond)
@@ -216,54 +264,56 @@ func faults(ctx context.Context, t *testing.T, r *rig) {
 		}
 		back := time.Now()
 		testenv.Eventually(ctx, t, "MetricsAvailable=True", func() (bool, string) {
-			return meta.IsStatusConditionTrue(r.va(ctx, t, "s1", "l4").Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable), ""
+			return meta.IsStatusConditionTrue(r.va(ctx, t, "s4", "steady").Status.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable), ""
 		})
 		r.report.add("4 Prometheus outage 10 s (5 cycles): Deployment and HPA held 3; MetricsAvailable=False during, True %s after restart",
 			time.Since(back).Round(100*time.Millisecond))
 	})
 
 	t.Run("adapter killed and restarted: same decision served at once", func(t *testing.T) {
+		r.steadyAtThree(ctx, t)
 		port := r.adapterPort
 		r.adapter.Kill()
 		started := time.Now()
 		r.adapter = r.startAdapter(ctx, port)
 		var served time.Time
 		testenv.Eventually(ctx, t, "decision served again", func() (bool, string) {
-			v, err := testenv.ExternalMetric(ctx, r.kube, "s1", "l4")
+			v, err := testenv.ExternalMetric(ctx, r.kube, "s4", "steady")
 			if err == nil && v == 3 {
 				served = time.Now()
 				return true, ""
 			}
 			return false, fmt.Sprint(v, err)
 		})
-		r.holdReplicas(ctx, t, "s1", "l4", 3, 4*time.Second)
+		r.holdReplicas(ctx, t, "s4", "steady", 3, 4*time.Second)
 		r.report.add("4 adapter SIGKILL + restart: wva_desired_replicas=3 served %s after the new process started (engine interval %s)",
 			served.Sub(started).Round(100*time.Millisecond), r.opts.EngineInterval)
 	})
 
 	t.Run("leader failover with two adapter replicas", func(t *testing.T) {
+		r.steadyAtThree(ctx, t)
 		secondPort := testenv.FreePort(t)
 		second := r.startAdapter(ctx, secondPort)
-		lease := func() string {
-			l, err := r.kube.CoordinationV1().Leases(configNS).Get(ctx, "wva-adapter", metav1.GetOptions{})
-			if err != nil || l.Spec.HolderIdentity == nil {
-				return ""
-			}
-			return *l.Spec.HolderIdentity
+		first := r.adapter
+		// The Lease names the leader: one of the two running adapters.
+		testenv.Eventually(ctx, t, "one of the two adapters leads", func() (bool, string) {
+			h := r.leaseHolder(ctx)
+			return h == r.leaseIdentity[first] || h == r.leaseIdentity[second], h
+		})
+		leader, follower := first, second
+		if r.leaseHolder(ctx) == r.leaseIdentity[second] {
+			leader, follower = second, first
 		}
-		testenv.Eventually(ctx, t, "a leader", func() (bool, string) { return lease() != "", "" })
-		leader, follower := r.adapter, second
-		if strings.Contains(second.Log(), `"leader election" identity="`+lease()+`"`) {
-			leader, follower = second, r.adapter
-		}
-		before := lease()
 		killed := time.Now()
 		leader.Kill()
-		testenv.Eventually(ctx, t, "the follower leads", func() (bool, string) { h := lease(); return h != "" && h != before, h })
+		testenv.Eventually(ctx, t, "the Lease names the surviving adapter", func() (bool, string) {
+			h := r.leaseHolder(ctx)
+			return h == r.leaseIdentity[follower], h
+		})
 		took := time.Since(killed)
-		last := r.va(ctx, t, "s1", "l4").Status.DesiredOptimizedAlloc.LastRunTime
+		last := r.va(ctx, t, "s4", "steady").Status.DesiredOptimizedAlloc.LastRunTime
 		testenv.Eventually(ctx, t, "decisions continue under the new leader", func() (bool, string) {
-			return r.va(ctx, t, "s1", "l4").Status.DesiredOptimizedAlloc.LastRunTime.After(last.Time), ""
+			return r.va(ctx, t, "s4", "steady").Status.DesiredOptimizedAlloc.LastRunTime.After(last.Time), ""
 		})
 		r.adapter = follower
 		if follower == second {
@@ -274,15 +324,19 @@ func faults(ctx context.Context, t *testing.T, r *rig) {
 			}
 		}
 		testenv.Eventually(ctx, t, "metric served by the surviving replica", func() (bool, string) {
-			v, err := testenv.ExternalMetric(ctx, r.kube, "s1", "l4")
+			v, err := testenv.ExternalMetric(ctx, r.kube, "s4", "steady")
 			return err == nil && v == 3, fmt.Sprint(v, err)
 		})
-		r.report.add("4 leader failover: new leader %s after SIGKILL of the old one (lease 4 s), decisions continue", took.Round(100*time.Millisecond))
+		r.report.add("4 leader failover: Lease holderIdentity moved to the surviving adapter %s after SIGKILL of the leader (lease 4 s), decisions continue", took.Round(100*time.Millisecond))
 	})
 
 	t.Run("conflicts on VA status are retried, nothing lost", func(t *testing.T) {
 		// Another writer bumps the VA's resourceVersion every 100 ms while
 		// a new decision has to be published.
+		r.deploy(ctx, t, "s4", "contended", contendedModel, "5", 2, 1, 4)
+		r.fleet.SetLoad("s4", contendedModel, 5)
+		r.waitReady(ctx, t, "s4", "contended", 2)
+		r.waitDecision(ctx, t, "s4", "contended", 2)
 		var bumps atomic.Int64
 		stop := make(chan struct{})
 		done := make(chan struct{})
@@ -295,16 +349,16 @@ func faults(ctx context.Context, t *testing.T, r *rig) {
 				case <-time.After(100 * time.Millisecond):
 				}
 				patch := fmt.Sprintf(`{"metadata":{"annotations":{"test/bump":"%d"}}}`, i)
-				if _, err := r.wva.LlmdV1alpha1().VariantAutoscalings("s2").Patch(ctx, "cheap", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+				if _, err := r.wva.LlmdV1alpha1().VariantAutoscalings("s4").Patch(ctx, "contended", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
 					bumps.Add(1)
 				}
 			}
 		}()
-		r.fleet.SetLoad("s2", "meta/llama-70b", 11) // 3.67 per pod -> KV 0.73 -> one more cheap replica
-		r.waitReplicas(ctx, t, "s2", "cheap", 3)
+		r.fleet.SetLoad("s4", contendedModel, 7.8) // 3.9 per pod -> KV 0.78 -> one more replica
+		r.waitReplicas(ctx, t, "s4", "contended", 3)
 		close(stop)
 		<-done
-		va := r.va(ctx, t, "s2", "cheap")
+		va := r.va(ctx, t, "s4", "contended")
 		if va.Status.DesiredOptimizedAlloc.NumReplicas != 3 || va.Annotations["test/bump"] == "" {
 			t.Fatalf("decision %d, annotation %q", va.Status.DesiredOptimizedAlloc.NumReplicas, va.Annotations["test/bump"])
 		}

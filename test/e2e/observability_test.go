@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/wva-project/wva/test/harness"
@@ -75,9 +78,23 @@ func dashboardQueries(t *testing.T) map[string]string {
 	return out
 }
 
+// observed gives the dashboard and the alerts series to show: s6/observed
+// at 2 replicas under load (KV 0.5), with its HPA reading the decision. It
+// deploys the variant only the first time.
+func (r *rig) observed(ctx context.Context, t *testing.T) {
+	t.Helper()
+	if _, err := r.wva.LlmdV1alpha1().VariantAutoscalings("s6").Get(ctx, "observed", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		r.deploy(ctx, t, "s6", "observed", observedModel, "5", 2, 1, 4)
+		r.fleet.SetLoad("s6", observedModel, 5)
+	}
+	r.waitReady(ctx, t, "s6", "observed", 2)
+	r.waitDecision(ctx, t, "s6", "observed", 2)
+}
+
 // checkDashboard queries every panel and variable of the Grafana dashboard
 // on the rig's Prometheus: each must parse and return at least one series.
 func checkDashboard(ctx context.Context, t *testing.T, r *rig) {
+	r.observed(ctx, t)
 	queries := dashboardQueries(t)
 	for where, expr := range queries {
 		qctx, cancel := context.WithTimeout(ctx, 45*time.Second)
@@ -106,6 +123,7 @@ var healthyAlerts = map[string][2]string{
 // checkAlerts evaluates deploy/monitoring's alert expressions on the rig's
 // Prometheus: all parse; the engine, staleness and HPA ones hold false.
 func checkAlerts(ctx context.Context, t *testing.T, r *rig) {
+	r.observed(ctx, t)
 	exprs := alertExprs(t)
 	for name := range healthyAlerts {
 		if _, ok := exprs[name]; !ok {
@@ -170,16 +188,65 @@ func allZero(s []harness.Sample) bool {
 	return true
 }
 
-// checkNoForbidden fails on any request the API server refused to a wva
-// process: each runs as its deploy/ ServiceAccount, and a missing rule shows
-// as a "forbidden" error in its log long before it breaks a scenario.
+// checkNoForbidden fails on any request the API server refused (403) to a
+// wva process: each runs as its deploy/ ServiceAccount, and the API
+// server's audit log records every request made as one of them, with the
+// response code. A missing rule shows here long before it breaks a
+// scenario. It covers what ran before it in the same rig.
 func checkNoForbidden(t *testing.T, r *rig) {
-	for _, p := range []*testenv.Process{r.adapter, r.controller, r.fastPath} {
-		for _, line := range strings.Split(p.Log(), "\n") {
-			if strings.Contains(line, "forbidden") {
-				t.Errorf("%s: %s", p.Name, line)
-			}
+	requests, forbidden := auditedRequests(t, r.auditLog)
+	for _, sa := range []string{"wva-adapter", "wva-controller", "wva-scale-from-zero"} {
+		user := "system:serviceaccount:" + configNS + ":" + sa
+		if requests[user] == 0 {
+			t.Errorf("the audit log has no request by %s: the check would see no refusal either", user)
 		}
 	}
-	r.report.add("6 RBAC: adapter, controller and fast path ran scenarios 1-3 and 5 as their deploy/ ServiceAccounts with no forbidden request")
+	for _, f := range forbidden {
+		t.Errorf("403: %s", f)
+	}
+	r.report.add("6 RBAC: adapter, controller and fast path made %d API requests as their deploy/ ServiceAccounts, %d refused (API server audit log)",
+		requests["system:serviceaccount:"+configNS+":wva-adapter"]+requests["system:serviceaccount:"+configNS+":wva-controller"]+
+			requests["system:serviceaccount:"+configNS+":wva-scale-from-zero"], len(forbidden))
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the check reads.
+type auditEvent struct {
+	Stage      string `json:"stage"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	User       struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+}
+
+// auditedRequests reads the audit log: completed requests per user, and
+// each refused one as "user verb URI".
+func auditedRequests(t *testing.T, path string) (map[string]int, []string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := map[string]int{}
+	var forbidden []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" {
+			continue
+		}
+		var e auditEvent
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("audit log line %q: %v", line, err)
+		}
+		// A watch also logs ResponseStarted; count each request once.
+		if e.Stage != "ResponseComplete" && e.Stage != "Panic" {
+			continue
+		}
+		requests[e.User.Username]++
+		if e.ResponseStatus != nil && e.ResponseStatus.Code == http.StatusForbidden {
+			forbidden = append(forbidden, e.User.Username+" "+e.Verb+" "+e.RequestURI)
+		}
+	}
+	return requests, forbidden
 }

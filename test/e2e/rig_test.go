@@ -88,8 +88,14 @@ type rig struct {
 	adapter  *testenv.Process
 	// adapterPort is where the APIService sends requests.
 	adapterPort int
-	controller  *testenv.Process
-	fastPath    *testenv.Process
+	// leaseIdentity is each adapter process's --leader-election-identity,
+	// what the Lease's holderIdentity shows while it leads.
+	leaseIdentity map[*testenv.Process]string
+	// auditLog is the API server's audit log of the requests made as
+	// ServiceAccounts of configNS, that is as wva's processes.
+	auditLog   string
+	controller *testenv.Process
+	fastPath   *testenv.Process
 	// kubeconfigs are per ServiceAccount of deploy/: the wva processes run
 	// with their permissions, not as admin.
 	kubeconfigs map[string]string
@@ -109,13 +115,17 @@ func startRig(ctx context.Context, t *testing.T, variants []fleet.Variant) *rig 
 
 func startRigWith(ctx context.Context, t *testing.T, opts rigOptions, variants []fleet.Variant) *rig {
 	t.Helper()
-	r := &rig{opts: opts.withDefaults(), report: &report{}, t: t}
+	r := &rig{opts: opts.withDefaults(), report: &report{}, t: t, leaseIdentity: map[*testenv.Process]string{}}
 	dir := t.TempDir()
 	var err error
 	if r.bin, err = testenv.BuildWVA(dir); err != nil {
 		t.Fatal(err)
 	}
-	r.cluster = harness.StartT(t, harness.Options{FeatureGates: r.opts.FeatureGates})
+	auditArgs, err := r.auditArgs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cluster = harness.StartT(t, harness.Options{FeatureGates: r.opts.FeatureGates, APIServerArgs: auditArgs})
 	r.kube = r.cluster.Clientset()
 	if r.wva, err = versioned.NewForConfig(r.cluster.RESTConfig); err != nil {
 		t.Fatal(err)
@@ -128,7 +138,7 @@ func startRigWith(ctx context.Context, t *testing.T, opts rigOptions, variants [
 		FeatureGates: r.opts.FeatureGates, Args: []string{"--use-service-account-credentials=true"}})
 	r.cluster.StartSchedulerT(t, harness.SchedulerOptions{})
 	r.cluster.StartKwokT(t, harness.KwokOptions{PodReadyDelay: r.opts.PodReadyDelay})
-	for i := range 3 {
+	for i := range 4 {
 		if err := r.cluster.CreateFakeNode(ctx, harness.FakeNode{Name: fmt.Sprintf("gpu-node-%d", i), GPUs: 8,
 			Labels: map[string]string{"nvidia.com/gpu.product": "NVIDIA-L4"}}); err != nil {
 			t.Fatal(err)
@@ -181,6 +191,30 @@ func startRigWith(ctx context.Context, t *testing.T, opts rigOptions, variants [
 		t.Fatal(err)
 	}
 	return r
+}
+
+// auditPolicy records, at Metadata level (who, verb, object, response
+// code), every request made as a ServiceAccount of configNS, which is how
+// the rig runs wva's processes, and nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts:` + configNS + `"]
+- level: None
+`
+
+// auditArgs writes auditPolicy and returns kube-apiserver's flags for it.
+func (r *rig) auditArgs(dir string) ([]string, error) {
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return nil, err
+	}
+	r.auditLog = filepath.Join(dir, "audit.log")
+	// The log backend's default mode is blocking: an event is in the file
+	// before its response is sent.
+	return []string{"--audit-policy-file=" + policy, "--audit-log-path=" + r.auditLog, "--audit-log-format=json"}, nil
 }
 
 // installRBAC applies deploy/default's ServiceAccounts and RBAC (with
@@ -269,7 +303,10 @@ func (r *rig) startAdapter(ctx context.Context, port int) *testenv.Process {
 	if r.opts.APIFaults != nil {
 		lister = r.opts.APIFaults.kubeconfig
 	}
-	args := []string{"adapter",
+	// Unique per process: a restarted adapter must not take over its
+	// predecessor's Lease by name before the Lease expires.
+	id := fmt.Sprintf("adapter-%d-%d", port, len(r.leaseIdentity))
+	args := []string{"adapter", "--leader-election-identity=" + id,
 		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
 		"--tls-cert-file=" + r.certFile, "--tls-private-key-file=" + r.keyFile,
 		"--lister-kubeconfig=" + lister,
@@ -277,7 +314,18 @@ func (r *rig) startAdapter(ctx context.Context, port int) *testenv.Process {
 		"--prometheus-url=" + r.prom.URL, "--engine-interval=" + r.opts.EngineInterval.String(), "--status-heartbeat=10s",
 		"--config-namespace=" + configNS, "--leader-elect=true", "--leader-election-lease-duration=4s",
 		"--leader-election-renew-deadline=3s", "--leader-election-retry-period=1s", "--v=2"}
-	return testenv.StartProcess(ctx, t, fmt.Sprintf("adapter:%d", port), r.bin, args...)
+	p := testenv.StartProcess(ctx, t, fmt.Sprintf("adapter:%d", port), r.bin, args...)
+	r.leaseIdentity[p] = id
+	return p
+}
+
+// leaseHolder is the holderIdentity of the adapters' Lease ("" if none).
+func (r *rig) leaseHolder(ctx context.Context) string {
+	l, err := r.kube.CoordinationV1().Leases(configNS).Get(ctx, "wva-adapter", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
 }
 
 // deploy creates a namespace-local Deployment whose pods each take one GPU
