@@ -105,3 +105,51 @@ func TestPlannerScalesDecodeNotPrefill(t *testing.T) {
 	assert.Equal(t, int32(2), got["prefill"], "%v", res.Targets)
 	assert.Greater(t, got["decode"], int32(2), "%v", res.Targets)
 }
+
+// Through the queueing-model analyzer and the optimizer: prefill replicas
+// far past the TTFT target grow prefill while decode, with room, keeps its
+// replicas; a group short on decode grows decode, never the cheaper
+// prefill.
+func TestQueueingScalesTheShortRole(t *testing.T) {
+	store := config.NewStore()
+	require.NoError(t, store.Apply(config.QueueingModelConfigMapName, map[string]string{config.DefaultKey: "targetTTFT: 500"}))
+	cfg := store.Resolve("m", "ns")
+	require.Equal(t, config.AnalyzerQueueingModel, cfg.Analyzer())
+	fleet := func(prefillTTFTms, decodeITLms float64, decode int) decision.Group {
+		g := decision.Group{ModelID: "m", Namespace: "ns", Variants: []decision.Variant{
+			{Name: "prefill", Role: decision.RolePrefill, Cost: 1, MinReplicas: 1, MaxReplicas: 20, CurrentReplicas: 2},
+			{Name: "decode", Role: decision.RoleDecode, Cost: 10, MinReplicas: 1, MaxReplicas: 20, CurrentReplicas: int32(decode)},
+		}}
+		// 12 req/s pass through both roles.
+		for i := range 2 {
+			g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: fmt.Sprintf("prefill-%d", i), Variant: "prefill",
+				ArrivalRate: 6, AvgTTFTms: prefillTTFTms, AvgInputTokens: 1000, AvgOutputTokens: 1})
+		}
+		for i := range decode {
+			g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: fmt.Sprintf("decode-%d", i), Variant: "decode",
+				ArrivalRate: 12 / float64(decode), AvgTTFTms: 300, AvgITLms: decodeITLms, AvgInputTokens: 1000, AvgOutputTokens: 200})
+		}
+		return g
+	}
+	for _, tc := range []struct {
+		name string
+		g    decision.Group
+		want map[string]int32
+	}{
+		// Prefill: mu = 6 + 1000/2000 = 6.5, 4.5 req/s each at 500 ms:
+		// RC 3 -> +1. Decode, seeded from its replicas, serves 8.64 req/s
+		// each at its observed ITL with headroom: spare 5.28, steady.
+		{"prefill short", fleet(2000, 20, 2), map[string]int32{"prefill": 3, "decode": 2}},
+		// Prefill: mu = 16, 14 req/s each, spare 16 -> one removed. One
+		// decode replica at 12 req/s serves 9.4 there: RC 2.6 -> +1.
+		{"decode short", fleet(100, 150, 1), map[string]int32{"prefill": 1, "decode": 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Default().Run(t0, []GroupInput{{Group: tc.g, Config: cfg, Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
+			require.NoError(t, res.Err)
+			got := targetsOf(res.Targets)
+			assert.Equal(t, tc.want, got, res.Signal.Reason)
+			require.Len(t, res.Signal.Roles, 2, res.Signal.Reason)
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -17,17 +18,44 @@ import (
 	"github.com/wva-project/wva/test/testenv"
 )
 
-// TestAdapterPrefillDecodeRoles runs `wva adapter` with the built-in
-// default analyzer (slo-planner) against Prometheus scraping a P/D fleet:
+// TestAdapterPrefillDecodeRoles runs `wva adapter`, with the built-in
+// default analyzer (slo-planner) and with the queueing-model analyzer
+// (selected by a wva-queueing-model-config entry with latency targets),
+// against Prometheus scraping a P/D fleet:
 // one prefill and one decode Deployment of the same model, told apart only
 // by their pod templates' llm-d.ai/role label. The decode pod is past its
 // ITL target at the load it serves, the prefill pod answers its prompts
 // fast: the adapter serves a higher wva_desired_replicas for decode and
 // keeps prefill, the cheaper variant, at 1.
 func TestAdapterPrefillDecodeRoles(t *testing.T) {
+	for _, tc := range []struct {
+		analyzer string
+		// queueingConfig, when set, is the wva-queueing-model-config
+		// default entry that selects the queueing-model analyzer.
+		queueingConfig string
+		// reasonPrefix starts the decode variant's decision reason.
+		reasonPrefix string
+	}{
+		{"slo-planner", "", "planned"},
+		// Decode's 150 ms ITL is past the 50 ms target (the filter, seeded
+		// from it, finds the target missed even at zero load and sizes at
+		// utilization 2/3: about 3.5 req/s a replica, under the 6 it
+		// gets); prefill's 50 ms TTFT is far under 500 ms.
+		{"queueing-model", "tuningEnabled: false\ntargetTTFT: 500\ntargetITL: 50", "scale-up"},
+	} {
+		t.Run(tc.analyzer, func(t *testing.T) { testAdapterPrefillDecodeRoles(t, tc.analyzer, tc.queueingConfig, tc.reasonPrefix) })
+	}
+}
+
+func testAdapterPrefillDecodeRoles(t *testing.T, analyzer, queueingConfig, reasonPrefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod")
+	if queueingConfig != "" {
+		_, err := cs.CoreV1().ConfigMaps("wva-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "wva-queueing-model-config", Labels: configLabels()},
+			Data: map[string]string{"default": queueingConfig}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
 
 	vllm, err := fakevllm.Start(false)
 	require.NoError(t, err)
@@ -73,8 +101,8 @@ func TestAdapterPrefillDecodeRoles(t *testing.T) {
 	})
 	va, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-decode", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.True(t, strings.HasPrefix(va.Status.DesiredOptimizedAlloc.Reason, "planned"), va.Status.DesiredOptimizedAlloc.Reason)
-	assert.Contains(t, va.Status.DesiredOptimizedAlloc.Reason, "decode: slo-planner: ", "planned within the decode role")
+	assert.True(t, strings.HasPrefix(va.Status.DesiredOptimizedAlloc.Reason, reasonPrefix), va.Status.DesiredOptimizedAlloc.Reason)
+	assert.Contains(t, va.Status.DesiredOptimizedAlloc.Reason, "decode: "+analyzer+": ", "decided within the decode role")
 	t.Logf("decode: %d replicas: %s", va.Status.DesiredOptimizedAlloc.NumReplicas, va.Status.DesiredOptimizedAlloc.Reason)
 	// Prefill stays at 1 while decode keeps its scale-up.
 	for range 5 {

@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/config"
@@ -45,11 +44,9 @@ func (a RolesAnalysis) Summary() []string {
 // of its own and joins the plans in one signal.
 func planRoles(g decision.Group, parts []decision.RoleGroup, cfg config.Resolved, st State) analyzer.Result {
 	next := State{Analyzer: Name, Roles: map[decision.Role]State{}}
-	sig := decision.Signal{Analyzer: Name, Priority: cfg.Saturation.Priority, CapacityPerReplica: map[string]float64{},
-		PlannedReplicas: map[string]int32{}}
 	var an RolesAnalysis
-	var reasons []string
-	for _, p := range parts {
+	sigs := make([]decision.Signal, len(parts))
+	for i, p := range parts {
 		var prev any
 		if s, ok := st.Roles[p.Role]; ok {
 			prev = s
@@ -58,24 +55,10 @@ func planRoles(g decision.Group, parts []decision.RoleGroup, cfg config.Resolved
 		res, _ := Analyzer{}.AnalyzeState(p.Group, cfg, prev)
 		next.Roles[p.Role] = res.State.(State)
 		an.Roles = append(an.Roles, RoleAnalysis{Role: p.Role, Analysis: res.Details.(Analysis)})
-		rs := res.Signal
-		for n, c := range rs.CapacityPerReplica {
-			sig.CapacityPerReplica[n] = c
-		}
-		for n, c := range rs.PlannedReplicas {
-			sig.PlannedReplicas[n] = c
-		}
-		sig.RequiredCapacity += rs.RequiredCapacity
-		sig.SpareCapacity += rs.SpareCapacity
-		part := decision.RoleSignal{Role: p.Role, RequiredCapacity: rs.RequiredCapacity, SpareCapacity: rs.SpareCapacity,
-			Reason: string(p.Role) + ": " + rs.Reason}
-		for _, v := range p.Group.Variants {
-			part.Variants = append(part.Variants, v.Name)
-		}
-		sig.Roles = append(sig.Roles, part)
-		reasons = append(reasons, part.Reason)
+		sigs[i] = res.Signal
 	}
-	sig.Reason = strings.Join(reasons, "; ")
+	sig := decision.JoinRoles(decision.Signal{Analyzer: Name, Priority: cfg.Saturation.Priority, CapacityPerReplica: map[string]float64{},
+		PlannedReplicas: map[string]int32{}}, parts, sigs)
 	return analyzer.Result{Signal: sig, Details: an, State: next}
 }
 
@@ -96,8 +79,7 @@ func (s State) trimRoles() (any, bool) {
 // prompt, hands the KV cache to a decode replica and reports no ITL. It
 // assumes the replica is one M/M/1 server of service rate mu (requests per
 // second), whose mean time to first token at arrival rate r is 1/(mu - r):
-// mu = r + 1/TTFT is learned from the replicas reporting both
-// (arrival-weighted; an overloaded replica reads its throughput), else
+// mu is learned from the replicas (decision.PrefillServiceRate), else
 // taken from the prior that one chunk of --max-num-batched-tokens prompt
 // tokens takes ttftShare of the TTFT target. The rate at the SLO is where
 // the mean TTFT reaches ttftHeadroom of the target; the requests that
@@ -105,17 +87,9 @@ func (s State) trimRoles() (any, bool) {
 // for the planner's square-root margin).
 func prefillCapacity(v decision.Variant, reps []decision.ReplicaMetrics, slo config.SLO, in float64) ReplicaCapacity {
 	target := ttftHeadroom * slo.TargetTTFTms / 1000
-	var w, sum float64
-	for _, r := range reps {
-		if r.Variant == v.Name && r.ArrivalRate > 0 && finite(r.ArrivalRate) && r.AvgTTFTms > 0 && finite(r.AvgTTFTms) {
-			w += r.ArrivalRate
-			sum += r.ArrivalRate * (r.ArrivalRate + 1000/r.AvgTTFTms)
-		}
-	}
-	mu, bound := 0.0, "ttft"
-	if w > 0 {
-		mu = sum / w
-	} else {
+	mu, learned := decision.PrefillServiceRate(v.Name, reps)
+	bound := "ttft"
+	if !learned {
 		chunk := float64(v.MaxNumBatchedTokens)
 		if chunk <= 0 {
 			chunk = defaultMaxNumBatchedTokens

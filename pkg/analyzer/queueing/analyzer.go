@@ -108,10 +108,24 @@ type Analysis struct {
 	RequiredCapacity  float64           `json:"requiredCapacity"`
 	SpareCapacity     float64           `json:"spareCapacity"`
 	Why               string            `json:"why"`
+	// Roles, for a prefill/decode disaggregated group, is each role's own
+	// analysis (roles.go); the fields above then hold only the summed
+	// required and spare capacity and the reason.
+	Roles []RoleAnalysis `json:"roles,omitempty"`
 }
 
 // Summary implements analyzer.Summarizer.
 func (a Analysis) Summary() []string {
+	if len(a.Roles) > 0 {
+		var lines []string
+		for _, r := range a.Roles {
+			lines = append(lines, fmt.Sprintf("role %s:", r.Role))
+			for _, l := range r.Analysis.Summary() {
+				lines = append(lines, "  "+l)
+			}
+		}
+		return lines
+	}
 	lines := []string{fmt.Sprintf("arrival %.3f req/s; supply %.3f req/s (anticipated %.3f); required %.3f, spare %.3f",
 		a.TotalArrivalRate, a.Supply, a.AnticipatedSupply, a.RequiredCapacity, a.SpareCapacity)}
 	for _, v := range a.Variants {
@@ -216,7 +230,13 @@ func (a Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) 
 	if cfg.QueueingModel != nil {
 		qm = *cfg.QueueingModel
 	}
-	an, sig := analyze(g, qm, cfg.Saturation.Priority, tuner, &next)
+	var an Analysis
+	var sig decision.Signal
+	if parts := g.ByRole(); len(parts) > 1 {
+		an, sig = analyzeRoles(parts, qm, cfg.Saturation.Priority, tuner, &next)
+	} else {
+		an, sig = analyze(g, qm, cfg.Saturation.Priority, tuner, &next)
+	}
 	return analyzer.Result{Signal: sig, Details: an, State: next}, nil
 }
 
@@ -396,6 +416,11 @@ func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group gr
 	sorted := append([]decision.ReplicaMetrics(nil), reps...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Pod < sorted[j].Pod })
 	va.observeWorkload(sorted, group, &vs)
+	if v.Role.Normalized() == decision.RolePrefill {
+		st.Variants[v.Name] = vs
+		va.sizePrefill(v, sorted, qm)
+		return va
+	}
 	obs := observations(sorted)
 	settling := vs.settle(v.CurrentReplicas)
 	va.tune(v, obs, settling, qm, tuner, &vs, *buf)

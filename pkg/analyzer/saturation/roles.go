@@ -1,8 +1,6 @@
 package saturation
 
 import (
-	"strings"
-
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
 )
@@ -16,30 +14,14 @@ func (an Analyzer) analyzeRoles(g decision.Group, parts []decision.RoleGroup, cf
 	a := AnalyzeReplicas(g.Replicas, cfg.Saturation)
 	a.Stuck = StuckVariants(g)
 	a.Roles = map[decision.Role]Analysis{}
-	sig := decision.Signal{Analyzer: Name, Priority: cfg.Saturation.Priority, Hold: true, HeldTargets: map[string]int32{}}
-	var reasons []string
-	for _, p := range parts {
+	sigs := make([]decision.Signal, len(parts))
+	for i, p := range parts {
 		ra, rs := an.analyze(p.Group, cfg)
 		a.Roles[p.Role] = ra
 		a.InTransition = a.InTransition || ra.InTransition
-		part := decision.RoleSignal{Role: p.Role, RequiredCapacity: rs.RequiredCapacity, SpareCapacity: rs.SpareCapacity,
-			Reason: string(p.Role) + ": " + rs.Reason, Hold: rs.Hold, HeldTargets: rs.HeldTargets}
-		for _, v := range p.Group.Variants {
-			part.Variants = append(part.Variants, v.Name)
-		}
-		for n, r := range rs.HeldTargets {
-			sig.HeldTargets[n] = r
-		}
-		sig.Hold = sig.Hold && rs.Hold
-		sig.RequiredCapacity += rs.RequiredCapacity
-		sig.SpareCapacity += rs.SpareCapacity
-		sig.Roles = append(sig.Roles, part)
-		reasons = append(reasons, part.Reason)
+		sigs[i] = rs
 	}
-	if !sig.Hold {
-		sig.HeldTargets = nil
-	}
-	sig.Reason = strings.Join(reasons, "; ")
+	sig := decision.JoinRoles(decision.Signal{Analyzer: Name, Priority: cfg.Saturation.Priority}, parts, sigs)
 	a.Why = sig.Reason
 	return a, sig
 }
