@@ -4,6 +4,8 @@
 package analyzer
 
 import (
+	"fmt"
+
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
 )
@@ -56,4 +58,14 @@ type StuckReporter interface {
 // intermediate quantities as lines of text (for `wva decide -o table`).
 type Summarizer interface {
 	Summary() []string
+}
+
+// RoleSummary is one role's summary lines of a disaggregated group's
+// analysis, indented under the role's name.
+func RoleSummary(role decision.Role, s Summarizer) []string {
+	lines := []string{fmt.Sprintf("role %s:", role)}
+	for _, l := range s.Summary() {
+		lines = append(lines, "  "+l)
+	}
+	return lines
 }

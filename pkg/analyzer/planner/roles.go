@@ -1,8 +1,6 @@
 package planner
 
 import (
-	"fmt"
-
 	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
@@ -32,10 +30,7 @@ type RoleAnalysis struct {
 func (a RolesAnalysis) Summary() []string {
 	var lines []string
 	for _, r := range a.Roles {
-		lines = append(lines, fmt.Sprintf("role %s:", r.Role))
-		for _, l := range r.Analysis.Summary() {
-			lines = append(lines, "  "+l)
-		}
+		lines = append(lines, analyzer.RoleSummary(r.Role, r.Analysis)...)
 	}
 	return lines
 }

@@ -119,10 +119,7 @@ func (a Analysis) Summary() []string {
 	if len(a.Roles) > 0 {
 		var lines []string
 		for _, r := range a.Roles {
-			lines = append(lines, fmt.Sprintf("role %s:", r.Role))
-			for _, l := range r.Analysis.Summary() {
-				lines = append(lines, "  "+l)
-			}
+			lines = append(lines, analyzer.RoleSummary(r.Role, r.Analysis)...)
 		}
 		return lines
 	}
