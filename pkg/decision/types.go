@@ -43,7 +43,16 @@ type Variant struct {
 	// (from the pod template's startupProbe); 0 means unknown, and the
 	// enforcer's DefaultStartupAllowance applies.
 	StartupAllowance time.Duration
+	// LastReadyAt is when the variant's most recently Ready pod turned
+	// Ready (its Ready condition's lastTransitionTime); zero when unknown
+	// or none is Ready.
+	LastReadyAt time.Time
 }
+
+// MetricsWindow is the collector's max_over_time window of the saturation
+// inputs (KV cache usage, queue length): a reading reflects up to this much
+// of the past, including load served before the latest replica turned Ready.
+const MetricsWindow = time.Minute
 
 // Role is a variant's part in prefill/decode disaggregated serving.
 type Role string
@@ -87,6 +96,10 @@ type ReplicaMetrics struct {
 	AvgOutputTokens float64
 	// PrefixCacheHitRate is prefix cache hits / queries, 0..1.
 	PrefixCacheHitRate float64
+
+	// ReadyAt is when the pod turned Ready; zero when unknown. A pod Ready
+	// for less than MetricsWindow reports only load it served itself.
+	ReadyAt time.Time
 
 	// Queueing-model (SLO analyzer) inputs; 0 means not reported.
 	// ArrivalRate is requests per second dispatched to this pod.

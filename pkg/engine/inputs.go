@@ -32,6 +32,9 @@ type Target struct {
 	// ReadyPods are the names of Ready, non-terminating pods (for LWS: the
 	// group leaders).
 	ReadyPods []string
+	// ReadyAt is when each Ready pod turned Ready (its Ready condition's
+	// lastTransitionTime), by name; a pod missing has no known time.
+	ReadyAt map[string]time.Time
 	// PendingPods counts non-terminating pods that are not Ready yet.
 	PendingPods int32
 	// MaxNumSeqs and MaxNumBatchedTokens are the vLLM engine args in the
@@ -121,7 +124,7 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 				}
 				reporting++
 				p.Input.Group.Replicas = append(p.Input.Group.Replicas, decision.ReplicaMetrics{
-					Pod: pod, Variant: m.VA.Name, KvCacheUsage: pm.KvCacheUsage, QueueLength: pm.QueueLength,
+					Pod: pod, Variant: m.VA.Name, KvCacheUsage: pm.KvCacheUsage, QueueLength: pm.QueueLength, ReadyAt: m.Target.ReadyAt[pod],
 					NumGPUBlocks: pm.NumGPUBlocks, BlockSize: pm.BlockSize,
 					AvgInputTokens: pm.AvgInputTokens, AvgOutputTokens: pm.AvgOutputTokens, PrefixCacheHitRate: pm.PrefixCacheHitRate,
 					ArrivalRate: pm.ArrivalRate, AvgTTFTms: pm.AvgTTFTms, AvgITLms: pm.AvgITLms,
@@ -196,7 +199,19 @@ func variantOf(v View) decision.Variant {
 		StartupAllowance:    v.Target.StartupAllowance,
 		StartupDelay:        v.Target.StartupDelay,
 		Role:                v.Target.Role,
+		LastReadyAt:         lastReadyAt(v.Target),
 	}
+}
+
+// lastReadyAt is the latest Ready transition among the target's Ready pods.
+func lastReadyAt(t Target) time.Time {
+	var last time.Time
+	for _, pod := range t.ReadyPods {
+		if at := t.ReadyAt[pod]; at.After(last) {
+			last = at
+		}
+	}
+	return last
 }
 
 // scaledFromZeroAt is the fast path's wake time from the VA's annotation;

@@ -135,6 +135,12 @@ func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target
 			continue
 		case PodReady(p):
 			t.ReadyPods = append(t.ReadyPods, p.Name)
+			if at := readySince(p); !at.IsZero() {
+				if t.ReadyAt == nil {
+					t.ReadyAt = map[string]time.Time{}
+				}
+				t.ReadyAt[p.Name] = at
+			}
 			ready = append(ready, p)
 		default:
 			t.PendingPods++
@@ -245,6 +251,16 @@ func StartupAllowance(spec *corev1.PodSpec) time.Duration {
 		longest = max(longest, d)
 	}
 	return longest
+}
+
+// readySince is the Ready condition's lastTransitionTime (zero if unset).
+func readySince(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // PodReady reports whether the pod's Ready condition is True.

@@ -244,4 +244,8 @@ func TestResolveMeasuresStartupDelayOverReadyPods(t *testing.T) {
 	require.True(t, got.Resolved)
 	assert.Equal(t, []string{"l4-0", "l4-1"}, got.ReadyPods)
 	assert.Equal(t, 5*time.Minute, got.StartupDelay)
+	// Each Ready pod's Ready time, which every adapter replica reads alike.
+	require.Len(t, got.ReadyAt, 2)
+	assert.True(t, got.ReadyAt["l4-0"].Equal(t0.Add(4*time.Minute)), "l4-0 Ready at %s", got.ReadyAt["l4-0"])
+	assert.True(t, got.ReadyAt["l4-1"].Equal(t0.Add(6*time.Minute)), "l4-1 Ready at %s", got.ReadyAt["l4-1"])
 }

@@ -172,8 +172,8 @@ func (p *wvaPolicy) engine(f *fleet) {
 func (p *wvaPolicy) resolve(modelID, ns string) config.Resolved { return p.store.Resolve(modelID, ns) }
 
 // collect is what the adapter hands engine.BuildPlans, nothing added
-// afterwards: per VA the inventory's engine.Target (replicas, Ready and
-// pending pods, the engine args read from the pod template with
+// afterwards: per VA the inventory's engine.Target (replicas, Ready pods
+// with their Ready times, pending pods, the engine args read from the pod template with
 // inventory.EngineArgs, the start-up delay measured with
 // inventory.StartupDelay), and the collector.Result the collector's
 // queries would return from the simulated Prometheus.
@@ -192,8 +192,10 @@ func (p *wvaPolicy) collect(f *fleet) ([]engine.View, collector.Result) {
 		ready := f.readyPods(i)
 		t := engine.Target{Resolved: true, SpecReplicas: f.variants[i].specN, PendingPods: f.pendingPods(i), StartupDelay: startupDelay(ready)}
 		t.MaxNumSeqs, t.MaxNumBatchedTokens = inventory.EngineArgs(&p.templates[i])
+		t.ReadyAt = make(map[string]time.Time, len(ready))
 		for _, pod := range ready {
 			t.ReadyPods = append(t.ReadyPods, pod.name)
+			t.ReadyAt[pod.name] = Epoch.Add(pod.readyAt)
 			if pm, ok := podMetrics(pod, f.now, window); ok {
 				metrics.Pods[collector.PodKey{Namespace: va.Namespace, Pod: pod.name}] = pm
 			}

@@ -36,6 +36,9 @@ type Analysis struct {
 	ShouldScaleUp bool    `json:"shouldScaleUp"`
 	ScaleDownSafe bool    `json:"scaleDownSafe"`
 	InTransition  bool    `json:"inTransition"`
+	// Settling says why a scale-up the replicas ask for is withheld (see
+	// Settling); "" when none is.
+	Settling string `json:"settling,omitempty"`
 	// Stuck are the variants in transition for longer than StuckAfter:
 	// they no longer block the group, and the engine shows them on their
 	// VAs (condition TransitionStuck, Event StuckTransition).
@@ -232,6 +235,53 @@ func Transition(g decision.Group) (bool, map[string]int32, string) {
 	return inTransition, held, why
 }
 
+// Settling withholds a scale-up the group's newest replica already
+// answers. For one metrics window after a replica turns Ready, the older
+// replicas' max_over_time readings still hold the load from before it
+// served, the peak that asked for it: judged on them, every adapter (a
+// restarted one or a new leader as much as the one that decided the
+// scale-up) would ask for one more. The replicas Ready for less than the
+// window read only load served since; the scale-up stands when they ask
+// for it too. Settling returns why the scale-up is withheld, "" when it
+// stands: no Ready transition within the window (or no clock), or the
+// fresh replicas short of headroom themselves. It reads only the pods'
+// Ready times and their metrics, never what a process remembers.
+func Settling(g decision.Group, cfg config.Saturation) string {
+	if g.Now.IsZero() {
+		return ""
+	}
+	fresh := func(at time.Time) bool {
+		return !at.IsZero() && g.Now.Sub(at) < decision.MetricsWindow
+	}
+	newest := -1
+	for i, v := range g.Variants {
+		if fresh(v.LastReadyAt) && (newest < 0 || v.LastReadyAt.After(g.Variants[newest].LastReadyAt)) {
+			newest = i
+		}
+	}
+	if newest < 0 {
+		return ""
+	}
+	var since []decision.ReplicaMetrics
+	for _, r := range g.Replicas {
+		if fresh(r.ReadyAt) {
+			since = append(since, r)
+		}
+	}
+	v := g.Variants[newest]
+	head := fmt.Sprintf("a replica of %s turned Ready %s ago, within the %s metrics window, and older replicas' readings still hold the load from before it served",
+		v.Name, g.Now.Sub(v.LastReadyAt).Round(time.Second), decision.MetricsWindow)
+	if len(since) == 0 {
+		return head + "; no replica Ready since reports metrics yet, no scale-up"
+	}
+	fa := AnalyzeReplicas(since, cfg)
+	if fa.ShouldScaleUp {
+		return ""
+	}
+	return fmt.Sprintf("%s; the replicas Ready within it (%d) have headroom (avg spare KV %.3f, queue %.2f), no scale-up",
+		head, len(since), fa.AvgSpareKv, fa.AvgSpareQueue)
+}
+
 // Analyzer is the percentage-based saturation analyzer.
 type Analyzer struct{}
 
@@ -260,7 +310,14 @@ func (an Analyzer) analyze(g decision.Group, cfg config.Resolved) (Analysis, dec
 		sig.Reason = "model in transition (" + why + "), no new decision"
 		return a, sig
 	}
+	settling := ""
+	if a.ShouldScaleUp {
+		settling = Settling(g, cfg.Saturation)
+	}
 	switch {
+	case settling != "":
+		a.Settling = settling
+		sig.Reason = "settling: " + settling
 	case a.ShouldScaleUp:
 		sig.RequiredCapacity = 1
 		sig.Reason = "saturation: " + a.Why
