@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 // vLLM metric names (V1 engine). The KV gauge was renamed in vLLM 0.10; the
@@ -132,11 +134,14 @@ func Queries(labels Labels, namespaces []string, windows []time.Duration) []Quer
 	sel := selector(labels, namespaces)
 	byPod := labels.Namespace + ", " + labels.Pod
 	rw := promDuration(RateWindow)
+	// The saturation gauges' window: the analyzers' settling after a
+	// scale-up lasts as long (decision.MetricsWindow).
+	mw := promDuration(decision.MetricsWindow)
 	qs := []Query{
 		{Name: QueryKvCacheUsage, Expr: fmt.Sprintf(
-			"max by (%[1]s) (max_over_time(%[2]s%[4]s[1m])) or max by (%[1]s) (max_over_time(%[3]s%[4]s[1m]))",
-			byPod, MetricKvCacheUsage, MetricKvCacheUsageLegacy, sel)},
-		{Name: QueryQueueLength, Expr: fmt.Sprintf("max by (%s) (max_over_time(%s%s[1m]))", byPod, MetricRequestsWaiting, sel)},
+			"max by (%[1]s) (max_over_time(%[2]s%[4]s[%[5]s])) or max by (%[1]s) (max_over_time(%[3]s%[4]s[%[5]s]))",
+			byPod, MetricKvCacheUsage, MetricKvCacheUsageLegacy, sel, mw)},
+		{Name: QueryQueueLength, Expr: fmt.Sprintf("max by (%s) (max_over_time(%s%s[%s]))", byPod, MetricRequestsWaiting, sel, mw)},
 		{Name: QueryCacheConfigInfo, Expr: fmt.Sprintf("max by (%s, num_gpu_blocks, block_size) (%s%s)", byPod, MetricCacheConfigInfo, sel)},
 		{Name: QueryAvgInputTokens, Expr: histogramMean(byPod, MetricPromptTokens, sel, "5m")},
 		{Name: QueryAvgOutputTokens, Expr: histogramMean(byPod, MetricGenerationTokens, sel, "5m")},
