@@ -198,8 +198,7 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		configMapPersister: configMapPersister{kube: a.kube, namespace: opts.ConfigNamespace, name: OptInDecisionsConfigMapName,
 			lister: cmLister, retry: opts.EngineInterval, changed: make(chan struct{}, 1)}}
 	a.optIn.data = a.optIn.persisted
-	a.state = StatePersister{Kube: a.kube, Namespace: opts.ConfigNamespace, Engine: a.Engine,
-		Lister: cmLister, Interval: opts.EngineInterval}
+	a.state = StatePersister{Kube: a.kube, Namespace: opts.ConfigNamespace, Engine: a.Engine, Lister: cmLister}
 	a.invalidGauge = newInvalidGauge(a.Registry)
 	decisions := hpavariant.Lister(inv.VAs, inv.Memory)
 	a.Provider = provider.New(decisions, clock.RealClock{}, opts.StaleAfter, a.Registry)
@@ -375,12 +374,12 @@ func (a *Adapter) runEngine(ctx context.Context) {
 	work := func(ctx context.Context) {
 		go a.lastGood.run(ctx)
 		// The previous leader's analyzer memory, before the first cycle;
-		// persisted only after it is loaded, so it is never overwritten
-		// with a cold start.
+		// saved by the engine's cycles only after it is loaded, so it is
+		// never overwritten with a cold start.
 		if err := a.state.Load(ctx); err != nil {
 			klog.ErrorS(err, "loading analyzer state; analyzers start afresh", "configmap", klog.KRef(a.Options.ConfigNamespace, AnalyzerStateConfigMapName))
 		}
-		go a.state.Run(ctx)
+		a.Engine.SaveState = a.state.Save
 		// Likewise the opted-in variants' last decisions, served until the
 		// engine decides them.
 		if err := a.optIn.load(ctx); err != nil {

@@ -2,7 +2,7 @@ package adapter
 
 import (
 	"context"
-	"time"
+	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,16 +20,15 @@ const AnalyzerStateConfigMapName = "wva-analyzer-state"
 
 // StatePersister keeps AnalyzerStateConfigMapName equal to the engine's
 // analyzer state, so a newly elected leader decides as the old one would
-// have instead of starting the analyzers cold. Only the leader runs it, the
-// way lastGoodPersister runs.
+// have instead of starting the analyzers cold. The engine saves through it
+// (Save as engine.Engine.SaveState) each cycle before writing statuses, so
+// the state is never older than the decisions a killed leader published.
+// Only the leader runs the engine, the way lastGoodPersister runs.
 type StatePersister struct {
 	Kube      kubernetes.Interface
 	Namespace string
 	Engine    *engine.Engine
 	Lister    corelisters.ConfigMapLister
-	// Interval is how often the state is checked and, when it changed,
-	// written: at most one write per engine interval.
-	Interval time.Duration
 }
 
 // Load restores the persisted state into the engine; call it before the
@@ -50,28 +49,37 @@ func (p *StatePersister) Load(ctx context.Context) error {
 	return nil
 }
 
-// Run persists the state every Interval until ctx is done.
-func (p *StatePersister) Run(ctx context.Context) {
-	tick := time.NewTicker(p.Interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if err := p.Persist(ctx); err != nil && ctx.Err() == nil {
-			klog.ErrorS(err, "persisting analyzer state", "configmap", klog.KRef(p.Namespace, AnalyzerStateConfigMapName))
-		}
-	}
+// Persist writes the engine's current state when it differs from the
+// cached ConfigMap.
+func (p *StatePersister) Persist(ctx context.Context) error {
+	return p.Save(ctx, p.Engine.AnalyzerState())
 }
 
-// Persist writes the state when it differs from the cached ConfigMap.
-func (p *StatePersister) Persist(ctx context.Context) error {
-	data, dropped := engine.EncodeState(p.Engine.AnalyzerState())
+// Save writes state when it differs from the cached ConfigMap (at most one
+// write per cycle: the planner's state changes every cycle).
+func (p *StatePersister) Save(ctx context.Context, state map[engine.GroupKey]any) error {
+	data, dropped := engine.EncodeState(state)
 	if dropped > 0 {
 		klog.InfoS("analyzer state over the size bound; those groups start afresh on a new leader", "groups", dropped,
 			"maxGroupBytes", engine.MaxGroupStateBytes, "maxBytes", engine.MaxStateBytes)
 	}
-	return syncConfigMap(ctx, p.Kube, p.Lister, p.Namespace, AnalyzerStateConfigMapName, data)
+	cur, err := p.Lister.ConfigMaps(p.Namespace).Get(AnalyzerStateConfigMapName)
+	if apierrors.IsNotFound(err) {
+		cur, err = nil, nil
+	}
+	if err == nil {
+		err = writeConfigMap(ctx, p.Kube, cur, p.Namespace, AnalyzerStateConfigMapName, data)
+	}
+	if apierrors.IsConflict(err) {
+		// The cache is behind this leader's own write of a moment ago (a
+		// triggered cycle): this cycle's state is written from the API
+		// server's copy, not left for the next cycle.
+		if cur, err = p.Kube.CoreV1().ConfigMaps(p.Namespace).Get(ctx, AnalyzerStateConfigMapName, metav1.GetOptions{}); err == nil {
+			err = writeConfigMap(ctx, p.Kube, cur, p.Namespace, AnalyzerStateConfigMapName, data)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("persisting analyzer state in ConfigMap %s/%s: %w", p.Namespace, AnalyzerStateConfigMapName, err)
+	}
+	return nil
 }

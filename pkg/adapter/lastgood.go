@@ -74,20 +74,31 @@ func (p *configMapPersister) persist(ctx context.Context) error {
 // calls it.
 func syncConfigMap(ctx context.Context, kube kubernetes.Interface, lister corelisters.ConfigMapLister, namespace, name string, want map[string]string) error {
 	cur, err := lister.ConfigMaps(namespace).Get(name)
-	switch {
-	case apierrors.IsNotFound(err):
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	// A conflict means the cache is behind; the informer's update triggers
+	// the next check.
+	if err := writeConfigMap(ctx, kube, cur, namespace, name, want); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// writeConfigMap makes wva's own ConfigMap hold want, given its current
+// copy (nil: none); it returns conflicts as they are.
+func writeConfigMap(ctx context.Context, kube kubernetes.Interface, cur *corev1.ConfigMap, namespace, name string, want map[string]string) error {
+	if cur == nil {
 		if len(want) == 0 {
 			return nil
 		}
-		_, err = kube.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
+		_, err := kube.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: lastGoodLabels},
 			Data:       want,
 		}, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil // the informer brings it; the next check updates it
 		}
-		return err
-	case err != nil:
 		return err
 	}
 	if maps.Equal(cur.Data, want) && hasLabels(cur.Labels, lastGoodLabels) {
@@ -99,9 +110,10 @@ func syncConfigMap(ctx context.Context, kube kubernetes.Interface, lister coreli
 		next.Labels = map[string]string{}
 	}
 	maps.Copy(next.Labels, lastGoodLabels)
-	// A conflict means the cache is behind; the informer's update triggers
-	// the next check.
-	if _, err := kube.CoreV1().ConfigMaps(namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+	if _, err := kube.CoreV1().ConfigMaps(namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsConflict(err) {
+			return err
+		}
 		return fmt.Errorf("updating ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	return nil

@@ -63,6 +63,12 @@ type Engine struct {
 	// StatusHeartbeat rewrites an unchanged status this often so
 	// lastRunTime shows the decision is still being made.
 	StatusHeartbeat time.Duration
+	// SaveState, when set, is given the analyzers' state after each
+	// cycle's decisions and before any of their statuses is written: a
+	// leader killed mid-publish leaves the state its published decisions
+	// came from, so its successor decides as it would have. A failure is
+	// logged and the statuses are written anyway.
+	SaveState func(ctx context.Context, state map[GroupKey]any) error
 	// trigger is made once: informer handlers call Trigger from their own
 	// goroutines while Run reads it.
 	triggerOnce sync.Once
@@ -209,6 +215,11 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 
 	result := e.collect(ctx, &c, views, resolve, start)
 	plans, now := e.decide(&c, views, result, resolve)
+	if e.SaveState != nil {
+		if err := e.SaveState(ctx, e.AnalyzerState()); err != nil {
+			klog.ErrorS(err, "saving the analyzers' state; a new leader would start from an older one")
+		}
+	}
 	samples, groups := e.publishGroups(ctx, &c, views, plans, now)
 	e.publishUnresolved(ctx, &c, views, now)
 	return e.finishCycle(c, samples, groups, start)

@@ -48,3 +48,52 @@ func TestAnalyzerStateCarriedAcrossCycles(t *testing.T) {
 	}
 	assert.Equal(t, []int{0, 1, 2}, counter.seen)
 }
+
+// orderWriter records status writes in a shared log.
+type orderWriter struct{ log *[]string }
+
+func (w orderWriter) WriteStatus(_ context.Context, va *llmdv1alpha1.VariantAutoscaling, st llmdv1alpha1.VariantAutoscalingStatus) error {
+	*w.log = append(*w.log, "status")
+	va.Status = st
+	return nil
+}
+
+// TestStateSavedBeforeStatuses: each cycle's new analyzer state is saved
+// before its decisions are written, so a leader killed between the two
+// leaves the state those decisions came from; a failing save does not hold
+// the decisions back.
+func TestStateSavedBeforeStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		saveErr error
+	}{
+		{"save succeeds", nil},
+		{"save fails", assert.AnError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			counter := &countingAnalyzer{}
+			p := pipeline.Default()
+			p.Analyzers = map[string]analyzer.Analyzer{counter.Name(): counter}
+			var log []string
+			var saved []int
+			e := &Engine{Views: &fakeViews{views: []View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(1, "p1")}}},
+				Metrics: &fakeMetrics{res: collector.Result{Pods: pods("prod", 0.5, "p1")}}, Status: orderWriter{&log}, Config: config.NewStore(),
+				Pipeline: p, Clock: clocktesting.NewFakeClock(t0), Interval: time.Second, StatusHeartbeat: time.Minute,
+				SaveState: func(_ context.Context, state map[GroupKey]any) error {
+					log = append(log, "state")
+					for _, v := range state {
+						saved = append(saved, v.(int))
+					}
+					return tc.saveErr
+				}}
+			for range 2 {
+				_, err := e.RunOnce(context.Background())
+				require.NoError(t, err)
+			}
+			// The heartbeat is a minute: the second, unchanged decision is
+			// not rewritten.
+			assert.Equal(t, []string{"state", "status", "state"}, log)
+			assert.Equal(t, []int{1, 2}, saved, "the state after each cycle, not the one before")
+		})
+	}
+}

@@ -37,7 +37,9 @@ const (
 // to and from 0 itself), as on a cluster without the gate. Alongside, in
 // rt-fault: a broken ConfigMap entry under load; in rt-api, VA status
 // writes failing (429, 500) with a scale-up pending; then, once nothing
-// else needs it, Prometheus down during a scale-up.
+// else needs the rig, the adapter leader killed mid-cycle (a group on the
+// stateful slo-planner, rt/planned, learns meanwhile) and Prometheus down
+// during a scale-up.
 func TestRealIntervals(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -55,6 +57,7 @@ func TestRealIntervals(t *testing.T) {
 	}
 	variants = append(variants, faultVariants()...)
 	variants = append(variants, apiVariants()...)
+	variants = append(variants, failoverVariants()...)
 	r := startRigWith(ctx, t, rigOptions{
 		EngineInterval: prodEngineInterval, HPASyncPeriod: prodHPASync, PodReadyDelay: prodPodReadyDelay,
 		FeatureGates: map[string]bool{"HPAScaleToZero": true},
@@ -70,6 +73,7 @@ func TestRealIntervals(t *testing.T) {
 	stz := map[string]string{"default": "enable_scale_to_zero: true\nretention_period: 1m"}
 	maps.Copy(stz, faultScaleToZeroEntries())
 	maps.Copy(stz, apiScaleToZeroEntries())
+	maps.Copy(stz, failoverScaleToZeroEntries())
 	_, err := r.kube.CoreV1().ConfigMaps(configNS).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "wva-model-scale-to-zero-config", Labels: map[string]string{llmdv1alpha1.LabelConfigMapName: llmdv1alpha1.ConfigMapLabelValue}},
 		Data:       stz,
@@ -79,6 +83,7 @@ func TestRealIntervals(t *testing.T) {
 	}
 	testenv.CreateNamespace(ctx, t, r.kube, faultNS)
 	startFaultGroups(ctx, t, r)
+	startPlannedGroup(ctx, t, r)
 	testenv.CreateNamespace(ctx, t, r.kube, apiNS)
 	r.deploy(ctx, t, apiNS, "api", apiModel, "5", 2, 1, 4)
 	r.fleet.SetLoad(apiNS, apiModel, 5) // 2.5 req/s per pod: KV 0.5, decided 2
@@ -99,6 +104,12 @@ func TestRealIntervals(t *testing.T) {
 			statusWritesFailing(ctx, t, r)
 		})
 	})
+	// Before the outage: Prometheus' restart empties the planner's 1m rate
+	// windows for a minute, which would move its decisions whatever the
+	// failover does.
+	if !t.Failed() {
+		t.Run("leader killed mid-cycle", func(t *testing.T) { leaderKilledMidCycle(ctx, t, r) })
+	}
 	if !t.Failed() {
 		t.Run("Prometheus down during a scale-up", func(t *testing.T) { prometheusDownDuringScaleUp(ctx, t, r) })
 	}

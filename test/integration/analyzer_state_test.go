@@ -8,8 +8,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/wva-project/wva/pkg/adapter"
@@ -91,7 +94,7 @@ func TestAnalyzerStateSurvivesLeaderChange(t *testing.T) {
 		p.Analyzers = map[string]analyzer.Analyzer{rampAnalyzer{}.Name(): rampAnalyzer{}}
 		e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: fixedMetrics{}, Status: engine.ClientStatusWriter{Client: wva},
 			Config: config.NewStore(), Pipeline: p, Clock: clock.RealClock{}, Interval: time.Second, StatusHeartbeat: time.Minute}
-		return e, &adapter.StatePersister{Kube: cs, Namespace: "wva-system", Engine: e, Lister: lister, Interval: time.Second}
+		return e, &adapter.StatePersister{Kube: cs, Namespace: "wva-system", Engine: e, Lister: lister}
 	}
 	served := func() int32 {
 		v, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
@@ -146,4 +149,45 @@ func TestAnalyzerStateSurvivesLeaderChange(t *testing.T) {
 	cc, err := cold.RunOnce(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int32(1), decided(cc))
+}
+
+// TestAnalyzerStateSavedEachCycle: with the persister as the engine's
+// SaveState, the ConfigMap holds each cycle's state as soon as the cycle
+// has run (no separate tick to wait for, so a leader killed after writing
+// its statuses leaves the state they came from), even when the persister's
+// cache is behind the API server.
+func TestAnalyzerStateSavedEachCycle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, cs, wva := startCluster(ctx, t, "wva-system", "prod")
+	_, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-l4", "meta/llama-3.1-8b", "5", 1, 10), metav1.CreateOptions{})
+	require.NoError(t, err)
+	// A cache that never catches up: it keeps the first copy it is given.
+	stale := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	p := pipeline.Default()
+	p.Analyzers = map[string]analyzer.Analyzer{rampAnalyzer{}.Name(): rampAnalyzer{}}
+	e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: fixedMetrics{}, Status: engine.ClientStatusWriter{Client: wva},
+		Config: config.NewStore(), Pipeline: p, Clock: clock.RealClock{}, Interval: time.Second, StatusHeartbeat: time.Minute}
+	persister := &adapter.StatePersister{Kube: cs, Namespace: "wva-system", Engine: e, Lister: corelisters.NewConfigMapLister(stale)}
+	e.SaveState = persister.Save
+	persisted := func() (*corev1.ConfigMap, int32) {
+		cm, err := cs.CoreV1().ConfigMaps("wva-system").Get(ctx, adapter.AnalyzerStateConfigMapName, metav1.GetOptions{})
+		require.NoError(t, err)
+		state := engine.DecodeState(cm.Data)
+		require.Len(t, state, 1)
+		var st rampState
+		for _, v := range state {
+			st, _ = analyzer.DecodeState[rampState](v)
+		}
+		return cm, st.Cycles
+	}
+	for i := range 3 {
+		_, err := e.RunOnce(ctx)
+		require.NoError(t, err)
+		cm, cycles := persisted()
+		assert.Equal(t, int32(i+1), cycles, "the state after cycle %d", i+1)
+		if i == 0 {
+			require.NoError(t, stale.Add(cm))
+		}
+	}
 }
