@@ -63,18 +63,13 @@ func (p *StatePersister) Save(ctx context.Context, state map[engine.GroupKey]any
 		klog.InfoS("analyzer state over the size bound; those groups start afresh on a new leader", "groups", dropped,
 			"maxGroupBytes", engine.MaxGroupStateBytes, "maxBytes", engine.MaxStateBytes)
 	}
-	cur, err := p.Lister.ConfigMaps(p.Namespace).Get(AnalyzerStateConfigMapName)
-	if apierrors.IsNotFound(err) {
-		cur, err = nil, nil
-	}
-	if err == nil {
-		err = writeConfigMap(ctx, p.Kube, cur, p.Namespace, AnalyzerStateConfigMapName, data)
-	}
+	err := syncConfigMap(ctx, p.Kube, p.Lister, p.Namespace, AnalyzerStateConfigMapName, data)
 	if apierrors.IsConflict(err) {
 		// The cache is behind this leader's own write of a moment ago (a
 		// triggered cycle): this cycle's state is written from the API
 		// server's copy, not left for the next cycle.
-		if cur, err = p.Kube.CoreV1().ConfigMaps(p.Namespace).Get(ctx, AnalyzerStateConfigMapName, metav1.GetOptions{}); err == nil {
+		cur, getErr := p.Kube.CoreV1().ConfigMaps(p.Namespace).Get(ctx, AnalyzerStateConfigMapName, metav1.GetOptions{})
+		if err = getErr; err == nil {
 			err = writeConfigMap(ctx, p.Kube, cur, p.Namespace, AnalyzerStateConfigMapName, data)
 		}
 	}

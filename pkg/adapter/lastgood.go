@@ -66,23 +66,24 @@ func (p *configMapPersister) run(ctx context.Context) {
 // persist writes data() when it differs from the cached ConfigMap: no API
 // call while nothing changes.
 func (p *configMapPersister) persist(ctx context.Context) error {
-	return syncConfigMap(ctx, p.kube, p.lister, p.namespace, p.name, p.data())
+	err := syncConfigMap(ctx, p.kube, p.lister, p.namespace, p.name, p.data())
+	if apierrors.IsConflict(err) {
+		// The cache is behind; the informer's update triggers the next
+		// check.
+		return nil
+	}
+	return err
 }
 
 // syncConfigMap makes wva's own ConfigMap namespace/name hold want, with no
-// API call while the cached copy (lister) already does. Only the leader
-// calls it.
+// API call while the cached copy (lister) already does; a conflict (the
+// cache behind) is returned as it is. Only the leader calls it.
 func syncConfigMap(ctx context.Context, kube kubernetes.Interface, lister corelisters.ConfigMapLister, namespace, name string, want map[string]string) error {
 	cur, err := lister.ConfigMaps(namespace).Get(name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	// A conflict means the cache is behind; the informer's update triggers
-	// the next check.
-	if err := writeConfigMap(ctx, kube, cur, namespace, name, want); err != nil && !apierrors.IsConflict(err) {
-		return err
-	}
-	return nil
+	return writeConfigMap(ctx, kube, cur, namespace, name, want)
 }
 
 // writeConfigMap makes wva's own ConfigMap hold want, given its current
