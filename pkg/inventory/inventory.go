@@ -255,20 +255,22 @@ func StartupAllowance(spec *corev1.PodSpec) time.Duration {
 
 // readySince is the Ready condition's lastTransitionTime (zero if unset).
 func readySince(p *corev1.Pod) time.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
+	c, _ := readyCondition(p)
+	return c.LastTransitionTime.Time
 }
 
 // PodReady reports whether the pod's Ready condition is True.
 func PodReady(p *corev1.Pod) bool {
+	c, ok := readyCondition(p)
+	return ok && c.Status == corev1.ConditionTrue
+}
+
+// readyCondition is the pod's Ready condition, if it has one.
+func readyCondition(p *corev1.Pod) (corev1.PodCondition, bool) {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+			return c, true
 		}
 	}
-	return false
+	return corev1.PodCondition{}, false
 }
