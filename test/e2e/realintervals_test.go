@@ -42,7 +42,7 @@ const (
 // during a scale-up.
 func TestRealIntervals(t *testing.T) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	modes := []struct {
 		name, ns      string
