@@ -81,6 +81,10 @@ func run(check bool) error {
 	if err != nil {
 		return err
 	}
+	backlog, err := backlogTable(simulate, dir)
+	if err != nil {
+		return err
+	}
 	text, err := simulate()
 	if err != nil {
 		return err
@@ -91,6 +95,7 @@ func run(check bool) error {
 		"docs/benchmarks.md": {
 			"policies": table,
 			"frontier": frontier,
+			"backlog":  backlog,
 			"default":  fence(full),
 		},
 	}
@@ -177,6 +182,53 @@ func cost(c *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", *c)
+}
+
+// backlogDrainSeconds are the token analyzer's settings the backlog table
+// compares (240 s is the L40S start-up).
+var backlogDrainSeconds = []int{0, 15, 30, 60, 240}
+
+// backlogTable runs the token analyzer (tokenConfig) with each
+// backlogDrainSeconds on the spike, conv, code and the default, against
+// the oracle, and renders cost (x oracle), attainment.
+func backlogTable(simulate func(...string) ([]byte, error), dir string) (string, error) {
+	base, err := os.ReadFile(tokenConfig)
+	if err != nil {
+		return "", err
+	}
+	cols := []workload{
+		{"spike", []string{"--shape", "spike"}},
+		{"conv", []string{"--trace", conv}},
+		{"code", []string{"--trace", code}},
+		{"bursty (default)", nil},
+	}
+	var b strings.Builder
+	b.WriteString("| `backlogDrainSeconds` |")
+	for _, c := range cols {
+		b.WriteString(" " + c.name + " |")
+	}
+	b.WriteString("\n| --- |" + strings.Repeat(" --- |", len(cols)) + "\n")
+	for _, h := range backlogDrainSeconds {
+		// The entry is a YAML block scalar: the key goes in at its indent.
+		cfg := filepath.Join(dir, fmt.Sprintf("backlog-%d.yaml", h))
+		if err := os.WriteFile(cfg, []byte(strings.TrimRight(string(base), "\n")+fmt.Sprintf("\n    backlogDrainSeconds: %d\n", h)), 0o644); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "| %d |", h)
+		for _, c := range cols {
+			rep, err := report(simulate, append([]string{"--policies", "wva,oracle", "--wva-config", cfg}, c.args...)...)
+			if err != nil {
+				return "", err
+			}
+			for _, p := range rep.Policies {
+				if p.Policy == "wva" {
+					fmt.Fprintf(&b, " %.1f (%.2fx), %.2f%% |", p.Cost, p.CostToOracle, 100*p.SLOAttainment)
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String(), nil
 }
 
 func report(simulate func(...string) ([]byte, error), args ...string) (sim.Report, error) {

@@ -144,6 +144,13 @@ func (e *Engine) Run(ctx context.Context) {
 	// Prometheus (and prometheus-adapter rules on wva_desired_replicas)
 	// see only the current leader's decisions, not a frozen second series.
 	defer e.Observe.Publish(nil, nil)
+	// Informers call Trigger on a replica that is not leading too (its
+	// initial list, the leader's writes): the first cycle answers those
+	// triggers, so a new leader does not run a second cycle right after.
+	select {
+	case <-e.triggerChan():
+	default:
+	}
 	for {
 		if _, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			klog.ErrorS(err, "engine cycle failed")

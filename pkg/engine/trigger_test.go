@@ -81,6 +81,27 @@ func TestTriggerConcurrentWithRun(t *testing.T) {
 	assert.Less(t, views.cycles.Load(), int32(30), "triggers coalesce")
 }
 
+// TestTriggerBeforeRunIsAnsweredByTheFirstCycle: a replica that is not
+// leading still receives informer events and triggers; when it becomes
+// the leader, its first cycle answers them, not a second one 200ms later
+// (which made a new leader decide twice at once).
+func TestTriggerBeforeRunIsAnsweredByTheFirstCycle(t *testing.T) {
+	views := &countingViews{views: []View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(2, "p1", "p2")}}}
+	e := testEngine(views, clocktesting.NewFakeClock(t0))
+	e.Trigger() // while following
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	require.Eventually(t, func() bool { return views.cycles.Load() >= 1 }, 5*time.Second, time.Millisecond)
+	time.Sleep(time.Second) // a stale trigger would run a second cycle after 200ms
+	assert.Equal(t, int32(1), views.cycles.Load(), "one cycle on taking over (Interval is an hour)")
+	// A trigger while leading still wakes it.
+	e.Trigger()
+	require.Eventually(t, func() bool { return views.cycles.Load() == 2 }, 5*time.Second, time.Millisecond)
+	cancel()
+	<-done
+}
+
 // TestLive: the engine's loop is live while cycles keep ending within the
 // bound; a stalled cycle makes it fail once the bound passes, and an engine
 // not running (a replica that is not the leader) is live.

@@ -14,6 +14,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/config"
@@ -102,7 +103,10 @@ type Totals struct {
 	AnticipatedSupply float64 `json:"anticipatedSupply"`
 	Utilization       float64 `json:"utilization"`
 	RequiredCapacity  float64 `json:"requiredCapacity"`
-	SpareCapacity     float64 `json:"spareCapacity"`
+	// Settling says why the scale-up the demand asks for is withheld
+	// (see settling); "" when none is.
+	Settling      string  `json:"settling,omitempty"`
+	SpareCapacity float64 `json:"spareCapacity"`
 }
 
 // Analysis is the analyzer's intermediate quantities.
@@ -165,6 +169,9 @@ func (a Analysis) Summary() []string {
 	for _, t := range parts {
 		lines = append(lines, fmt.Sprintf("  %s: demand %.0f (replicas %.0f + EPP %.0f), supply %.0f, anticipated %.0f, utilization %.3f, required %.0f (D/%.2f - anticipated), spare %.0f (supply - D/%.2f)",
 			t.Role, t.Demand, t.ReplicaDemand, t.SchedulerQueueDemand, t.Supply, t.AnticipatedSupply, t.Utilization, t.RequiredCapacity, a.ScaleUpThreshold, t.SpareCapacity, a.ScaleDownBoundary))
+		if t.Settling != "" {
+			lines = append(lines, "    settling: "+t.Settling)
+		}
 	}
 	return lines
 }
@@ -378,7 +385,7 @@ func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, deci
 	a.borrowCapacities()
 	a.supplies(byName)
 
-	return a, a.signal(cfg, st)
+	return a, a.signal(g, cfg, st)
 }
 
 // averageWorkload averages the workload over the replicas that report it
@@ -566,7 +573,7 @@ func (st *State) k2(v decision.Variant, queue, tokensInUse, in, out, queueThresh
 
 // signal totals demand and supply (per role when disaggregated) and turns
 // them into the optimizer's signal.
-func (a *Analysis) signal(cfg config.Saturation, st *State) decision.Signal {
+func (a *Analysis) signal(g decision.Group, cfg config.Saturation, st *State) decision.Signal {
 	sig := decision.Signal{Analyzer: Name, Priority: cfg.Priority, CapacityPerReplica: map[string]float64{}}
 	parts := map[decision.Role]*Totals{}
 	pending := map[decision.Role]int32{}
@@ -638,6 +645,12 @@ func (a *Analysis) signal(cfg config.Saturation, st *State) decision.Signal {
 				}
 				reason = fmt.Sprintf("demand %.0f tokens and no capacity known for any variant: adding one replica to measure it", t.Demand)
 			}
+		} else if t.RequiredCapacity > 0 {
+			if s := a.settling(g, *t, cfg); s != "" {
+				t.RequiredCapacity = 0
+				t.Settling = s
+				reason = fmt.Sprintf("demand %.0f tokens, supply %.0f; settling: %s", t.Demand, t.Supply, s)
+			}
 		}
 		a.Total.Variants = append(a.Total.Variants, t.Variants...)
 		a.Total.ReplicaDemand += t.ReplicaDemand
@@ -647,6 +660,9 @@ func (a *Analysis) signal(cfg config.Saturation, st *State) decision.Signal {
 		a.Total.Supply += t.Supply
 		a.Total.AnticipatedSupply += t.AnticipatedSupply
 		a.Total.RequiredCapacity += t.RequiredCapacity
+		if t.Settling != "" && !a.Disaggregated {
+			a.Total.Settling = t.Settling
+		}
 		a.Total.SpareCapacity += t.SpareCapacity
 		a.Roles = append(a.Roles, *t)
 		if a.Disaggregated {
@@ -691,6 +707,57 @@ func (st *State) peakDemand(role decision.Role, demand float64, cycles int) floa
 		peak = math.Max(peak, d)
 	}
 	return peak
+}
+
+// settling withholds a role's scale-up its newest replica already answers,
+// as the percentage analyzer's Settling does: for one metrics window after
+// a replica turns Ready, the older replicas' tokens in use are
+// max_over_time readings that still hold the load from before it served,
+// the peak that asked for it. The scale-up stands when the replicas Ready
+// within the window are over the scale-up threshold themselves. It reads
+// only the pods' Ready times and their metrics, so a restarted adapter or
+// a new leader withholds the same.
+func (a *Analysis) settling(g decision.Group, t Totals, cfg config.Saturation) string {
+	if g.Now.IsZero() {
+		return ""
+	}
+	fresh := func(at time.Time) bool { return !at.IsZero() && g.Now.Sub(at) < decision.MetricsWindow }
+	inRole := map[string]bool{}
+	for _, n := range t.Variants {
+		inRole[n] = true
+	}
+	var newest *decision.Variant
+	for i, v := range g.Variants {
+		if inRole[v.Name] && fresh(v.LastReadyAt) && (newest == nil || v.LastReadyAt.After(newest.LastReadyAt)) {
+			newest = &g.Variants[i]
+		}
+	}
+	if newest == nil {
+		return ""
+	}
+	readyAt := make(map[string]time.Time, len(g.Replicas))
+	for _, r := range g.Replicas {
+		readyAt[r.Pod] = r.ReadyAt
+	}
+	var demand, capacity float64
+	n := 0
+	for _, rc := range a.Replicas {
+		if inRole[rc.Variant] && fresh(readyAt[rc.Pod]) {
+			demand += rc.Demand
+			capacity += rc.Capacity
+			n++
+		}
+	}
+	head := fmt.Sprintf("a replica of %s turned Ready %s ago, within the %s metrics window, and older replicas' readings still hold the load from before it served",
+		newest.Name, g.Now.Sub(newest.LastReadyAt).Round(time.Second), decision.MetricsWindow)
+	if n == 0 || capacity <= 0 {
+		return head + "; no replica Ready since reports metrics yet, no scale-up"
+	}
+	if u := demand / capacity; u <= cfg.ScaleUpThreshold {
+		return fmt.Sprintf("%s; the replicas Ready within it (%d) are at %.3f of their capacity, within %.2f, no scale-up",
+			head, n, u, cfg.ScaleUpThreshold)
+	}
+	return ""
 }
 
 func (a *Analysis) hasCapacity(names []string) bool {

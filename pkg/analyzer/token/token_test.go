@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -670,4 +671,76 @@ func TestNonFiniteITLIgnored(t *testing.T) {
 		_, err = json.Marshal(an)
 		assert.NoError(t, err, "ITL %v", bad)
 	}
+}
+
+// Settling: a third replica turned Ready 14 s ago; the first two still
+// read their peak (max_over_time), which on three replicas would ask for
+// a fourth. KV = 1000*16 = 16,000 tokens, capacity k1 = 12,800 per replica.
+func TestSettling(t *testing.T) {
+	now := time.Date(2026, 11, 27, 6, 53, 17, 0, time.UTC)
+	old := now.Add(-10 * time.Minute)
+	at := func(ago time.Duration) time.Time { return now.Add(-ago) }
+	ready := func(pod string, usage float64, readyAt time.Time) decision.ReplicaMetrics {
+		r := rep(pod, "l4", usage, 0, 1000)
+		r.ReadyAt = readyAt
+		return r
+	}
+	group := func(clock, lastReady time.Time, replicas ...decision.ReplicaMetrics) decision.Group {
+		return decision.Group{ModelID: "m", Now: clock, Replicas: replicas, Variants: []decision.Variant{
+			{Name: "l4", Accelerator: "L4", Cost: 5, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 3, LastReadyAt: lastReady}}}
+	}
+	cases := []struct {
+		name     string
+		g        decision.Group
+		settling string // fragment; "" = the scale-up stands
+	}{
+		// D = 2*12,640 + 8,480 = 33,760; D/0.85 = 39,718 > 38,400.
+		{"the new replica at 0.66 of its capacity: no fourth",
+			group(now, at(14*time.Second), ready("a", 0.79, old), ready("b", 0.79, old), ready("c", 0.53, at(14*time.Second))),
+			"the replicas Ready within it (1) are at 0.662 of their capacity, within 0.85"},
+		{"the new replica over the threshold too (0.90): scale up",
+			group(now, at(14*time.Second), ready("a", 0.79, old), ready("b", 0.79, old), ready("c", 0.72, at(14*time.Second))),
+			""},
+		{"Ready a window ago: every reading is after it, the scale-up stands",
+			group(now, at(time.Minute), ready("a", 0.79, old), ready("b", 0.79, old), ready("c", 0.53, at(time.Minute))),
+			""},
+		{"Ready but not reported yet: no fourth on the old readings",
+			group(now, at(14*time.Second), ready("a", 0.79, old), ready("b", 0.79, old)),
+			"no replica Ready since reports metrics yet"},
+		{"Ready times unknown: upstream's verdict",
+			group(now, time.Time{}, ready("a", 0.79, time.Time{}), ready("b", 0.79, time.Time{}), ready("c", 0.53, time.Time{})),
+			""},
+		{"no clock: upstream's verdict",
+			group(time.Time{}, at(14*time.Second), ready("a", 0.79, old), ready("b", 0.79, old), ready("c", 0.53, at(14*time.Second))),
+			""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Analyzer{}.AnalyzeState(tc.g, defaults(), nil)
+			require.NoError(t, err)
+			a := res.Details.(Analysis)
+			require.Greater(t, a.Total.Demand/0.85, a.Total.AnticipatedSupply, "the readings ask for a scale-up")
+			assert.Contains(t, a.Total.Settling, tc.settling)
+			assert.Equal(t, tc.settling == "", a.Total.Settling == "", a.Total.Settling)
+			assert.Equal(t, tc.settling == "", res.Signal.RequiredCapacity > 0, res.Signal.Reason)
+			if tc.settling != "" {
+				assert.Contains(t, res.Signal.Reason, "settling: ")
+				assert.Equal(t, tc.g.Variants[0].CurrentReplicas, targets(optimizer.OptimizeGroup(tc.g, res.Signal))["l4"])
+			}
+		})
+	}
+}
+
+// Settling never withholds a scale-down: a fresh replica on a quiet group.
+func TestSettlingKeepsScaleDown(t *testing.T) {
+	now := time.Date(2026, 11, 27, 6, 53, 17, 0, time.UTC)
+	g := decision.Group{ModelID: "m", Now: now, Variants: []decision.Variant{
+		{Name: "l4", Accelerator: "L4", Cost: 5, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 3, LastReadyAt: now.Add(-10 * time.Second)}},
+		Replicas: []decision.ReplicaMetrics{rep("a", "l4", 0.1, 0, 1000), rep("b", "l4", 0.1, 0, 1000), rep("c", "l4", 0.05, 0, 1000)}}
+	g.Replicas[2].ReadyAt = now.Add(-10 * time.Second)
+	res, err := Analyzer{}.AnalyzeState(g, defaults(), nil)
+	require.NoError(t, err)
+	assert.Empty(t, res.Details.(Analysis).Total.Settling)
+	assert.Greater(t, res.Signal.SpareCapacity, 0.0)
+	assert.Zero(t, res.Signal.RequiredCapacity)
 }
