@@ -65,6 +65,9 @@ func TestTriggerConcurrentWithRun(t *testing.T) {
 		}()
 	}
 	go func() { e.Run(ctx); close(done) }()
+	// Triggers sent before Run starts are answered by its first cycle
+	// (TestTriggerBeforeRunIsAnsweredByTheFirstCycle): these go while it runs.
+	require.Eventually(t, func() bool { return views.cycles.Load() >= 1 }, 5*time.Second, time.Millisecond)
 	close(start)
 	triggered := make(chan struct{})
 	go func() { wg.Wait(); close(triggered) }()
