@@ -247,39 +247,19 @@ func Transition(g decision.Group) (bool, map[string]int32, string) {
 // fresh replicas short of headroom themselves. It reads only the pods'
 // Ready times and their metrics, never what a process remembers.
 func Settling(g decision.Group, cfg config.Saturation) string {
-	if g.Now.IsZero() {
+	recent, ok := decision.RecentlyReady(g, nil)
+	if !ok {
 		return ""
 	}
-	fresh := func(at time.Time) bool {
-		return !at.IsZero() && g.Now.Sub(at) < decision.MetricsWindow
+	if len(recent.Replicas) == 0 {
+		return recent.NoneReporting()
 	}
-	newest := -1
-	for i, v := range g.Variants {
-		if fresh(v.LastReadyAt) && (newest < 0 || v.LastReadyAt.After(g.Variants[newest].LastReadyAt)) {
-			newest = i
-		}
-	}
-	if newest < 0 {
-		return ""
-	}
-	var since []decision.ReplicaMetrics
-	for _, r := range g.Replicas {
-		if fresh(r.ReadyAt) {
-			since = append(since, r)
-		}
-	}
-	v := g.Variants[newest]
-	head := fmt.Sprintf("a replica of %s turned Ready %s ago, within the %s metrics window, and older replicas' readings still hold the load from before it served",
-		v.Name, g.Now.Sub(v.LastReadyAt).Round(time.Second), decision.MetricsWindow)
-	if len(since) == 0 {
-		return head + "; no replica Ready since reports metrics yet, no scale-up"
-	}
-	fa := AnalyzeReplicas(since, cfg)
+	fa := AnalyzeReplicas(recent.Replicas, cfg)
 	if fa.ShouldScaleUp {
 		return ""
 	}
 	return fmt.Sprintf("%s; the replicas Ready within it (%d) have headroom (avg spare KV %.3f, queue %.2f), no scale-up",
-		head, len(since), fa.AvgSpareKv, fa.AvgSpareQueue)
+		recent.Why(), len(recent.Replicas), fa.AvgSpareKv, fa.AvgSpareQueue)
 }
 
 // Analyzer is the percentage-based saturation analyzer.

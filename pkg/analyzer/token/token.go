@@ -14,7 +14,6 @@ import (
 	"math"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/config"
@@ -718,44 +717,33 @@ func (st *State) peakDemand(role decision.Role, demand float64, cycles int) floa
 // only the pods' Ready times and their metrics, so a restarted adapter or
 // a new leader withholds the same.
 func (a *Analysis) settling(g decision.Group, t Totals, cfg config.Saturation) string {
-	if g.Now.IsZero() {
-		return ""
-	}
-	fresh := func(at time.Time) bool { return !at.IsZero() && g.Now.Sub(at) < decision.MetricsWindow }
 	inRole := map[string]bool{}
 	for _, n := range t.Variants {
 		inRole[n] = true
 	}
-	var newest *decision.Variant
-	for i, v := range g.Variants {
-		if inRole[v.Name] && fresh(v.LastReadyAt) && (newest == nil || v.LastReadyAt.After(newest.LastReadyAt)) {
-			newest = &g.Variants[i]
-		}
-	}
-	if newest == nil {
+	recent, ok := decision.RecentlyReady(g, func(variant string) bool { return inRole[variant] })
+	if !ok {
 		return ""
 	}
-	readyAt := make(map[string]time.Time, len(g.Replicas))
-	for _, r := range g.Replicas {
-		readyAt[r.Pod] = r.ReadyAt
+	fresh := make(map[string]bool, len(recent.Replicas))
+	for _, r := range recent.Replicas {
+		fresh[r.Pod] = true
 	}
 	var demand, capacity float64
 	n := 0
 	for _, rc := range a.Replicas {
-		if inRole[rc.Variant] && fresh(readyAt[rc.Pod]) {
+		if fresh[rc.Pod] {
 			demand += rc.Demand
 			capacity += rc.Capacity
 			n++
 		}
 	}
-	head := fmt.Sprintf("a replica of %s turned Ready %s ago, within the %s metrics window, and older replicas' readings still hold the load from before it served",
-		newest.Name, g.Now.Sub(newest.LastReadyAt).Round(time.Second), decision.MetricsWindow)
 	if n == 0 || capacity <= 0 {
-		return head + "; no replica Ready since reports metrics yet, no scale-up"
+		return recent.NoneReporting()
 	}
 	if u := demand / capacity; u <= cfg.ScaleUpThreshold {
 		return fmt.Sprintf("%s; the replicas Ready within it (%d) are at %.3f of their capacity, within %.2f, no scale-up",
-			head, n, u, cfg.ScaleUpThreshold)
+			recent.Why(), n, u, cfg.ScaleUpThreshold)
 	}
 	return ""
 }
