@@ -188,6 +188,21 @@ func cost(c *float64) string {
 // compares (240 s is the L40S start-up).
 var backlogDrainSeconds = []int{0, 15, 30, 60, 240}
 
+// backlogColumns are the workloads the backlog table compares: each
+// heading and the workload's name in workloads.
+var backlogColumns = []struct{ heading, workload string }{
+	{"spike", "spike"}, {"conv", "Azure conv"}, {"code", "Azure code"}, {"bursty (default)", "default (bursty)"},
+}
+
+func workloadNamed(name string) (workload, bool) {
+	for _, w := range workloads {
+		if w.name == name {
+			return w, true
+		}
+	}
+	return workload{}, false
+}
+
 // backlogTable runs the token analyzer (tokenConfig) with each
 // backlogDrainSeconds on the spike, conv, code and the default, against
 // the oracle, and renders cost (x oracle), attainment.
@@ -196,11 +211,13 @@ func backlogTable(simulate func(...string) ([]byte, error), dir string) (string,
 	if err != nil {
 		return "", err
 	}
-	cols := []workload{
-		{"spike", []string{"--shape", "spike"}},
-		{"conv", []string{"--trace", conv}},
-		{"code", []string{"--trace", code}},
-		{"bursty (default)", nil},
+	var cols []workload
+	for _, c := range backlogColumns {
+		w, ok := workloadNamed(c.workload)
+		if !ok {
+			return "", fmt.Errorf("backlog table: no workload named %q", c.workload)
+		}
+		cols = append(cols, workload{c.heading, w.args})
 	}
 	var b strings.Builder
 	b.WriteString("| `backlogDrainSeconds` |")
