@@ -21,6 +21,8 @@
 //     smallShortfall of the supply orders only once it has lasted a
 //     metrics window: one window's noise in the arrivals or the request
 //     shape passes before the replica it would order starts.
+//   - A steady fleet moves to a cheaper mix that covers the held plan,
+//     make-before-break, when the saving repays the start-up (swap.go).
 //
 // The analyzer is a pure function of the group, the configuration and its
 // previous State.
@@ -63,6 +65,7 @@ const (
 	WhyFloor   = "floor"
 	WhyTrend   = "trend"
 	WhyPersist = "short-wait"
+	WhySwap    = "cheaper-mix"
 )
 
 const (
@@ -92,6 +95,11 @@ type State struct {
 	Found   map[string]int32 `json:"found,omitempty"`
 	// LastRelease is when capacity was last given back.
 	LastRelease time.Time `json:"lastRelease,omitempty"`
+	// SwapAt and SwapTo are the last move to a cheaper mix and the mix
+	// it moves to; releasing down to SwapTo completes it and gives back
+	// no capacity the plan needs, so it is not a release.
+	SwapAt time.Time        `json:"swapAt,omitempty"`
+	SwapTo map[string]int32 `json:"swapTo,omitempty"`
 	// ShortSince is when a small shortfall began (zero when there is
 	// none).
 	ShortSince time.Time `json:"shortSince,omitempty"`
@@ -216,7 +224,8 @@ func (Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (a
 		slo = config.DefaultSLO()
 	}
 	next := State{Analyzer: Name, Variants: map[string]VariantState{}, Input: st.Input, Output: st.Output,
-		HoldFactor: st.HoldFactor, LastRelease: st.LastRelease, FoundAt: st.FoundAt, Found: st.Found}
+		HoldFactor: st.HoldFactor, LastRelease: st.LastRelease, FoundAt: st.FoundAt, Found: st.Found,
+		SwapAt: st.SwapAt, SwapTo: st.SwapTo}
 	if next.Found == nil {
 		next.FoundAt, next.Found = g.Now, map[string]int32{}
 		for _, v := range g.Variants {
@@ -365,11 +374,18 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 		if c, ok := cheapestMix(mv, an.Held); ok && mixCost(mv, c) < mixCost(mv, counts)-1e-9 {
 			keep = c
 		}
+		swap, swapping := swapMix(variants, an.Variants, caps, keep, an.Held, hold, young, slo, next, g.Now)
 		switch {
+		case swapping:
+			counts = swap
+			an.Why = WhySwap
 		case mixCost(mv, keep) < mixCost(mv, counts)-1e-9:
+			if !completesSwap(variants, keep, next.SwapTo) {
+				next.LastRelease = g.Now
+			}
+			next.SwapTo = nil
 			counts = keep
 			an.Why = WhyDemand
-			next.LastRelease = g.Now
 		default:
 			an.Why = WhyHorizon
 			if an.Held <= an.Staffed+1e-9 {
@@ -409,6 +425,8 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 		why = "demand exceeds every variant at maxReplicas"
 	case WhyTrend:
 		why = fmt.Sprintf("demand rising %.2f req/s within %s", an.Rising, an.Horizon)
+	case WhySwap:
+		why = fmt.Sprintf("moving to a cheaper mix covering %.2f req/s: its replicas start first, the others are released once they serve", an.Held)
 	case WhyPersist:
 		why = fmt.Sprintf("short by less than %.0f%% for under %s; waiting one metrics window", smallShortfall*100, persistFor)
 	default:
@@ -429,15 +447,13 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 // guess costs a start-up delay to correct. The plan still tries it where
 // its price makes it fit the mix better, and its replicas then prove it.
 func fairPrice(variants []decision.Variant, caps map[string]ReplicaCapacity, an []VariantAnalysis) {
-	proven := func(i int) bool {
-		return an[i].Observations > 0 && an[i].PeakLoad >= provenShare*caps[variants[i].Name].Rate
-	}
+	isProven := func(i int) bool { return proven(an[i], caps[variants[i].Name]) }
 	ref := -1
 	for i, va := range an {
 		if va.Observations == 0 || variants[i].Cost <= 0 {
 			continue
 		}
-		if ref < 0 || (proven(i) && !proven(ref)) || (proven(i) == proven(ref) && va.Observations > an[ref].Observations) {
+		if ref < 0 || (isProven(i) && !isProven(ref)) || (isProven(i) == isProven(ref) && va.Observations > an[ref].Observations) {
 			ref = i
 		}
 	}
@@ -446,7 +462,7 @@ func fairPrice(variants []decision.Variant, caps map[string]ReplicaCapacity, an 
 	}
 	unit := caps[variants[ref].Name].Rate / variants[ref].Cost
 	for i, va := range an {
-		if i == ref || variants[i].Cost <= 0 || proven(i) {
+		if i == ref || variants[i].Cost <= 0 || isProven(i) {
 			continue
 		}
 		c := caps[variants[i].Name]
