@@ -16,8 +16,9 @@
 //     start-up the next burst would need; a drained backlog does not come
 //     back, so it is not held) and of shortHoldFactor before (a one-off
 //     rise, such as a spike, is not paid for through the rest of the
-//     hour), and picks the exact
-//     cheapest integer mix of variants that covers it. A shortfall within
+//     hour). A shortfall orders the exact cheapest integer mix of
+//     variants that covers the present plan, and a scale-down the one
+//     that keeps the held plan covered. A shortfall within
 //     smallShortfall of the supply orders only once it has lasted a
 //     metrics window: one window's noise in the arrivals or the request
 //     shape passes before the replica it would order starts.
@@ -339,9 +340,12 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	}
 	switch {
 	case short && lasting(g.Now, st, next, an.Supply, an.Staffed):
-		// Short now: add to cover the held plan (only adds, so pending
-		// replicas are never ordered again).
-		c, ok := cheapestMix(mv, an.Held)
+		// Short now: add to cover the present plan (only adds, so
+		// pending replicas are never ordered again). The hold keeps
+		// capacity through lulls; it orders none for a past peak the
+		// fleet was not short of then: that peak was planned in req/s
+		// of another request shape (longer outputs serve fewer req/s).
+		c, ok := cheapestMix(mv, an.Staffed)
 		counts = c
 		an.Why = WhyDemand
 		switch {

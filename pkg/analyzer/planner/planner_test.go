@@ -537,3 +537,23 @@ func TestShortStartupKeepsTrendHistory(t *testing.T) {
 	// 0.02 req/s per second over a 30 s horizon.
 	assert.InDelta(t, 0.6, a.Rising, 0.05, "the ramp is forecast over the start-up")
 }
+
+// A shortfall orders what covers the present plan, not a held peak the
+// fleet was not short of when it was planned (a peak in req/s of another
+// request shape, or of a fleet since shrunk).
+func TestShortfallCoversThePresentPlan(t *testing.T) {
+	_, burst, st := run(t, fleet(2, 0, 12), nil)
+	perL4 := burst.CapacityPerReplica["l4"]
+	require.Positive(t, perL4)
+	g := fleet(3, 0, 3*perL4*1.2)
+	g.Now = t0.Add(time.Minute)
+	an, sig, _ := run(t, g, st)
+	require.Greater(t, an.Held, an.Staffed, "the burst's plan is held")
+	require.Greater(t, an.Staffed, an.Supply*1.1, "short by more than 10%%: orders at once")
+	var supply float64
+	for v, n := range sig.PlannedReplicas {
+		supply += float64(n) * sig.CapacityPerReplica[v]
+	}
+	assert.GreaterOrEqual(t, supply, an.Staffed, "the present plan is covered: %s", sig.Reason)
+	assert.Less(t, supply, an.Held, "no replicas for the held peak: %s", sig.Reason)
+}
