@@ -20,7 +20,7 @@ type RecentReady struct {
 }
 
 // RecentlyReady finds the newest Ready transition within MetricsWindow
-// among the variants in selects (every variant when in is nil), and the
+// among the variants that in selects (every variant when in is nil), and the
 // replicas of those variants Ready since the window began; ok is false
 // when there is none or no clock. It reads only Ready times, so every
 // adapter (a restarted one, a new leader) finds the same.

@@ -378,7 +378,7 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 		if c, ok := cheapestMix(mv, an.Held); ok && mixCost(mv, c) < mixCost(mv, counts)-1e-9 {
 			keep = c
 		}
-		swap, swapping := swapMix(variants, an.Variants, caps, keep, an.Held, hold, young, slo, next, g.Now)
+		swap, swapping := swapMix(variants, an.Variants, mv, keep, an.Held, hold, young, slo, next, g.Now)
 		switch {
 		case swapping:
 			counts = swap

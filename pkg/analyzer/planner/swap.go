@@ -29,23 +29,22 @@ const (
 // It moves only toward variants whose capacity has been proven by their
 // own replicas (never toward a prior), at most once per hold, and when
 // the saving over the hold repays swapPayback times the cost of the
-// replicas that run twice during their start-up.
-func swapMix(variants []decision.Variant, an []VariantAnalysis, caps map[string]ReplicaCapacity,
+// replicas that run twice during their start-up. base is the plan's
+// mixVariant per variant (its Lo and Hi are set here).
+func swapMix(variants []decision.Variant, an []VariantAnalysis, base []mixVariant,
 	keep []int32, need float64, hold time.Duration, young bool, slo config.SLO, next *State, now time.Time) ([]int32, bool) {
 	if !next.SwapAt.IsZero() && now.Sub(next.SwapAt) < hold {
 		return nil, false
 	}
-	mv := make([]mixVariant, len(variants))
-	for i, v := range variants {
-		rate := caps[v.Name].Rate
-		hi := v.MaxReplicas
-		if !proven(an[i], caps[v.Name]) {
+	mv := append([]mixVariant(nil), base...)
+	for i := range mv {
+		mv[i].Hi = mv[i].Max
+		if !proven(an[i], an[i].Capacity) {
 			// A variant not proven is neither a target nor a rate to
 			// count on beyond what runs today.
-			hi = min(keep[i], hi)
+			mv[i].Hi = min(keep[i], mv[i].Hi)
 		}
-		mv[i] = mixVariant{Name: v.Name, Cost: v.Cost, Rate: rate, Min: v.MinReplicas, Max: v.MaxReplicas,
-			Lo: min(v.MinReplicas, hi), Hi: hi}
+		mv[i].Lo = min(mv[i].Min, mv[i].Hi)
 	}
 	if young {
 		// The fleet as found keeps its capacity for a hold; a swap may

@@ -62,7 +62,13 @@ func TestSwapMix(t *testing.T) {
 			if tc.l4Cost > 0 {
 				variants[1].Cost = tc.l4Cost
 			}
-			got, ok := swapMix(variants, tc.an, caps, tc.keep, tc.need, tc.hold, tc.young, config.DefaultSLO(), next, now)
+			an := append([]VariantAnalysis(nil), tc.an...)
+			base := make([]mixVariant, len(variants))
+			for i, v := range variants {
+				an[i].Capacity = caps[v.Name]
+				base[i] = mixVariant{Name: v.Name, Cost: v.Cost, Rate: caps[v.Name].Rate, Min: v.MinReplicas, Max: v.MaxReplicas}
+			}
+			got, ok := swapMix(variants, an, base, tc.keep, tc.need, tc.hold, tc.young, config.DefaultSLO(), next, now)
 			if tc.want == nil {
 				assert.False(t, ok, "no swap, got %v", got)
 				return
