@@ -238,7 +238,7 @@ func backlogTable(simulate func(...string) ([]byte, error), dir string) (string,
 				return "", err
 			}
 			for _, p := range rep.Policies {
-				if p.Policy == "wva" {
+				if p.Policy == sim.PolicyWVA {
 					fmt.Fprintf(&b, " %.1f (%.2fx), %.2f%% |", p.Cost, p.CostToOracle, 100*p.SLOAttainment)
 				}
 			}
