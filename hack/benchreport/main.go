@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/sim"
 )
 
@@ -85,6 +86,10 @@ func run(check bool) error {
 	if err != nil {
 		return err
 	}
+	setting, err := settingTable(simulate, dir)
+	if err != nil {
+		return err
+	}
 	text, err := simulate()
 	if err != nil {
 		return err
@@ -96,6 +101,7 @@ func run(check bool) error {
 			"policies": table,
 			"frontier": frontier,
 			"backlog":  backlog,
+			"setting":  setting,
 			"default":  fence(full),
 		},
 	}
@@ -245,6 +251,73 @@ func backlogTable(simulate func(...string) ([]byte, error), dir string) (string,
 		}
 		b.WriteString("\n")
 	}
+	return b.String(), nil
+}
+
+// settingAttainments are the sloAttainment settings the setting table
+// runs besides the shipped one: the margin is the only thing they move.
+var settingAttainments = []float64{0.9, 0.95, 0.97}
+
+// settingColumns are the workloads the setting table compares: the
+// bursty default and the smooth ones (conv at three rates, and two
+// synthetic shapes the planner was not developed on).
+var settingColumns = []workload{
+	{"default (bursty)", nil},
+	{"Azure conv", []string{"--trace", conv}},
+	{"Azure conv x1.2", []string{"--trace", conv, "--rate-scale", "1.2"}},
+	{"Azure conv x1.5", []string{"--trace", conv, "--rate-scale", "1.5"}},
+	{"diurnal", []string{"--shape", "diurnal"}},
+	{"ramp", []string{"--shape", "ramp"}},
+}
+
+// settingTable runs wva at each settingAttainments and at the shipped
+// configuration on every settingColumns workload, and renders cost and
+// attainment, with the cheapest constant fleet meeting the SLO below: one
+// configuration serves every workload, so a setting is only as good as
+// its worst column.
+func settingTable(simulate func(...string) ([]byte, error), dir string) (string, error) {
+	var b strings.Builder
+	b.WriteString("| `sloAttainment` |")
+	for _, c := range settingColumns {
+		b.WriteString(" " + c.name + " |")
+	}
+	b.WriteString("\n| --- |" + strings.Repeat(" --- |", len(settingColumns)) + "\n")
+	cheapest := make([]*float64, len(settingColumns))
+	settings := append(append([]float64(nil), settingAttainments...), 0)
+	for _, a := range settings {
+		var extra []string
+		label := fmt.Sprintf("%g", config.DefaultSLO().Attainment) + " (shipped)"
+		policies := sim.PolicyWVA + "," + sim.PolicyStaticFrontier
+		if a > 0 {
+			cfg := filepath.Join(dir, fmt.Sprintf("attainment-%g.yaml", a))
+			entry := fmt.Sprintf("wva-saturation-scaling-config:\n  default: |\n    sloAttainment: %g\n", a)
+			if err := os.WriteFile(cfg, []byte(entry), 0o644); err != nil {
+				return "", err
+			}
+			extra, label, policies = []string{"--wva-config", cfg}, fmt.Sprintf("%g", a), sim.PolicyWVA
+		}
+		fmt.Fprintf(&b, "| %s |", label)
+		for i, c := range settingColumns {
+			rep, err := report(simulate, append(append([]string{"--policies", policies}, extra...), c.args...)...)
+			if err != nil {
+				return "", err
+			}
+			for _, p := range rep.Policies {
+				switch {
+				case p.Policy == sim.PolicyWVA:
+					fmt.Fprintf(&b, " %.1f, %.2f%% |", p.Cost, 100*p.SLOAttainment)
+				case strings.HasPrefix(p.Policy, "static:") && p.SLOAttainment >= rep.SLO.Attainment && (cheapest[i] == nil || p.Cost < *cheapest[i]):
+					cheapest[i] = &p.Cost
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| cheapest constant fleet meeting the SLO |")
+	for _, c := range cheapest {
+		b.WriteString(" " + cost(c) + " |")
+	}
+	b.WriteString("\n")
 	return b.String(), nil
 }
 
