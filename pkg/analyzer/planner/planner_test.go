@@ -197,7 +197,8 @@ func TestPendingNotReordered(t *testing.T) {
 
 // A lull keeps a burst's replicas for the hold: three start-up delays
 // after a first burst (nothing says it comes back), twelve once a burst
-// has come back within the hold; past it they are released.
+// has come back within the hold; past it they are released. A start-up
+// shorter than the 1-minute metrics window counts as the window.
 func TestHoldThroughShortLulls(t *testing.T) {
 	type segment struct {
 		minutes int
@@ -206,15 +207,17 @@ func TestHoldThroughShortLulls(t *testing.T) {
 	const startup = 3 * time.Minute
 	cases := []struct {
 		name     string
+		startup  time.Duration
 		segments []segment
 		// held is how long after the last burst minute the burst's
 		// replicas are kept at least, released how long at most.
 		held, released time.Duration
 	}{
-		{"a first burst: three start-ups", []segment{{10, 1}, {5, 12}}, 3 * startup, 3*startup + 2*time.Minute},
+		{"a first burst: three start-ups", startup, []segment{{10, 1}, {5, 12}}, 3 * startup, 3*startup + 2*time.Minute},
 		// The first lull gave back the replicas the rise's forecast
 		// added, and the burst came back: the hold also doubles.
-		{"a burst that came back: twelve start-ups or more", []segment{{10, 1}, {5, 12}, {5, 1}, {5, 12}}, 12 * startup, 24*startup + 2*time.Minute},
+		{"a burst that came back: twelve start-ups or more", startup, []segment{{10, 1}, {5, 12}, {5, 1}, {5, 12}}, 12 * startup, 24*startup + 2*time.Minute},
+		{"a 30 s start-up: three metrics windows", 30 * time.Second, []segment{{10, 1}, {5, 12}}, 3 * time.Minute, 5 * time.Minute},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,7 +227,7 @@ func TestHoldThroughShortLulls(t *testing.T) {
 			cycle := func(rate float64) decision.Signal {
 				g := fleet(l4, 0, rate)
 				g.Variants[1].MaxReplicas, g.Variants[1].StartupDelay = 0, 0
-				g.Variants[0].StartupDelay = startup
+				g.Variants[0].StartupDelay = tc.startup
 				g.Now = t0.Add(at)
 				var sig decision.Signal
 				_, sig, st = run(t, g, st)
@@ -533,7 +536,7 @@ func TestShortStartupKeepsTrendHistory(t *testing.T) {
 		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
 		a, _, st = run(t, g, st)
 	}
-	assert.Equal(t, (3 * startup).String(), a.Hold, "a first rise is held three start-ups")
+	assert.Equal(t, (3 * metricsWindow).String(), a.Hold, "a first rise is held three start-ups, a 30 s one counting as the metrics window")
 	// 0.02 req/s per second over a 30 s horizon.
 	assert.InDelta(t, 0.6, a.Rising, 0.05, "the ramp is forecast over the start-up")
 }
