@@ -36,6 +36,7 @@ const (
 var workloads = []workload{
 	{"default (bursty)", nil},
 	{"spike", []string{"--shape", "spike"}},
+	{"default, 30s start-up", []string{"--startup-delay", "30s"}},
 	{"default, 7m start-up", []string{"--startup-delay", "7m"}},
 	{"Azure conv", []string{"--trace", conv}},
 	{"Azure code", []string{"--trace", code}},

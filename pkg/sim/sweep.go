@@ -209,7 +209,7 @@ func FrontierRanking(rep Report) string {
 		case wva == nil && len(peers) == 0:
 			parts = append(parts, level.name+": no adaptive policy reaches it")
 		case wva == nil:
-			parts = append(parts, level.name+": wva never reaches it; "+strings.Join(cheaper, ", ")+" do")
+			parts = append(parts, level.name+": wva never reaches it (reached by "+strings.Join(cheaper, ", ")+")")
 		case len(cheaper) == 0:
 			parts = append(parts, fmt.Sprintf("%s: wva cheapest (%.1f)", level.name, *wva))
 		default:

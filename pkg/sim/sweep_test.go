@@ -48,7 +48,7 @@ func TestFrontierRanking(t *testing.T) {
 		{"a peer is cheaper", []PolicySummary{row("wva", costOf(40), costOf(50)), row("kpa", costOf(30), costOf(70))},
 			"95%: wva 40.0, cheaper: kpa 30.0; 99%: wva cheapest (50.0)"},
 		{"wva never reaches it", []PolicySummary{row("wva", costOf(40), nil), row("queue-threshold", costOf(45), costOf(80))},
-			"95%: wva cheapest (40.0); 99%: wva never reaches it; queue-threshold 80.0 do"},
+			"95%: wva cheapest (40.0); 99%: wva never reaches it (reached by queue-threshold 80.0)"},
 		{"constant fleets are not adaptive", []PolicySummary{row("wva", nil, nil), row("static-peak", costOf(10), costOf(20))},
 			"95%: no adaptive policy reaches it; 99%: no adaptive policy reaches it"},
 	}
