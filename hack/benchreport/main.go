@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/sim"
 )
 
@@ -287,7 +286,7 @@ func settingTable(simulate func(...string) ([]byte, error), dir string) (string,
 	settings := append(append([]float64(nil), settingAttainments...), 0)
 	for _, a := range settings {
 		var extra []string
-		label := fmt.Sprintf("%g", config.DefaultSLO().Attainment) + " (shipped)"
+		label := "shipped (`deploy/default`)"
 		policies := sim.PolicyWVA + "," + sim.PolicyStaticFrontier
 		if a > 0 {
 			cfg := filepath.Join(dir, fmt.Sprintf("attainment-%g.yaml", a))

@@ -11,15 +11,15 @@
 //     replica ordered now serves at the end of it (trend.go).
 //   - The plan covers that demand with a square-root safety margin for the
 //     SLO's attainment, holds the highest arrival plan of the last
-//     holdFactor start-up delays (at least metrics windows) once a burst
-//     has come back within that time (a lull shorter than that costs less to ride out than the
-//     start-up the next burst would need; a drained backlog does not come
-//     back, so it is not held) and of shortHoldFactor before (a one-off
-//     rise, such as a spike, is not paid for through the rest of the
-//     hour). A shortfall orders the exact cheapest integer mix of
-//     variants that covers the present plan, and a scale-down the one
-//     that keeps the held plan covered. A shortfall within
-//     smallShortfall of the supply orders only once it has lasted a
+//     holdFactor start-up delays (each at least a metrics window) once a
+//     burst has come back within that time (a lull shorter than that costs
+//     less to ride out than the start-up the next burst would need; a
+//     drained backlog does not come back, so it is not held) and of
+//     shortHoldFactor before (a one-off rise, such as a spike, is not paid
+//     for through the rest of the hour). A shortfall orders the exact
+//     cheapest integer mix of variants that covers the present plan, and a
+//     scale-down the one that keeps the held plan covered. A shortfall
+//     within smallShortfall of the supply orders only once it has lasted a
 //     metrics window: one window's noise in the arrivals or the request
 //     shape passes before the replica it would order starts.
 //   - A steady fleet moves to a cheaper mix that covers the held plan,
@@ -46,7 +46,8 @@ const Name = config.AnalyzerSLOPlanner
 
 const (
 	// holdFactor start-up delays (lullUnit) is how long the plan keeps
-	// its peak at first; minHoldFactor and maxHoldFactor bound its adaptation.
+	// its peak at first; minHoldFactor and maxHoldFactor bound its
+	// adaptation.
 	holdFactor    = 12
 	minHoldFactor = 12
 	maxHoldFactor = 32
