@@ -72,8 +72,9 @@ func (l Labels) Validate() error {
 
 // RateWindow is the range of the arrival-rate and latency queries: the
 // design's 1m, long enough for two samples at a 30s scrape interval. The
-// three share it so the tuner sees rate and latencies over the same period.
-const RateWindow = time.Minute
+// three share it so the tuner sees rate and latencies over the same period;
+// the slo-planner reads it as how soon demand is seen (decision.RateWindow).
+const RateWindow = decision.RateWindow
 
 // Query names.
 const (

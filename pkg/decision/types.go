@@ -54,6 +54,11 @@ type Variant struct {
 // of the past, including load served before the latest replica turned Ready.
 const MetricsWindow = time.Minute
 
+// RateWindow is the range of the collector's rate queries (arrivals at the
+// replicas and at the gateway, TTFT, ITL): a change in demand reaches the
+// analyzers no sooner than that.
+const RateWindow = time.Minute
+
 // Role is a variant's part in prefill/decode disaggregated serving.
 type Role string
 

@@ -74,12 +74,9 @@ const (
 	// smallShortfall is the share of the supply a shortfall must exceed
 	// to order at once; a smaller one must last persistFor.
 	smallShortfall = 0.1
-	// metricsWindow is the rate window the replicas' and the gateway's
-	// counters are read over: demand is seen no sooner than that.
-	metricsWindow = time.Minute
-	// persistFor is one metrics window: what a shortfall must outlast to
-	// be more than one window's noise.
-	persistFor = metricsWindow
+	// persistFor is one metrics rate window (decision.RateWindow): what a
+	// shortfall must outlast to be more than one window's noise.
+	persistFor = decision.RateWindow
 )
 
 // State is what the planner remembers about a group between cycles.
@@ -456,13 +453,12 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 // guess costs a start-up delay to correct. The plan still tries it where
 // its price makes it fit the mix better, and its replicas then prove it.
 func fairPrice(variants []decision.Variant, caps map[string]ReplicaCapacity, an []VariantAnalysis) {
-	isProven := func(i int) bool { return proven(an[i], caps[variants[i].Name]) }
 	ref := -1
 	for i, va := range an {
 		if va.Observations == 0 || variants[i].Cost <= 0 {
 			continue
 		}
-		if ref < 0 || (isProven(i) && !isProven(ref)) || (isProven(i) == isProven(ref) && va.Observations > an[ref].Observations) {
+		if ref < 0 || (proven(va) && !proven(an[ref])) || (proven(va) == proven(an[ref]) && va.Observations > an[ref].Observations) {
 			ref = i
 		}
 	}
@@ -471,7 +467,7 @@ func fairPrice(variants []decision.Variant, caps map[string]ReplicaCapacity, an 
 	}
 	unit := caps[variants[ref].Name].Rate / variants[ref].Cost
 	for i, va := range an {
-		if i == ref || variants[i].Cost <= 0 || isProven(i) {
+		if i == ref || variants[i].Cost <= 0 || proven(va) {
 			continue
 		}
 		c := caps[variants[i].Name]
@@ -599,7 +595,7 @@ func startupOf(v decision.Variant, vs VariantState, slo config.SLO) time.Duratio
 // (Counted in 30 s start-ups, a bursty hour released its fleet in every
 // lull, and each burst's onset then cost more misses than the SLO allows
 // in the hour: 88.6% met.)
-func lullUnit(horizon time.Duration) time.Duration { return max(horizon, metricsWindow) }
+func lullUnit(horizon time.Duration) time.Duration { return max(horizon, decision.RateWindow) }
 
 // referenceCapacity is the capacity of the variant with the lowest cost
 // per unit of rate: the one the margin is mostly made of.

@@ -536,7 +536,7 @@ func TestShortStartupKeepsTrendHistory(t *testing.T) {
 		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
 		a, _, st = run(t, g, st)
 	}
-	assert.Equal(t, (3 * metricsWindow).String(), a.Hold, "a first rise is held three start-ups, a 30 s one counting as the metrics window")
+	assert.Equal(t, (3 * decision.RateWindow).String(), a.Hold, "a first rise is held three start-ups, a 30 s one counting as the metrics window")
 	// 0.02 req/s per second over a 30 s horizon.
 	assert.InDelta(t, 0.6, a.Rising, 0.05, "the ramp is forecast over the start-up")
 }

@@ -39,7 +39,7 @@ func swapMix(variants []decision.Variant, an []VariantAnalysis, base []mixVarian
 	mv := append([]mixVariant(nil), base...)
 	for i := range mv {
 		mv[i].Hi = mv[i].Max
-		if !proven(an[i], an[i].Capacity) {
+		if !proven(an[i]) {
 			// A variant not proven is neither a target nor a rate to
 			// count on beyond what runs today.
 			mv[i].Hi = min(keep[i], mv[i].Hi)
@@ -103,6 +103,6 @@ func completesSwap(variants []decision.Variant, counts []int32, target map[strin
 // proven says whether a variant's own replicas have been seen serving at
 // least provenShare of its estimated rate per replica: only then is its
 // fitted line trusted beyond a prior.
-func proven(va VariantAnalysis, c ReplicaCapacity) bool {
-	return va.Observations > 0 && va.PeakLoad >= provenShare*c.Rate
+func proven(va VariantAnalysis) bool {
+	return va.Observations > 0 && va.PeakLoad >= provenShare*va.Capacity.Rate
 }
