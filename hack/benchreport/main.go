@@ -226,11 +226,7 @@ func backlogTable(simulate func(...string) ([]byte, error), dir string) (string,
 		cols = append(cols, workload{c.heading, w.args})
 	}
 	var b strings.Builder
-	b.WriteString("| `backlogDrainSeconds` |")
-	for _, c := range cols {
-		b.WriteString(" " + c.name + " |")
-	}
-	b.WriteString("\n| --- |" + strings.Repeat(" --- |", len(cols)) + "\n")
+	b.WriteString(header("`backlogDrainSeconds`", cols))
 	for _, h := range backlogDrainSeconds {
 		// The entry is a YAML block scalar: the key goes in at its indent.
 		cfg := filepath.Join(dir, fmt.Sprintf("backlog-%d.yaml", h))
@@ -277,11 +273,7 @@ var settingColumns = []workload{
 // its worst column.
 func settingTable(simulate func(...string) ([]byte, error), dir string) (string, error) {
 	var b strings.Builder
-	b.WriteString("| `sloAttainment` |")
-	for _, c := range settingColumns {
-		b.WriteString(" " + c.name + " |")
-	}
-	b.WriteString("\n| --- |" + strings.Repeat(" --- |", len(settingColumns)) + "\n")
+	b.WriteString(header("`sloAttainment`", settingColumns))
 	cheapest := make([]*float64, len(settingColumns))
 	settings := append(append([]float64(nil), settingAttainments...), 0)
 	for _, a := range settings {
@@ -306,7 +298,7 @@ func settingTable(simulate func(...string) ([]byte, error), dir string) (string,
 				switch {
 				case p.Policy == sim.PolicyWVA:
 					fmt.Fprintf(&b, " %.1f, %.2f%% |", p.Cost, 100*p.SLOAttainment)
-				case strings.HasPrefix(p.Policy, "static:") && p.SLOAttainment >= rep.SLO.Attainment && (cheapest[i] == nil || p.Cost < *cheapest[i]):
+				case sim.IsFrontierRow(p.Policy) && p.SLOAttainment >= rep.SLO.Attainment && (cheapest[i] == nil || p.Cost < *cheapest[i]):
 					cheapest[i] = &p.Cost
 				}
 			}
@@ -319,6 +311,18 @@ func settingTable(simulate func(...string) ([]byte, error), dir string) (string,
 	}
 	b.WriteString("\n")
 	return b.String(), nil
+}
+
+// header is a Markdown table's heading: first, then one column per
+// workload.
+func header(first string, cols []workload) string {
+	var b strings.Builder
+	b.WriteString("| " + first + " |")
+	for _, c := range cols {
+		b.WriteString(" " + c.name + " |")
+	}
+	b.WriteString("\n| --- |" + strings.Repeat(" --- |", len(cols)) + "\n")
+	return b.String()
 }
 
 func report(simulate func(...string) ([]byte, error), args ...string) (sim.Report, error) {
@@ -360,7 +364,7 @@ func tableOf(out string) string {
 func withoutFrontier(table string) string {
 	var keep []string
 	for _, l := range strings.SplitAfter(table, "\n") {
-		if !strings.HasPrefix(l, "static:") {
+		if !sim.IsFrontierRow(l) { // a row starts with its policy name
 			keep = append(keep, l)
 		}
 	}

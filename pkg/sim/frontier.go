@@ -92,8 +92,8 @@ func frontierName(sc *Scenario, mix []int32) string {
 	return "static:" + strings.Join(parts, "+")
 }
 
-// isFrontierRow says whether a report row is one of static-frontier's.
-func isFrontierRow(policy string) bool { return strings.HasPrefix(policy, "static:") }
+// IsFrontierRow says whether a report row is one of static-frontier's.
+func IsFrontierRow(policy string) bool { return strings.HasPrefix(policy, "static:") }
 
 // serverThroughput is the requests per second one replica of the server
 // completes under a standing backlog of identical requests (in prompt and

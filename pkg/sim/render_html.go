@@ -50,7 +50,7 @@ func RenderHTML(w io.Writer, rep Report) error {
 	// Charts leave out the static-frontier rows (constant fleets, in the
 	// table).
 	for _, p := range rep.Policies {
-		if isFrontierRow(p.Policy) {
+		if IsFrontierRow(p.Policy) {
 			continue
 		}
 		var ss []chartSeries
@@ -70,7 +70,7 @@ func RenderHTML(w io.Writer, rep Report) error {
 	}
 	var total, kv, ttft []chartSeries
 	for _, p := range rep.Policies {
-		if isFrontierRow(p.Policy) {
+		if IsFrontierRow(p.Policy) {
 			continue
 		}
 		c := policyColor(p.Policy)

@@ -112,7 +112,7 @@ func asciiChart(rep Report, width, height int) string {
 	reps := map[string][]float64{}
 	var maxRep float64 = 1
 	for _, p := range rep.Policies {
-		if isFrontierRow(p.Policy) {
+		if IsFrontierRow(p.Policy) {
 			continue
 		}
 		r := make([]float64, width)
@@ -154,7 +154,7 @@ func asciiChart(rep Report, width, height int) string {
 	}
 	for i := len(rep.Policies) - 1; i >= 0; i-- {
 		p := rep.Policies[i]
-		if isFrontierRow(p.Policy) {
+		if IsFrontierRow(p.Policy) {
 			continue
 		}
 		mark, ok := policyMarks[p.Policy]

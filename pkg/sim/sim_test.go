@@ -389,7 +389,7 @@ func TestRender(t *testing.T) {
 	}
 	assert.Contains(t, out, `xmlns="http://www.w3.org/2000/svg"`)
 	for _, p := range rep.Policies {
-		if !isFrontierRow(p.Policy) { // names with '+', escaped as &#43;
+		if !IsFrontierRow(p.Policy) { // names with '+', escaped as &#43;
 			assert.Contains(t, out, "</span> "+p.Policy+"</td>", "table row of %s", p.Policy)
 		}
 	}

@@ -127,7 +127,7 @@ func SweepFrontiers(sc Scenario, trace Trace, rep *Report) error {
 	var static *Frontier
 	owner := -1
 	for i, p := range rep.Policies {
-		if p.Policy == PolicyStaticPeak || isFrontierRow(p.Policy) {
+		if p.Policy == PolicyStaticPeak || IsFrontierRow(p.Policy) {
 			if static == nil {
 				static = &Frontier{Knob: staticKnob}
 			}

@@ -67,7 +67,7 @@ func Judge(rep Report) (Verdict, bool) {
 
 // isConstant says a row is a constant fleet.
 func isConstant(policy string) bool {
-	return policy == PolicyStaticPeak || isFrontierRow(policy)
+	return policy == PolicyStaticPeak || IsFrontierRow(policy)
 }
 
 // Row is the report's row of the named policy.
