@@ -289,14 +289,22 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: "monitoring"}}}
 	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
 	require.NoError(t, err)
+	metricsAllowed := func(sa, verb string) bool {
+		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + sa, Groups: []string{"system:authenticated"},
+				NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: verb}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return sar.Status.Allowed
+	}
+	// The RBAC authorizer reads bindings from its informer: the one just
+	// created reaches it shortly after the Create returns.
+	testenv.Eventually(ctx, t, "the authorizer sees "+crb.Name, func() (bool, string) {
+		return metricsAllowed("monitoring:prometheus", "get"), ""
+	})
 	for sa, want := range map[string]bool{"monitoring:prometheus": true, "wva-system:wva-adapter": false, "prod:default": false} {
 		for _, verb := range []string{"get", "create"} {
-			sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-				Spec: authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + sa, Groups: []string{"system:authenticated"},
-					NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: verb}},
-			}, metav1.CreateOptions{})
-			require.NoError(t, err)
-			assert.Equal(t, want && verb == "get", sar.Status.Allowed, "%s %s /metrics", sa, verb)
+			assert.Equal(t, want && verb == "get", metricsAllowed(sa, verb), "%s %s /metrics", sa, verb)
 		}
 	}
 }
