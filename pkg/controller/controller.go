@@ -86,8 +86,8 @@ func (c *Controller) Handlers() (va, owned cache.ResourceEventHandler) {
 		cache.ResourceEventHandlerFuncs{AddFunc: enqueueOwner, UpdateFunc: func(_, n any) { enqueueOwner(n) }, DeleteFunc: enqueueOwner}
 }
 
-// enqueueFor queues the VA an HPA or ScaledObject belongs to, or the VA of
-// the same name, with which it may conflict.
+// enqueueFor queues the VA an HPA or ScaledObject belongs to, or the VAs
+// it may conflict with: the one of the same name, those on its target.
 func (c *Controller) enqueueFor(obj metav1.Object) {
 	if name := obj.GetLabels()[llmdv1alpha1.LabelVariantAutoscaling]; name != "" {
 		c.queue.Add(obj.GetNamespace() + "/" + name)
@@ -95,6 +95,21 @@ func (c *Controller) enqueueFor(obj metav1.Object) {
 	}
 	if _, err := c.VAs.VariantAutoscalings(obj.GetNamespace()).Get(obj.GetName()); err == nil {
 		c.queue.Add(obj.GetNamespace() + "/" + obj.GetName())
+	}
+	// Someone else's scaler on a VA's target: that VA reports the conflict
+	// now (or creates its own once the scaler is gone), not at its resync.
+	kind, name, ok := scaleTargetOf(obj)
+	if !ok {
+		return
+	}
+	vas, err := c.VAs.VariantAutoscalings(obj.GetNamespace()).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, va := range vas {
+		if va.Name != obj.GetName() && va.Spec.ScaleTargetRef.Kind == kind && va.Spec.ScaleTargetRef.Name == name {
+			c.queue.Add(va.Namespace + "/" + va.Name)
+		}
 	}
 }
 
@@ -186,24 +201,33 @@ type kept[T metav1.Object] struct {
 	kind     string // for events and messages
 	conflict string // HPAReady condition reason
 	get      func(namespace, name string) (T, error)
-	// competing describes another object ("HPA x") already scaling the
-	// VA's target: two scalers on one target fight.
-	competing func(va *llmdv1alpha1.VariantAutoscaling) string
+	// competing finds another object already scaling the VA's target,
+	// from the cache or, fromAPI, from the API server.
+	competing func(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, fromAPI bool) (*competitor, error)
 	create    func(ctx context.Context, obj T) error
 	update    func(ctx context.Context, obj T) error
+	delete    func(ctx context.Context, obj T) error
 	inSync    func(live, desired T) bool
 	apply     func(live, desired T) T
 }
 
 // syncKept creates or repairs the VA's object, or reports a conflict in st.
+// Competing scalers are looked for on every reconcile, whichever came
+// first: before a create from the API (the cache may not yet hold a scaler
+// made a moment before the VA), afterwards from the cache (a scaler made
+// after wva's object). Of two scalers the older stays: wva deletes its own
+// only when it was made second.
 func syncKept[T metav1.Object](ctx context.Context, c *Controller, va *llmdv1alpha1.VariantAutoscaling, k kept[T], desired T, bounds string, st *status) error {
+	target := va.Spec.ScaleTargetRef.Kind + " " + va.Spec.ScaleTargetRef.Name
 	live, err := k.get(va.Namespace, va.Name)
 	switch {
 	case apierrors.IsNotFound(err):
-		if other := k.competing(va); other != "" {
-			st.ready, st.reason = false, k.conflict
-			st.msg = fmt.Sprintf("%s already scales %s %s; wva does not create a second %s", other, va.Spec.ScaleTargetRef.Kind, va.Spec.ScaleTargetRef.Name, k.kind)
-			c.Recorder.Event(va, corev1.EventTypeWarning, k.conflict, st.msg)
+		other, err := k.competing(ctx, va, true)
+		if err != nil {
+			return err
+		}
+		if other != nil {
+			c.reportConflict(va, k.conflict, st, fmt.Sprintf("%s already scales %s; wva does not create a second %s", other.what, target, k.kind))
 			return nil
 		}
 		if err := k.create(ctx, desired); err != nil {
@@ -214,6 +238,23 @@ func syncKept[T metav1.Object](ctx context.Context, c *Controller, va *llmdv1alp
 	case err != nil:
 		return err
 	case ownedBy(live, va.UID):
+		other, err := k.competing(ctx, va, false)
+		if err != nil {
+			return err
+		}
+		if other != nil && other.olderThan(live) {
+			if err := k.delete(ctx, live); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete %s %s/%s made after %s: %w", k.kind, va.Namespace, va.Name, other.what, err)
+			}
+			c.Recorder.Eventf(va, corev1.EventTypeWarning, k.kind+"Deleted", "deleted %s %s: %s scaled %s first", k.kind, va.Name, other.what, target)
+			c.reportConflict(va, k.conflict, st, fmt.Sprintf("%s already scales %s; wva deleted its %s %s, made after it", other.what, target, k.kind, va.Name))
+			return nil
+		}
+		if other != nil {
+			c.reportConflict(va, k.conflict, st, fmt.Sprintf("%s also scales %s, made after wva's %s %s; two scalers on one target fight, remove %s",
+				other.what, target, k.kind, va.Name, other.what))
+			return nil
+		}
 		if k.inSync(live, desired) {
 			return nil
 		}
@@ -229,12 +270,18 @@ func syncKept[T metav1.Object](ctx context.Context, c *Controller, va *llmdv1alp
 		c.Recorder.Eventf(va, corev1.EventTypeNormal, k.kind+"Adopted", "adopted existing %s %s (%s=true)", k.kind, va.Name, llmdv1alpha1.AnnotationAdoptHPA)
 		return nil
 	default:
-		st.ready, st.reason = false, k.conflict
-		st.msg = fmt.Sprintf("%s %s exists and is not managed by wva; set annotation %s=\"true\" on the VA to adopt it", k.kind, va.Name, llmdv1alpha1.AnnotationAdoptHPA)
-		if !conditionIs(va, llmdv1alpha1.ConditionTypeHPAReady, k.conflict) {
-			c.Recorder.Event(va, corev1.EventTypeWarning, k.conflict, st.msg)
-		}
+		c.reportConflict(va, k.conflict, st, fmt.Sprintf("%s %s exists and is not managed by wva; set annotation %s=\"true\" on the VA to adopt it",
+			k.kind, va.Name, llmdv1alpha1.AnnotationAdoptHPA))
 		return nil
+	}
+}
+
+// reportConflict sets HPAReady=False with reason in st, with a Warning
+// Event when the VA does not already report that reason.
+func (c *Controller) reportConflict(va *llmdv1alpha1.VariantAutoscaling, reason string, st *status, msg string) {
+	st.ready, st.reason, st.msg = false, reason, msg
+	if !conditionIs(va, llmdv1alpha1.ConditionTypeHPAReady, reason) {
+		c.Recorder.Event(va, corev1.EventTypeWarning, reason, msg)
 	}
 }
 
@@ -246,10 +293,13 @@ func (c *Controller) syncHPA(ctx context.Context, va *llmdv1alpha1.VariantAutosc
 		get: func(ns, name string) (*autoscalingv2.HorizontalPodAutoscaler, error) {
 			return c.HPAs.HorizontalPodAutoscalers(ns).Get(name)
 		},
-		competing: c.competingHPA,
+		competing: c.competingScalerOfHPA,
 		create: func(ctx context.Context, h *autoscalingv2.HorizontalPodAutoscaler) error {
 			_, err := hpas.Create(ctx, h, opts)
 			return err
+		},
+		delete: func(ctx context.Context, h *autoscalingv2.HorizontalPodAutoscaler) error {
+			return hpas.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}})
 		},
 		update: func(ctx context.Context, h *autoscalingv2.HorizontalPodAutoscaler) error {
 			_, err := hpas.Update(ctx, h, metav1.UpdateOptions{FieldManager: fieldManager})
@@ -257,24 +307,6 @@ func (c *Controller) syncHPA(ctx context.Context, va *llmdv1alpha1.VariantAutosc
 		},
 		inSync: InSync, apply: Apply,
 	}, desired, fmt.Sprintf("(min %d, max %d)", *desired.Spec.MinReplicas, desired.Spec.MaxReplicas), st)
-}
-
-// competingHPA describes another HPA (not wva's for this VA) that already
-// targets the VA's scale target: two HPAs on one target fight. In
-// ScaledObject mode KEDA's own HPA for wva's ScaledObject does not count.
-func (c *Controller) competingHPA(va *llmdv1alpha1.VariantAutoscaling) string {
-	all, err := c.HPAs.HorizontalPodAutoscalers(va.Namespace).List(labels.Everything())
-	if err != nil {
-		return ""
-	}
-	for _, h := range all {
-		ref := h.Spec.ScaleTargetRef
-		if h.Name != va.Name && ref.Kind == va.Spec.ScaleTargetRef.Kind && ref.Name == va.Spec.ScaleTargetRef.Name &&
-			!ownedBy(h, va.UID) && !kedaHPAOfOurs(h, va) {
-			return "HPA " + h.Name
-		}
-	}
-	return ""
 }
 
 // actuate scales the target itself where the HPA cannot and reports whether

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
@@ -40,10 +39,14 @@ func (c *Controller) syncScaledObject(ctx context.Context, va *llmdv1alpha1.Vari
 			}
 			return u, nil
 		},
-		competing: c.competingScaledObject,
+		competing: c.competingScalerOfScaledObject,
 		create: func(ctx context.Context, so *unstructured.Unstructured) error {
 			_, err := sos.Create(ctx, so, metav1.CreateOptions{FieldManager: fieldManager})
 			return err
+		},
+		delete: func(ctx context.Context, so *unstructured.Unstructured) error {
+			uid := so.GetUID()
+			return sos.Delete(ctx, so.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		},
 		update: func(ctx context.Context, so *unstructured.Unstructured) error {
 			_, err := sos.Update(ctx, so, metav1.UpdateOptions{FieldManager: fieldManager})
@@ -51,34 +54,6 @@ func (c *Controller) syncScaledObject(ctx context.Context, va *llmdv1alpha1.Vari
 		},
 		inSync: ScaledObjectInSync, apply: ApplyScaledObject,
 	}, desired, fmt.Sprintf("(min %d, max %d)", min, max), st)
-}
-
-// competingScaledObject describes another ScaledObject, or an HPA that is
-// not KEDA's for this VA, on the VA's target: KEDA refuses to add a second
-// scaler, and wva must not make it try.
-func (c *Controller) competingScaledObject(va *llmdv1alpha1.VariantAutoscaling) string {
-	if other := c.competingHPA(va); other != "" {
-		return other
-	}
-	all, err := c.ScaledObjects.ByNamespace(va.Namespace).List(labels.Everything())
-	if err != nil {
-		return ""
-	}
-	for _, obj := range all {
-		so, ok := obj.(*unstructured.Unstructured)
-		if !ok || so.GetName() == va.Name {
-			continue
-		}
-		kind, _, _ := unstructured.NestedString(so.Object, "spec", "scaleTargetRef", "kind")
-		name, _, _ := unstructured.NestedString(so.Object, "spec", "scaleTargetRef", "name")
-		if kind == "" {
-			kind = "Deployment" // KEDA's default
-		}
-		if kind == va.Spec.ScaleTargetRef.Kind && name == va.Spec.ScaleTargetRef.Name {
-			return "ScaledObject " + so.GetName()
-		}
-	}
-	return ""
 }
 
 // kedaHPAOfOurs: the HPA KEDA made for wva's ScaledObject of this VA.

@@ -10,8 +10,6 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
-	"k8s.io/client-go/tools/cache"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
@@ -211,10 +209,11 @@ func TestCompetingHPAInScaledObjectMode(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-			require.NoError(t, idx.Add(tc.hpa))
-			c := &Controller{HPAs: autoscalinglisters.NewHorizontalPodAutoscalerLister(idx)}
-			assert.Equal(t, tc.want, c.competingHPA(va))
+			got := ""
+			if other := competingHPA(va, []*autoscalingv2.HorizontalPodAutoscaler{tc.hpa}); other != nil {
+				got = other.what
+			}
+			assert.Equal(t, tc.want, got)
 		})
 	}
 }

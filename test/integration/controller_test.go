@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,6 +118,7 @@ func (r *hpaRig) updateVA(ctx context.Context, t *testing.T, name string, mutate
 // HPAScaleToZero) a stock HPA built by `wva controller` carries out every
 // decision, including the 5% steps a default-tolerance HPA ignores.
 func TestControllerFollowsDecisions(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r := startHPARig(ctx, t, nil)
@@ -227,6 +229,38 @@ func TestControllerFollowsDecisions(t *testing.T) {
 		})
 	})
 
+	t.Run("a foreign HPA made after wva's is a conflict; the older one stays", func(t *testing.T) {
+		own := r.hpa(ctx, t, "llama-l4")
+		late := &autoscalingv2.HorizontalPodAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "late-hpa"},
+			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "llama-l4"},
+				MinReplicas:    ptr.To[int32](1), MaxReplicas: 3,
+				Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+					Name: "cpu", Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](80)}}}},
+			},
+		}
+		_, err := r.kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Create(ctx, late, metav1.CreateOptions{})
+		require.NoError(t, err)
+		hpaReady := func(status metav1.ConditionStatus, reason, msg string) func() (bool, string) {
+			return func() (bool, string) {
+				got, err := r.wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				c := meta.FindStatusCondition(got.Status.Conditions, llmdv1alpha1.ConditionTypeHPAReady)
+				return c != nil && c.Status == status && c.Reason == reason && strings.Contains(c.Message, msg), fmt_(c, nil)
+			}
+		}
+		testenv.Eventually(ctx, t, "HPAReady=False HPAConflict naming late-hpa",
+			hpaReady(metav1.ConditionFalse, llmdv1alpha1.ReasonHPAConflict, "HPA late-hpa also scales Deployment llama-l4"))
+		assert.Equal(t, own.UID, r.hpa(ctx, t, "llama-l4").UID, "wva's HPA, the older, stays")
+
+		require.NoError(t, r.kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Delete(ctx, "late-hpa", metav1.DeleteOptions{}))
+		testenv.Eventually(ctx, t, "HPAReady=True HPASynced once late-hpa is gone",
+			hpaReady(metav1.ConditionTrue, llmdv1alpha1.ReasonHPASynced, ""))
+	})
+
 	t.Run("deleting the VA deletes its HPA", func(t *testing.T) {
 		require.NoError(t, r.wva.LlmdV1alpha1().VariantAutoscalings("prod").Delete(ctx, "llama-l4", metav1.DeleteOptions{}))
 		testenv.Eventually(ctx, t, "HPA garbage-collected", func() (bool, string) {
@@ -240,6 +274,7 @@ func TestControllerFollowsDecisions(t *testing.T) {
 // (HPAScaleToZero off) and a controller told the HPA has no configurable
 // tolerance. The controller then owns 0 <-> N and the in-band steps.
 func TestControllerWithoutHPAGates(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r := startHPARig(ctx, t, map[string]bool{"HPAScaleToZero": false}, "--hpa-tolerance=false")

@@ -21,6 +21,7 @@ import (
 // resourceVersion nor record HPAUpdated. Only the API server and `wva
 // controller` run, so nothing else writes the HPAs.
 func TestControllerHPANoChurn(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, kube, wva := startCluster(ctx, t, "wva-system", "prod")
@@ -90,6 +91,11 @@ func TestControllerHPANoChurn(t *testing.T) {
 				}
 				return n
 			}
+			// Events are recorded asynchronously: wait for the creation's.
+			testenv.Eventually(ctx, t, "HPACreated recorded", func() (bool, string) {
+				n := count("HPACreated")
+				return n >= 1, fmt.Sprint(n)
+			})
 			assert.Equal(t, 1, count("HPACreated"))
 			assert.Equal(t, 0, count("HPAUpdated"), "no-op updates after creation")
 		})

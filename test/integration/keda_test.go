@@ -56,6 +56,7 @@ func holdAdapterLease(ctx context.Context, t *testing.T, kube kubernetes.Interfa
 // one ScaledObject per VA, and the scaler answers KEDA's calls made with
 // that ScaledObject's trigger metadata from the VA status.
 func TestControllerScaledObjects(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster, kube, wva := startCluster(ctx, t, "wva-system", "prod")
@@ -233,10 +234,50 @@ func TestControllerScaledObjects(t *testing.T) {
 			_, err := kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt_(nil, err)
 		})
-		evs, err := kube.CoreV1().Events("prod").List(ctx, metav1.ListOptions{FieldSelector: "reason=HPADeleted"})
+		// Events are recorded asynchronously: the one for the delete may land
+		// after the HPA is gone.
+		testenv.Eventually(ctx, t, "deleted by the controller, which says so (HPADeleted)", func() (bool, string) {
+			evs, err := kube.CoreV1().Events("prod").List(ctx, metav1.ListOptions{FieldSelector: "reason=HPADeleted"})
+			if err != nil || len(evs.Items) == 0 {
+				return false, fmt_(nil, err)
+			}
+			return strings.Contains(evs.Items[0].Message, "KEDA's HPA for ScaledObject llama-l4 replaces it"), evs.Items[0].Message
+		})
+	})
+
+	hpaReady := func(name string, status metav1.ConditionStatus, reason, msg string) func() (bool, string) {
+		return func() (bool, string) {
+			got, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			c := meta.FindStatusCondition(got.Status.Conditions, llmdv1alpha1.ConditionTypeHPAReady)
+			return c != nil && c.Status == status && c.Reason == reason && strings.Contains(c.Message, msg), fmt_(c, nil)
+		}
+	}
+
+	t.Run("a foreign ScaledObject made after wva's is a conflict; the older one stays", func(t *testing.T) {
+		own, err := getSO("llama-l4")
 		require.NoError(t, err)
-		require.NotEmpty(t, evs.Items, "deleted by the controller, which says so")
-		assert.Contains(t, evs.Items[0].Message, "KEDA's HPA for ScaledObject llama-l4 replaces it")
+		late := &unstructured.Unstructured{Object: map[string]any{
+			"spec": map[string]any{
+				"scaleTargetRef": map[string]any{"name": "llama-l4"},
+				"triggers":       []any{map[string]any{"type": "cpu", "metadata": map[string]any{"value": "50"}}},
+			},
+		}}
+		late.SetGroupVersionKind(controller.ScaledObjectGVK)
+		late.SetName("late-comer")
+		_, err = sos.Create(ctx, late, metav1.CreateOptions{})
+		require.NoError(t, err)
+		testenv.Eventually(ctx, t, "HPAReady=False ScaledObjectConflict naming the late-comer",
+			hpaReady("llama-l4", metav1.ConditionFalse, llmdv1alpha1.ReasonScaledObjectConflict, "ScaledObject late-comer also scales Deployment llama-l4"))
+		still, err := getSO("llama-l4")
+		require.NoError(t, err, "wva's ScaledObject, the older, stays")
+		assert.Equal(t, own.GetUID(), still.GetUID())
+
+		require.NoError(t, sos.Delete(ctx, "late-comer", metav1.DeleteOptions{}))
+		testenv.Eventually(ctx, t, "HPAReady=True ScaledObjectSynced once the late-comer is gone",
+			hpaReady("llama-l4", metav1.ConditionTrue, llmdv1alpha1.ReasonScaledObjectSynced, ""))
 	})
 
 	t.Run("a foreign ScaledObject on the target is a conflict, not a second one", func(t *testing.T) {
@@ -253,15 +294,8 @@ func TestControllerScaledObjects(t *testing.T) {
 		require.NoError(t, err)
 		_, err = wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-h100", "meta/llama", "20", 1, 4), metav1.CreateOptions{})
 		require.NoError(t, err)
-		testenv.Eventually(ctx, t, "HPAReady=False ScaledObjectConflict", func() (bool, string) {
-			got, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-h100", metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			c := meta.FindStatusCondition(got.Status.Conditions, llmdv1alpha1.ConditionTypeHPAReady)
-			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == llmdv1alpha1.ReasonScaledObjectConflict &&
-				strings.Contains(c.Message, "ScaledObject someone-else already scales Deployment llama-h100"), fmt_(c, nil)
-		})
+		testenv.Eventually(ctx, t, "HPAReady=False ScaledObjectConflict",
+			hpaReady("llama-h100", metav1.ConditionFalse, llmdv1alpha1.ReasonScaledObjectConflict, "ScaledObject someone-else already scales Deployment llama-h100"))
 		_, err = getSO("llama-h100")
 		assert.True(t, apierrors.IsNotFound(err), "no second ScaledObject: %v", err)
 	})
@@ -270,6 +304,7 @@ func TestControllerScaledObjects(t *testing.T) {
 // TestControllerScaledObjectsWithoutKEDA: asked for ScaledObjects on a
 // cluster without KEDA, the controller exits at once and says why.
 func TestControllerScaledObjectsWithoutKEDA(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cluster, _, _ := startCluster(ctx, t, "wva-system")
