@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/enforcer"
@@ -134,7 +135,7 @@ const (
 	maxReplicaCount = 10_000    // min/max/current/desired/pendingReplicas
 	maxGPUs         = 1_000_000 // budget per accelerator
 	maxGPUsPerRep   = 1024
-	maxCost         = 1e6
+	maxCost         = llmdv1alpha1.MaxVariantCost
 	maxTokenCount   = 1e9 // token counts and averages, maxNumBatchedTokens
 	maxNumSeqs      = 1e6
 	maxGPUBlocks    = 1e9
