@@ -32,7 +32,36 @@ type DirectScale struct {
 //     scaled to 0 is disabled until the target has a replica;
 //   - inside the HPA's tolerance band (|desired/current - 1| <= 0.1) when
 //     the cluster cannot set tolerance to 0, so 20 -> 21 still happens.
+//
+// The planned count is clamped to the VA's bounds as they are now: the
+// decision may predate a lowered maxReplicas (or a raised minReplicas), and
+// the engine re-applies it to a fresh copy after a write conflict.
 func PlanDirectScale(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities, current int32, now time.Time, staleAfter time.Duration) (DirectScale, bool) {
+	plan, ok := planDirectScale(va, caps, current, now, staleAfter)
+	if !ok {
+		return DirectScale{}, false
+	}
+	bounded := clampToBounds(va, plan.Replicas)
+	if bounded == current {
+		return DirectScale{}, false
+	}
+	if bounded != plan.Replicas {
+		plan.Reason += fmt.Sprintf("; %d clamped to the VA's current bounds [%d, %d]",
+			plan.Replicas, va.MinReplicasOrDefault(), va.MaxReplicasOrDefault())
+		plan.Replicas = bounded
+	}
+	return plan, true
+}
+
+// clampToBounds bounds n to [minReplicas, maxReplicas]; max wins should the
+// two cross, so the target never exceeds maxReplicas. A planned 0 passes
+// only where minReplicas is 0 (planDirectScale plans 0 only then).
+func clampToBounds(va *llmdv1alpha1.VariantAutoscaling, n int32) int32 {
+	return min(max(n, va.MinReplicasOrDefault()), va.MaxReplicasOrDefault())
+}
+
+// planDirectScale is PlanDirectScale before clamping.
+func planDirectScale(va *llmdv1alpha1.VariantAutoscaling, caps Capabilities, current int32, now time.Time, staleAfter time.Duration) (DirectScale, bool) {
 	alloc := va.Status.DesiredOptimizedAlloc
 	if alloc.LastRunTime.IsZero() || now.Sub(alloc.LastRunTime.Time) > staleAfter {
 		return DirectScale{}, false

@@ -242,6 +242,45 @@ func TestPlanDirectScale(t *testing.T) {
 	}
 }
 
+// TestPlanDirectScaleClampsToCurrentBounds: a decision made before the
+// VA's bounds changed (or re-applied after a write conflict) is clamped to
+// the bounds as they are at actuation.
+func TestPlanDirectScaleClampsToCurrentBounds(t *testing.T) {
+	noGates := Capabilities{}
+	cases := []struct {
+		name    string
+		va      *llmdv1alpha1.VariantAutoscaling
+		current int32
+		want    int32
+		act     bool
+	}{
+		{"from 0: decision 5, maxReplicas lowered to 2", decided(testVA(0, 2, nil), 5, time.Second), 0, 2, true},
+		{"from 0: decision 1, minReplicas raised to 3", decided(testVA(3, 8, nil), 1, time.Second), 0, 3, true},
+		{"band: 20 -> 21, maxReplicas lowered to 20: nothing", decided(testVA(1, 20, nil), 21, time.Second), 20, 0, false},
+		{"band: 21 -> 20, minReplicas raised to 21: nothing", decided(testVA(21, 30, nil), 20, time.Second), 21, 0, false},
+		{"band: 20 -> 21, maxReplicas lowered to 10", decided(testVA(1, 10, nil), 21, time.Second), 20, 10, true},
+		{"unset maxReplicas means its default", decided(testVA(0, 0, nil), 5, time.Second), 0, llmdv1alpha1.DefaultMaxReplicas, true},
+		{"to 0 where minReplicas is 0 stays 0", decided(testVA(0, 2, nil), 0, time.Second), 3, 0, true},
+		{"within bounds: as decided", decided(testVA(0, 8, nil), 3, time.Second), 0, 3, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, output := range []Output{OutputHPA, OutputScaledObject} {
+				plan, act := PlanDirectScaleFor(output, tc.va, noGates, tc.current, now, 5*time.Minute)
+				if output == OutputScaledObject && (tc.current == 0 || tc.want == 0) {
+					assert.False(t, act, "KEDA owns 0 <-> 1")
+					continue
+				}
+				assert.Equal(t, tc.act, act, output)
+				if act {
+					assert.Equal(t, tc.want, plan.Replicas, output)
+					assert.LessOrEqual(t, plan.Replicas, tc.va.MaxReplicasOrDefault())
+				}
+			}
+		})
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	o := NewOptions()
 	require.NoError(t, o.Validate())

@@ -84,7 +84,7 @@ func WakeGrace(v decision.Variant) time.Duration {
 	if startup <= 0 {
 		startup = DefaultStartupAllowance
 	}
-	return startup + WakeMetricsWindow
+	return decision.AddDurations(startup, WakeMetricsWindow) // saturated: a huge allowance must not wrap negative
 }
 
 // Enforce returns the final target of every variant, sorted by name.

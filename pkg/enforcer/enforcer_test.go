@@ -1,6 +1,7 @@
 package enforcer
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -300,6 +301,19 @@ func TestEnforceZeroNeedsEvidence(t *testing.T) {
 			name: "woken group: grace is the start-up allowance plus the metrics window",
 			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz10, Variants: woken(ago(150*time.Second), 2*time.Minute)},
 			want: map[string]int32{"w": 1}, rule: decision.RuleZeroBlocked, reason: "grace of 3m0s",
+		},
+		{
+			// The allowance of a probe with huge failureThreshold x
+			// periodSeconds: allowance + 1m must saturate, not wrap
+			// negative and send the group back to 0 at once.
+			name: "woken group with the largest allowance stays up",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz10, Variants: woken(ago(30*time.Second), time.Duration(math.MaxInt64))},
+			want: map[string]int32{"w": 1}, rule: decision.RuleZeroBlocked, reason: "w scaled from zero 30s ago",
+		},
+		{
+			name: "woken group with an allowance a second short of the largest stays up",
+			in:   Input{Metrics: MetricsAbsent, ScaleToZero: stz10, Variants: woken(ago(30*time.Second), time.Duration(math.MaxInt64)-time.Second)},
+			want: map[string]int32{"w": 1}, rule: decision.RuleZeroBlocked, reason: "w scaled from zero 30s ago",
 		},
 		{
 			name: "woken group past its grace without metrics goes back to zero",

@@ -2,6 +2,7 @@ package hpavariant
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,6 +62,10 @@ func TestFromHPA(t *testing.T) {
 		"negative cost":    {hpa: hpa("h", "d", managed("m", llmdv1alpha1.AnnotationVariantCost, "-1")), errContain: llmdv1alpha1.AnnotationVariantCost},
 		"cost not a number": {hpa: hpa("h", "d", managed("m", llmdv1alpha1.AnnotationVariantCost, "cheap")),
 			errContain: llmdv1alpha1.AnnotationVariantCost},
+		"cost at the bound": {hpa: hpa("h", "d", managed("m", llmdv1alpha1.AnnotationVariantCost, "1000000")), min: 2, max: 7, cost: "1000000"},
+		// Same parse as spec.variantCost: 1e308 would overflow the sums.
+		"cost above the bound": {hpa: hpa("h", "d", managed("m", llmdv1alpha1.AnnotationVariantCost, "1"+strings.Repeat("0", 308))),
+			errContain: "must be at most 1000000"},
 		"no annotations": {hpa: hpa("h", "d", nil), notManaged: true},
 		"managed=false":  {hpa: hpa("h", "d", managed("m", llmdv1alpha1.AnnotationManaged, "false")), notManaged: true},
 		"model-id alone": {hpa: hpa("h", "d", map[string]string{llmdv1alpha1.AnnotationModelID: "m"}), notManaged: true},

@@ -247,7 +247,10 @@ func StartupAllowance(spec *corev1.PodSpec) time.Duration {
 		if period <= 0 {
 			period = 10
 		}
-		d := time.Duration(max(p.InitialDelaySeconds, 0))*time.Second + time.Duration(failures)*time.Duration(period)*time.Second
+		// Saturated: int32 x int32 seconds overflows a Duration, and a
+		// wrapped (negative) allowance would end a wake's grace at once.
+		probing := decision.MulDuration(decision.MulDuration(time.Second, int64(failures)), int64(period))
+		d := decision.AddDurations(decision.MulDuration(time.Second, int64(max(p.InitialDelaySeconds, 0))), probing)
 		longest = max(longest, d)
 	}
 	return longest

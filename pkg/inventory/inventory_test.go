@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -178,6 +179,11 @@ func TestStartupAllowance(t *testing.T) {
 		{"explicit probe", []*corev1.Probe{probe(30, 10, 60)}, 630 * time.Second},
 		{"Kubernetes defaults: 3 x 10 s", []*corev1.Probe{probe(0, 0, 0)}, 30 * time.Second},
 		{"longest container wins", []*corev1.Probe{probe(0, 5, 12), nil, probe(60, 10, 30)}, 360 * time.Second},
+		// int32 x int32 seconds overflows a Duration: saturate, never wrap.
+		{"huge failureThreshold x periodSeconds saturates", []*corev1.Probe{probe(0, math.MaxInt32, math.MaxInt32)}, math.MaxInt64},
+		{"huge everything saturates", []*corev1.Probe{probe(math.MaxInt32, math.MaxInt32, math.MaxInt32)}, math.MaxInt64},
+		{"huge initial delay fits", []*corev1.Probe{probe(math.MaxInt32, 1, 1)}, (math.MaxInt32 + 1) * time.Second},
+		{"a huge probe beside a normal one", []*corev1.Probe{probe(0, 10, 3), probe(0, 1<<20, 1<<20)}, math.MaxInt64},
 	}
 	for _, tc := range cases {
 		spec := &corev1.PodSpec{}

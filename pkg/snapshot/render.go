@@ -122,26 +122,29 @@ func Render(out Output, format string) ([]byte, error) {
 			return nil, err
 		}
 	case "table", "":
-		fmt.Fprintf(&buf, "model %s (namespace %s), analyzer %s, metrics %s\n", out.ModelID, out.Namespace, out.Analyzer, out.Metrics)
+		// Names and texts from the snapshot are escaped and cut (DisplayName,
+		// DisplayText): a name must not write to the terminal or forge rows.
+		fmt.Fprintf(&buf, "model %s (namespace %s), analyzer %s, metrics %s\n",
+			DisplayName(out.ModelID), DisplayName(out.Namespace), DisplayName(out.Analyzer), DisplayName(out.Metrics))
 		if sum, ok := out.Analysis.(analyzer.Summarizer); ok {
 			fmt.Fprintln(&buf, "analysis:")
 			for _, line := range sum.Summary() {
-				fmt.Fprintln(&buf, line)
+				fmt.Fprintln(&buf, DisplayText(line))
 			}
 		}
 		if out.Signal != nil {
-			fmt.Fprintf(&buf, "signal: %s\n", out.Signal.Reason)
+			fmt.Fprintf(&buf, "signal: %s\n", DisplayText(out.Signal.Reason))
 			for _, r := range out.Signal.Roles {
 				fmt.Fprintf(&buf, "  %s: required %.4g, spare %.4g\n", r.Role, r.RequiredCapacity, r.SpareCapacity)
 			}
 		}
 		if len(out.Budget) > 0 {
-			fmt.Fprintf(&buf, "optimizer: %s, GPU budget %v\n", out.Optimizer, map[string]int64(out.Budget))
+			fmt.Fprintf(&buf, "optimizer: %s, GPU budget %s\n", out.Optimizer, DisplayText(fmt.Sprint(map[string]int64(out.Budget))))
 		}
 		tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIANT\tCURRENT\tTARGET\tACTION\tREASON")
 		for _, v := range out.Variants {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", v.Name, v.CurrentReplicas, v.TargetReplicas, v.Action, v.Reason)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", DisplayName(v.Name), v.CurrentReplicas, v.TargetReplicas, v.Action, DisplayText(v.Reason))
 		}
 		if err := tw.Flush(); err != nil {
 			return nil, err

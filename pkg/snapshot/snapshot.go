@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/enforcer"
@@ -134,7 +135,7 @@ const (
 	maxReplicaCount = 10_000    // min/max/current/desired/pendingReplicas
 	maxGPUs         = 1_000_000 // budget per accelerator
 	maxGPUsPerRep   = 1024
-	maxCost         = 1e6
+	maxCost         = llmdv1alpha1.MaxVariantCost
 	maxTokenCount   = 1e9 // token counts and averages, maxNumBatchedTokens
 	maxNumSeqs      = 1e6
 	maxGPUBlocks    = 1e9
@@ -178,7 +179,7 @@ func (s *Snapshot) Validate() error {
 		if v.Name == "" {
 			p.bad(at+".name", "required")
 		} else if j, dup := seen[v.Name]; dup {
-			p.bad(at+".name", "duplicate variant %q (also variants[%d])", v.Name, j)
+			p.bad(at+".name", "duplicate variant %s (also variants[%d])", QuotedName(v.Name), j)
 		} else {
 			seen[v.Name] = i
 		}
@@ -188,7 +189,7 @@ func (s *Snapshot) Validate() error {
 			if r.Pod == "" {
 				p.bad(rat+".pod", "required")
 			} else if other, dup := pods[r.Pod]; dup {
-				p.bad(rat+".pod", "duplicate pod %q (also in %s)", r.Pod, other)
+				p.bad(rat+".pod", "duplicate pod %s (also in %s)", QuotedName(r.Pod), other)
 			} else {
 				pods[r.Pod] = rat
 			}
@@ -230,7 +231,7 @@ func (s *Snapshot) validateTop(p *problems) {
 	switch s.Metrics {
 	case "", string(enforcer.MetricsAvailable), string(enforcer.MetricsAbsent), string(enforcer.MetricsMissing), string(enforcer.MetricsUnreachable):
 	default:
-		p.bad("metrics", "%q is not one of available, absent, missing, unreachable", s.Metrics)
+		p.bad("metrics", "%s is not one of available, absent, missing, unreachable", QuotedName(s.Metrics))
 	}
 	if s.RequestsInRetention != nil {
 		p.inRange("requestsInRetention", *s.RequestsInRetention, maxRetention)
@@ -294,7 +295,7 @@ func (v Variant) validate(p *problems, at string) {
 	switch decision.Role(v.Role) {
 	case "", decision.RoleBoth, decision.RolePrefill, decision.RoleDecode:
 	default:
-		p.bad(at+".role", "%q is not one of both, prefill, decode", v.Role)
+		p.bad(at+".role", "%s is not one of both, prefill, decode", QuotedName(string(v.Role)))
 	}
 }
 
@@ -342,13 +343,13 @@ func (s *Snapshot) resolveConfig() (config.Resolved, error) {
 	}
 	if s.Analyzer != "" {
 		if prev, ok := sat["analyzerName"]; ok && prev != s.Analyzer {
-			return config.Resolved{}, fmt.Errorf("analyzer: %q conflicts with config.analyzerName %q", s.Analyzer, prev)
+			return config.Resolved{}, fmt.Errorf("analyzer: %s conflicts with config.analyzerName %s", QuotedName(s.Analyzer), QuotedName(fmt.Sprint(prev)))
 		}
 		sat["analyzerName"] = s.Analyzer
 	}
 	if s.QueueingModel != nil {
 		if name, ok := sat["analyzerName"].(string); ok && config.NormalizeAnalyzerName(name) != config.AnalyzerQueueingModel {
-			return config.Resolved{}, fmt.Errorf("queueingModel: selects the %s analyzer, but the snapshot asks for %q", config.AnalyzerQueueingModel, name)
+			return config.Resolved{}, fmt.Errorf("queueingModel: selects the %s analyzer, but the snapshot asks for %s", config.AnalyzerQueueingModel, QuotedName(name))
 		}
 	}
 	var errs []error

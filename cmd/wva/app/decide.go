@@ -22,29 +22,34 @@ Without -f it decides the embedded example (examples/snapshots/scale-up.yaml);
 "-f -" reads the snapshot from standard input.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, name, err := readInput(cmd.InOrStdin(), file)
-			if err != nil {
-				return err
-			}
-			s, err := snapshot.Parse(data)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			out, err := snapshot.Decide(s)
-			if err != nil {
-				return err
-			}
-			text, err := snapshot.Render(out, output)
-			if err != nil {
-				return err
-			}
-			_, err = cmd.OutOrStdout().Write(text)
-			return err
+			// Errors echo names from the file: escaped and cut like the table.
+			return snapshot.DisplayError(decide(cmd, file, output))
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "snapshot file (YAML or JSON), or - for standard input")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: json or table")
 	return cmd
+}
+
+func decide(cmd *cobra.Command, file, output string) error {
+	data, name, err := readInput(cmd.InOrStdin(), file)
+	if err != nil {
+		return err
+	}
+	s, err := snapshot.Parse(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	out, err := snapshot.Decide(s)
+	if err != nil {
+		return err
+	}
+	text, err := snapshot.Render(out, output)
+	if err != nil {
+		return err
+	}
+	_, err = cmd.OutOrStdout().Write(text)
+	return err
 }
 
 func readInput(stdin io.Reader, file string) ([]byte, string, error) {

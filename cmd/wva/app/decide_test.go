@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -144,4 +145,78 @@ func TestDecideScaleToZeroUnderFaults(t *testing.T) {
 			assert.Contains(t, got.Reason, tc.reason)
 		})
 	}
+}
+
+// TestDecideEscapesAndCutsNames: names in a snapshot are the file's to
+// choose; the table must not pass escape sequences or forged rows to the
+// terminal, and errors must not echo a 10 MB name whole.
+func TestDecideEscapesAndCutsNames(t *testing.T) {
+	data, err := os.ReadFile("../../../examples/snapshots/scale-up.yaml")
+	require.NoError(t, err)
+	example := string(data)
+	hostile := strconv.Quote("v1-l4\x1b]0;owned\x07\x1b[2J\nforged\t9\t9\tscale-up\tfake")
+	tenMB := strings.Repeat("n", 10<<20)
+	cases := []struct {
+		name     string
+		snapshot string
+		output   []string // the table holds each
+		errHas   []string // the error holds each
+	}{
+		{
+			name:     "variant name with escapes and a forged row",
+			snapshot: strings.Replace(example, "name: v1-l4", "name: "+hostile, 1),
+			output:   []string{`"v1-l4\x1b]0;owned\a\x1b[2J\nforged\t9\t9\tscale-up\tfake"`},
+		},
+		{
+			name:     "model and namespace with escapes",
+			snapshot: strings.Replace(strings.Replace(example, "namespace: prod", `namespace: "p\x1b[31m"`, 1), "modelID: meta/llama-70b", `modelID: "m\r\n"`, 1),
+			output:   []string{`model "m\r\n" (namespace "p\x1b[31m")`},
+		},
+		{
+			name:     "10 MB variant name is cut in the table",
+			snapshot: strings.Replace(example, "name: v1-l4", "name: "+tenMB, 1),
+			output:   []string{strings.Repeat("n", 253) + "…"},
+		},
+		{
+			name:     "10 MB duplicate variant name is cut in the error",
+			snapshot: strings.Replace(strings.Replace(example, "name: v1-l4", "name: "+tenMB, 1), "name: v2-a100", "name: "+tenMB, 1),
+			errHas:   []string{"variants[1].name: duplicate variant \"" + strings.Repeat("n", 253) + "\"… (also variants[0])"},
+		},
+		{
+			name:     "duplicate pod with escapes is escaped in the error",
+			snapshot: strings.Replace(strings.Replace(example, "pod: v1-l4-a", "pod: "+hostile, 1), "pod: v2-a100-a", "pod: "+hostile, 1),
+			errHas:   []string{`duplicate pod "v1-l4\x1b]0;owned\a\x1b[2J\nforged\t9\t9\tscale-up\tfake"`},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := run(t, tc.snapshot, "decide", "-f", "-")
+			for _, text := range []string{out, errText(err)} {
+				assert.Less(t, len(text), 8<<10, "nothing echoed whole")
+				assert.NotContains(t, text, "\x1b", "no escape sequence reaches the terminal")
+				assert.NotContains(t, text, "\x07")
+				assert.NotContains(t, text, "\r")
+				assert.NotContains(t, text, "\nforged", "no forged row")
+			}
+			if tc.errHas != nil {
+				require.Error(t, err)
+				for _, s := range tc.errHas {
+					assert.Contains(t, err.Error(), s)
+				}
+				return
+			}
+			require.NoError(t, err)
+			for _, s := range tc.output {
+				assert.Contains(t, out, s)
+			}
+			assert.Len(t, strings.Split(strings.TrimSpace(out), "\n"), strings.Count(tc.snapshot, "- name:")+3, "header, signal, column names and one row per variant:\n%s", out)
+		})
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -177,10 +177,11 @@ func scaleDownSafe(a Analysis, cfg config.Saturation) (bool, string) {
 // unschedulable H100) must not freeze every other variant's scale-up.
 func StuckAfter(v decision.Variant) time.Duration {
 	switch {
+	// Saturated: twice a huge allowance must not wrap negative.
 	case v.StartupDelay > 0:
-		return 2 * v.StartupDelay
+		return decision.MulDuration(v.StartupDelay, 2)
 	case v.StartupAllowance > 0:
-		return 2 * v.StartupAllowance
+		return decision.MulDuration(v.StartupAllowance, 2)
 	default:
 		return 2 * DefaultStartup
 	}

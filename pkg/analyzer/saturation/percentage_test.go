@@ -1,6 +1,7 @@
 package saturation
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -263,4 +264,29 @@ func TestStuckTransitionStopsBlocking(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStuckAfterSaturates: twice a huge start-up must not wrap negative
+// (every transition would then count as stuck at once).
+func TestStuckAfterSaturates(t *testing.T) {
+	const top = time.Duration(math.MaxInt64)
+	cases := []struct {
+		name string
+		v    decision.Variant
+		want time.Duration
+	}{
+		{"measured start-up", decision.Variant{StartupDelay: 4 * time.Minute}, 8 * time.Minute},
+		{"allowance", decision.Variant{StartupAllowance: 5 * time.Minute}, 10 * time.Minute},
+		{"default", decision.Variant{}, 2 * DefaultStartup},
+		{"huge measured start-up", decision.Variant{StartupDelay: top/2 + 1}, top},
+		{"huge allowance", decision.Variant{StartupAllowance: top}, top},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, StuckAfter(tc.v))
+		})
+	}
+	now := time.Date(2026, 1, 1, 6, 0, 0, 0, time.UTC)
+	v := decision.Variant{StartupAllowance: top, LastUpdate: now.Add(-time.Minute)}
+	assert.False(t, stuck(v, now), "a minute-old transition is not stuck")
 }

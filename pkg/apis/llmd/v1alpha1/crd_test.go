@@ -20,7 +20,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -252,8 +254,15 @@ func TestCRDSpecValidation(t *testing.T) {
 
 	t.Run("variantCost pattern matches CostValue", func(t *testing.T) {
 		p := prop(t, &spec, "variantCost")
-		assert.Equal(t, `^\d+(\.\d+)?$`, p.Pattern)
 		assert.Equal(t, variantCostPattern.String(), p.Pattern)
+		// The API server and ParseVariantCost accept the same values.
+		crdPattern := regexp.MustCompile(p.Pattern)
+		for _, s := range []string{"0", "10.0", "007.50", "999999.999999", "1000000", "1000000.00", "0001000000",
+			"1000000.5", "1000000.0001", "1000001", "9999999", "123456789.125", "1" + strings.Repeat("0", 308), "-1", "1e3", ".5"} {
+			v, err := ParseVariantCost(s)
+			assert.Equal(t, crdPattern.MatchString(s), err == nil, "%s: %v", s, err)
+			assert.LessOrEqual(t, v, MaxVariantCost, s)
+		}
 	})
 
 	t.Run("gpuMemoryPerReplica is a quantity", func(t *testing.T) {

@@ -18,7 +18,6 @@ package v1alpha1
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"time"
@@ -178,9 +177,10 @@ type VariantAutoscalingSpec struct {
 	MaxReplicas int32 `json:"maxReplicas,omitempty"`
 
 	// variantCost is the cost of one replica of this variant, a
-	// non-negative decimal number written as a string (e.g. "10.0").
+	// non-negative decimal number written as a string (e.g. "10.0"), at
+	// most 1000000 (MaxVariantCost).
 	// +kubebuilder:default="10.0"
-	// +kubebuilder:validation:Pattern=`^\d+(\.\d+)?$`
+	// +kubebuilder:validation:Pattern=`^0*(\d{1,6}(\.\d+)?|1000000(\.0+)?)$`
 	// +optional
 	VariantCost string `json:"variantCost,omitempty"`
 
@@ -346,13 +346,24 @@ func (va *VariantAutoscaling) MaxReplicasOrDefault() int32 {
 	return va.Spec.MaxReplicas
 }
 
-// variantCostPattern mirrors the CRD validation pattern of spec.variantCost.
-var variantCostPattern = regexp.MustCompile(`^\d+(\.\d+)?$`)
+// MaxVariantCost bounds variantCost (spec.variantCost, the
+// llm-d.ai/variant-cost annotation, a snapshot's cost): far above any real
+// price, low enough that sums of costs over replicas and variants stay
+// finite and exact enough to keep the cheapest mix the cheapest.
+const MaxVariantCost = 1e6
+
+var (
+	// variantCostShape is a non-negative decimal number, of any size.
+	variantCostShape = regexp.MustCompile(`^\d+(\.\d+)?$`)
+	// variantCostPattern mirrors the CRD validation pattern of
+	// spec.variantCost: the shape, at most MaxVariantCost.
+	variantCostPattern = regexp.MustCompile(`^0*(\d{1,6}(\.\d+)?|1000000(\.0+)?)$`)
+)
 
 // CostValue parses spec.variantCost. An empty value yields the default
 // cost (DefaultVariantCost). Values that the CRD schema would reject
-// (negative, signed, exponent notation, NaN/Inf, surrounding spaces) and
-// values that overflow a float64 return an error.
+// (negative, signed, exponent notation, NaN/Inf, surrounding spaces, above
+// MaxVariantCost) return an error.
 func (va *VariantAutoscaling) CostValue() (float64, error) {
 	return ParseVariantCost(va.Spec.VariantCost)
 }
@@ -362,15 +373,18 @@ func ParseVariantCost(s string) (float64, error) {
 	if s == "" {
 		s = DefaultVariantCost
 	}
-	if !variantCostPattern.MatchString(s) {
+	if !variantCostShape.MatchString(s) {
 		return 0, fmt.Errorf("invalid variantCost %q: must be a non-negative decimal number such as \"10.0\"", s)
+	}
+	if !variantCostPattern.MatchString(s) {
+		return 0, fmt.Errorf("invalid variantCost %q: must be at most %s", s, strconv.FormatFloat(MaxVariantCost, 'f', -1, 64))
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		return 0, fmt.Errorf("invalid variantCost %q: %w", s, err)
 	}
-	if math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("invalid variantCost %q: not a finite number", s)
+	if !(v >= 0 && v <= MaxVariantCost) { // the pattern's bound, kept should the pattern change
+		return 0, fmt.Errorf("invalid variantCost %q: must be at most %s", s, strconv.FormatFloat(MaxVariantCost, 'f', -1, 64))
 	}
 	return v, nil
 }

@@ -319,7 +319,20 @@ func TestCostValue(t *testing.T) {
 		{cost: "3", want: 3},
 		{cost: "0.25", want: 0.25},
 		{cost: "007.50", want: 7.5},
-		{cost: "123456789.125", want: 123456789.125},
+		{cost: "123456.125", want: 123456.125},
+		{cost: "999999.999999", want: 999999.999999},
+		{cost: "1000000", want: MaxVariantCost},
+		{cost: "1000000.000", want: MaxVariantCost},
+		{cost: "0001000000", want: MaxVariantCost},
+		{cost: "00000010", want: 10},
+
+		// Above MaxVariantCost: sums over replicas and variants would
+		// overflow (1e308) or lose the cheaper mix.
+		{cost: "1000000.5", wantErr: "must be at most 1000000"},
+		{cost: "1000001", wantErr: "must be at most 1000000"},
+		{cost: "123456789.125", wantErr: "must be at most 1000000"},
+		{cost: "1" + strings.Repeat("0", 308), wantErr: "must be at most 1000000"},
+		{cost: "1" + strings.Repeat("0", 400), wantErr: "must be at most 1000000"},
 
 		{cost: "-1", wantErr: "non-negative decimal"},
 		{cost: "-0.5", wantErr: "non-negative decimal"},
@@ -338,7 +351,6 @@ func TestCostValue(t *testing.T) {
 		{cost: "1.2.3", wantErr: "non-negative decimal"},
 		{cost: "ten", wantErr: "non-negative decimal"},
 		{cost: "١", wantErr: "non-negative decimal"}, // Arabic-Indic digit one
-		{cost: "1" + strings.Repeat("0", 400), wantErr: "value out of range"},
 	}
 	for _, tc := range tests {
 		t.Run("cost="+tc.cost, func(t *testing.T) {
