@@ -2,7 +2,7 @@
 // node pool (which pools exist, what the pods and variants on them hold,
 // whether one more replica fits and, when it does not, who holds the
 // budget) for the scale-from-zero fast path, and turns the same accounting
-// into the limiter's free GPUs per accelerator (Free, free.go). The
+// into the limiter's free GPUs per accelerator (decision.Free). The
 // accounting is pure; Source (source.go, read.go) gathers nodes, pods and
 // pools from informer caches.
 package budget
@@ -13,6 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 // Unlimited marks a pool dimension without a limit.
@@ -240,8 +242,8 @@ func owner(variants []Variant, p Pod) string {
 
 // FreeGPUs is the GPUs left in each pool with a GPU limit, keyed by pool
 // name (pools without one are absent: not limited).
-func FreeGPUs(usage map[string]Usage) Free {
-	out := Free{}
+func FreeGPUs(usage map[string]Usage) decision.Free {
+	out := decision.Free{}
 	for name, u := range usage {
 		if u.Total.GPUs != Unlimited {
 			out[name] = u.Available().GPUs

@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 const gi = int64(1) << 30
@@ -160,5 +162,5 @@ func TestFreeGPUs(t *testing.T) {
 		"L4":     {Total: Amount{GPUs: 2}, Allocated: Amount{GPUs: 3}}, // over-committed: none free, never negative
 		"memory": {Total: Amount{GPUs: Unlimited, GPUMemory: 1 << 30}},
 	}
-	assert.Equal(t, Free{"H100": 3, "L4": 0}, FreeGPUs(usage), "a pool without a GPU limit is absent: not limited")
+	assert.Equal(t, decision.Free{"H100": 3, "L4": 0}, FreeGPUs(usage), "a pool without a GPU limit is absent: not limited")
 }

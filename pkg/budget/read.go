@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 // Workload is a VA with its resolved scale target, as the limiter and the
@@ -99,13 +100,13 @@ func (r Reading) LimiterVariants(ws []Workload) []Variant {
 // the same pools and accounting as the scale-from-zero fast path. *Source is
 // the one implementation; the engine depends on this interface.
 type LimiterSource interface {
-	FreeForLimiter(ws []Workload) (Free, error)
+	FreeForLimiter(ws []Workload) (decision.Free, error)
 }
 
 // FreeForLimiter is the limiter's budget: per accelerator-named pool with
 // a GPU limit, the GPUs the workloads and other bound pods leave free; nil
 // when no pool is defined (not limited).
-func (s *Source) FreeForLimiter(ws []Workload) (Free, error) {
+func (s *Source) FreeForLimiter(ws []Workload) (decision.Free, error) {
 	r, err := s.Read()
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/budget"
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 const accLabel = "nvidia.com/gpu.product"
@@ -74,7 +75,7 @@ func TestFreeForLimiterOfViews(t *testing.T) {
 	}
 	b, err := src.FreeForLimiter(Workloads(views))
 	require.NoError(t, err)
-	assert.Equal(t, budget.Free{"H100": 8 - 4 - 1, "L4": 2 - 1}, b, "A100 has no nodes, so no pool: not limited")
+	assert.Equal(t, decision.Free{"H100": 8 - 4 - 1, "L4": 2 - 1}, b, "A100 has no nodes, so no pool: not limited")
 
 	// No node carries the label: no pool, no budget at all.
 	src.PoolLabel = "example.com/none"

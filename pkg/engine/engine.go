@@ -117,7 +117,7 @@ type Cycle struct {
 	Results       []pipeline.GroupResult
 	WriteFailures int
 	// Budget is what the limited groups shared (nil: none read).
-	Budget budget.Free
+	Budget decision.Free
 }
 
 // Trigger asks for a cycle as soon as possible (VA or ConfigMap change). It

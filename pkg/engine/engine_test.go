@@ -345,11 +345,11 @@ func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
 }
 
 type fixedBudget struct {
-	budget budget.Free
+	budget decision.Free
 	calls  int
 }
 
-func (f *fixedBudget) FreeForLimiter([]budget.Workload) (budget.Free, error) {
+func (f *fixedBudget) FreeForLimiter([]budget.Workload) (decision.Free, error) {
 	f.calls++
 	return f.budget.Copy(), nil
 }
@@ -368,14 +368,14 @@ func TestRunOnceLimitedGroupGetsTheBudget(t *testing.T) {
 	tests := []struct {
 		name      string
 		limiter   bool
-		budget    budget.Free
+		budget    decision.Free
 		want      int32
 		wantRule  string
 		wantCalls int
 	}{
-		{name: "no room: held at current, reason says what was cut", limiter: true, budget: budget.Free{"H100": 1}, want: 2, wantRule: string(decision.RuleGPULimited), wantCalls: 1},
-		{name: "room for one more", limiter: true, budget: budget.Free{"H100": 2}, want: 3, wantCalls: 1},
-		{name: "limiter off: budget not even read", limiter: false, budget: budget.Free{"H100": 0}, want: 3, wantCalls: 0},
+		{name: "no room: held at current, reason says what was cut", limiter: true, budget: decision.Free{"H100": 1}, want: 2, wantRule: string(decision.RuleGPULimited), wantCalls: 1},
+		{name: "room for one more", limiter: true, budget: decision.Free{"H100": 2}, want: 3, wantCalls: 1},
+		{name: "limiter off: budget not even read", limiter: false, budget: decision.Free{"H100": 0}, want: 3, wantCalls: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

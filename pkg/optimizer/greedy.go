@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/decision"
 )
 
@@ -27,7 +26,7 @@ import (
 // exceeded; only minReplicas floors, which the enforcer applies to every
 // decision, can add replicas beyond it.
 type GreedyByScore struct {
-	Budget budget.Free
+	Budget decision.Free
 }
 
 // Name implements Optimizer.
@@ -81,7 +80,7 @@ func (o GreedyByScore) Optimize(reqs []Request) [][]decision.Target {
 
 	free := o.Budget.Copy()
 	if free == nil {
-		free = budget.Free{}
+		free = decision.Free{}
 	}
 	initial := free.Copy()
 	h := claimHeap(append([]*claim(nil), claims...))
@@ -154,7 +153,7 @@ func (c *claim) plan() {
 // claim's score above next (what one-at-a-time granting would also give
 // it), within the variant's headroom, the budget and what is still needed.
 // It reports whether it could add any.
-func (c *claim) grant(free budget.Free, next float64) bool {
+func (c *claim) grant(free decision.Free, next float64) bool {
 	for _, v := range c.eligible {
 		headroom := int64(v.MaxReplicas) - int64(v.CurrentReplicas) - int64(c.granted[v.Name])
 		if c.planned != nil {
@@ -163,7 +162,7 @@ func (c *claim) grant(free budget.Free, next float64) bool {
 		if headroom <= 0 {
 			continue
 		}
-		need := budget.GPUsPerReplica(v)
+		need := decision.GPUsPerReplica(v)
 		left, limited := free[v.Accelerator]
 		if limited && left < need {
 			c.skipped[v.Name] = v.Accelerator
@@ -288,7 +287,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // accounts explains where each accelerator's budget went, computed once
 // per accelerator.
 type accounts struct {
-	initial, left budget.Free
+	initial, left decision.Free
 	claims        []*claim
 	takers        map[string]string
 }
@@ -301,7 +300,7 @@ func (a *accounts) of(v decision.Variant) string {
 	if a.takers == nil {
 		a.takers = a.summarize()
 	}
-	s := fmt.Sprintf("%s budget %d GPUs, %d left, %d per replica", v.Accelerator, total, a.left[v.Accelerator], budget.GPUsPerReplica(v))
+	s := fmt.Sprintf("%s budget %d GPUs, %d left, %d per replica", v.Accelerator, total, a.left[v.Accelerator], decision.GPUsPerReplica(v))
 	if t := a.takers[v.Accelerator]; t != "" {
 		s += "; granted to " + t
 	}
@@ -320,7 +319,7 @@ func (a *accounts) summarize() map[string]string {
 		gpus := map[string]int64{}
 		for _, w := range c.group.Variants {
 			if n := c.granted[w.Name]; n > 0 {
-				gpus[w.Accelerator] += int64(n) * budget.GPUsPerReplica(w)
+				gpus[w.Accelerator] += int64(n) * decision.GPUsPerReplica(w)
 			}
 		}
 		for acc, n := range gpus {

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/decision"
 )
 
@@ -41,7 +40,7 @@ func TestGreedyPriorityShares(t *testing.T) {
 		req("b", 1, 4, gpuVariant("b", "H100", 1, 1, 10, 1)),
 		req("c", 1, 4, gpuVariant("c", "H100", 1, 1, 10, 1)),
 	}
-	out := GreedyByScore{Budget: budget.Free{"H100": 6}}.Optimize(reqs)
+	out := GreedyByScore{Budget: decision.Free{"H100": 6}}.Optimize(reqs)
 	got := map[string]int32{}
 	for _, ts := range out {
 		for _, t := range ts {
@@ -63,7 +62,7 @@ func TestGreedyMovesToAnotherAccelerator(t *testing.T) {
 	r := req("m", 1, 10, gpuVariant("h", "H100", 2, 1, 10, 8), gpuVariant("l", "L4", 1, 1, 10, 5))
 	r.Signal.CapacityPerReplica = map[string]float64{"h": 4, "l": 1}
 	// Unlimited: h gets ceil(10/4) = 3. Limited: h +1 (4 units), l +6.
-	out := GreedyByScore{Budget: budget.Free{"H100": 3, "L4": 100}}.Optimize([]Request{r})[0]
+	out := GreedyByScore{Budget: decision.Free{"H100": 3, "L4": 100}}.Optimize([]Request{r})[0]
 	assert.Equal(t, map[string]int32{"h": 2, "l": 7}, targetsOf(out))
 	byName := map[string]decision.Target{}
 	for _, t := range out {
@@ -81,7 +80,7 @@ func TestGreedyPassesThrough(t *testing.T) {
 		{Group: decision.Group{ModelID: "hold", Variants: vs}, Signal: decision.Signal{Hold: true, HeldTargets: map[string]int32{"x": 4}, Reason: "transition"}},
 		req("up", 1, 1, vs...),
 	}
-	out := GreedyByScore{Budget: budget.Free{"H100": 0}}.Optimize(reqs)
+	out := GreedyByScore{Budget: decision.Free{"H100": 0}}.Optimize(reqs)
 	assert.Equal(t, OptimizeGroup(reqs[0].Group, reqs[0].Signal), out[0])
 	assert.Equal(t, OptimizeGroup(reqs[1].Group, reqs[1].Signal), out[1])
 	assert.Equal(t, map[string]int32{"x": 3}, targetsOf(out[2]), "no GPU left: nothing added")
@@ -136,12 +135,12 @@ func TestGreedyProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	for trial := range 300 {
 		reqs := randomRequests(rng, 1+rng.IntN(12))
-		free := budget.Free{"H100": rng.Int64N(12), "A100": rng.Int64N(6), "L4": rng.Int64N(20)}
+		free := decision.Free{"H100": rng.Int64N(12), "A100": rng.Int64N(6), "L4": rng.Int64N(20)}
 		out := GreedyByScore{Budget: free}.Optimize(reqs)
 		require.Len(t, out, len(reqs))
 		spent := map[string]int64{}
 		for i, r := range reqs {
-			for acc, n := range budget.AddedGPUs(r.Group, out[i]) {
+			for acc, n := range decision.AddedGPUs(r.Group, out[i]) {
 				spent[acc] += n
 			}
 			for _, tg := range out[i] {
@@ -154,7 +153,7 @@ func TestGreedyProperties(t *testing.T) {
 			require.LessOrEqual(t, spent[acc], n, "trial %d: %s over budget", trial, acc)
 		}
 		// Ample budget: identical to cost-aware.
-		ample := budget.Free{"H100": 1 << 30, "A100": 1 << 30, "L4": 1 << 30}
+		ample := decision.Free{"H100": 1 << 30, "A100": 1 << 30, "L4": 1 << 30}
 		assert.Equal(t, CostAware{}.Optimize(reqs), GreedyByScore{Budget: ample}.Optimize(reqs), "trial %d", trial)
 	}
 }
@@ -164,7 +163,7 @@ func TestGreedyProperties(t *testing.T) {
 func BenchmarkGreedy1000Groups(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	reqs := randomRequests(rng, 1000)
-	free := budget.Free{"H100": 400, "A100": 200, "L4": 800}
+	free := decision.Free{"H100": 400, "A100": 200, "L4": 800}
 	for b.Loop() {
 		GreedyByScore{Budget: free}.Optimize(reqs)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/wva-project/wva/pkg/analyzer/queueing"
 	"github.com/wva-project/wva/pkg/analyzer/token"
-	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/enforcer"
@@ -93,7 +92,7 @@ func TestLimitedModeSharesWhatIsLeft(t *testing.T) {
 	inputs := []GroupInput{mk("free", free), mk("hi", hi), mk("lo", lo)}
 
 	p := Default()
-	p.Budget = budget.Free{"H100": 3}
+	p.Budget = decision.Free{"H100": 3}
 	res := p.Run(t0, inputs)
 	// free takes +2 (not limited), 1 GPU is left: it goes to the priority-2 group.
 	assert.Equal(t, map[string]int32{"free-v": 4}, targetsOf(res[0].Targets))
@@ -165,7 +164,7 @@ func TestRunRanksByUsefulCapacity(t *testing.T) {
 			p := Default()
 			if tc.limited {
 				extra = "enableLimiter: true\n"
-				p.Budget = budget.Free{"L4": 1, "H100": 4}
+				p.Budget = decision.Free{"L4": 1, "H100": 4}
 			}
 			g := decision.Group{ModelID: "m", Namespace: "ns", Variants: variants(tc.l4Args), Replicas: pods}
 			res := p.Run(t0, []GroupInput{{Group: g, Config: tokenConfig(t, extra), Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]

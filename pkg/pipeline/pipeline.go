@@ -12,7 +12,6 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer/queueing"
 	"github.com/wva-project/wva/pkg/analyzer/saturation"
 	"github.com/wva-project/wva/pkg/analyzer/token"
-	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/enforcer"
@@ -60,7 +59,7 @@ type Pipeline struct {
 	// for new replicas); nil when unknown. Groups whose configuration sets
 	// enableLimiter share it through the greedy-by-score optimizer, after
 	// the other groups' scale-ups have been taken out of it.
-	Budget budget.Free
+	Budget decision.Free
 }
 
 // Default is the pipeline with every analyzer wva ships and the cost-aware

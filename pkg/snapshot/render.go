@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/analyzer"
-	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/optimizer"
 	"github.com/wva-project/wva/pkg/pipeline"
@@ -26,8 +25,8 @@ type Output struct {
 	Variants  []VariantOutput `json:"variants"`
 	// Optimizer is cost-aware, or greedy-by-score in limited mode, which
 	// also echoes the budget.
-	Optimizer string      `json:"optimizer"`
-	Budget    budget.Free `json:"budget,omitempty"`
+	Optimizer string        `json:"optimizer"`
+	Budget    decision.Free `json:"budget,omitempty"`
 	// State is the analyzer's memory after this decision; pass it back as
 	// the snapshot's state to decide the next cycle.
 	State any `json:"state,omitempty"`
@@ -74,7 +73,7 @@ func Decide(s *Snapshot) (Output, error) {
 	p := pipeline.Default()
 	optName := p.Optimizer.Name()
 	if len(s.Budget) > 0 {
-		p.Budget = budget.Free(s.Budget)
+		p.Budget = decision.Free(s.Budget)
 		optName = optimizer.GreedyByScore{}.Name()
 	}
 	res := p.Run(now, []pipeline.GroupInput{in})[0]

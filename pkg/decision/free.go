@@ -1,6 +1,4 @@
-package budget
-
-import "github.com/wva-project/wva/pkg/decision"
+package decision
 
 // Free is, per accelerator type (the node label value, e.g.
 // "NVIDIA-H100-80GB-HBM3"), how many GPUs new replicas may take this cycle:
@@ -22,7 +20,7 @@ func (f Free) Copy() Free {
 
 // Spend subtracts the GPUs that targets add over the group's current
 // replicas (scale-ups elsewhere, decided without the limiter).
-func (f Free) Spend(g decision.Group, targets []decision.Target) {
+func (f Free) Spend(g Group, targets []Target) {
 	for acc, n := range AddedGPUs(g, targets) {
 		if _, ok := f[acc]; ok {
 			f[acc] -= n
@@ -31,7 +29,7 @@ func (f Free) Spend(g decision.Group, targets []decision.Target) {
 }
 
 // AddedGPUs is what targets add over current replicas, per accelerator.
-func AddedGPUs(g decision.Group, targets []decision.Target) map[string]int64 {
+func AddedGPUs(g Group, targets []Target) map[string]int64 {
 	out := map[string]int64{}
 	for _, t := range targets {
 		if v, ok := g.Variant(t.Variant); ok && t.Replicas > v.CurrentReplicas {
@@ -43,7 +41,7 @@ func AddedGPUs(g decision.Group, targets []decision.Target) map[string]int64 {
 
 // GPUsPerReplica is a variant's GPUs per replica; unknown (0) counts as 1
 // so that the limiter never under-counts.
-func GPUsPerReplica(v decision.Variant) int64 {
+func GPUsPerReplica(v Variant) int64 {
 	if v.GPUsPerReplica > 0 {
 		return int64(v.GPUsPerReplica)
 	}
