@@ -8,6 +8,9 @@ LDFLAGS := -s -w -X github.com/wva-project/wva/pkg/version.Version=$(VERSION) -X
 # Go test flags; CI adds -count=1.
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 30m
+# Tests that call t.Parallel (test/integration's, each on its own control
+# plane) run this many at a time: they mostly wait on controllers.
+TEST_PARALLEL ?= 4
 
 .PHONY: help build test test-unit test-race test-deps e2e lint fuzz generate verify-generate demo bench-report bench-check clean
 
@@ -18,7 +21,7 @@ build: ## Build bin/wva (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/wva ./cmd/wva
 
 test: test-deps ## Run the whole suite (unit + real control plane and Prometheus)
-	$(GO) test -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(TESTFLAGS) ./...
 
 e2e: test-deps ## Closed-loop rig: control plane + kwok + emulated vLLM fleet + Prometheus + wva processes
 	$(GO) test -tags e2e -timeout 30m -parallel 4 $(TESTFLAGS) -v -run 'TestClosedLoop|TestRealIntervals' ./test/e2e/
@@ -46,13 +49,14 @@ lint: ## go vet and gofmt
 # per invocation. Crashers land in the package's testdata/fuzz. The budget is a
 # count of executions, not a duration: Go 1.26's coordinator can report its own
 # -fuzztime deadline as a failure on a loaded machine (Go issue 75804).
+# -vet=off: vetting is `make lint`'s.
 FUZZTIME ?= 20000x
 FUZZ_TARGETS := FuzzParseQueue:./pkg/scalefromzero FuzzParse:./pkg/snapshot FuzzApply:./pkg/config FuzzParseTrace:./pkg/sim
 
 fuzz: ## Fuzz each parser for FUZZTIME (20000 executions)
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t%%:*} $${t#*:}"; \
-		$(GO) test -run '^$$' -fuzz "^$${t%%:*}\$$" -fuzztime $(FUZZTIME) $${t#*:}; \
+		$(GO) test -vet=off -run '^$$' -fuzz "^$${t%%:*}\$$" -fuzztime $(FUZZTIME) $${t#*:}; \
 	done
 
 generate: ## Regenerate deepcopy, the CRD manifest and the typed client

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,15 +49,75 @@ func TestPinnedVersions(t *testing.T) {
 		"k8s.io/kubernetes " + harness.KubernetesVersion,
 		"go.etcd.io/etcd/server/v3 " + harness.EtcdVersion,
 		"k8s.io/client-go => k8s.io/client-go v0." + strings.TrimPrefix(harness.KubernetesVersion, "v1."),
+		"sigs.k8s.io/kwok " + harness.KwokVersion,
 	} {
 		if !strings.Contains(string(gomod), want) {
 			t.Errorf("test/tools/go.mod lacks %q", want)
 		}
 	}
-	for _, want := range []string{"K8S_VERSION=" + harness.KubernetesVersion, "ETCD_VERSION=" + harness.EtcdVersion} {
+	for _, want := range []string{"K8S_VERSION=" + harness.KubernetesVersion, "ETCD_VERSION=" + harness.EtcdVersion, "KWOK_VERSION=" + harness.KwokVersion} {
 		if !strings.Contains(string(build), want) {
 			t.Errorf("test/tools/build.sh lacks %q", want)
 		}
+	}
+}
+
+// TestToolsShareWvasModuleVersions: a module whose packages both wva and
+// the test binaries (test/tools) build must be at one version in both, or
+// CI on a fresh machine compiles those packages twice.
+func TestToolsShareWvasModuleVersions(t *testing.T) {
+	versions := func(dir string, pkgs ...string) map[string]string {
+		cmd := exec.Command("go", append([]string{"list", "-deps", "-f", "{{with .Module}}{{.Path}} {{.Version}}{{end}}"}, pkgs...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list in %s: %v", dir, err)
+		}
+		m := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if path, version, ok := strings.Cut(line, " "); ok && version != "" {
+				m[path] = version
+			}
+		}
+		return m
+	}
+	wva := versions(filepath.Join("..", ".."), "./...")
+	tools := versions(filepath.Join("..", "tools"), "go.etcd.io/etcd/server/v3", "k8s.io/kubernetes/cmd/kube-apiserver",
+		"k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kube-scheduler", "sigs.k8s.io/kwok/cmd/kwok")
+	for path, v := range tools {
+		if w, ok := wva[path]; ok && w != v {
+			t.Errorf("%s: wva has %s, test/tools %s: `go get` the newer one in the module that is behind", path, w, v)
+		}
+	}
+}
+
+// TestFreePortBelowEphemeralRange: handed-out ports are outside the range
+// the kernel takes outgoing connections' source ports from, distinct, and
+// free.
+func TestFreePortBelowEphemeralRange(t *testing.T) {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		fmt.Sscan(string(b), &low)
+	}
+	seen := map[int]bool{}
+	for range 200 {
+		port, err := harness.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port >= low || port < 1024 {
+			t.Fatalf("port %d is not below the ephemeral range (from %d)", port, low)
+		}
+		if seen[port] {
+			t.Fatalf("port %d handed out twice", port)
+		}
+		seen[port] = true
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", fmt.Sprint(port)))
+		if err != nil {
+			t.Fatalf("port %d is not free: %v", port, err)
+		}
+		l.Close()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -138,34 +140,86 @@ func tailFile(path string, n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// for a process to listen on.
+//
+// Ports come from below the kernel's ephemeral range (ip_local_port_range):
+// a port picked with ":0" and released can be taken as the source port of
+// an outgoing connection before the process binds it, which tests running
+// in parallel (many connections) hit. Each test binary walks the range from
+// a random start, so concurrent binaries stay apart, and each port is
+// checked free before it is handed out.
+func FreePort() (int, error) {
+	ports, err := freePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+func freePort() (int, error) { return FreePort() }
+
+// firstPort is the low end of the ports handed out; below it sit ports
+// daemons commonly use.
+const firstPort = 15000
+
+var portWalk struct {
+	once   sync.Once
+	lo, hi int // [lo, hi); hi <= lo: use ":0"
+	next   atomic.Int64
 }
 
 func freePorts(n int) ([]int, error) {
-	// Hold all listeners until every port is chosen so they differ.
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
+	portWalk.once.Do(func() {
+		portWalk.lo, portWalk.hi = firstPort, ephemeralLow()
+		if portWalk.hi > portWalk.lo {
+			portWalk.next.Store(rand.Int64N(int64(portWalk.hi - portWalk.lo)))
 		}
-	}()
+	})
+	lo, hi := portWalk.lo, portWalk.hi
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
+	if hi <= lo { // an unusual ephemeral range: let the kernel choose
+		for range n {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			defer l.Close() // held until all are chosen, so they differ
+			ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		return ports, nil
+	}
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > hi-lo {
+			return nil, fmt.Errorf("harness: no free port in [%d, %d)", lo, hi)
+		}
+		port := lo + int(portWalk.next.Add(1)%int64(hi-lo))
+		l, err := net.Listen("tcp", hostPort(port))
+		if err != nil {
+			continue // taken
+		}
+		l.Close()
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// where it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return lo
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -32,6 +32,7 @@ import (
 // and the reason says what was cut, and that more allocatable GPUs on the
 // Node lift the cap without ever exceeding it.
 func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod")

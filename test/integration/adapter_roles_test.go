@@ -28,6 +28,7 @@ import (
 // fast: the adapter serves a higher wva_desired_replicas for decode and
 // keeps prefill, the cheaper variant, at 1.
 func TestAdapterPrefillDecodeRoles(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		analyzer string
 		// queueingConfig, when set, is the wva-queueing-model-config

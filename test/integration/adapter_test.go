@@ -30,6 +30,7 @@ import (
 // checks what an operator would: the decided value through `get --raw`, VA
 // status, ConfigMap edits, an invalid ConfigMap, and a Prometheus outage.
 func TestAdapterEndToEnd(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 

@@ -78,6 +78,7 @@ func (fixedMetrics) Collect(context.Context, collector.Request) (collector.Resul
 // first decision, as served in VA status, is the one A would make next,
 // not a cold start's.
 func TestAnalyzerStateSurvivesLeaderChange(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, cs, wva := startCluster(ctx, t, "wva-system", "prod")
@@ -157,6 +158,7 @@ func TestAnalyzerStateSurvivesLeaderChange(t *testing.T) {
 // its statuses leaves the state they came from), even when the persister's
 // cache is behind the API server.
 func TestAnalyzerStateSavedEachCycle(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, cs, wva := startCluster(ctx, t, "wva-system", "prod")

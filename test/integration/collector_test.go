@@ -23,6 +23,7 @@ import (
 // mean TTFT and ITL, the prefix cache hit rate, and the EPP queue (new and deprecated names, no
 // namespace label).
 func TestCollectorAgainstPrometheus(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
@@ -124,6 +125,7 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 // EPP pod gives). It also issues the request-count queries of a thousand
 // distinct retention periods, bounded by the idle windows.
 func TestCollectorGatewayArrivalsAgainstPrometheus(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 

@@ -25,6 +25,7 @@ import (
 // read from wva-last-good-config, instead of the built-in defaults. The
 // broken entry shows as wva_config_entry_invalid=1 and ConfigValid=False.
 func TestLastGoodConfigSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod")

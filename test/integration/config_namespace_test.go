@@ -21,6 +21,7 @@ import (
 // unlabeled one is not read (logged once, however often it changes) until
 // it gets the label.
 func TestNamespaceLocalConfigMap(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod", "dev")

@@ -68,6 +68,7 @@ func selects(t *testing.T, sel *metav1.LabelSelector, pod corev1.PodTemplateSpec
 // ways and admits each port they serve; every image is pinned (a tag other
 // than latest, or a digest), wva's to one release per kustomization.
 func TestManifestsHardening(t *testing.T) {
+	t.Parallel()
 	for _, dir := range append(append([]string{}, deployDirs...), exampleDirs...) {
 		t.Run(dir, func(t *testing.T) {
 			objs := render(t, dir)
@@ -158,6 +159,7 @@ func checkNetworkPolicy(t *testing.T, w workload, policies []networkingv1.Networ
 // job in the watched namespace llm, nothing in another (prod) and nothing
 // cluster-wide beyond the adapter's auth delegation.
 func TestManifestsNamespacedRBAC(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	cluster := harness.StartT(t, harness.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

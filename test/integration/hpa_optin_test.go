@@ -31,6 +31,7 @@ import (
 // wva serving it while the Deployment stays where it is. wva never writes
 // the HPA.
 func TestHPAOptInByAnnotations(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod")

@@ -51,6 +51,7 @@ func typed[T any](t *testing.T, o *unstructured.Unstructured) *T {
 // ScaledObjects; every object it shares with deploy/default is identical,
 // so the copies cannot drift.
 func TestKedaManifestsRender(t *testing.T) {
+	t.Parallel()
 	def, keda := byKey(renderDefault(t)), byKey(render(t, "deploy/keda"))
 	// true: only in deploy/default; false: in deploy/keda, changed or added.
 	dropped := map[string]bool{
@@ -186,6 +187,7 @@ func TestKedaManifestsRender(t *testing.T) {
 // TestKedaExampleScaledObject: examples/keda/scaledobject.yaml is what
 // deploy/keda's controller builds for the example's VA, so the docs do not lie.
 func TestKedaExampleScaledObject(t *testing.T) {
+	t.Parallel()
 	var vaObj *unstructured.Unstructured
 	for _, o := range render(t, "examples/keda") {
 		if o.GetKind() == llmdv1alpha1.VariantAutoscalingKind {
@@ -222,6 +224,7 @@ func TestKedaExampleScaledObject(t *testing.T) {
 // deploy/keda's RBAC, applied for real, lets the controller keep
 // ScaledObjects and no more on them.
 func TestKedaManifestsAccess(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cluster := harness.StartT(t, harness.Options{})

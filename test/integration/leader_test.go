@@ -18,6 +18,7 @@ import (
 // decision of record; only the leader decides; when the leader stops, the
 // other takes over and decisions keep being confirmed.
 func TestLeaderElection(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod")

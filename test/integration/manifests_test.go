@@ -64,6 +64,7 @@ func renderDefault(t *testing.T) []*unstructured.Unstructured { return render(t,
 // installed, has no wildcard verbs on core resources, and wva ConfigMap
 // entries parse.
 func TestManifestsRender(t *testing.T) {
+	t.Parallel()
 	kubectl, _ := exec.LookPath("kubectl")
 	if kubectl == "" {
 		t.Log("kubectl not on PATH: not cross-checking against kubectl kustomize")
@@ -126,6 +127,7 @@ func checkRBAC(t *testing.T, o *unstructured.Unstructured) {
 // TestManifestsDefault checks deploy/default: least-privilege and hardened,
 // and its ConfigMaps hold exactly the built-in defaults.
 func TestManifestsDefault(t *testing.T) {
+	t.Parallel()
 	objs := renderDefault(t)
 	var deployments []string
 	for _, o := range objs {
@@ -186,6 +188,7 @@ func TestManifestsDefault(t *testing.T) {
 // a real kube-apiserver. The CRDs (wva's and the third-party fixtures) and
 // the namespaces the objects live in are created for real first.
 func TestManifestsServerSideDryRun(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	cluster := harness.StartT(t, harness.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -386,6 +389,7 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *u
 // issues the very Secret the adapter mounts, for the name the aggregator
 // dials; the CA-bundle overlay sets a well-formed caBundle.
 func TestManifestsTLS(t *testing.T) {
+	t.Parallel()
 	for _, dir := range []string{"deploy/default", "deploy/cert-manager", "deploy/ca-bundle"} {
 		api := find(t, render(t, dir), "APIService", "v1beta1.external.metrics.k8s.io")
 		_, found, _ := unstructured.NestedFieldNoCopy(api.Object, "spec", "insecureSkipTLSVerify")
@@ -428,6 +432,7 @@ func TestManifestsTLS(t *testing.T) {
 // TestManifestsMonitoring checks deploy/monitoring against deploy/default
 // (selectors and ports that exist) and its alert rules with promtool.
 func TestManifestsMonitoring(t *testing.T) {
+	t.Parallel()
 	objs := render(t, "deploy/monitoring")
 	base := renderDefault(t)
 

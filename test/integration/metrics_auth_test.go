@@ -25,6 +25,7 @@ import (
 // deploy/default's wva-metrics-reader ClusterRole reads it, an unbound one
 // is refused (403) and a request without a token is not authenticated (401).
 func TestMetricsDelegatedAuth(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster, cs, _ := startCluster(ctx, t, "wva-system", "monitoring")

@@ -25,6 +25,7 @@ import (
 // own external metrics API; when the leader stops, the follower serves the
 // last decision without a gap, then decides itself (decidedAt moves on).
 func TestOptInDecisionsSharedAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster, cs, _ := startCluster(ctx, t, "wva-system", "prod")

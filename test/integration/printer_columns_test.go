@@ -16,6 +16,7 @@ import (
 // prints: a newcomer sees current and desired replicas, whether metrics
 // are available, and the reason, without -o wide.
 func TestKubectlGetVA(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, cs, wva := startCluster(ctx, t, "prod")

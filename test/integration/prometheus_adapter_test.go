@@ -62,6 +62,7 @@ func documentedRule(t *testing.T) prometheusAdapterRule {
 // variant_name=llama-l4, returns that one variant's desired replicas under
 // the name the HPAs wva creates ask for.
 func TestPrometheusAdapterRule(t *testing.T) {
+	t.Parallel()
 	rule := documentedRule(t)
 	assert.Equal(t, "namespace", rule.Resources.Overrides["namespace"].Resource)
 	assert.Equal(t, "wva_desired_replicas", regexp.MustCompile(rule.Name.Matches).ReplaceAllString("wva_desired_replicas", rule.Name.As),

@@ -36,6 +36,7 @@ import (
 // wva never writes the ScaledObject. There is no KEDA operator here: the
 // test calls the scaler as KEDA would.
 func TestScaledObjectOptInByAnnotations(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod")

@@ -35,6 +35,7 @@ import (
 // transforms on the typed caches, a dynamic informer for LWS once the API
 // is served), as the engine and the scale-from-zero fast path both do.
 func TestScaleTargetResolve(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ns = "prod"

@@ -22,6 +22,7 @@ import (
 // the adapter that made the scale-up would, not ask for a fourth from the
 // peak the third replica answered.
 func TestFreshAdapterAfterScaleUp(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cluster, cs, wva := startCluster(ctx, t, "wva-system", "prod")

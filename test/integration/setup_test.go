@@ -1,5 +1,10 @@
 // Package integration runs wva's components as processes against a real
 // kube-apiserver (+ etcd) and Debian's Prometheus, from test/harness.
+//
+// Each test starts its own control plane, so the tests run in parallel
+// (t.Parallel; most of their time is spent waiting on controllers and
+// scrapes). The two that measure wake-up latency and resident memory run
+// alone, before the parallel ones.
 package integration
 
 import (

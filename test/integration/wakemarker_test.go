@@ -83,6 +83,7 @@ func waitAtZero(ctx context.Context, t *testing.T, w *scalefromzero.Waker, key s
 // etcd) already carries that wake's marker. A reader that sees the replica
 // and then reads the VA (or writes it conditionally) cannot miss the wake.
 func TestWakeMarkerBeforeScale(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const ns, name, model, trials = "wake-order", "llama-l4", "meta/llama", 10
@@ -140,6 +141,7 @@ func (f failingScaler) ScaleFromZero(context.Context, scalefromzero.Target) (boo
 // taken back on the API server (the previous wake's marker restored), so it
 // holds nothing up; the target stays at zero.
 func TestWakeMarkerTakenBackOnFailedScale(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const ns, model = "wake-failed", "meta/llama"

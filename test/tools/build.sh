@@ -1,47 +1,45 @@
 #!/usr/bin/env bash
-# Builds the pinned control-plane binaries used by test/harness:
+# Builds the pinned binaries used by test/harness:
 #   kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes)
 #   etcd (go.etcd.io/etcd/server/v3)
-# into ${WVA_TEST_BIN_CACHE:-$HOME/.cache/wva-test/bin}/k8s-<ver>-etcd-<ver>/.
+# into ${WVA_TEST_BIN_CACHE:-$HOME/.cache/wva-test/bin}/k8s-<ver>-etcd-<ver>/,
+# and kwok (fake nodes and pods for the e2e rig) into .../kwok-<ver>/.
 # A binary that is already there is not rebuilt, so a warm run is instant.
-# The last line printed on stdout is the binary directory.
+# The last line printed on stdout is the control-plane binary directory.
 set -euo pipefail
 
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.7.0
-# kwok (fake nodes and pods for the e2e rig) has no replace directives, so it
-# is installed straight from the module proxy at a pinned version.
 KWOK_VERSION=v0.8.0
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${WVA_TEST_BIN_CACHE:-$HOME/.cache/wva-test/bin}
 out="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
+kwok_out="$cache/kwok-$KWOK_VERSION"
 
-# name -> Go main package
+# name -> Go main package (all from test/tools/go.mod)
 declare -A pkgs=(
 	[etcd]=go.etcd.io/etcd/server/v3
 	[kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
 	[kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
 	[kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+	[kwok]=sigs.k8s.io/kwok/cmd/kwok
 )
-order=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+order=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+dest() {
+	if [[ "$1" == kwok ]]; then echo "$kwok_out/kwok"; else echo "$out/$1"; fi
+}
 
 missing() {
 	local m=()
 	for b in "${order[@]}"; do
-		[[ -x "$out/$b" ]] || m+=("$b")
+		[[ -x "$(dest "$b")" ]] || m+=("$b")
 	done
 	echo "${m[@]:-}"
 }
 
-kwok_out="$cache/kwok-$KWOK_VERSION"
-if [[ ! -x "$kwok_out/kwok" ]]; then
-	echo "build.sh: installing kwok $KWOK_VERSION ($(date +%T))" >&2
-	mkdir -p "$kwok_out"
-	(cd / && GOWORK=off GOFLAGS= CGO_ENABLED=0 GOBIN="$kwok_out" go install -trimpath -ldflags="-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
-fi
-
-mkdir -p "$out"
+mkdir -p "$out" "$kwok_out"
 if [[ -z "$(missing)" ]]; then
 	echo "$out"
 	exit 0
@@ -57,12 +55,19 @@ fi
 todo=$(missing)
 if [[ -n "$todo" ]]; then
 	cd "$here"
-	export GOWORK=off CGO_ENABLED=0
+	# The build flags are go test's (cgo as the machine has it, no
+	# -trimpath) and test/tools/go.mod requires the versions wva's go.mod
+	# has of the modules both use: the packages the two share (std,
+	# client-go, apiserver, grpc, ...) are then compiled once, by whichever
+	# of `go vet`/`go test` and this build comes first. kwok is built from
+	# this module too, so its Kubernetes libraries are the control plane's.
+	export GOWORK=off
 	# The versions here must match test/tools/go.mod.
 	got_k8s=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 	got_etcd=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
-	if [[ "$got_k8s" != "$K8S_VERSION" || "$got_etcd" != "$ETCD_VERSION" ]]; then
-		echo "build.sh: go.mod pins k8s $got_k8s / etcd $got_etcd but build.sh expects $K8S_VERSION / $ETCD_VERSION" >&2
+	got_kwok=$(go list -m -f '{{.Version}}' sigs.k8s.io/kwok)
+	if [[ "$got_k8s" != "$K8S_VERSION" || "$got_etcd" != "$ETCD_VERSION" || "$got_kwok" != "$KWOK_VERSION" ]]; then
+		echo "build.sh: go.mod pins k8s $got_k8s / etcd $got_etcd / kwok $got_kwok but build.sh expects $K8S_VERSION / $ETCD_VERSION / $KWOK_VERSION" >&2
 		exit 1
 	fi
 	minor=${K8S_VERSION#v1.}
@@ -74,12 +79,23 @@ if [[ -n "$todo" ]]; then
 	done
 	tmp=$(mktemp -d "$out/.build.XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT
+	echo "build.sh: building $todo ($(date +%T))" >&2
+	start=$SECONDS
+	# One go build for all: shared packages compile once and the links
+	# run side by side. -o dir/ names each binary as go does: the last
+	# element of its package path, or the one before a major version
+	# ("server" for go.etcd.io/etcd/server/v3).
+	exec_name() {
+		local base=${1##*/}
+		if [[ "$base" =~ ^v[0-9]+$ ]]; then base=${1%/*} && base=${base##*/}; fi
+		echo "$base"
+	}
+	main_pkgs=()
+	for b in $todo; do main_pkgs+=("${pkgs[$b]}"); done
+	go build -ldflags="-s -w$vflags" -o "$tmp/" "${main_pkgs[@]}"
 	for b in $todo; do
-		echo "build.sh: building $b ($(date +%T))" >&2
-		start=$SECONDS
-		go build -trimpath -ldflags="-s -w$vflags" -o "$tmp/$b" "${pkgs[$b]}"
-		mv -f "$tmp/$b" "$out/$b" # atomic: a partial build never looks finished
-		echo "build.sh: built $b in $((SECONDS - start))s" >&2
+		mv -f "$tmp/$(exec_name "${pkgs[$b]}")" "$(dest "$b")" # atomic: a partial build never looks finished
 	done
+	echo "build.sh: built $todo in $((SECONDS - start))s" >&2
 fi
 echo "$out"
