@@ -47,7 +47,7 @@ lint: ## go vet and gofmt
 # count of executions, not a duration: Go 1.26's coordinator can report its own
 # -fuzztime deadline as a failure on a loaded machine (Go issue 75804).
 FUZZTIME ?= 20000x
-FUZZ_TARGETS := FuzzParseQueue:./pkg/scalefromzero FuzzParse:./pkg/snapshot FuzzApply:./pkg/config FuzzParseTrace:./pkg/sim
+FUZZ_TARGETS := FuzzParseQueue:./pkg/eppqueue FuzzParse:./pkg/snapshot FuzzApply:./pkg/config FuzzParseTrace:./pkg/sim/trace
 
 fuzz: ## Fuzz each parser for FUZZTIME (20000 executions)
 	@set -e; for t in $(FUZZ_TARGETS); do \
