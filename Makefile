@@ -51,7 +51,7 @@ lint: ## go vet and gofmt
 # -fuzztime deadline as a failure on a loaded machine (Go issue 75804).
 # -vet=off: vetting is `make lint`'s.
 FUZZTIME ?= 20000x
-FUZZ_TARGETS := FuzzParseQueue:./pkg/scalefromzero FuzzParse:./pkg/snapshot FuzzApply:./pkg/config FuzzParseTrace:./pkg/sim
+FUZZ_TARGETS := FuzzParseQueue:./pkg/eppqueue FuzzParse:./pkg/snapshot FuzzApply:./pkg/config FuzzParseTrace:./pkg/sim/trace
 
 fuzz: ## Fuzz each parser for FUZZTIME (20000 executions)
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,15 +14,18 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/eppqueue"
 )
 
 const protoDelimType = "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
 
-// validProtoBody is what a real client_golang registry encodes for two
+// validProtoBody (also in eppqueue's tests: test helpers do not cross
+// packages) is what a real client_golang registry encodes for two
 // queue samples of model llama (2 + 5).
 func validProtoBody(t testing.TB) []byte {
 	reg := prometheus.NewRegistry()
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: QueueMetric, Help: "h"}, []string{"target_model_name", "fairness_id"})
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: eppqueue.Metric, Help: "h"}, []string{"target_model_name", "fairness_id"})
 	reg.MustRegister(g)
 	g.WithLabelValues("llama", "a").Set(2)
 	g.WithLabelValues("llama", "b").Set(5)
@@ -44,20 +45,20 @@ func TestScrapeHostileBodies(t *testing.T) {
 	valid := validProtoBody(t)
 	huge := binary.AppendUvarint(nil, 300<<30) // 300 GiB declared
 	huge = append(huge, 'x')
-	overCap := binary.AppendUvarint(nil, maxMetricsBytes)
-	overCap = append(overCap, make([]byte, maxMetricsBytes)...)
+	overCap := binary.AppendUvarint(nil, eppqueue.MaxBytes)
+	overCap = append(overCap, make([]byte, eppqueue.MaxBytes)...)
 	tests := []struct {
 		name        string
 		contentType string
 		body        []byte
 		wantErr     string
-		want        Queue
+		want        eppqueue.Queue
 	}{
-		{name: "valid protobuf", contentType: protoDelimType, body: valid, want: Queue{"llama": 7}},
-		{name: "valid text", contentType: "text/plain; version=0.0.4", body: []byte(newNameBody), want: Queue{"llama": 3, "base": 4}},
+		{name: "valid protobuf", contentType: protoDelimType, body: valid, want: eppqueue.Queue{"llama": 7}},
+		{name: "valid text", contentType: "text/plain; version=0.0.4", body: []byte(newNameBody), want: eppqueue.Queue{"llama": 3, "base": 4}},
 		{name: "7 bytes declaring 300 GiB", contentType: protoDelimType, body: huge,
 			wantErr: "message declares 322122547200 bytes, at most 16777216 accepted"},
-		{name: "length just over the cap", contentType: protoDelimType, body: binary.AppendUvarint(nil, maxMetricsBytes+1),
+		{name: "length just over the cap", contentType: protoDelimType, body: binary.AppendUvarint(nil, eppqueue.MaxBytes+1),
 			wantErr: "at most 16777216 accepted"},
 		{name: "truncated message", contentType: protoDelimType, body: valid[:len(valid)-3], wantErr: "truncated message"},
 		{name: "truncated length", contentType: protoDelimType, body: []byte{0xff}, wantErr: "truncated message length"},
@@ -66,9 +67,9 @@ func TestScrapeHostileBodies(t *testing.T) {
 		{name: "valid then garbage", contentType: protoDelimType, body: append(append([]byte{}, valid...), "\x03abc"...), wantErr: "decode protobuf metrics"},
 		{name: "protobuf answer over the cap", contentType: protoDelimType, body: overCap, wantErr: "answer over 16777216 bytes"},
 		{name: "text answer over the cap", contentType: "text/plain; version=0.0.4",
-			body: bytes.Repeat([]byte("# filler comment line\n"), maxMetricsBytes/20), wantErr: "answer over 16777216 bytes"},
+			body: bytes.Repeat([]byte("# filler comment line\n"), eppqueue.MaxBytes/20), wantErr: "answer over 16777216 bytes"},
 		{name: "text line over 1 MiB", contentType: "text/plain; version=0.0.4",
-			body: append([]byte(QueueMetric+`{target_model_name="`), bytes.Repeat([]byte("a"), 2<<20)...), wantErr: "a line is over 1 MiB"},
+			body: append([]byte(eppqueue.Metric+`{target_model_name="`), bytes.Repeat([]byte("a"), 2<<20)...), wantErr: "a line is over 1 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,33 +98,4 @@ func TestScrapeHostileBodies(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzParseQueue: no answer, in either format, panics the parser or makes
-// it allocate far beyond its size, and what it returns is a usable queue.
-func FuzzParseQueue(f *testing.F) {
-	valid := validProtoBody(f)
-	f.Add(valid, true)
-	f.Add(valid[:len(valid)-3], true)
-	f.Add(binary.AppendUvarint(nil, 300<<30), true)
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, true)
-	f.Add([]byte(newNameBody), false)
-	f.Add([]byte(`llm_d_epp_flow_control_queue_size{target_model_name="a"} NaN`+"\n"), false)
-	f.Add([]byte(`llm_d_epp_flow_control_queue_size{target_model_name="a" 1`+"\n"), false)
-	f.Fuzz(func(t *testing.T, body []byte, proto bool) {
-		ct := "text/plain; version=0.0.4"
-		if proto {
-			ct = protoDelimType
-		}
-		q, err := ParseQueue(bytes.NewReader(body), ct)
-		if err != nil {
-			assert.True(t, strings.Contains(err.Error(), "metrics"), "error names what failed: %v", err)
-			return
-		}
-		for m, v := range q {
-			if !(v >= 0) || math.IsInf(v, 0) {
-				t.Fatalf("model %q: queue %v is not a finite number >= 0", m, v)
-			}
-		}
-	})
 }

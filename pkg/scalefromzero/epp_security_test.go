@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/wva-project/wva/pkg/eppqueue"
 )
 
 // headerEPP records the Authorization header of every request it gets.
@@ -216,7 +218,7 @@ func TestTokenScrapesStayInTheGroupsNamespace(t *testing.T) {
 	// Nothing queued at prod: the group stays at zero, so every tick
 	// scrapes it (a woken group is no longer scraped, and when the fake
 	// cluster shows the wake-up is a race).
-	prodEPP, devEPP := &headerEPP{body: QueueMetric + `{target_model_name="llama"} 0` + "\n"}, &headerEPP{}
+	prodEPP, devEPP := &headerEPP{body: eppqueue.Metric + `{target_model_name="llama"} 0` + "\n"}, &headerEPP{}
 	prodSrv, devSrv := httptest.NewUnstartedServer(prodEPP), httptest.NewUnstartedServer(devEPP)
 	prodSrv.Listener, devSrv.Listener = ln1, ln2
 	prodSrv.StartTLS()

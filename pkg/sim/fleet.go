@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // Epoch is the wall-clock time of simulated time 0, handed to the decision
@@ -82,7 +84,7 @@ type controlPlane interface {
 // simulated clock.
 type fleet struct {
 	sc    *Scenario
-	trace *Trace
+	trace *trace.Trace
 	ctl   controlPlane
 	now   time.Duration
 	// origin is where measurement starts: the first `skip` requests of the
@@ -120,7 +122,7 @@ type fleet struct {
 	progress    func(now, end time.Duration)
 }
 
-func newFleet(sc *Scenario, trace *Trace, ctl controlPlane, initial []int32) *fleet {
+func newFleet(sc *Scenario, trace *trace.Trace, ctl controlPlane, initial []int32) *fleet {
 	return newFleetWarm(sc, trace, ctl, initial, warmup{})
 }
 
@@ -133,35 +135,35 @@ type warmup struct {
 
 // withWarmup prepends the first d of the trace to it (the measured part
 // then starts at d) and returns the longer trace and the warm-up.
-func withWarmup(trace *Trace, d time.Duration) (*Trace, warmup) {
+func withWarmup(tr *trace.Trace, d time.Duration) (*trace.Trace, warmup) {
 	if d <= 0 {
-		return trace, warmup{}
+		return tr, warmup{}
 	}
-	out := &Trace{Name: trace.Name}
-	for _, r := range trace.Requests {
+	out := &trace.Trace{Name: tr.Name}
+	for _, r := range tr.Requests {
 		if r.Arrival >= d {
 			break
 		}
 		out.Requests = append(out.Requests, r)
 	}
 	w := warmup{origin: d, skip: len(out.Requests)}
-	for _, r := range trace.Requests {
+	for _, r := range tr.Requests {
 		r.Arrival += d
 		out.Requests = append(out.Requests, r)
 	}
 	return out, w
 }
 
-func newFleetWarm(sc *Scenario, trace *Trace, ctl controlPlane, initial []int32, w warmup) *fleet {
-	f := &fleet{sc: sc, trace: trace, ctl: ctl, fastPath: never, nextReady: never, nextGrace: never,
+func newFleetWarm(sc *Scenario, tr *trace.Trace, ctl controlPlane, initial []int32, w warmup) *fleet {
+	f := &fleet{sc: sc, trace: tr, ctl: ctl, fastPath: never, nextReady: never, nextGrace: never,
 		controlStart: sc.Control.MetricsWindow.D(), origin: w.origin, skip: w.skip}
-	measured := Trace{Requests: slices.Clone(trace.Requests[w.skip:])}
+	measured := trace.Trace{Requests: slices.Clone(tr.Requests[w.skip:])}
 	for i := range measured.Requests {
 		measured.Requests[i].Arrival -= w.origin
 	}
 	f.costEnd = w.origin + costHorizon(&measured, sc.Control.OracleInterval.D())
-	f.seqs = make([]seq, len(trace.Requests))
-	f.results = make([]reqResult, len(trace.Requests))
+	f.seqs = make([]seq, len(tr.Requests))
+	f.results = make([]reqResult, len(tr.Requests))
 	for i := range sc.Variants {
 		f.variants = append(f.variants, &variantState{spec: &sc.Variants[i], index: i})
 	}
@@ -196,7 +198,7 @@ func newFleetWarm(sc *Scenario, trace *Trace, ctl controlPlane, initial []int32,
 
 // costHorizon is the end of the trace rounded up to the oracle's interval:
 // every policy and the oracle pay for [0, costHorizon).
-func costHorizon(trace *Trace, interval time.Duration) time.Duration {
+func costHorizon(trace *trace.Trace, interval time.Duration) time.Duration {
 	d := trace.Duration() + time.Nanosecond
 	return (d + interval - 1) / interval * interval
 }

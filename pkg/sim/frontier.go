@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // Bounds of static-frontier: fleets up to this multiple of static-peak's
@@ -30,7 +32,7 @@ type frontierFleet struct {
 // cheapest for its capacity level. Mixes of no capacity are left out.
 // Costs increase strictly along the result; more than maxRows are thinned
 // evenly along it, keeping the first and the last.
-func staticFrontier(sc *Scenario, stats TraceStats, maxCost float64, maxRows int) []frontierFleet {
+func staticFrontier(sc *Scenario, stats trace.Stats, maxCost float64, maxRows int) []frontierFleet {
 	in := int32(math.Round(math.Max(1, stats.MeanInputTokens)))
 	out := int32(math.Round(math.Max(1, stats.MeanOutputTokens)))
 	capacity := make([]float64, len(sc.Variants))

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // The oracle is an offline plan, with perfect foresight, that meets the SLO
@@ -85,17 +87,17 @@ type OraclePlan struct {
 	Attainment float64 `json:"attainment"`
 	Repairs    int     `json:"repairs"`
 
-	buckets []Trace
+	buckets []trace.Trace
 }
 
 // PlanOracle computes the oracle's plan for a trace.
-func PlanOracle(sc *Scenario, trace *Trace) OraclePlan {
+func PlanOracle(sc *Scenario, tr *trace.Trace) OraclePlan {
 	interval := sc.Control.OracleInterval.D()
-	end := costHorizon(trace, interval)
+	end := costHorizon(tr, interval)
 	n := int(end / interval)
 	plan := OraclePlan{Interval: interval, Replicas: make([][]int32, n), Demand: make([]float64, n)}
-	buckets := make([]Trace, n)
-	for _, r := range trace.Requests {
+	buckets := make([]trace.Trace, n)
+	for _, r := range tr.Requests {
 		i := min(int(r.Arrival/interval), n-1)
 		r.Arrival -= time.Duration(i) * interval
 		buckets[i].Requests = append(buckets[i].Requests, r)
@@ -161,7 +163,7 @@ func PlanOracle(sc *Scenario, trace *Trace) OraclePlan {
 // planInterval is the cheapest mix whose replay of reqs (arrivals relative
 // to the interval's start) meets the SLO; infeasible when even the maxima
 // do not (the maxima are then returned).
-func planInterval(sc *Scenario, reqs *Trace) (mix []int32, infeasible bool, replays int) {
+func planInterval(sc *Scenario, reqs *trace.Trace) (mix []int32, infeasible bool, replays int) {
 	if len(reqs.Requests) == 0 {
 		mix, _ = cheapestMix(sc.Variants, func([]int32) bool { return true })
 		return mix, false, 0
@@ -192,7 +194,7 @@ func planInterval(sc *Scenario, reqs *Trace) (mix []int32, infeasible bool, repl
 
 // idleMet counts the requests that meet the SLO each alone on an idle
 // replica.
-func idleMet(spec ServerSpec, reqs []Request, slo SLO) int {
+func idleMet(spec ServerSpec, reqs []trace.Request, slo SLO) int {
 	met := 0
 	for _, r := range reqs {
 		srv := newServer(spec)
@@ -321,7 +323,7 @@ const maxRepairs = 12
 //     attainment target, give the intervals with the most requests over
 //     their share of misses the next costlier mix that passes step 1's
 //     test, and replay again (at most maxRepairs replays).
-func (plan *OraclePlan) MakeFeasible(sc *Scenario, trace *Trace) {
+func (plan *OraclePlan) MakeFeasible(sc *Scenario, tr *trace.Trace) {
 	if plan.Feasible || len(plan.Replicas) == 0 {
 		return
 	}
@@ -344,7 +346,7 @@ func (plan *OraclePlan) MakeFeasible(sc *Scenario, trace *Trace) {
 		plan.Replays++
 		if i == 0 {
 			// The replay starts empty.
-			return handOver(&replay, plan.Interval, &Trace{}, &plan.buckets[0], mix, mix) >= need[0]-1e-9
+			return handOver(&replay, plan.Interval, &trace.Trace{}, &plan.buckets[0], mix, mix) >= need[0]-1e-9
 		}
 		return handOver(&replay, plan.Interval, &plan.buckets[i-1], &plan.buckets[i], prev, mix) >= need[i]-1e-9
 	}
@@ -384,14 +386,14 @@ func (plan *OraclePlan) MakeFeasible(sc *Scenario, trace *Trace) {
 		}
 	}
 	// Repair what the whole replay still misses.
-	total := len(trace.Requests)
+	total := len(tr.Requests)
 	allowed := (1 - sc.SLO.Attainment) * float64(total)
 	for plan.Repairs = 1; ; plan.Repairs++ {
-		f := newPlanFleet(sc, trace, plan.Replicas, plan.Interval)
+		f := newPlanFleet(sc, tr, plan.Replicas, plan.Interval)
 		f.run()
 		missed := make([]int, n)
 		met := 0
-		for k, r := range trace.Requests {
+		for k, r := range tr.Requests {
 			if f.met(k) {
 				met++
 				continue
@@ -451,7 +453,7 @@ func replayScenario(sc *Scenario) Scenario {
 
 // newPlanFleet is the fleet that replays a plan: replicas change at
 // interval starts and serve at once.
-func newPlanFleet(sc *Scenario, trace *Trace, replicas [][]int32, interval time.Duration) *fleet {
+func newPlanFleet(sc *Scenario, trace *trace.Trace, replicas [][]int32, interval time.Duration) *fleet {
 	scn := replayScenario(sc)
 	initial := make([]int32, len(sc.Variants))
 	if len(replicas) > 0 {
@@ -465,8 +467,8 @@ func newPlanFleet(sc *Scenario, trace *Trace, replicas [][]int32, interval time.
 // handOver replays interval prevReqs with fleet prev from empty, then
 // interval reqs with mix (arrivals of both relative to their own interval's
 // start), and counts reqs' requests that meet the SLO.
-func handOver(scn *Scenario, interval time.Duration, prevReqs, reqs *Trace, prev, mix []int32) float64 {
-	tr := &Trace{Requests: make([]Request, 0, len(prevReqs.Requests)+len(reqs.Requests))}
+func handOver(scn *Scenario, interval time.Duration, prevReqs, reqs *trace.Trace, prev, mix []int32) float64 {
+	tr := &trace.Trace{Requests: make([]trace.Request, 0, len(prevReqs.Requests)+len(reqs.Requests))}
 	tr.Requests = append(tr.Requests, prevReqs.Requests...)
 	for _, r := range reqs.Requests {
 		r.Arrival += interval

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // TestOracleMeetsTheSLO replays the oracle's plan: the policies are
@@ -14,12 +16,14 @@ import (
 // interval from an empty fleet, which ignores the backlog handed over and
 // on the embedded default met only ~94.7% replayed).
 func TestOracleMeetsTheSLO(t *testing.T) {
-	spike := func(t *testing.T) (Scenario, Trace) { return shortScenario(t, ShapeSpike, 20*time.Minute, 1.5, 8) }
+	spike := func(t *testing.T) (Scenario, trace.Trace) {
+		return shortScenario(t, ShapeSpike, 20*time.Minute, 1.5, 8)
+	}
 	for _, tc := range []struct {
 		name string
-		load func(t *testing.T) (Scenario, Trace)
+		load func(t *testing.T) (Scenario, trace.Trace)
 	}{
-		{"embedded default", func(t *testing.T) (Scenario, Trace) {
+		{"embedded default", func(t *testing.T) (Scenario, trace.Trace) {
 			sc := DefaultScenario()
 			tr, err := sc.LoadTraffic()
 			require.NoError(t, err)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // TestKPADecide drives the KPA decision function through sequences of
@@ -129,7 +131,7 @@ func TestStaticFrontier(t *testing.T) {
 // against every mix: none costing as much or less has more capacity.
 func TestStaticFrontierIsTheCheapestPerCapacity(t *testing.T) {
 	sc := DefaultScenario()
-	stats := TraceStats{MeanInputTokens: 1000, MeanOutputTokens: 200}
+	stats := trace.Stats{MeanInputTokens: 1000, MeanOutputTokens: 200}
 	l40s, h100 := serverThroughput(sc.Variants[0].Server, 1000, 200), serverThroughput(sc.Variants[1].Server, 1000, 200)
 	require.Greater(t, l40s, 0.0)
 	require.Greater(t, h100, l40s, "the H100 serves more")

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // Options control one Run.
@@ -64,7 +66,7 @@ type PolicySummary struct {
 type Report struct {
 	Scenario string          `json:"scenario"`
 	Trace    string          `json:"trace"`
-	Stats    TraceStats      `json:"traceStats"`
+	Stats    trace.Stats     `json:"traceStats"`
 	SLO      SLOSummary      `json:"slo"`
 	Variants []VariantBrief  `json:"variants"`
 	Policies []PolicySummary `json:"policies"`
@@ -93,7 +95,7 @@ type VariantBrief struct {
 // Run simulates every policy on the trace (in parallel, each on its own
 // copy of the fleet; results do not depend on scheduling) and computes the
 // oracle.
-func Run(sc Scenario, trace Trace, opts Options) (Report, error) {
+func Run(sc Scenario, trace trace.Trace, opts Options) (Report, error) {
 	start := time.Now()
 	if err := sc.Validate(); err != nil {
 		return Report{}, err
@@ -163,7 +165,7 @@ func controlPlanes(sc *Scenario, policies []string, rep *Report) (map[string]con
 // oraclePlan is the oracle's plan when a row or a warm start needs it (the
 // static fleets and the warm fleet are sized from it), else nil. Only the
 // oracle's own row needs it repaired to meet the SLO when replayed.
-func oraclePlan(sc *Scenario, trace *Trace, policies []string) *OraclePlan {
+func oraclePlan(sc *Scenario, trace *trace.Trace, policies []string) *OraclePlan {
 	if !slices.Contains(policies, PolicyOracle) && !slices.Contains(policies, PolicyStaticPeak) &&
 		!slices.Contains(policies, PolicyStaticFrontier) && sc.Control.InitialFleet != InitialFleetWarm {
 		return nil
@@ -184,7 +186,7 @@ type reportRow struct {
 
 // reportRows lists the report's rows: one per policy, static-frontier
 // expanded into its fleets.
-func reportRows(sc *Scenario, stats TraceStats, policies []string, plan *OraclePlan) []reportRow {
+func reportRows(sc *Scenario, stats trace.Stats, policies []string, plan *OraclePlan) []reportRow {
 	var rows []reportRow
 	for _, name := range policies {
 		if name != PolicyStaticFrontier {
@@ -200,7 +202,7 @@ func reportRows(sc *Scenario, stats TraceStats, policies []string, plan *OracleP
 
 // runRows simulates the rows in parallel, at most GOMAXPROCS at a time,
 // reporting the simulated time done over all rows to progress.
-func runRows(sc *Scenario, trace *Trace, rows []reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, progress func(float64)) []PolicySummary {
+func runRows(sc *Scenario, trace *trace.Trace, rows []reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, progress func(float64)) []PolicySummary {
 	var progressed atomic.Int64
 	total := int64(len(rows)) * int64(horizon)
 	report := func(delta time.Duration) {
@@ -225,7 +227,7 @@ func runRows(sc *Scenario, trace *Trace, rows []reportRow, ctls map[string]contr
 }
 
 // runRow simulates one row on its own fleet and summarizes it.
-func runRow(sc *Scenario, trace *Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, report func(time.Duration)) PolicySummary {
+func runRow(sc *Scenario, trace *trace.Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, report func(time.Duration)) PolicySummary {
 	name := r.policy
 	t0 := time.Now()
 	f := rowFleet(sc, trace, r, ctls, plan)
@@ -249,7 +251,7 @@ func runRow(sc *Scenario, trace *Trace, r reportRow, ctls map[string]controlPlan
 // rowFleet builds the row's fleet: the oracle's plan replayed from time 0
 // with no start-up delay, a static fleet, or a policy's control plane from
 // the scenario's (or the warm) initial fleet after the warm-up.
-func rowFleet(sc *Scenario, trace *Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan) *fleet {
+func rowFleet(sc *Scenario, trace *trace.Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan) *fleet {
 	name := r.policy
 	scn := *sc
 	initial := make([]int32, len(sc.Variants))

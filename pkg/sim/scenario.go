@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // DefaultScenarioYAML is the embedded scenario `wva simulate` runs without
@@ -341,27 +342,27 @@ func (s Scenario) WVAStore() (*config.Store, error) {
 
 // LoadTraffic builds the scenario's trace: reads the CSV or generates the
 // synthetic shape, then reshapes it.
-func (s Scenario) LoadTraffic() (Trace, error) {
-	var t Trace
+func (s Scenario) LoadTraffic() (trace.Trace, error) {
+	var t trace.Trace
 	var err error
 	if s.Traffic.Trace != "" {
 		f, oerr := os.Open(s.Traffic.Trace)
 		if oerr != nil {
-			return Trace{}, oerr
+			return trace.Trace{}, oerr
 		}
 		defer f.Close()
 		name := s.Traffic.Trace
 		if i := strings.LastIndex(name, "/"); i >= 0 {
 			name = name[i+1:]
 		}
-		t, err = ParseTrace(f, name)
+		t, err = trace.Parse(f, name)
 		if err != nil {
-			return Trace{}, fmt.Errorf("%s: %w", s.Traffic.Trace, err)
+			return trace.Trace{}, fmt.Errorf("%s: %w", s.Traffic.Trace, err)
 		}
 	} else {
 		t, err = s.Traffic.Synthetic.Generate(s.Seed)
 		if err != nil {
-			return Trace{}, err
+			return trace.Trace{}, err
 		}
 	}
 	return t.Reshape(s.Traffic.TimeScale, s.Traffic.RateScale, s.Traffic.Limit.D(), s.Seed)

@@ -18,10 +18,11 @@ import (
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/pipeline"
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // shortScenario is the default scenario with a shorter synthetic trace.
-func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float64) (Scenario, Trace) {
+func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float64) (Scenario, trace.Trace) {
 	t.Helper()
 	sc := DefaultScenario()
 	syn := *sc.Traffic.Synthetic
@@ -44,7 +45,7 @@ func TestDefaultScenario(t *testing.T) {
 
 func TestDeterministic(t *testing.T) {
 	sc, tr := shortScenario(t, ShapeBursty, 20*time.Minute, 2, 8)
-	run := func(sc Scenario, tr Trace) ([]byte, []byte) {
+	run := func(sc Scenario, tr trace.Trace) ([]byte, []byte) {
 		rep, err := Run(sc, tr, Options{})
 		require.NoError(t, err)
 		rep.Elapsed = 0

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // Attainment levels a frontier reports the cost of.
@@ -101,7 +103,7 @@ func setWVAAttainment(sc *Scenario, v float64) error {
 // frontier is read from the report's static rows (static-peak and the
 // static-frontier rows) and attached to static-peak's row, or to the first
 // static-frontier row without static-peak.
-func SweepFrontiers(sc Scenario, trace Trace, rep *Report) error {
+func SweepFrontiers(sc Scenario, trace trace.Trace, rep *Report) error {
 	sw := sweeps(sc)
 	for i := range rep.Policies {
 		p := &rep.Policies[i]

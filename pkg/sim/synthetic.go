@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // Synthetic shapes.
@@ -86,9 +87,9 @@ type burst struct {
 }
 
 // Generate draws the trace. Deterministic for a seed.
-func (s Synthetic) Generate(seed uint64) (Trace, error) {
+func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 	if err := s.Validate(); err != nil {
-		return Trace{}, err
+		return trace.Trace{}, err
 	}
 	s = s.withDefaults()
 	rng := rand.New(rand.NewPCG(seed, 0x73796e7468))
@@ -131,7 +132,7 @@ func (s Synthetic) Generate(seed uint64) (Trace, error) {
 		return s.BaseRate
 	}
 	peak := math.Max(s.BaseRate, s.PeakRate)
-	t := Trace{Name: fmt.Sprintf("synthetic %s", s.Shape)}
+	t := trace.Trace{Name: fmt.Sprintf("synthetic %s", s.Shape)}
 	if peak <= 0 {
 		return t, nil
 	}
@@ -141,10 +142,10 @@ func (s Synthetic) Generate(seed uint64) (Trace, error) {
 	}
 	maxIn, maxOut := s.MaxInputTokens, s.MaxOutputTokens
 	if maxIn <= 0 {
-		maxIn = int32(math.Min(8*s.InputTokens, maxTokens))
+		maxIn = int32(math.Min(8*s.InputTokens, trace.MaxTokens))
 	}
 	if maxOut <= 0 {
-		maxOut = int32(math.Min(8*s.OutputTokens, maxTokens))
+		maxOut = int32(math.Min(8*s.OutputTokens, trace.MaxTokens))
 	}
 	lognormal := func(mean float64, hi int32) int32 {
 		mu := math.Log(mean) - sigma*sigma/2
@@ -161,7 +162,7 @@ func (s Synthetic) Generate(seed uint64) (Trace, error) {
 		if rng.Float64()*peak >= rate(at) {
 			continue
 		}
-		t.Requests = append(t.Requests, Request{Arrival: at, Input: lognormal(s.InputTokens, maxIn), Output: lognormal(s.OutputTokens, maxOut)})
+		t.Requests = append(t.Requests, trace.Request{Arrival: at, Input: lognormal(s.InputTokens, maxIn), Output: lognormal(s.OutputTokens, maxOut)})
 	}
 	sort.SliceStable(t.Requests, func(i, j int) bool { return t.Requests[i].Arrival < t.Requests[j].Arrival })
 	return t, nil

@@ -1,4 +1,4 @@
-package sim
+package trace
 
 import (
 	"errors"
@@ -11,8 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/wva-project/wva/pkg/config"
 )
 
 func TestParseTrace(t *testing.T) {
@@ -72,7 +70,7 @@ func TestParseTrace(t *testing.T) {
 		{
 			name: "limits are inclusive: second 0 and exactly 31 days later",
 			csv:  "TIMESTAMP,ContextTokens,GeneratedTokens\n0,1,1\n2678400,1,1\n",
-			want: []Request{{0, 1, 1}, {MaxTraceSpan, 1, 1}},
+			want: []Request{{0, 1, 1}, {MaxSpan, 1, 1}},
 		},
 		{
 			name:    "seconds past int64 nanoseconds (used to panic the oracle)",
@@ -148,13 +146,13 @@ func TestParseTrace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr, err := ParseTrace(strings.NewReader(tt.csv), "t")
+			tr, err := Parse(strings.NewReader(tt.csv), "t")
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
 				assert.Less(t, len(err.Error()), 400, "a bad field is not echoed whole")
-				var te *TraceError
-				assert.True(t, errors.As(err, &te), "error is a *TraceError")
+				var te *Error
+				assert.True(t, errors.As(err, &te), "error is a *trace.Error")
 				return
 			}
 			require.NoError(t, err)
@@ -208,52 +206,15 @@ func TestReshape(t *testing.T) {
 	assert.ErrorContains(t, err, "rate scale -1")
 }
 
-func TestSyntheticShapes(t *testing.T) {
-	for _, shape := range Shapes {
-		t.Run(shape, func(t *testing.T) {
-			s := Synthetic{Shape: shape, Duration: config.Duration(30 * time.Minute), BaseRate: 1, PeakRate: 4, InputTokens: 500, OutputTokens: 100}
-			tr, err := s.Generate(7)
-			require.NoError(t, err)
-			again, _ := s.Generate(7)
-			assert.Equal(t, tr.Requests, again.Requests)
-			st := tr.Stats()
-			assert.Greater(t, st.Requests, 1000)
-			assert.InDelta(t, 500, st.MeanInputTokens, 75)
-			assert.InDelta(t, 100, st.MeanOutputTokens, 15)
-			assert.LessOrEqual(t, st.Duration, 30*time.Minute)
-			perMinute := map[int]int{}
-			for _, r := range tr.Requests {
-				perMinute[int(r.Arrival/time.Minute)]++
-			}
-			switch shape {
-			case ShapeSteady:
-				assert.InDelta(t, 60, float64(perMinute[15]), 30)
-			case ShapeRamp:
-				assert.Greater(t, perMinute[28]+perMinute[29], 2*(perMinute[0]+perMinute[1]))
-			case ShapeSpike:
-				// Default spike: minutes 10 to 15.
-				assert.Greater(t, perMinute[12], 2*perMinute[5])
-				assert.Greater(t, perMinute[12], 2*perMinute[20])
-			case ShapeDiurnal:
-				assert.Greater(t, perMinute[15], 2*perMinute[0])
-			}
-		})
-	}
-	_, err := Synthetic{Shape: "square", Duration: config.Duration(time.Minute), InputTokens: 1, OutputTokens: 1}.Generate(1)
-	assert.ErrorContains(t, err, `traffic.shape "square"`)
-	_, err = Synthetic{Shape: ShapeRamp, Duration: config.Duration(time.Minute), BaseRate: 2, PeakRate: 1, InputTokens: 1, OutputTokens: 1}.Generate(1)
-	assert.ErrorContains(t, err, "traffic.peakRate 1")
-}
-
 // TestAzureTraces parses the Azure traces shipped in examples/traces,
 // which the docs and hack/benchreport run.
 func TestAzureTraces(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "examples", "traces")
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "examples", "traces")
 	for _, name := range []string{"azure-llm-inference-2023-code.csv", "azure-llm-inference-2023-conv.csv"} {
 		f, err := os.Open(filepath.Join(dir, name))
 		require.NoError(t, err)
-		tr, err := ParseTrace(f, name)
+		tr, err := Parse(f, name)
 		f.Close()
 		require.NoError(t, err, name)
 		st := tr.Stats()
@@ -262,7 +223,7 @@ func TestAzureTraces(t *testing.T) {
 	}
 }
 
-// FuzzParseTrace: any file either fails with a *TraceError naming a line,
+// FuzzParseTrace: any file either fails with a *trace.Error naming a line,
 // in an error of bounded size, or yields a sorted trace within the limits
 // that the simulation can bucket per minute.
 func FuzzParseTrace(f *testing.F) {
@@ -274,9 +235,9 @@ func FuzzParseTrace(f *testing.F) {
 	f.Add("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2\"x,3\n")
 	f.Add("\ufeffTIMESTAMP,ContextTokens,GeneratedTokens\n2300-01-01T00:00:00Z,1,1\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		tr, err := ParseTrace(strings.NewReader(text), "fuzz")
+		tr, err := Parse(strings.NewReader(text), "fuzz")
 		if err != nil {
-			var te *TraceError
+			var te *Error
 			if !errors.As(err, &te) || te.Line < 1 {
 				t.Fatalf("error does not name a line: %v", err)
 			}
@@ -287,10 +248,10 @@ func FuzzParseTrace(f *testing.F) {
 		}
 		prev := time.Duration(0)
 		for i, r := range tr.Requests {
-			if r.Arrival < prev || r.Arrival > MaxTraceSpan {
+			if r.Arrival < prev || r.Arrival > MaxSpan {
 				t.Fatalf("request %d arrives at %v (previous %v)", i, r.Arrival, prev)
 			}
-			if r.Input < 0 || r.Input > maxTokens || r.Output < 1 || r.Output > maxTokens {
+			if r.Input < 0 || r.Input > MaxTokens || r.Output < 1 || r.Output > MaxTokens {
 				t.Fatalf("request %d tokens %d/%d", i, r.Input, r.Output)
 			}
 			prev = r.Arrival

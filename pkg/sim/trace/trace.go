@@ -1,4 +1,6 @@
-package sim
+// Package trace reads request traces (Azure LLM inference CSV) and reshapes
+// them for the simulator; standard library only, so its fuzz target builds fast.
+package trace
 
 import (
 	"encoding/csv"
@@ -35,22 +37,22 @@ func (t Trace) Duration() time.Duration {
 	return t.Requests[len(t.Requests)-1].Arrival
 }
 
-// TraceError names the line and column of a malformed trace line.
-type TraceError struct {
+// Error names the line and column of a malformed trace line.
+type Error struct {
 	Line   int
 	Column int // 1-based; 0 when the whole line is at fault
 	Field  string
 	Err    error
 }
 
-func (e *TraceError) Error() string {
+func (e *Error) Error() string {
 	if e.Column == 0 {
 		return fmt.Sprintf("line %d: %v", e.Line, e.Err)
 	}
 	return fmt.Sprintf("line %d, column %d (%s): %v", e.Line, e.Column, e.Field, e.Err)
 }
 
-func (e *TraceError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
 // Azure LLM inference trace columns (AzureLLMInferenceDataset2023).
 var traceColumns = []string{"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
@@ -63,13 +65,13 @@ var timestampLayouts = []string{
 	"2006-01-02T15:04:05.999999999",
 }
 
-// maxTokens bounds a request's prompt or output: larger values are typos.
-const maxTokens = 10_000_000
+// MaxTokens bounds a request's prompt or output: larger values are typos.
+const MaxTokens = 10_000_000
 
-// MaxTraceSpan bounds the time from a trace's first to its last request,
+// MaxSpan bounds the time from a trace's first to its last request,
 // after any time scaling: the simulation and the oracle work per minute over
 // the span, so a trace spanning years would exhaust memory.
-const MaxTraceSpan = 31 * 24 * time.Hour
+const MaxSpan = 31 * 24 * time.Hour
 
 // maxTimestamp bounds TIMESTAMP: 2100-01-01T00:00:00Z as a date-time, or
 // 4102444800 as a number of seconds. Well inside int64 nanoseconds, so
@@ -88,31 +90,31 @@ func quote(s string) string {
 	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:maxEcho]), len(s))
 }
 
-// ParseTrace reads a CSV trace in the Azure LLM inference format:
+// Parse reads a CSV trace in the Azure LLM inference format:
 // a header TIMESTAMP,ContextTokens,GeneratedTokens (any case, in this
 // order), then one request per line. TIMESTAMP is a date-time
 // ("2023-11-16 18:17:03.9799600") or a number of seconds. Lines need not be
 // sorted; arrivals are made relative to the earliest. A request with 0
 // output tokens is counted as 1 (the server always returns one token).
 // Errors name the line and column.
-func ParseTrace(r io.Reader, name string) (Trace, error) {
+func Parse(r io.Reader, name string) (Trace, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	header, err := cr.Read()
 	if errors.Is(err, io.EOF) {
-		return Trace{}, &TraceError{Line: 1, Err: fmt.Errorf("empty trace: want the header %s", strings.Join(traceColumns, ","))}
+		return Trace{}, &Error{Line: 1, Err: fmt.Errorf("empty trace: want the header %s", strings.Join(traceColumns, ","))}
 	}
 	if err != nil {
 		return Trace{}, csvError(err)
 	}
 	if len(header) != len(traceColumns) {
-		return Trace{}, &TraceError{Line: 1, Err: fmt.Errorf("header has %d columns, want %d: %s", len(header), len(traceColumns), strings.Join(traceColumns, ","))}
+		return Trace{}, &Error{Line: 1, Err: fmt.Errorf("header has %d columns, want %d: %s", len(header), len(traceColumns), strings.Join(traceColumns, ","))}
 	}
 	for i, want := range traceColumns {
 		got := strings.TrimSpace(strings.TrimPrefix(header[i], "\ufeff"))
 		if !strings.EqualFold(got, want) {
-			return Trace{}, &TraceError{Line: 1, Column: i + 1, Field: "header", Err: fmt.Errorf("column is %s, want %q", quote(got), want)}
+			return Trace{}, &Error{Line: 1, Column: i + 1, Field: "header", Err: fmt.Errorf("column is %s, want %q", quote(got), want)}
 		}
 	}
 	type raw struct {
@@ -135,33 +137,33 @@ func ParseTrace(r io.Reader, name string) (Trace, error) {
 			continue
 		}
 		if len(rec) != len(traceColumns) {
-			return Trace{}, &TraceError{Line: line, Err: fmt.Errorf("has %d columns, want %d (%s)", len(rec), len(traceColumns), strings.Join(traceColumns, ","))}
+			return Trace{}, &Error{Line: line, Err: fmt.Errorf("has %d columns, want %d (%s)", len(rec), len(traceColumns), strings.Join(traceColumns, ","))}
 		}
 		at, err := parseTimestamp(strings.TrimSpace(rec[0]))
 		if err != nil {
-			return Trace{}, &TraceError{Line: line, Column: 1, Field: traceColumns[0], Err: err}
+			return Trace{}, &Error{Line: line, Column: 1, Field: traceColumns[0], Err: err}
 		}
 		var tokens [2]int32
 		for i := 1; i <= 2; i++ {
 			v, err := strconv.ParseInt(strings.TrimSpace(rec[i]), 10, 64)
-			if err != nil || v < 0 || v > maxTokens {
-				return Trace{}, &TraceError{Line: line, Column: i + 1, Field: traceColumns[i],
-					Err: fmt.Errorf("%s is not an integer in [0, %d]", quote(rec[i]), maxTokens)}
+			if err != nil || v < 0 || v > MaxTokens {
+				return Trace{}, &Error{Line: line, Column: i + 1, Field: traceColumns[i],
+					Err: fmt.Errorf("%s is not an integer in [0, %d]", quote(rec[i]), MaxTokens)}
 			}
 			tokens[i-1] = int32(v)
 		}
 		rows = append(rows, raw{at: at, in: tokens[0], out: max(tokens[1], 1), line: line})
 	}
 	if len(rows) == 0 {
-		return Trace{}, &TraceError{Line: 2, Err: errors.New("trace has a header but no requests")}
+		return Trace{}, &Error{Line: 2, Err: errors.New("trace has a header but no requests")}
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].at < rows[j].at })
 	t := Trace{Name: name, Requests: make([]Request, len(rows))}
 	origin := rows[0].at
-	if last := rows[len(rows)-1]; time.Duration(last.at-origin) > MaxTraceSpan {
-		return Trace{}, &TraceError{Line: last.line, Column: 1, Field: traceColumns[0], Err: fmt.Errorf(
+	if last := rows[len(rows)-1]; time.Duration(last.at-origin) > MaxSpan {
+		return Trace{}, &Error{Line: last.line, Column: 1, Field: traceColumns[0], Err: fmt.Errorf(
 			"the trace spans %v from the earliest request (line %d) to this one; at most %v (31 days) is accepted",
-			time.Duration(last.at-origin).Round(time.Second), rows[0].line, MaxTraceSpan)}
+			time.Duration(last.at-origin).Round(time.Second), rows[0].line, MaxSpan)}
 	}
 	for i, r := range rows {
 		t.Requests[i] = Request{Arrival: time.Duration(r.at - origin), Input: r.in, Output: r.out}
@@ -172,7 +174,7 @@ func ParseTrace(r io.Reader, name string) (Trace, error) {
 func csvError(err error) error {
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
-		return &TraceError{Line: pe.Line, Column: pe.Column, Field: "csv", Err: pe.Err}
+		return &Error{Line: pe.Line, Column: pe.Column, Field: "csv", Err: pe.Err}
 	}
 	return err
 }
@@ -214,9 +216,9 @@ func (t Trace) Reshape(timeScale, rateScale float64, limit time.Duration, seed u
 		return Trace{}, fmt.Errorf("rate scale %v: must be in (0, 1000]", rateScale)
 	}
 	// The span after scaling (and truncation) is what the simulation walks.
-	if span := float64(t.Duration()) * timeScale; span > float64(MaxTraceSpan) && (limit <= 0 || limit > MaxTraceSpan) {
+	if span := float64(t.Duration()) * timeScale; span > float64(MaxSpan) && (limit <= 0 || limit > MaxSpan) {
 		return Trace{}, fmt.Errorf("time scale %v stretches the trace's %v to %.1f days: at most %v (31 days) is accepted",
-			timeScale, t.Duration().Round(time.Second), span/float64(24*time.Hour), MaxTraceSpan)
+			timeScale, t.Duration().Round(time.Second), span/float64(24*time.Hour), MaxSpan)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x7261746573))
 	whole := math.Floor(rateScale)
@@ -250,8 +252,8 @@ func (t Trace) Reshape(timeScale, rateScale float64, limit time.Duration, seed u
 	return out, nil
 }
 
-// TraceStats summarises a trace.
-type TraceStats struct {
+// Stats summarises a trace.
+type Stats struct {
 	Requests          int           `json:"requests"`
 	Duration          time.Duration `json:"duration"`
 	MeanRate          float64       `json:"meanRatePerSec"`
@@ -264,8 +266,8 @@ type TraceStats struct {
 }
 
 // Stats computes the trace's summary.
-func (t Trace) Stats() TraceStats {
-	s := TraceStats{Requests: len(t.Requests), Duration: t.Duration()}
+func (t Trace) Stats() Stats {
+	s := Stats{Requests: len(t.Requests), Duration: t.Duration()}
 	if len(t.Requests) == 0 {
 		return s
 	}
