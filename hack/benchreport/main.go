@@ -2,11 +2,21 @@
 // docs/benchmarks.md from `wva simulate` runs, or with -check fails when the
 // committed tables differ from a fresh run's (CI runs it that way).
 //
+// Beside the tables it writes a stamp: a digest of everything the tables
+// are computed from (the Go toolchain, go.mod and go.sum, every file of
+// this module compiled into wva and benchreport, the traces and configs
+// the workloads read) and of the tables themselves. -check skips the
+// simulations when the stamp still matches: the simulator is deterministic,
+// so the same inputs give the same tables. A changed input or a table
+// edited by hand no longer matches, and the tables are simulated again.
+//
 // Run from the repository root: go run ./hack/benchreport [-check]
 package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +24,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"sort"
 	"strings"
 
 	"github.com/wva-project/wva/pkg/sim"
@@ -48,9 +60,31 @@ var workloads = []workload{
 // rows are judged against, not listed).
 var tablePolicies = map[string]bool{"wva": true, "wva-v1": true, "wva-throughput": true, "queue-threshold": true, "kpa": true, "static-peak": true, "oracle": true}
 
+// tableBlocks are the blocks benchreport writes, per file; stampFile holds
+// the stamp in its block stampBlock.
+var tableBlocks = map[string][]string{
+	"README.md":          {"headline"},
+	"docs/benchmarks.md": {"policies", "frontier", "backlog", "setting", "default"},
+}
+
+const stampFile, stampBlock = "docs/benchmarks.md", "stamp"
+
 func main() {
 	check := flag.Bool("check", false, "fail when README.md or docs/benchmarks.md differ from a fresh run instead of writing them")
+	full := flag.Bool("full", false, "with -check, simulate even when the stamp says the tables are current")
 	flag.Parse()
+	if *check && !*full {
+		current, stamp, err := stampIsCurrent()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport:", err)
+			os.Exit(1)
+		}
+		if current {
+			fmt.Printf("benchreport: tables generated from these inputs (stamp %s): not simulated again\n", stamp[:12])
+			return
+		}
+		fmt.Println("benchreport: inputs or tables changed since the stamp: simulating")
+	}
 	if err := run(*check); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
@@ -95,7 +129,7 @@ func run(check bool) error {
 		return err
 	}
 	full := tableOf(string(text))
-	blocks := map[string]map[string]string{
+	blocks := map[string]map[string]string{ // every block of tableBlocks
 		"README.md": {"headline": fence(withoutFrontier(full))},
 		"docs/benchmarks.md": {
 			"policies": table,
@@ -132,7 +166,122 @@ func run(check bool) error {
 	if len(stale) > 0 {
 		return fmt.Errorf("%s differ from a fresh run: run `go run ./hack/benchreport` and commit the result", strings.Join(stale, " and "))
 	}
-	return nil
+	if check {
+		fmt.Println("benchreport: the tables match a fresh run; the stamp is out of date (`go run ./hack/benchreport` refreshes it, and the next check is quick)")
+		return nil
+	}
+	return writeStamp()
+}
+
+// stampIsCurrent says whether the committed stamp is the digest of the
+// tree's inputs and tables, and returns the digest.
+func stampIsCurrent() (bool, string, error) {
+	digest, err := inputsDigest()
+	if err != nil {
+		return false, "", err
+	}
+	doc, err := os.ReadFile(stampFile)
+	if err != nil {
+		return false, "", err
+	}
+	committed, err := block(string(doc), stampBlock)
+	if err != nil {
+		return false, "", fmt.Errorf("%s: %w", stampFile, err)
+	}
+	return committed == stampLine(digest), digest, nil
+}
+
+func writeStamp() error {
+	digest, err := inputsDigest()
+	if err != nil {
+		return err
+	}
+	doc, err := os.ReadFile(stampFile)
+	if err != nil {
+		return err
+	}
+	updated, err := replaceBlock(string(doc), stampBlock, stampLine(digest))
+	if err != nil {
+		return fmt.Errorf("%s: %w", stampFile, err)
+	}
+	if updated != string(doc) {
+		fmt.Println("wrote the stamp in", stampFile)
+	}
+	return os.WriteFile(stampFile, []byte(updated), 0o644)
+}
+
+func stampLine(digest string) string { return "<!-- inputs sha256:" + digest + " -->\n" }
+
+// inputsDigest hashes what the tables are computed from and the tables as
+// they are in the tree.
+func inputsDigest() (string, error) {
+	// This module's files compiled into wva and benchreport (dependencies
+	// are pinned by go.mod and go.sum).
+	out, err := exec.Command("go", "list", "-deps", "-f",
+		`{{if .Module}}{{if .Module.Main}}{{.Dir}}|{{join .GoFiles ","}},{{join .CgoFiles ","}},{{join .EmbedFiles ","}}{{end}}{{end}}`,
+		"./cmd/wva", "./hack/benchreport").Output()
+	if err != nil {
+		return "", fmt.Errorf("go list: %w", err)
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	files := []string{"go.mod", "go.sum", conv, code, tokenConfig}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		dir, names, _ := strings.Cut(line, "|")
+		rel, err := filepath.Rel(root, dir)
+		if err != nil {
+			return "", err
+		}
+		for _, n := range strings.Split(names, ",") {
+			if n != "" {
+				files = append(files, filepath.ToSlash(filepath.Join(rel, n)))
+			}
+		}
+	}
+	contents := map[string][]byte{}
+	for _, f := range files {
+		if contents[f], err = os.ReadFile(f); err != nil {
+			return "", err
+		}
+	}
+	var tables []string
+	for _, file := range []string{"README.md", "docs/benchmarks.md"} {
+		doc, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		for _, name := range tableBlocks[file] {
+			content, err := block(string(doc), name)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", file, err)
+			}
+			tables = append(tables, file+" "+name, content)
+		}
+	}
+	return digestOf(runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH, contents, tables), nil
+}
+
+// digestOf is the stamp's digest of a toolchain, files by path and tables
+// (pairs of name and content), each length-prefixed so that no two
+// different inputs run together into the same bytes.
+func digestOf(toolchain string, files map[string][]byte, tables []string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d %s\n", len(toolchain), toolchain)
+	paths := make([]string, 0, len(files))
+	for f := range files {
+		paths = append(paths, f)
+	}
+	sort.Strings(paths)
+	for _, f := range paths {
+		fmt.Fprintf(h, "file %d %s %d\n", len(f), f, len(files[f]))
+		h.Write(files[f])
+	}
+	for _, t := range tables {
+		fmt.Fprintf(h, "table %d\n%s", len(t), t)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // policyTable runs every workload (with --frontier) and renders the
@@ -375,6 +524,17 @@ func fence(s string) string { return "```\n" + s + "```\n" }
 
 // replaceBlock replaces what stands between the markers
 // <!-- benchreport:NAME --> and <!-- /benchreport:NAME -->.
+// block returns the content of a block.
+func block(doc, name string) (string, error) {
+	begin, end := "<!-- benchreport:"+name+" -->\n", "<!-- /benchreport:"+name+" -->"
+	i := strings.Index(doc, begin)
+	j := strings.Index(doc, end)
+	if i < 0 || j < i+len(begin) {
+		return "", errors.New("markers for block " + name + " not found: " + strings.TrimSpace(begin) + " ... " + end)
+	}
+	return doc[i+len(begin) : j], nil
+}
+
 func replaceBlock(doc, name, content string) (string, error) {
 	begin, end := "<!-- benchreport:"+name+" -->\n", "<!-- /benchreport:"+name+" -->"
 	i := strings.Index(doc, begin)

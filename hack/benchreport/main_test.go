@@ -22,3 +22,32 @@ func TestTableOf(t *testing.T) {
 	assert.Equal(t, "POLICY  COST\nwva  1.0\nstatic:1xa  2.0\n  oracle: note\n", tableOf(out))
 	assert.Equal(t, "POLICY  COST\nwva  1.0\n  oracle: note\n", withoutFrontier(tableOf(out)))
 }
+
+// The stamp's digest changes with every input and every table, and only
+// with them.
+func TestDigestOf(t *testing.T) {
+	files := map[string][]byte{"go.sum": []byte("a v1\n"), "pkg/sim/fleet.go": []byte("package sim\n")}
+	tables := []string{"README.md headline", "| wva | 50.8 |\n"}
+	base := digestOf("go1.26.8 linux/amd64", files, tables)
+	assert.Equal(t, base, digestOf("go1.26.8 linux/amd64", map[string][]byte{"pkg/sim/fleet.go": []byte("package sim\n"), "go.sum": []byte("a v1\n")}, tables), "map order")
+
+	changed := map[string]string{
+		"toolchain":   digestOf("go1.27.0 linux/amd64", files, tables),
+		"a file":      digestOf("go1.26.8 linux/amd64", map[string][]byte{"go.sum": []byte("a v2\n"), "pkg/sim/fleet.go": []byte("package sim\n")}, tables),
+		"a new file":  digestOf("go1.26.8 linux/amd64", map[string][]byte{"go.sum": []byte("a v1\n"), "pkg/sim/fleet.go": []byte("package sim\n"), "pkg/sim/x.go": nil}, tables),
+		"a table":     digestOf("go1.26.8 linux/amd64", files, []string{"README.md headline", "| wva | 50.9 |\n"}),
+		"bytes moved": digestOf("go1.26.8 linux/amd64", map[string][]byte{"go.sum": []byte("a v1\npackage sim\n"), "pkg/sim/fleet.go": nil}, tables),
+	}
+	for what, d := range changed {
+		assert.NotEqual(t, base, d, what)
+	}
+}
+
+func TestBlock(t *testing.T) {
+	doc := "intro\n<!-- benchreport:t -->\nold\n<!-- /benchreport:t -->\nrest\n"
+	got, err := block(doc, "t")
+	require.NoError(t, err)
+	assert.Equal(t, "old\n", got)
+	_, err = block(doc, "missing")
+	assert.ErrorContains(t, err, "benchreport:missing")
+}

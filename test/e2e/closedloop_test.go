@@ -31,6 +31,9 @@ func variant(ns, name, model string) fleet.Variant {
 }
 
 func TestClosedLoop(t *testing.T) {
+	// Beside TestRealIntervals, on its own rig: both mostly wait on
+	// controllers, start-ups and scrapes.
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	r := startRig(ctx, t, []fleet.Variant{

@@ -41,6 +41,7 @@ const (
 // stateful slo-planner, rt/planned, learns meanwhile) and Prometheus down
 // during a scale-up.
 func TestRealIntervals(t *testing.T) {
+	t.Parallel() // beside TestClosedLoop, on its own rig
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
