@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -60,14 +61,14 @@ var workloads = []workload{
 // rows are judged against, not listed).
 var tablePolicies = map[string]bool{"wva": true, "wva-v1": true, "wva-throughput": true, "queue-threshold": true, "kpa": true, "static-peak": true, "oracle": true}
 
-// tableBlocks are the blocks benchreport writes, per file; stampFile holds
-// the stamp in its block stampBlock.
-var tableBlocks = map[string][]string{
-	"README.md":          {"headline"},
-	"docs/benchmarks.md": {"policies", "frontier", "backlog", "setting", "default"},
-}
-
+// stampFile holds the stamp in its block stampBlock; the stamp covers
+// every other benchreport block of tableFiles.
 const stampFile, stampBlock = "docs/benchmarks.md", "stamp"
+
+var tableFiles = []string{"README.md", "docs/benchmarks.md"}
+
+// blockBegin matches a block's opening marker and names the block.
+var blockBegin = regexp.MustCompile(`<!-- benchreport:([A-Za-z0-9_-]+) -->\n`)
 
 func main() {
 	check := flag.Bool("check", false, "fail when README.md or docs/benchmarks.md differ from a fresh run instead of writing them")
@@ -129,7 +130,7 @@ func run(check bool) error {
 		return err
 	}
 	full := tableOf(string(text))
-	blocks := map[string]map[string]string{ // every block of tableBlocks
+	blocks := map[string]map[string]string{
 		"README.md": {"headline": fence(withoutFrontier(full))},
 		"docs/benchmarks.md": {
 			"policies": table,
@@ -247,12 +248,17 @@ func inputsDigest() (string, error) {
 		}
 	}
 	var tables []string
-	for _, file := range []string{"README.md", "docs/benchmarks.md"} {
+	// Every block, not a list of them: a table added later is covered.
+	for _, file := range tableFiles {
 		doc, err := os.ReadFile(file)
 		if err != nil {
 			return "", err
 		}
-		for _, name := range tableBlocks[file] {
+		for _, m := range blockBegin.FindAllStringSubmatch(string(doc), -1) {
+			name := m[1]
+			if name == stampBlock {
+				continue
+			}
 			content, err := block(string(doc), name)
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", file, err)
