@@ -149,7 +149,7 @@ func (c *Cluster) startComponent(ctx context.Context, name, bin string, extra []
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

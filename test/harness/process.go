@@ -157,8 +157,6 @@ func FreePort() (int, error) {
 	return ports[0], nil
 }
 
-func freePort() (int, error) { return FreePort() }
-
 // firstPort is the low end of the ports handed out; below it sit ports
 // daemons commonly use.
 const firstPort = 15000

@@ -141,7 +141,7 @@ func StartPrometheus(ctx context.Context, opts PrometheusOptions) (_ *Prometheus
 	if err := os.WriteFile(p.ConfigPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
-	if p.Port, err = freePort(); err != nil {
+	if p.Port, err = FreePort(); err != nil {
 		return nil, err
 	}
 	p.URL = "http://" + hostPort(p.Port)

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -208,14 +207,8 @@ func TestControllerFollowsDecisions(t *testing.T) {
 		require.NoError(t, err)
 		_, err = r.wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-h100", "meta/llama", "15", 1, 4), metav1.CreateOptions{})
 		require.NoError(t, err)
-		testenv.Eventually(ctx, t, "HPAReady=False HPAConflict", func() (bool, string) {
-			got, err := r.wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-h100", metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			c := meta.FindStatusCondition(got.Status.Conditions, llmdv1alpha1.ConditionTypeHPAReady)
-			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == llmdv1alpha1.ReasonHPAConflict, fmt_(c, nil)
-		})
+		testenv.Eventually(ctx, t, "HPAReady=False HPAConflict",
+			hpaReadyIs(ctx, r.wva, "prod", "llama-h100", metav1.ConditionFalse, llmdv1alpha1.ReasonHPAConflict, ""))
 		h := r.hpa(ctx, t, "llama-h100")
 		assert.Equal(t, int32(3), h.Spec.MaxReplicas, "not overwritten")
 		assert.Equal(t, autoscalingv2.ResourceMetricSourceType, h.Spec.Metrics[0].Type)
@@ -242,23 +235,13 @@ func TestControllerFollowsDecisions(t *testing.T) {
 		}
 		_, err := r.kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Create(ctx, late, metav1.CreateOptions{})
 		require.NoError(t, err)
-		hpaReady := func(status metav1.ConditionStatus, reason, msg string) func() (bool, string) {
-			return func() (bool, string) {
-				got, err := r.wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
-				if err != nil {
-					return false, err.Error()
-				}
-				c := meta.FindStatusCondition(got.Status.Conditions, llmdv1alpha1.ConditionTypeHPAReady)
-				return c != nil && c.Status == status && c.Reason == reason && strings.Contains(c.Message, msg), fmt_(c, nil)
-			}
-		}
 		testenv.Eventually(ctx, t, "HPAReady=False HPAConflict naming late-hpa",
-			hpaReady(metav1.ConditionFalse, llmdv1alpha1.ReasonHPAConflict, "HPA late-hpa also scales Deployment llama-l4"))
+			hpaReadyIs(ctx, r.wva, "prod", "llama-l4", metav1.ConditionFalse, llmdv1alpha1.ReasonHPAConflict, "HPA late-hpa also scales Deployment llama-l4"))
 		assert.Equal(t, own.UID, r.hpa(ctx, t, "llama-l4").UID, "wva's HPA, the older, stays")
 
 		require.NoError(t, r.kube.AutoscalingV2().HorizontalPodAutoscalers("prod").Delete(ctx, "late-hpa", metav1.DeleteOptions{}))
 		testenv.Eventually(ctx, t, "HPAReady=True HPASynced once late-hpa is gone",
-			hpaReady(metav1.ConditionTrue, llmdv1alpha1.ReasonHPASynced, ""))
+			hpaReadyIs(ctx, r.wva, "prod", "llama-l4", metav1.ConditionTrue, llmdv1alpha1.ReasonHPASynced, ""))
 	})
 
 	t.Run("deleting the VA deletes its HPA", func(t *testing.T) {

@@ -19,7 +19,6 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -119,14 +118,8 @@ func TestControllerScaledObjects(t *testing.T) {
 		require.Len(t, so.GetOwnerReferences(), 1)
 		assert.Equal(t, va.UID, so.GetOwnerReferences()[0].UID)
 		assert.Equal(t, llmdv1alpha1.ManagedByWVA, so.GetLabels()[llmdv1alpha1.LabelManagedBy])
-		testenv.Eventually(ctx, t, "HPAReady=True ScaledObjectSynced", func() (bool, string) {
-			got, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, "llama-l4", metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			c := meta.FindStatusCondition(got.Status.Conditions, llmdv1alpha1.ConditionTypeHPAReady)
-			return c != nil && c.Status == metav1.ConditionTrue && c.Reason == llmdv1alpha1.ReasonScaledObjectSynced, fmt_(c, nil)
-		})
+		testenv.Eventually(ctx, t, "HPAReady=True ScaledObjectSynced",
+			hpaReadyIs(ctx, wva, "prod", "llama-l4", metav1.ConditionTrue, llmdv1alpha1.ReasonScaledObjectSynced, ""))
 	})
 
 	t.Run("no update storm: a synced ScaledObject is left alone", func(t *testing.T) {
@@ -245,17 +238,6 @@ func TestControllerScaledObjects(t *testing.T) {
 		})
 	})
 
-	hpaReady := func(name string, status metav1.ConditionStatus, reason, msg string) func() (bool, string) {
-		return func() (bool, string) {
-			got, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			c := meta.FindStatusCondition(got.Status.Conditions, llmdv1alpha1.ConditionTypeHPAReady)
-			return c != nil && c.Status == status && c.Reason == reason && strings.Contains(c.Message, msg), fmt_(c, nil)
-		}
-	}
-
 	t.Run("a foreign ScaledObject made after wva's is a conflict; the older one stays", func(t *testing.T) {
 		own, err := getSO("llama-l4")
 		require.NoError(t, err)
@@ -270,14 +252,14 @@ func TestControllerScaledObjects(t *testing.T) {
 		_, err = sos.Create(ctx, late, metav1.CreateOptions{})
 		require.NoError(t, err)
 		testenv.Eventually(ctx, t, "HPAReady=False ScaledObjectConflict naming the late-comer",
-			hpaReady("llama-l4", metav1.ConditionFalse, llmdv1alpha1.ReasonScaledObjectConflict, "ScaledObject late-comer also scales Deployment llama-l4"))
+			hpaReadyIs(ctx, wva, "prod", "llama-l4", metav1.ConditionFalse, llmdv1alpha1.ReasonScaledObjectConflict, "ScaledObject late-comer also scales Deployment llama-l4"))
 		still, err := getSO("llama-l4")
 		require.NoError(t, err, "wva's ScaledObject, the older, stays")
 		assert.Equal(t, own.GetUID(), still.GetUID())
 
 		require.NoError(t, sos.Delete(ctx, "late-comer", metav1.DeleteOptions{}))
 		testenv.Eventually(ctx, t, "HPAReady=True ScaledObjectSynced once the late-comer is gone",
-			hpaReady("llama-l4", metav1.ConditionTrue, llmdv1alpha1.ReasonScaledObjectSynced, ""))
+			hpaReadyIs(ctx, wva, "prod", "llama-l4", metav1.ConditionTrue, llmdv1alpha1.ReasonScaledObjectSynced, ""))
 	})
 
 	t.Run("a foreign ScaledObject on the target is a conflict, not a second one", func(t *testing.T) {
@@ -295,7 +277,7 @@ func TestControllerScaledObjects(t *testing.T) {
 		_, err = wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-h100", "meta/llama", "20", 1, 4), metav1.CreateOptions{})
 		require.NoError(t, err)
 		testenv.Eventually(ctx, t, "HPAReady=False ScaledObjectConflict",
-			hpaReady("llama-h100", metav1.ConditionFalse, llmdv1alpha1.ReasonScaledObjectConflict, "ScaledObject someone-else already scales Deployment llama-h100"))
+			hpaReadyIs(ctx, wva, "prod", "llama-h100", metav1.ConditionFalse, llmdv1alpha1.ReasonScaledObjectConflict, "ScaledObject someone-else already scales Deployment llama-h100"))
 		_, err = getSO("llama-h100")
 		assert.True(t, apierrors.IsNotFound(err), "no second ScaledObject: %v", err)
 	})

@@ -5,16 +5,33 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/testenv"
 )
+
+// hpaReadyIs is a testenv.Eventually condition: the VA's HPAReady has
+// status and reason, and its message contains msg.
+func hpaReadyIs(ctx context.Context, wva versioned.Interface, ns, name string, status metav1.ConditionStatus, reason, msg string) func() (bool, string) {
+	return func() (bool, string) {
+		got, err := wva.LlmdV1alpha1().VariantAutoscalings(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, llmdv1alpha1.ConditionTypeHPAReady)
+		return c != nil && c.Status == status && c.Reason == reason && strings.Contains(c.Message, msg), fmt_(c, nil)
+	}
+}
 
 // configLabels is the label wva requires on its ConfigMaps.
 func configLabels() map[string]string {
