@@ -38,6 +38,9 @@ type Scenario struct {
 type VariantSpec struct {
 	Name        string `json:"name"`
 	Accelerator string `json:"accelerator"`
+	// Hardware says what one replica runs on: GPUs, precision, parallelism
+	// and engine (e.g. "2 x H100 80GB, FP8, TP2, vLLM").
+	Hardware string `json:"hardware,omitempty"`
 	// Cost per replica-hour (the VA's variantCost).
 	Cost            float64 `json:"cost"`
 	MinReplicas     int32   `json:"minReplicas"`
@@ -46,6 +49,15 @@ type VariantSpec struct {
 	// StartupDelay is pod creation to Ready (image pull, model load).
 	StartupDelay config.Duration `json:"startupDelay"`
 	Server       ServerSpec      `json:"server"`
+}
+
+// HardwareDescription is Hardware, or the accelerator when the scenario
+// says no more.
+func (v VariantSpec) HardwareDescription() string {
+	if v.Hardware != "" {
+		return v.Hardware
+	}
+	return v.Accelerator
 }
 
 // SLO is the per-request objective: TTFT (from arrival, queueing included)
