@@ -267,7 +267,7 @@ func (a *Adapter) watch() {
 	// Every replica applies the ConfigMaps (the engine may move to any of
 	// them); the leader persists what is in force (lastGoodPersister).
 	configChanged := func() {
-		a.invalidGauge.sync(a.Config.Invalid())
+		a.invalidGauge.sync(a.Config.Entries(), a.Config.Invalid())
 		a.lastGood.notify()
 		a.Engine.Trigger()
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,36 +131,99 @@ func hasLabels(have, want map[string]string) bool {
 	return true
 }
 
-// invalidGauge is wva_config_entry_invalid: 1 per rejected ConfigMap entry,
-// 0 once it is fixed (kept so alerts see it resolve).
+// invalidGauge is wva_config_entry_invalid: 1 while a ConfigMap entry is
+// rejected, 0 once fixed (kept so alerts see it resolve), deleted when the
+// entry or its ConfigMap goes away. Any namespace may create local
+// ConfigMaps with keys of its choosing, so their series are bounded: a
+// local ConfigMap's default entry has its own series, its other keys share
+// key="(other)"; at most maxLocalConfigMapSeries local ConfigMaps have
+// their own configmap label, the rest share configmap="(other)". A shared
+// series is 1 when any of its entries is rejected.
 type invalidGauge struct {
-	mu    sync.Mutex
-	vec   *prometheus.GaugeVec
-	known map[[2]string]bool
+	mu  sync.Mutex
+	vec *prometheus.GaugeVec
+	// series are the label pairs last set; tracked the local ConfigMaps
+	// with a configmap label of their own (kept while they have entries).
+	series  map[[2]string]bool
+	tracked map[string]bool
 }
 
+// otherLabel stands for the keys and ConfigMaps without a series of their
+// own: neither a ConfigMap name nor a data key can contain parentheses.
+const otherLabel = "(other)"
+
+// maxLocalConfigMapSeries caps the namespace-local ConfigMaps with a
+// configmap label of their own.
+const maxLocalConfigMapSeries = 100
+
 func newInvalidGauge(reg prometheus.Registerer) *invalidGauge {
-	g := &invalidGauge{known: map[[2]string]bool{}, vec: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_config_entry_invalid",
-		Help: "1 while the ConfigMap entry is rejected (its last valid version, else built-in defaults, applies); 0 once fixed."},
-		[]string{"configmap", "key"})}
+	g := &invalidGauge{series: map[[2]string]bool{}, tracked: map[string]bool{},
+		vec: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_config_entry_invalid",
+			Help: fmt.Sprintf("1 while the ConfigMap entry is rejected (its last valid version, else built-in defaults, applies); 0 once fixed; "+
+				"no series once the entry is gone. Namespace-local ConfigMaps: keys other than default share key=%[1]q, "+
+				"and past %[2]d ConfigMaps the rest share configmap=%[1]q.", otherLabel, maxLocalConfigMapSeries)},
+			[]string{"configmap", "key"})}
 	reg.MustRegister(g.vec)
 	return g
 }
 
-func (g *invalidGauge) sync(invalid []*config.EntryError) {
+// sync sets the gauge from the entries present and the rejected ones
+// (config.Store's Entries and Invalid).
+func (g *invalidGauge) sync(entries [][2]string, invalid []*config.EntryError) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := map[[2]string]bool{}
-	for _, e := range invalid {
-		now[[2]string{e.ConfigMap, e.Key}] = true
-	}
-	for k := range g.known {
-		if !now[k] {
-			g.vec.WithLabelValues(k[0], k[1]).Set(0)
+	local := map[string]bool{}
+	for _, e := range entries {
+		if strings.Contains(e[0], "/") {
+			local[e[0]] = true
 		}
 	}
-	for k := range now {
-		g.known[k] = true
-		g.vec.WithLabelValues(k[0], k[1]).Set(1)
+	for cm := range g.tracked {
+		if !local[cm] {
+			delete(g.tracked, cm)
+		}
 	}
+	names := make([]string, 0, len(local))
+	for cm := range local {
+		names = append(names, cm)
+	}
+	sort.Strings(names)
+	for _, cm := range names {
+		if len(g.tracked) < maxLocalConfigMapSeries {
+			g.tracked[cm] = true
+		}
+	}
+	now := map[[2]string]float64{}
+	for _, e := range entries {
+		l := g.labels(e[0], e[1])
+		now[l] = max(now[l], 0)
+	}
+	for _, e := range invalid {
+		now[g.labels(e.ConfigMap, e.Key)] = 1
+	}
+	for l := range g.series {
+		if _, ok := now[l]; !ok {
+			g.vec.DeleteLabelValues(l[0], l[1])
+			delete(g.series, l)
+		}
+	}
+	for l, v := range now {
+		g.series[l] = true
+		g.vec.WithLabelValues(l[0], l[1]).Set(v)
+	}
+}
+
+// labels are an entry's series: a global ConfigMap's entries each have
+// their own; a local ConfigMap's are bounded as invalidGauge says.
+func (g *invalidGauge) labels(configMap, key string) [2]string {
+	if !strings.Contains(configMap, "/") {
+		return [2]string{configMap, key}
+	}
+	if !g.tracked[configMap] {
+		configMap = otherLabel
+	}
+	if key != config.DefaultKey {
+		key = otherLabel
+	}
+	return [2]string{configMap, key}
 }

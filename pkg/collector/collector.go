@@ -13,6 +13,8 @@ import (
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 // PodKey identifies a serving pod.
@@ -69,9 +71,10 @@ type Result struct {
 	GatewayArrivals map[ModelKey]float64
 	// Queries is how many PromQL queries the cycle ran.
 	Queries int
-	// Dropped counts samples rejected as NaN, infinite, negative or out of
-	// range, by query name.
-	Dropped map[string]int
+	// Dropped counts the samples rejected, by query name and reason;
+	// DroppedSamples lists them, for the log.
+	Dropped        map[Drop]int
+	DroppedSamples []DroppedSample
 	// Warnings are Prometheus' own warnings.
 	Warnings []string
 }
@@ -149,7 +152,7 @@ func (c Collector) Collect(ctx context.Context, req Request) (Result, error) {
 		Requests:        map[time.Duration]map[ModelKey]float64{},
 		SchedulerQueues: map[ModelKey]EPPQueue{},
 		GatewayArrivals: map[ModelKey]float64{},
-		Dropped:         map[string]int{},
+		Dropped:         map[Drop]int{},
 	}
 	for _, q := range Queries(c.Labels, req.Namespaces, req.RetentionWindows) {
 		res.Queries++
@@ -169,13 +172,19 @@ func (c Collector) Collect(ctx context.Context, req Request) (Result, error) {
 
 func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 	nsLabel := model.LabelName(c.Labels.Namespace)
+	podLabel := model.LabelName(c.Labels.Pod)
+	drop := func(s *model.Sample, reason string) {
+		res.Dropped[Drop{Query: q.Name, Reason: reason}]++
+		res.DroppedSamples = append(res.DroppedSamples, DroppedSample{Query: q.Name, Reason: reason,
+			Namespace: string(s.Metric[nsLabel]), Pod: string(s.Metric[podLabel]), Model: modelOf(s.Metric), Value: float64(s.Value)})
+	}
 	switch q.Name {
 	case QueryRequestCount:
 		byModel := map[ModelKey]float64{}
 		for _, s := range vec {
 			v := float64(s.Value)
-			if !finite(v) || v < 0 {
-				res.Dropped[q.Name]++
+			if reason := Reject(q.Name, v); reason != "" {
+				drop(s, reason)
 				continue
 			}
 			key := ModelKey{Namespace: string(s.Metric[nsLabel]), Model: string(s.Metric[LabelModelName])}
@@ -186,12 +195,13 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 	case QueryEPPQueueSize, QueryEPPQueueBytes, QueryGatewayArrivals:
 		for _, s := range vec {
 			v := float64(s.Value)
-			m := string(s.Metric[LabelTargetModelName])
-			if m == "" {
-				m = string(s.Metric[LabelModelName])
+			m := modelOf(s.Metric)
+			reason := Reject(q.Name, v)
+			if reason == "" && m == "" {
+				reason = ReasonNoTarget
 			}
-			if m == "" || !finite(v) || v < 0 {
-				res.Dropped[q.Name]++
+			if reason != "" {
+				drop(s, reason)
 				continue
 			}
 			key := ModelKey{Namespace: string(s.Metric[nsLabel]), Model: m}
@@ -210,13 +220,17 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		return
 	}
 	for _, s := range vec {
-		key := PodKey{Namespace: string(s.Metric[nsLabel]), Pod: string(s.Metric[model.LabelName(c.Labels.Pod)])}
+		key := PodKey{Namespace: string(s.Metric[nsLabel]), Pod: string(s.Metric[podLabel])}
 		v := float64(s.Value)
 		if math.IsNaN(v) && meanQuery(q.Name) {
 			continue // 0/0: the pod served no request in the window
 		}
-		if key.Pod == "" || !valid(q.Name, v) {
-			res.Dropped[q.Name]++
+		reason := Reject(q.Name, v)
+		if reason == "" && key.Pod == "" {
+			reason = ReasonNoTarget
+		}
+		if reason != "" {
+			drop(s, reason)
 			continue
 		}
 		pm := res.Pods[key]
@@ -226,10 +240,9 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		case QueryQueueLength:
 			pm.QueueLength, pm.HasQueueLength = v, true
 		case QueryCacheConfigInfo:
-			blocks, err1 := strconv.ParseInt(string(s.Metric["num_gpu_blocks"]), 10, 64)
-			size, err2 := strconv.ParseInt(string(s.Metric["block_size"]), 10, 64)
-			if err1 != nil || err2 != nil || blocks <= 0 || size <= 0 {
-				res.Dropped[q.Name]++
+			blocks, size, reason := cacheConfig(s.Metric)
+			if reason != "" {
+				drop(s, reason)
 				continue
 			}
 			pm.NumGPUBlocks, pm.BlockSize = blocks, size
@@ -250,6 +263,29 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 	}
 }
 
+// modelOf is an EPP series' model: the target model after rewrites, else
+// the model name (vLLM's served model name).
+func modelOf(m model.Metric) string {
+	if t := m[LabelTargetModelName]; t != "" {
+		return string(t)
+	}
+	return string(m[LabelModelName])
+}
+
+// cacheConfig reads the KV capacity labels of vllm:cache_config_info, or
+// says why it cannot.
+func cacheConfig(m model.Metric) (blocks, size int64, reason string) {
+	blocks, err1 := strconv.ParseInt(string(m["num_gpu_blocks"]), 10, 64)
+	size, err2 := strconv.ParseInt(string(m["block_size"]), 10, 64)
+	switch {
+	case err1 != nil || err2 != nil || blocks <= 0 || size <= 0:
+		return 0, 0, ReasonBadLabels
+	case blocks > decision.MaxGPUBlocks || size > decision.MaxBlockSize:
+		return 0, 0, ReasonAboveMax
+	}
+	return blocks, size, ""
+}
+
 // meanQuery reports whether the query divides two rates, whose 0/0 (NaN)
 // means "nothing observed" rather than a bad sample.
 func meanQuery(name string) bool {
@@ -260,15 +296,75 @@ func meanQuery(name string) bool {
 	return false
 }
 
-// valid rejects NaN, infinities, negatives, and ratios above 1.
-func valid(query string, v float64) bool {
-	if !finite(v) || v < 0 {
-		return false
-	}
-	return (query != QueryKvCacheUsage && query != QueryPrefixCacheHit) || v <= 1
+// Reasons a sample is dropped: the reason label of
+// wva_prometheus_dropped_samples_total.
+const (
+	ReasonNotFinite = "not_finite"
+	ReasonNegative  = "negative"
+	// ReasonAboveMax: above the query's physical bound (MaxValue).
+	ReasonAboveMax = "above_max"
+	// ReasonNoTarget: no pod label (per-pod queries) or no model label
+	// (EPP queries).
+	ReasonNoTarget = "no_target"
+	// ReasonBadLabels: cache_config_info's num_gpu_blocks or block_size is
+	// not a positive integer.
+	ReasonBadLabels = "bad_labels"
+)
+
+// Drop counts the samples of one query dropped for one reason.
+type Drop struct {
+	Query  string
+	Reason string
 }
 
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+// DroppedSample is one rejected sample, with the labels that place it.
+type DroppedSample struct {
+	Query, Reason         string
+	Namespace, Pod, Model string
+	Value                 float64
+}
+
+// MaxValue is the largest sample a query accepts, in the unit Prometheus
+// returns: the physical bounds of decision (latencies in seconds), 1 for
+// ratios. cache_config_info's value is unused (its labels carry the
+// capacity): any finite value passes.
+func MaxValue(query string) float64 {
+	switch query {
+	case QueryKvCacheUsage, QueryPrefixCacheHit:
+		return 1
+	case QueryQueueLength:
+		return decision.MaxQueueLength
+	case QueryAvgInputTokens, QueryAvgOutputTokens:
+		return decision.MaxTokens
+	case QueryArrivalRate, QueryGatewayArrivals:
+		return decision.MaxArrivalRate
+	case QueryAvgTTFT, QueryAvgITL:
+		return decision.MaxLatencyMs / 1000
+	case QueryEPPQueueSize:
+		return decision.MaxSchedulerQueue
+	case QueryEPPQueueBytes:
+		return decision.MaxSchedulerQueueBytes
+	case QueryRequestCount:
+		return decision.MaxRequestCount
+	}
+	return math.MaxFloat64
+}
+
+// Reject says why a query's sample is dropped ("" when it is kept): NaN,
+// infinite, negative, or above MaxValue. A finite 1.7e308 in a token
+// average or a rate would overflow inside the analyzers and turn the plan
+// into NaN.
+func Reject(query string, v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return ReasonNotFinite
+	case v < 0:
+		return ReasonNegative
+	case v > MaxValue(query):
+		return ReasonAboveMax
+	}
+	return ""
+}
 
 // QueryError says which query failed.
 type QueryError struct {

@@ -208,7 +208,12 @@ func TestCollect(t *testing.T) {
 	assert.NotContains(t, res.Pods, PodKey{"prod", "idle"}, "0/0 token average is no data, not a pod")
 	// The arrival-rate query reads the same counter; its per-model samples
 	// have no pod label.
-	assert.Equal(t, map[string]int{"kv_cache_usage": 3, "queue_length": 1, "cache_config_info": 1, "request_count": 1, "arrival_rate": 2, "prefix_cache_hit_rate": 1}, res.Dropped)
+	assert.Equal(t, map[Drop]int{
+		{QueryKvCacheUsage, ReasonAboveMax}: 1, {QueryKvCacheUsage, ReasonNotFinite}: 1, {QueryKvCacheUsage, ReasonNoTarget}: 1,
+		{QueryQueueLength, ReasonNegative}: 1, {QueryCacheConfigInfo, ReasonBadLabels}: 1, {QueryRequestCount, ReasonNotFinite}: 1,
+		{QueryArrivalRate, ReasonNoTarget}: 1, {QueryArrivalRate, ReasonNotFinite}: 1, {QueryPrefixCacheHit, ReasonAboveMax}: 1,
+	}, res.Dropped)
+	assert.Len(t, res.DroppedSamples, 9)
 
 	n, ok := res.RequestsOver(10*time.Minute, ModelKey{"prod", "meta/llama"})
 	assert.True(t, ok)
@@ -232,7 +237,7 @@ func TestCollectLatencyArrivalAndEPPQueue(t *testing.T) {
 		name    string
 		answers map[string]model.Vector
 		check   func(t *testing.T, res Result)
-		dropped map[string]int
+		dropped map[Drop]int
 	}{
 		{
 			name: "seconds become milliseconds; arrival rate passes through",
@@ -261,7 +266,7 @@ func TestCollectLatencyArrivalAndEPPQueue(t *testing.T) {
 			check: func(t *testing.T, res Result) {
 				assert.Empty(t, res.Pods)
 			},
-			dropped: map[string]int{QueryAvgTTFT: 1, QueryAvgITL: 1},
+			dropped: map[Drop]int{{QueryAvgTTFT, ReasonNegative}: 1, {QueryAvgITL, ReasonNotFinite}: 1},
 		},
 		{
 			name: "EPP queue keyed by target model, else model name; namespace from the scrape when present",
@@ -281,7 +286,7 @@ func TestCollectLatencyArrivalAndEPPQueue(t *testing.T) {
 				assert.Equal(t, EPPQueue{Size: 3}, res.SchedulerQueueFor("dev", "meta/llama"))
 				assert.Equal(t, EPPQueue{}, res.SchedulerQueueFor("prod", "alias"), "target_model_name wins over model_name")
 			},
-			dropped: map[string]int{QueryEPPQueueSize: 1},
+			dropped: map[Drop]int{{QueryEPPQueueSize, ReasonNoTarget}: 1},
 		},
 		{
 			name: "gateway arrivals keyed like the EPP queue; a model with no series is not reported",
@@ -309,7 +314,7 @@ func TestCollectLatencyArrivalAndEPPQueue(t *testing.T) {
 					assert.False(t, ok, m)
 				}
 			},
-			dropped: map[string]int{QueryGatewayArrivals: 2},
+			dropped: map[Drop]int{{QueryGatewayArrivals, ReasonNotFinite}: 1, {QueryGatewayArrivals, ReasonNegative}: 1},
 		},
 	}
 	for _, tt := range tests {
@@ -319,9 +324,86 @@ func TestCollectLatencyArrivalAndEPPQueue(t *testing.T) {
 			require.NoError(t, err)
 			tt.check(t, res)
 			if tt.dropped == nil {
-				tt.dropped = map[string]int{}
+				tt.dropped = map[Drop]int{}
 			}
 			assert.Equal(t, tt.dropped, res.Dropped)
 		})
+	}
+}
+
+// Issue 30 item 8: a finite 1.7e308 passed every check (finite, not
+// negative) and overflowed inside the analyzers. Every collected field is
+// bounded; the absurd sample is dropped and counted, the sane one kept.
+func TestCollectDropsAbsurdFiniteValues(t *testing.T) {
+	const huge = 1.7e308
+	pod := func(v float64, name string) *model.Sample { return sample(v, "namespace", "prod", "pod", name) }
+	eppModel := func(v float64, m string) *model.Sample { return sample(v, "namespace", "prod", "target_model_name", m) }
+	tests := []struct {
+		query  string
+		metric string // the fake's substring of the query
+		good   *model.Sample
+		bad    *model.Sample
+		kept   func(res Result) bool
+	}{
+		{QueryKvCacheUsage, "kv_cache_usage_perc", pod(0.5, "ok"), pod(huge, "bad"), nil},
+		{QueryQueueLength, "num_requests_waiting", pod(3, "ok"), pod(huge, "bad"), nil},
+		{QueryAvgInputTokens, "request_prompt_tokens", pod(800, "ok"), pod(huge, "bad"), nil},
+		{QueryAvgOutputTokens, "request_generation_tokens", pod(200, "ok"), pod(huge, "bad"), nil},
+		{QueryPrefixCacheHit, "prefix_cache_hits_total", pod(0.3, "ok"), pod(huge, "bad"), nil},
+		{QueryArrivalRate, "rate(vllm:request_success_total", pod(6, "ok"), pod(huge, "bad"), nil},
+		{QueryAvgTTFT, "time_to_first_token_seconds", pod(0.3, "ok"), pod(huge, "bad"), nil},
+		{QueryAvgITL, "inter_token_latency_seconds", pod(0.04, "ok"), pod(huge, "bad"), nil},
+		{QueryCacheConfigInfo, "cache_config_info",
+			sample(1, "namespace", "prod", "pod", "ok", "num_gpu_blocks", "2048", "block_size", "16"),
+			sample(1, "namespace", "prod", "pod", "bad", "num_gpu_blocks", "170000000000000000", "block_size", "16"), nil},
+		{QueryEPPQueueSize, "flow_control_queue_size", eppModel(4, "ok"), eppModel(huge, "bad"),
+			func(res Result) bool { return res.SchedulerQueueFor("prod", "ok").Size == 4 }},
+		{QueryEPPQueueBytes, "flow_control_queue_bytes", eppModel(4096, "ok"), eppModel(huge, "bad"),
+			func(res Result) bool { return res.SchedulerQueueFor("prod", "ok").Bytes == 4096 }},
+		{QueryGatewayArrivals, "inference_objective_request_total", eppModel(12, "ok"), eppModel(huge, "bad"),
+			func(res Result) bool { r, ok := res.GatewayArrivalsFor("prod", "ok"); return ok && r == 12 }},
+		{QueryRequestCount, "increase(vllm:request_success_total",
+			sample(42, "namespace", "prod", "model_name", "ok"), sample(huge, "namespace", "prod", "model_name", "bad"),
+			func(res Result) bool {
+				n, ok := res.RequestsOver(10*time.Minute, ModelKey{"prod", "ok"})
+				return ok && n == 42
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			fq := &fakeQuerier{answers: map[string]model.Vector{tt.metric: {tt.good, tt.bad}}}
+			res, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(),
+				Request{Namespaces: []string{"prod"}, RetentionWindows: []time.Duration{10 * time.Minute}, Time: time.Now()})
+			require.NoError(t, err)
+			assert.Equal(t, map[Drop]int{{tt.query, ReasonAboveMax}: 1}, res.Dropped)
+			require.Len(t, res.DroppedSamples, 1)
+			d := res.DroppedSamples[0]
+			assert.Equal(t, "prod", d.Namespace)
+			assert.Contains(t, []string{d.Pod, d.Model}, "bad", "the log names where the sample came from")
+			if tt.kept != nil {
+				assert.True(t, tt.kept(res), "the sane sample is kept: %+v", res)
+				for _, q := range res.SchedulerQueues {
+					assert.Less(t, q.Size+q.Bytes, 1e300)
+				}
+				return
+			}
+			assert.Contains(t, res.Pods, PodKey{"prod", "ok"})
+			assert.NotContains(t, res.Pods, PodKey{"prod", "bad"})
+		})
+	}
+}
+
+// The bounds are far outside anything a fleet reports: ordinary figures of
+// a large deployment all pass.
+func TestRejectKeepsRealisticValues(t *testing.T) {
+	for q, v := range map[string]float64{
+		QueryQueueLength: 5000, QueryAvgInputTokens: 1_000_000, QueryArrivalRate: 50_000, QueryGatewayArrivals: 200_000,
+		QueryAvgTTFT: 600, QueryAvgITL: 5, QueryEPPQueueSize: 1e7, QueryEPPQueueBytes: 1e12, QueryRequestCount: 1e11,
+		QueryKvCacheUsage: 1, QueryPrefixCacheHit: 1, QueryCacheConfigInfo: 1,
+	} {
+		assert.Empty(t, Reject(q, v), "%s %g", q, v)
+		if q != QueryCacheConfigInfo {
+			assert.Equal(t, ReasonAboveMax, Reject(q, math.Nextafter(MaxValue(q), math.Inf(1))), q)
+		}
 	}
 }

@@ -480,6 +480,30 @@ func (s *Store) invalidFor(namespace *string, match func(invalidEntry) bool) []*
 	return out
 }
 
+// Entries lists every entry of the ConfigMaps as last applied, valid or
+// not, global and namespace-local: [ConfigMap, key], the ConfigMap named as
+// in EntryError ("<namespace>/<name>" for a namespace-local one).
+func (s *Store) Entries() [][2]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	all := []*sections{&s.sections}
+	for _, ns := range sortedKeys(s.local) {
+		all = append(all, s.local[ns])
+	}
+	var out [][2]string
+	for _, sec := range all {
+		for _, e := range []struct {
+			configMap string
+			data      map[string]string
+		}{{sec.saturation.configMap, sec.saturation.data}, {sec.scaleToZero.configMap, sec.scaleToZero.data}, {sec.queueing.configMap, sec.queueing.data}} {
+			for _, k := range sortedKeys(e.data) {
+				out = append(out, [2]string{e.configMap, k})
+			}
+		}
+	}
+	return out
+}
+
 // Remove forgets a deleted ConfigMap; built-in defaults apply again.
 func (s *Store) Remove(configMapName string) {
 	_ = s.Apply(configMapName, nil)

@@ -242,6 +242,7 @@ func (e *Engine) collect(ctx context.Context, c *Cycle, views []View, resolve Co
 		result, c.MetricsErr = e.Metrics.Collect(ctx, req)
 		c.Queries = result.Queries
 		e.observeCollection(result, c.MetricsErr)
+		logDropped(result.DroppedSamples, views)
 	}
 	if c.MetricsErr != nil {
 		klog.ErrorS(c.MetricsErr, "collecting metrics failed; previous decisions are held")
@@ -432,12 +433,39 @@ func (e *Engine) observeCollection(res collector.Result, err error) {
 		return
 	}
 	e.Observe.QueriesPerCycle.Set(float64(res.Queries))
-	for q, n := range res.Dropped {
-		e.Observe.DroppedSamples.WithLabelValues(q).Add(float64(n))
+	for d, n := range res.Dropped {
+		e.Observe.DroppedSamples.WithLabelValues(d.Query, d.Reason).Add(float64(n))
 	}
 	var qe *collector.QueryError
 	if errors.As(err, &qe) {
 		e.Observe.QueryErrors.WithLabelValues(qe.Query).Inc()
+	}
+}
+
+// logDropped names each dropped sample's variant (the VA whose Ready pod
+// reported it), or its model for the per-model queries.
+func logDropped(dropped []collector.DroppedSample, views []View) {
+	if len(dropped) == 0 || !klog.V(2).Enabled() {
+		return
+	}
+	variantOf := map[collector.PodKey]*llmdv1alpha1.VariantAutoscaling{}
+	for _, v := range views {
+		for _, pod := range v.Target.ReadyPods {
+			variantOf[collector.PodKey{Namespace: v.VA.Namespace, Pod: pod}] = v.VA
+		}
+	}
+	for _, d := range dropped {
+		kv := []any{"query", d.Query, "reason", d.Reason, "value", d.Value, "namespace", d.Namespace}
+		switch {
+		case d.Pod != "":
+			kv = append(kv, "pod", d.Pod)
+			if va := variantOf[collector.PodKey{Namespace: d.Namespace, Pod: d.Pod}]; va != nil {
+				kv = append(kv, "va", klog.KObj(va), "model", va.Spec.ModelID)
+			}
+		case d.Model != "":
+			kv = append(kv, "model", d.Model)
+		}
+		klog.V(2).InfoS("dropped metric sample", kv...)
 	}
 }
 

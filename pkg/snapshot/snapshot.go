@@ -128,24 +128,15 @@ const (
 	defaultCost        = 10.0
 )
 
-// Upper bounds of numeric fields: far above any real deployment, low enough
-// that sums and products of them stay finite (a finite 1e308 would otherwise
-// overflow to +Inf inside the analyzers and break the JSON output).
+// Upper bounds of the snapshot's configuration fields: far above any real
+// deployment, low enough that sums and products of them stay finite. The
+// metric values' bounds are decision's, shared with the collector.
 const (
 	maxReplicaCount = 10_000    // min/max/current/desired/pendingReplicas
 	maxGPUs         = 1_000_000 // budget per accelerator
 	maxGPUsPerRep   = 1024
 	maxCost         = llmdv1alpha1.MaxVariantCost
-	maxTokenCount   = 1e9 // token counts and averages, maxNumBatchedTokens
 	maxNumSeqs      = 1e6
-	maxGPUBlocks    = 1e9
-	maxBlockSize    = 65536
-	maxQueue        = 1e6  // requests queued at one pod
-	maxRate         = 1e6  // requests per second at one pod
-	maxLatencyMs    = 36e5 // one hour, for TTFT and ITL
-	maxSchedQueue   = 1e9  // requests in the EPP queue
-	maxSchedBytes   = 1e15
-	maxRetention    = 1e12 // requestsInRetention
 )
 
 // Parse reads and validates a snapshot. Unknown fields are errors, so a typo
@@ -234,17 +225,17 @@ func (s *Snapshot) validateTop(p *problems) {
 		p.bad("metrics", "%s is not one of available, absent, missing, unreachable", QuotedName(s.Metrics))
 	}
 	if s.RequestsInRetention != nil {
-		p.inRange("requestsInRetention", *s.RequestsInRetention, maxRetention)
+		p.inRange("requestsInRetention", *s.RequestsInRetention, decision.MaxRequestCount)
 	}
 	if len(s.Variants) == 0 {
 		p.bad("variants", "at least one variant is required")
 	}
 	if s.GatewayArrivalRate != nil {
-		p.inRange("gatewayArrivalRate", *s.GatewayArrivalRate, maxRate)
+		p.inRange("gatewayArrivalRate", *s.GatewayArrivalRate, decision.MaxArrivalRate)
 	}
 	if q := s.SchedulerQueue; q != nil {
-		p.inRange("schedulerQueue.size", q.Size, maxSchedQueue)
-		p.inRange("schedulerQueue.bytes", q.Bytes, maxSchedBytes)
+		p.inRange("schedulerQueue.size", q.Size, decision.MaxSchedulerQueue)
+		p.inRange("schedulerQueue.bytes", q.Bytes, decision.MaxSchedulerQueueBytes)
 	}
 	for acc, n := range s.Budget {
 		p.intRange("budget."+acc, n, 0, maxGPUs)
@@ -290,7 +281,7 @@ func (v Variant) validate(p *problems, at string) {
 	if v.StartupDelay != nil && (*v.StartupDelay < 0 || v.StartupDelay.D() > 2*time.Hour) {
 		p.bad(at+".startupDelay", "%s must be a duration in [0, 2h] such as \"4m\"", *v.StartupDelay)
 	}
-	p.intRange(at+".maxNumBatchedTokens", v.MaxNumBatchedTokens, 0, maxTokenCount)
+	p.intRange(at+".maxNumBatchedTokens", v.MaxNumBatchedTokens, 0, decision.MaxTokens)
 	p.intRange(at+".maxNumSeqs", v.MaxNumSeqs, 0, maxNumSeqs)
 	switch decision.Role(v.Role) {
 	case "", decision.RoleBoth, decision.RolePrefill, decision.RoleDecode:
@@ -305,16 +296,16 @@ func (r Replica) validate(p *problems, rat string) {
 	if !finite(r.KvCacheUsage) || r.KvCacheUsage < 0 || r.KvCacheUsage > 1 {
 		p.bad(rat+".kvCacheUsage", "%v is outside [0, 1]", r.KvCacheUsage)
 	}
-	p.inRange(rat+".queueLength", r.QueueLength, maxQueue)
-	p.intRange(rat+".numGPUBlocks", r.NumGPUBlocks, 0, maxGPUBlocks)
-	p.intRange(rat+".blockSize", r.BlockSize, 0, maxBlockSize)
+	p.inRange(rat+".queueLength", r.QueueLength, decision.MaxQueueLength)
+	p.intRange(rat+".numGPUBlocks", r.NumGPUBlocks, 0, decision.MaxGPUBlocks)
+	p.intRange(rat+".blockSize", r.BlockSize, 0, decision.MaxBlockSize)
 	for _, f := range []struct {
 		name string
 		v    float64
 		max  float64
-	}{{"tokensInUse", r.TokensInUse, maxTokenCount}, {"avgInputTokens", r.AvgInputTokens, maxTokenCount},
-		{"avgOutputTokens", r.AvgOutputTokens, maxTokenCount}, {"arrivalRate", r.ArrivalRate, maxRate},
-		{"avgTTFTms", r.AvgTTFTms, maxLatencyMs}, {"avgITLms", r.AvgITLms, maxLatencyMs}} {
+	}{{"tokensInUse", r.TokensInUse, decision.MaxTokens}, {"avgInputTokens", r.AvgInputTokens, decision.MaxTokens},
+		{"avgOutputTokens", r.AvgOutputTokens, decision.MaxTokens}, {"arrivalRate", r.ArrivalRate, decision.MaxArrivalRate},
+		{"avgTTFTms", r.AvgTTFTms, decision.MaxLatencyMs}, {"avgITLms", r.AvgITLms, decision.MaxLatencyMs}} {
 		p.inRange(rat+"."+f.name, f.v, f.max)
 	}
 	if !finite(r.PrefixCacheHitRate) || r.PrefixCacheHitRate < 0 || r.PrefixCacheHitRate > 1 {
