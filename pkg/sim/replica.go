@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -56,22 +58,38 @@ func BenchReplica(spec ServerSpec, in, out int32, concurrency int) (ReplicaPoint
 
 	measured := replicaRequests(concurrency)
 	warm := measured
-	var now time.Duration
-	issued, seen := 0, 0
-	submit := func() {
-		// A request's index orders it: the first warm ones are not measured.
-		s.enqueue(&seq{req: int32(issued), arrival: now, input: in, output: out, prompt: in, firstToken: -1})
-		issued++
+	// Clients start at random points of one request's time alone on the
+	// replica (seeded: a point is reproducible). Started at once, identical
+	// requests would stay in lockstep forever, a deterministic engine having
+	// none of a real one's jitter; evenly spaced, they would never collide.
+	alone := (spec.Alpha*float64(out) + spec.Beta*float64(in+out)) * float64(time.Millisecond)
+	rng := rand.New(rand.NewPCG(uint64(concurrency), uint64(in)<<32|uint64(out)))
+	starts := make([]time.Duration, concurrency)
+	for i := 1; i < concurrency; i++ {
+		starts[i] = time.Duration(rng.Float64() * alone)
 	}
-	for range concurrency {
-		submit()
+	slices.Sort(starts)
+	var now time.Duration
+	issued, started, seen := 0, 0, 0
+	submit := func(at time.Duration) {
+		// A request's index orders it: the first warm ones are not measured.
+		s.enqueue(&seq{req: int32(issued), arrival: at, input: in, output: out, prompt: in, firstToken: -1})
+		issued++
 	}
 
 	var ttft, itl, e2e time.Duration
 	var done []*seq
 	for seen < measured {
+		for started < concurrency && starts[started] <= now {
+			submit(starts[started])
+			started++
+		}
 		d, ok := s.schedule()
 		if !ok {
+			if started < concurrency {
+				now = starts[started]
+				continue
+			}
 			// Every request fits an empty cache, so an idle engine with
 			// clients waiting would be a defect of the model.
 			return ReplicaPoint{}, fmt.Errorf("the engine stalled with %d requests waiting", s.numWaiting())
@@ -89,7 +107,7 @@ func BenchReplica(spec ServerSpec, in, out int32, concurrency int) (ReplicaPoint
 			}
 			// Clients keep sending until the measured requests are done, so
 			// the last of them run beside as many others as the first.
-			submit()
+			submit(now)
 		}
 	}
 	n := float64(measured)
