@@ -143,7 +143,7 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		// HPAs opted in by annotations (upstream v0.9) are variants too.
 		HPAs:   a.informers.Autoscaling().V2().HorizontalPodAutoscalers().Lister(),
 		Memory: &hpavariant.Memory{},
-		Warner: &hpavariant.Warner{Recorder: a.recorder},
+		Warner: &hpavariant.Warner{Recorder: a.recorder, Left: hpavariant.NewLeftGauge(a.Registry)},
 	}
 	// The LWS and KEDA APIs are read when installed at start-up.
 	lws := daemon.APIServed(a.kube, llmdv1alpha1.LeaderWorkerSetResource)

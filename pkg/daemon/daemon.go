@@ -65,6 +65,12 @@ type Lease struct {
 // RunLeaderElected runs work while this process holds the Lease (or at once
 // when election is disabled), re-entering the election after losing it,
 // until ctx ends. leading reports the current state (may be nil).
+//
+// One work runs at a time: client-go starts OnStartedLeading in a goroutine
+// and does not wait for it when the Lease is lost, so a replica that regains
+// the Lease at once would start a second work beside the one still ending
+// (two engine loops writing statuses). A new term waits for the previous
+// work to return, and gives up if that term is lost meanwhile.
 func RunLeaderElected(ctx context.Context, kube kubernetes.Interface, lease Lease, recorder record.EventRecorder,
 	leading func(bool), work func(context.Context)) error {
 	set := func(b bool) {
@@ -72,7 +78,17 @@ func RunLeaderElected(ctx context.Context, kube kubernetes.Interface, lease Leas
 			leading(b)
 		}
 	}
+	running := make(chan struct{}, 1)
 	run := func(ctx context.Context) {
+		select {
+		case running <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-running }()
+		if ctx.Err() != nil {
+			return
+		}
 		set(true)
 		defer set(false)
 		work(ctx)

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -144,6 +146,11 @@ func (e *Engine) Run(ctx context.Context) {
 	// Prometheus (and prometheus-adapter rules on wva_desired_replicas)
 	// see only the current leader's decisions, not a frozen second series.
 	defer e.Observe.Publish(nil, nil)
+	defer func() {
+		if e.Observe != nil {
+			e.Observe.SharedTargetVariants.Set(0)
+		}
+	}()
 	// Informers call Trigger on a replica that is not leading too (its
 	// initial list, the leader's writes): the first cycle answers those
 	// triggers, so a new leader does not run a second cycle right after.
@@ -217,6 +224,10 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 	views, err := e.Views.Views()
 	if err != nil {
 		return c, err
+	}
+	views, held := holdSharedTargets(views)
+	if e.Observe != nil {
+		e.Observe.SharedTargetVariants.Set(float64(held))
 	}
 	resolve := func(modelID, ns string) config.Resolved { return e.Config.Resolve(modelID, ns) }
 
@@ -354,14 +365,17 @@ func (e *Engine) publishUnresolved(ctx context.Context, c *Cycle, views []View, 
 		if v.Target.Resolved {
 			continue
 		}
-		wasUnresolved := conditionFalse(v.VA, llmdv1alpha1.ConditionTypeTargetResolved)
 		status := UnresolvedStatus(v.VA, v.Target, now)
+		cond := meta.FindStatusCondition(status.Conditions, llmdv1alpha1.ConditionTypeTargetResolved)
+		// One Event per onset or change of reason: the condition written
+		// is the memory, so a new leader does not repeat it.
+		reported := conditionIs(v.VA, llmdv1alpha1.ConditionTypeTargetResolved, metav1.ConditionFalse, cond.Reason)
 		if _, err := e.publish(ctx, v.VA, status, now); err != nil {
 			c.WriteFailures++
 			klog.ErrorS(err, "writing VariantAutoscaling status", "va", klog.KObj(v.VA))
 		}
-		if e.Recorder != nil && !wasUnresolved {
-			e.Recorder.Event(v.VA, corev1.EventTypeWarning, v.Target.Reason, v.Target.Message)
+		if e.Recorder != nil && !reported {
+			e.Recorder.Event(v.VA, corev1.EventTypeWarning, cond.Reason, cond.Message)
 		}
 	}
 }
@@ -498,13 +512,10 @@ func anyLimited(plans []Plan) bool {
 	return false
 }
 
-func conditionFalse(va *llmdv1alpha1.VariantAutoscaling, condType string) bool {
-	for _, c := range va.Status.Conditions {
-		if c.Type == condType {
-			return c.Status == "False"
-		}
-	}
-	return false
+// conditionIs: the VA has condType with this status and reason.
+func conditionIs(va *llmdv1alpha1.VariantAutoscaling, condType string, status metav1.ConditionStatus, reason string) bool {
+	c := meta.FindStatusCondition(va.Status.Conditions, condType)
+	return c != nil && c.Status == status && c.Reason == reason
 }
 
 func namespacesOf(views []View) []string {

@@ -27,6 +27,9 @@ type Metrics struct {
 	QueriesPerCycle prometheus.Gauge
 	LastSuccess     prometheus.Gauge
 	StatusWriteErrs prometheus.Counter
+	// SharedTargetVariants counts the variants the last cycle held because
+	// another variant scales the same target (holdSharedTargets).
+	SharedTargetVariants prometheus.Gauge
 
 	variantLabels map[[4]string]bool
 	// lastDecision is each variant's [action, rule] series of DecisionInfo,
@@ -74,6 +77,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Unix time of the last cycle that collected metrics and published every decision."}),
 		StatusWriteErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "wva_status_write_errors_total",
 			Help: "VariantAutoscaling status writes that failed after retries."}),
+		SharedTargetVariants: prometheus.NewGauge(prometheus.GaugeOpts{Name: "wva_shared_scale_target_variants",
+			Help: "Variants the last cycle did not decide because another variant scales the same target (TargetResolved=False, SharedScaleTarget)."}),
 		variantLabels: map[[4]string]bool{},
 		lastDecision:  map[[4]string][2]string{},
 		groupLabels:   map[[2]string]bool{},
@@ -86,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.QueryErrors.WithLabelValues(q.Name)
 	}
 	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.VariantCost, m.DecisionInfo, m.AvgSpareKv, m.AvgSpareQueue, m.MetricsOK, m.Decisions,
-		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs)
+		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs, m.SharedTargetVariants)
 	return m
 }
 

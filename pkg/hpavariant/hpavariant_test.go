@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -263,7 +265,8 @@ func TestVariants(t *testing.T) {
 // away and came back.
 func TestWarnerOncePerConflict(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
-	w := &Warner{Recorder: rec}
+	w := &Warner{Recorder: rec, Left: NewLeftGauge(prometheus.NewRegistry())}
+	assert.Zero(t, testutil.ToFloat64(w.Left.WithLabelValues(llmdv1alpha1.ReasonConflictingVariantAutoscaling)))
 	vas := []*llmdv1alpha1.VariantAutoscaling{vaFor("va", "d")}
 	hpas := []Source{HPASource(hpa("h", "d", managed("m")))}
 	for range 3 {
@@ -271,9 +274,11 @@ func TestWarnerOncePerConflict(t *testing.T) {
 		w.Report(p)
 	}
 	require.Len(t, rec.Events, 1)
+	assert.Equal(t, 1.0, testutil.ToFloat64(w.Left.WithLabelValues(llmdv1alpha1.ReasonConflictingVariantAutoscaling)), "the HPA left out is counted")
 	assert.Contains(t, <-rec.Events, "Warning ConflictingVariantAutoscaling VariantAutoscaling va also scales Deployment d and takes precedence; wva does not serve variant_name=h for this HorizontalPodAutoscaler")
 	_, p := Variants(nil, hpas)
 	w.Report(p)
+	assert.Zero(t, testutil.ToFloat64(w.Left.WithLabelValues(llmdv1alpha1.ReasonConflictingVariantAutoscaling)), "served again")
 	_, p = Variants(vas, hpas)
 	w.Report(p)
 	assert.Len(t, rec.Events, 1, "reported again after the conflict ended and came back")

@@ -6,8 +6,10 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
@@ -79,12 +81,30 @@ func Variants(vas []*llmdv1alpha1.VariantAutoscaling, sources []Source) ([]*llmd
 	return out, problems
 }
 
-// Warner emits each Problem as a Warning Event on its object once: again only
-// after the problem went away or changed, not every cycle.
+// Warner emits each Problem as a Warning Event on its object and a log line
+// once: again only after the problem went away or changed, not every cycle.
 type Warner struct {
 	Recorder record.EventRecorder
+	// Left, when set, counts the objects left out by reason (NewLeftGauge).
+	Left     *prometheus.GaugeVec
 	mu       sync.Mutex
 	reported map[string]string
+}
+
+// problemReasons are the reasons Left always has a series for, so an alert
+// on it sees 0 before the first problem.
+var problemReasons = []string{llmdv1alpha1.ReasonInvalidAnnotations, llmdv1alpha1.ReasonConflictingVariantAutoscaling, llmdv1alpha1.ReasonConflictingOptIn}
+
+// NewLeftGauge registers wva_optin_left_out{reason}.
+func NewLeftGauge(reg prometheus.Registerer) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_optin_left_out",
+		Help: "HPAs and ScaledObjects opted in by annotations that wva does not serve, by reason (a VA or another opted-in object scales the same target or has the name, or bad annotations)."},
+		[]string{"reason"})
+	for _, r := range problemReasons {
+		g.WithLabelValues(r)
+	}
+	reg.MustRegister(g)
+	return g
 }
 
 // Report emits the new problems and forgets those no longer present.
@@ -92,14 +112,25 @@ func (w *Warner) Report(problems []Problem) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	next := make(map[string]string, len(problems))
+	counts := map[string]int{}
 	for _, p := range problems {
 		ref := p.Source.Ref
 		k := string(ref.UID) + "/" + ref.Kind + "/" + ref.Namespace + "/" + ref.Name
 		msg := p.Reason + ": " + p.Message
 		next[k] = msg
-		if w.reported[k] != msg && w.Recorder != nil {
+		counts[p.Reason]++
+		if w.reported[k] == msg {
+			continue
+		}
+		klog.InfoS("opted-in object not served", "kind", ref.Kind, "object", klog.KRef(ref.Namespace, ref.Name), "reason", p.Reason, "message", p.Message)
+		if w.Recorder != nil {
 			w.Recorder.Event(&ref, corev1.EventTypeWarning, p.Reason, p.Message)
 		}
 	}
 	w.reported = next
+	if w.Left != nil {
+		for _, r := range problemReasons {
+			w.Left.WithLabelValues(r).Set(float64(counts[r]))
+		}
+	}
 }

@@ -84,6 +84,10 @@ const (
 	ReasonTargetFound           = "TargetFound"
 	ReasonTargetNotFound        = "TargetNotFound"
 	ReasonUnsupportedTargetKind = "UnsupportedTargetKind"
+	// ReasonSharedScaleTarget: another VA scales the same target; its pods
+	// would count twice in the model's group, so wva decides for none of
+	// them and their last decisions stay in force.
+	ReasonSharedScaleTarget = "SharedScaleTarget"
 
 	// MetricsAvailable reasons.
 	ReasonMetricsFound       = "MetricsFound"
