@@ -1,7 +1,7 @@
 package eppqueue
 
 import (
-	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -31,6 +31,7 @@ func TestParseQueue(t *testing.T) {
 		name    string
 		body    string
 		want    Queue
+		skipped Skipped
 		wantErr string
 	}{
 		{name: "new name, summed over fairness and priority; target_model_name preferred", body: newNameBody,
@@ -50,15 +51,18 @@ llm_d_epp_flow_control_queue_size{target_model_name="e"} 1e308
 llm_d_epp_flow_control_queue_size{target_model_name="b"} +Inf
 llm_d_epp_flow_control_queue_size{target_model_name="c"} -2
 llm_d_epp_flow_control_queue_size{target_model_name="d"} 1
-`, want: Queue{"d": 1}},
+`, want: Queue{"d": 1}, skipped: Skipped{SkipValue: 5}},
 		{name: "no queue metric at all", body: "go_goroutines 3\n", want: Queue{}},
 		{name: "garbage elsewhere is ignored", body: "<html>not metrics</html>\n" + newNameBody, want: Queue{"llama": 3, "base": 4}},
-		{name: "garbage in our family", body: `llm_d_epp_flow_control_queue_size{target_model_name="a" 1` + "\n", wantErr: "parse metrics text"},
-		{name: "non-numeric value", body: `llm_d_epp_flow_control_queue_size{target_model_name="a"} lots` + "\n", wantErr: "parse metrics text"},
+		// One bad sample is skipped and counted; the others still count.
+		{name: "garbage in our family", body: `llm_d_epp_flow_control_queue_size{target_model_name="a" 1` + "\n" + newNameBody,
+			want: Queue{"llama": 3, "base": 4}, skipped: Skipped{SkipMalformed: 1}},
+		{name: "non-numeric value", body: `llm_d_epp_flow_control_queue_size{target_model_name="a"} lots` + "\n" + newNameBody,
+			want: Queue{"llama": 3, "base": 4}, skipped: Skipped{SkipMalformed: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q, err := Parse(strings.NewReader(tt.body), "text/plain; version=0.0.4")
+			q, skipped, err := Parse(context.Background(), strings.NewReader(tt.body), "text/plain; version=0.0.4")
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
@@ -66,6 +70,10 @@ llm_d_epp_flow_control_queue_size{target_model_name="d"} 1
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, q)
+			if tt.skipped == nil {
+				tt.skipped = Skipped{}
+			}
+			assert.Equal(t, tt.skipped, skipped)
 		})
 	}
 }
@@ -92,19 +100,26 @@ func TestParseQueueProtobuf(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Contains(t, resp.Header.Get("Content-Type"), "protobuf")
-	q, err := Parse(resp.Body, resp.Header.Get("Content-Type"))
+	q, skipped, err := Parse(context.Background(), resp.Body, resp.Header.Get("Content-Type"))
 	require.NoError(t, err)
 	assert.Equal(t, Queue{"llama": 7}, q)
+	assert.Empty(t, skipped)
 }
 
-func TestFilterFamiliesKeepsOnlyExactNames(t *testing.T) {
-	out, err := filterFamilies(strings.NewReader(`llm_d_epp_flow_control_queue_size_total 1
-llm_d_epp_flow_control_queue_size 2
-llm_d_epp_flow_control_queue_size{a="b"} 3
-# TYPE llm_d_epp_flow_control_queue_size gauge
-# TYPE llm_d_epp_flow_control_queue_bytes gauge
-`), Metric)
-	require.NoError(t, err)
-	assert.Equal(t, "llm_d_epp_flow_control_queue_size 2\nllm_d_epp_flow_control_queue_size{a=\"b\"} 3\n# TYPE llm_d_epp_flow_control_queue_size gauge\n", string(out))
-	assert.False(t, bytes.Contains(out, []byte("bytes")))
+func TestFamilyKeepsOnlyExactNames(t *testing.T) {
+	tests := []struct {
+		line    string
+		wantFam int
+	}{
+		{"llm_d_epp_flow_control_queue_size_total 1", -1},
+		{"llm_d_epp_flow_control_queue_size 2", 0},
+		{`llm_d_epp_flow_control_queue_size{a="b"} 3`, 0},
+		{`  inference_extension_flow_control_queue_size{a="b"} 3`, 1},
+		{"# TYPE llm_d_epp_flow_control_queue_size gauge", -1},
+		{"llm_d_epp_flow_control_queue_bytes 4", -1},
+	}
+	for _, tt := range tests {
+		fam, _ := family([]byte(tt.line))
+		assert.Equal(t, tt.wantFam, fam, tt.line)
+	}
 }

@@ -19,6 +19,8 @@ import (
 type ScrapeResult struct {
 	URL   string
 	Queue eppqueue.Queue
+	// Skipped counts the bad queue samples left out of Queue.
+	Skipped eppqueue.Skipped
 	// At is when the response was read: "queue seen" for the latency metric.
 	At  time.Time
 	Err error
@@ -77,7 +79,7 @@ func (s *Scraper) Launch(ctx context.Context, url string, done func(ScrapeResult
 func (s *Scraper) Scrape(ctx context.Context, url string) ScrapeResult {
 	start := s.Now()
 	res := ScrapeResult{URL: url}
-	res.Queue, res.Err = s.get(ctx, url)
+	res.Queue, res.Skipped, res.Err = s.get(ctx, url)
 	res.At = s.Now()
 	if s.observe != nil {
 		s.observe(res, res.At.Sub(start))
@@ -85,18 +87,21 @@ func (s *Scraper) Scrape(ctx context.Context, url string) ScrapeResult {
 	return res
 }
 
-func (s *Scraper) get(ctx context.Context, url string) (eppqueue.Queue, error) {
+// get reads and parses one answer, both within s.Timeout: parsing is
+// streamed and checks the deadline, so a costly answer cannot hold its
+// scrape slot past it.
+func (s *Scraper) get(ctx context.Context, url string) (eppqueue.Queue, eppqueue.Skipped, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("EPP metrics URL %q: %w", url, err)
+		return nil, nil, fmt.Errorf("EPP metrics URL %q: %w", url, err)
 	}
 	// Ask for the text format: it is what we filter cheaply.
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	resp, err := s.Client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
+		return nil, nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -105,9 +110,9 @@ func (s *Scraper) get(ctx context.Context, url string) (eppqueue.Queue, error) {
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			hint = " (the EPP wants a bearer token its TokenReview accepts: see --epp-bearer-token-file)"
 		}
-		return nil, &StatusError{URL: url, Code: resp.StatusCode, Body: strings.TrimSpace(string(msg)), Hint: hint}
+		return nil, nil, &StatusError{URL: url, Code: resp.StatusCode, Body: strings.TrimSpace(string(msg)), Hint: hint}
 	}
-	return eppqueue.Parse(resp.Body, resp.Header.Get("Content-Type"))
+	return eppqueue.Parse(ctx, resp.Body, resp.Header.Get("Content-Type"))
 }
 
 // StatusError is a non-200 answer from an EPP.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -94,7 +95,15 @@ func TestScrapeResults(t *testing.T) {
 	require.NoError(t, res.Err, "a page without our families is an empty queue, not an error")
 	assert.Empty(t, res.Queue)
 
-	epp.set(func(f *fakeEPP) { f.body = `llm_d_epp_flow_control_queue_size{target_model_name="x"} {{{` + "\n" })
+	epp.set(func(f *fakeEPP) {
+		f.body = `llm_d_epp_flow_control_queue_size{target_model_name="x"} {{{` + "\n" + newNameBody
+	})
+	res = s.Scrape(ctx, srv.URL)
+	require.NoError(t, res.Err, "a bad sample is skipped, the others count")
+	assert.Equal(t, 3.0, res.Queue.For("llama"))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.SamplesSkipped.WithLabelValues("malformed")))
+
+	epp.set(func(f *fakeEPP) { f.body = "# " + strings.Repeat("x", 2<<20) + "\n" + newNameBody })
 	res = s.Scrape(ctx, srv.URL)
 	require.Error(t, res.Err)
 	assert.Equal(t, "parse", errorReason(res.Err))
@@ -119,7 +128,7 @@ func TestScrapeResults(t *testing.T) {
 	res = s.Scrape(ctx, "http://127.0.0.1:1/metrics")
 	assert.Equal(t, "connection", errorReason(res.Err))
 
-	for result, want := range map[string]float64{"ok": 2, "parse": 1, "unauthorized": 1, "http_status": 1, "timeout": 1, "connection": 1} {
+	for result, want := range map[string]float64{"ok": 3, "parse": 1, "unauthorized": 1, "http_status": 1, "timeout": 1, "connection": 1} {
 		assert.Equal(t, want, testutil.ToFloat64(m.Scrapes.WithLabelValues(result)), result)
 	}
 }

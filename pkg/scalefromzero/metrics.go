@@ -15,11 +15,14 @@ type Metrics struct {
 	GroupsAtZero  prometheus.Gauge
 	Scrapes       *prometheus.CounterVec
 	ScrapeSeconds prometheus.Histogram
-	BudgetGPUs    *prometheus.GaugeVec
-	BudgetMemory  *prometheus.GaugeVec
-	BudgetBlocked *prometheus.GaugeVec
-	ActivatorReqs *prometheus.CounterVec
-	ActivatorHold prometheus.Histogram
+	// SamplesSkipped: bad EPP queue samples left out of an answer that
+	// still counts.
+	SamplesSkipped *prometheus.CounterVec
+	BudgetGPUs     *prometheus.GaugeVec
+	BudgetMemory   *prometheus.GaugeVec
+	BudgetBlocked  *prometheus.GaugeVec
+	ActivatorReqs  *prometheus.CounterVec
+	ActivatorHold  prometheus.Histogram
 	// ActivatorHeld and ActivatorHeldBytes are what the activator's caps bound.
 	ActivatorHeld      prometheus.Gauge
 	ActivatorHeldBytes prometheus.Gauge
@@ -39,6 +42,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "EPP /metrics scrapes by result (ok, unauthorized, timeout, http_status, parse, connection)."}, []string{"result"}),
 		ScrapeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "wva_scale_from_zero_epp_scrape_duration_seconds",
 			Help: "Duration of one EPP /metrics scrape.", Buckets: fast}),
+		SamplesSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wva_scale_from_zero_epp_samples_skipped_total",
+			Help: "EPP queue samples left out of an answer, by reason (malformed, duplicate_label, too_many_labels, model_too_long, value)."}, []string{"reason"}),
 		BudgetGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_scale_from_zero_budget_gpus",
 			Help: "GPU budget per node pool: kind total, allocated or available (total and available absent when unlimited)."}, []string{"pool", "kind"}),
 		BudgetMemory: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_scale_from_zero_budget_gpu_memory_bytes",
@@ -55,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Request-body bytes the activator has in memory right now (capped by --activator-max-held-bytes)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Latency, m.Decisions, m.GroupsAtZero, m.Scrapes, m.ScrapeSeconds, m.BudgetGPUs, m.BudgetMemory,
+		reg.MustRegister(m.Latency, m.Decisions, m.GroupsAtZero, m.Scrapes, m.ScrapeSeconds, m.SamplesSkipped, m.BudgetGPUs, m.BudgetMemory,
 			m.BudgetBlocked, m.ActivatorReqs, m.ActivatorHold, m.ActivatorHeld, m.ActivatorHeldBytes)
 	}
 	return m
@@ -68,6 +73,9 @@ func (m *Metrics) observeScrape(r ScrapeResult, d time.Duration) {
 	}
 	m.Scrapes.WithLabelValues(result).Inc()
 	m.ScrapeSeconds.Observe(d.Seconds())
+	for reason, n := range r.Skipped {
+		m.SamplesSkipped.WithLabelValues(reason).Add(float64(n))
+	}
 }
 
 // setBudget replaces the per-pool gauges.
