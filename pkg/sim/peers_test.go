@@ -166,8 +166,8 @@ func TestKPAConfig(t *testing.T) {
 		cfg  KPAConfig
 		want string
 	}{
-		{KPAConfig{TargetConcurrency: -1, TargetUtilization: 0.7}, "policies.kpa.targetConcurrency -1"},
-		{KPAConfig{TargetConcurrency: 10, TargetUtilization: 1.5}, "policies.kpa.targetUtilization 1.5"},
+		{KPAConfig{TargetConcurrency: -1, TargetUtilization: 0.7}, "policies.kpa.targetConcurrency: -1 is outside [0, 1000000]"},
+		{KPAConfig{TargetConcurrency: 10, TargetUtilization: 1.5}, "policies.kpa.targetUtilization: 1.5 is outside (0, 1]"},
 	} {
 		sc.Policies.KPA = tt.cfg
 		assert.ErrorContains(t, sc.Validate(), tt.want)

@@ -2,8 +2,8 @@ package sim
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 	"time"
@@ -248,10 +248,14 @@ func (s *Scenario) applyDefaults() {
 	}
 }
 
-// Validate names the first bad field.
+// Validate names the first bad field; every number must lie in its range
+// (bounds.go), so a run's memory and time stay bounded.
 func (s Scenario) Validate() error {
 	if len(s.Variants) == 0 {
 		return fmt.Errorf("variants: at least one variant is needed")
+	}
+	if len(s.Variants) > MaxVariants {
+		return fmt.Errorf("variants: %d variants: at most %d (the oracle searches every mix of them)", len(s.Variants), MaxVariants)
 	}
 	seen := map[string]bool{}
 	for i, v := range s.Variants {
@@ -261,44 +265,67 @@ func (s Scenario) Validate() error {
 			return fmt.Errorf("%s.name: must be set", at)
 		case seen[v.Name]:
 			return fmt.Errorf("%s.name %q: duplicate", at, v.Name)
-		case !(v.Cost >= 0) || math.IsInf(v.Cost, 0):
-			return fmt.Errorf("%s.cost %v: must be a finite number >= 0", at, v.Cost)
-		case v.MinReplicas < 0 || v.MaxReplicas < 1 || v.MinReplicas > v.MaxReplicas:
-			return fmt.Errorf("%s: minReplicas %d / maxReplicas %d: want 0 <= min <= max and max >= 1", at, v.MinReplicas, v.MaxReplicas)
-		case v.InitialReplicas < v.MinReplicas || v.InitialReplicas > v.MaxReplicas:
-			return fmt.Errorf("%s.initialReplicas %d: must be in [minReplicas %d, maxReplicas %d]", at, v.InitialReplicas, v.MinReplicas, v.MaxReplicas)
-		case v.StartupDelay < 0:
-			return fmt.Errorf("%s.startupDelay %s: must be >= 0", at, v.StartupDelay)
+		}
+		if err := costRange.check(at+".cost", v.Cost); err != nil {
+			return err
+		}
+		if err := replicasRange.check(at+".maxReplicas", float64(v.MaxReplicas)); err != nil {
+			return err
+		}
+		if err := (floatRange{lo: 0, hi: float64(v.MaxReplicas)}).check(at+".minReplicas", float64(v.MinReplicas)); err != nil {
+			return err
+		}
+		if err := (floatRange{lo: float64(v.MinReplicas), hi: float64(v.MaxReplicas)}).check(at+".initialReplicas", float64(v.InitialReplicas)); err != nil {
+			return err
+		}
+		if err := startupRange.check(at+".startupDelay", v.StartupDelay.D()); err != nil {
+			return err
 		}
 		seen[v.Name] = true
 		if err := v.Server.Validate(); err != nil {
-			return fmt.Errorf("%s.%w", at, err)
+			return prefixField(at, err)
 		}
 	}
-	switch {
-	case s.SLO.TTFT <= 0 || s.SLO.ITL <= 0:
-		return fmt.Errorf("slo.ttft %s / slo.itl %s: must be > 0", s.SLO.TTFT, s.SLO.ITL)
-	case !(s.SLO.Attainment > 0 && s.SLO.Attainment <= 1):
-		return fmt.Errorf("slo.attainment %v: must be in (0, 1]", s.SLO.Attainment)
+	if n := mixSearch(s.Variants); n > MaxMixSearch {
+		return fmt.Errorf("variants: the oracle would test up to %.3g fleets per interval (every mix of minReplicas..maxReplicas of "+
+			"variants[1:], times the bisection steps on variants[0]): at most %d; narrow the replica ranges or drop variants", n, MaxMixSearch)
 	}
+	for _, f := range []struct {
+		name string
+		v    config.Duration
+	}{{"slo.ttft", s.SLO.TTFT}, {"slo.itl", s.SLO.ITL}} {
+		if err := sloLatencyRange.check(f.name, f.v.D()); err != nil {
+			return err
+		}
+	}
+	if err := attainmentRange.check("slo.attainment", s.SLO.Attainment); err != nil {
+		return err
+	}
+	c := s.Control
 	for _, d := range []struct {
 		name string
 		v    config.Duration
+		r    durationRange
 	}{
-		{"scrapeInterval", s.Control.ScrapeInterval}, {"metricsWindow", s.Control.MetricsWindow},
-		{"engineInterval", s.Control.EngineInterval}, {"hpaSyncPeriod", s.Control.HPASyncPeriod},
-		{"terminationGrace", s.Control.TerminationGrace}, {"scaleFromZeroDelay", s.Control.ScaleFromZeroDelay},
-		{"oracleInterval", s.Control.OracleInterval},
+		{"scrapeInterval", c.ScrapeInterval, scrapeIntervalRange},
+		{"metricsWindow", c.MetricsWindow, durationRange{c.ScrapeInterval.D(), controlIntervalRange.hi}},
+		{"engineInterval", c.EngineInterval, controlIntervalRange},
+		{"hpaSyncPeriod", c.HPASyncPeriod, controlIntervalRange},
+		{"terminationGrace", c.TerminationGrace, terminationRange},
+		{"scaleFromZeroDelay", c.ScaleFromZeroDelay, fromZeroDelayRange},
+		{"oracleInterval", c.OracleInterval, oracleIntervalRange},
 	} {
-		if d.v <= 0 {
-			return fmt.Errorf("control.%s %s: must be > 0", d.name, d.v)
+		if err := d.r.check("control."+d.name, d.v.D()); err != nil {
+			return err
+		}
+	}
+	if c.Warmup > 0 {
+		if err := warmupRange.check("control.warmup", c.Warmup.D()); err != nil {
+			return err
 		}
 	}
 	if c := s.Control.InitialFleet; c != InitialFleetWarm && c != InitialFleetScenario {
 		return fmt.Errorf("control.initialFleet %q: want %q or %q", c, InitialFleetWarm, InitialFleetScenario)
-	}
-	if s.Control.MetricsWindow < s.Control.ScrapeInterval {
-		return fmt.Errorf("control.metricsWindow %s: must be >= scrapeInterval %s", s.Control.MetricsWindow, s.Control.ScrapeInterval)
 	}
 	t := s.Traffic
 	switch {
@@ -311,10 +338,29 @@ func (s Scenario) Validate() error {
 			return err
 		}
 	}
+	if err := timeScaleRange.check("traffic.timeScale", t.TimeScale); err != nil {
+		return err
+	}
+	if err := rateScaleRange.check("traffic.rateScale", t.RateScale); err != nil {
+		return err
+	}
+	if err := spanRange.check("traffic.limit", t.Limit.D()); err != nil {
+		return err
+	}
 	if err := s.validatePolicies(); err != nil {
 		return err
 	}
 	return nil
+}
+
+// prefixField puts a FieldError's field under prefix (variants[1] +
+// server.alpha).
+func prefixField(prefix string, err error) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return &FieldError{Field: prefix + "." + fe.Field, Err: fe.Err}
+	}
+	return fmt.Errorf("%s.%w", prefix, err)
 }
 
 func (s Scenario) validatePolicies() error {
@@ -322,19 +368,24 @@ func (s Scenario) validatePolicies() error {
 		return err
 	}
 	v := s.Policies.V1
-	if !(v.KvCacheThreshold > 0 && v.KvCacheThreshold <= 1) || v.QueueLengthThreshold <= 0 ||
-		v.KvSpareTrigger < 0 || v.QueueSpareTrigger < 0 {
-		return fmt.Errorf("policies.v1: thresholds %+v: want kvCacheThreshold in (0, 1], queueLengthThreshold > 0, triggers >= 0", v)
-	}
-	if q := s.Policies.QueueThreshold.TargetWaitingPerReplica; !(q > 0) || math.IsInf(q, 0) {
-		return fmt.Errorf("policies.queueThreshold.targetWaitingPerReplica %v: must be a finite number > 0", q)
-	}
 	k := s.Policies.KPA
-	if !(k.TargetConcurrency >= 0) || math.IsInf(k.TargetConcurrency, 0) {
-		return fmt.Errorf("policies.kpa.targetConcurrency %v: must be a finite number >= 0 (0: half of each variant's maxNumSeqs)", k.TargetConcurrency)
-	}
-	if !(k.TargetUtilization > 0 && k.TargetUtilization <= 1) {
-		return fmt.Errorf("policies.kpa.targetUtilization %v: must be in (0, 1]", k.TargetUtilization)
+	for _, f := range []struct {
+		name string
+		v    float64
+		r    floatRange
+	}{
+		{"v1.kvCacheThreshold", v.KvCacheThreshold, openFractionRange},
+		{"v1.queueLengthThreshold", v.QueueLengthThreshold, queueTargetRange},
+		{"v1.kvSpareTrigger", v.KvSpareTrigger, fractionRange},
+		{"v1.queueSpareTrigger", v.QueueSpareTrigger, countRange},
+		{"queueThreshold.targetWaitingPerReplica", s.Policies.QueueThreshold.TargetWaitingPerReplica, queueTargetRange},
+		// 0: half of each variant's maxNumSeqs.
+		{"kpa.targetConcurrency", k.TargetConcurrency, countRange},
+		{"kpa.targetUtilization", k.TargetUtilization, openFractionRange},
+	} {
+		if err := f.r.check("policies."+f.name, f.v); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -1,10 +1,6 @@
 package sim
 
-import (
-	"fmt"
-	"math"
-	"time"
-)
+import "time"
 
 // ServerSpec is the vLLM-like model server of one variant. An engine step
 // (one iteration of continuous batching) takes
@@ -40,23 +36,23 @@ func (s ServerSpec) withDefaults() ServerSpec {
 	return s
 }
 
-// Validate names the first bad field.
+// Validate names the first field outside its range (bounds.go).
 func (s ServerSpec) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-		ok   bool
+		r    floatRange
 	}{
-		{"alpha", s.Alpha, s.Alpha > 0},
-		{"beta", s.Beta, s.Beta >= 0},
-		{"gamma", s.Gamma, s.Gamma >= 0},
-		{"numGPUBlocks", float64(s.NumGPUBlocks), s.NumGPUBlocks > 0},
-		{"blockSize", float64(s.BlockSize), s.BlockSize > 0},
-		{"maxNumSeqs", float64(s.MaxNumSeqs), s.MaxNumSeqs > 0},
-		{"maxNumBatchedTokens", float64(s.MaxNumBatchedTokens), s.MaxNumBatchedTokens > 0},
+		{"alpha", s.Alpha, alphaRange},
+		{"beta", s.Beta, betaRange},
+		{"gamma", s.Gamma, gammaRange},
+		{"numGPUBlocks", float64(s.NumGPUBlocks), numGPUBlocksRange},
+		{"blockSize", float64(s.BlockSize), blockSizeRange},
+		{"maxNumSeqs", float64(s.MaxNumSeqs), maxNumSeqsRange},
+		{"maxNumBatchedTokens", float64(s.MaxNumBatchedTokens), batchedTokensRange},
 	} {
-		if !f.ok || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("server.%s=%v: must be a finite number > 0 (>= 0 for beta and gamma)", f.name, f.v)
+		if err := f.r.check("server."+f.name, f.v); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -362,8 +362,8 @@ func TestScenarioValidation(t *testing.T) {
 	}{
 		{"variants: []\n", "variants: at least one variant"},
 		{"variants: [{name: a, maxReplicas: 1, initialReplicas: 1, server: {alpha: 1, numGPUBlocks: 1}}]\nslo: {ttft: 1s, itl: 1s}\ntraffic: {}\n", "traffic: set trace"},
-		{"variants: [{name: a, maxReplicas: 1, initialReplicas: 2, server: {alpha: 1, numGPUBlocks: 1}}]\n", "variants[0].initialReplicas 2"},
-		{"variants: [{name: a, maxReplicas: 1, server: {alpha: 0, numGPUBlocks: 1}}]\n", "variants[0].server.alpha=0"},
+		{"variants: [{name: a, maxReplicas: 1, initialReplicas: 2, server: {alpha: 1, numGPUBlocks: 1}}]\n", "variants[0].initialReplicas: 2 is outside [0, 1]"},
+		{"variants: [{name: a, maxReplicas: 1, server: {alpha: 0, numGPUBlocks: 1}}]\n", "variants[0].server.alpha: 0 ms is outside [0.01 ms, 60000 ms]"},
 		{"variantz: []\n", "unknown field"},
 	} {
 		_, err := ParseScenario([]byte(tt.yaml))

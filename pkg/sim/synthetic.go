@@ -56,30 +56,59 @@ func (s Synthetic) withDefaults() Synthetic {
 	return s
 }
 
-// Validate names the first bad field.
+// Validate names the first bad field; numbers must lie in their ranges
+// (bounds.go) and the requests drawn are bounded before any is drawn.
 func (s Synthetic) Validate() error {
 	s = s.withDefaults()
 	known := false
 	for _, k := range Shapes {
 		known = known || s.Shape == k
 	}
-	switch {
-	case !known:
-		return fmt.Errorf("traffic.shape %q: want one of %v", s.Shape, Shapes)
-	case s.Duration <= 0:
-		return fmt.Errorf("traffic.duration %s: must be > 0", s.Duration)
-	case !(s.BaseRate >= 0) || math.IsInf(s.BaseRate, 0):
-		return fmt.Errorf("traffic.baseRate %v: must be a finite number >= 0", s.BaseRate)
-	case s.Shape != ShapeSteady && (!(s.PeakRate >= s.BaseRate) || math.IsInf(s.PeakRate, 0)):
-		return fmt.Errorf("traffic.peakRate %v: must be a finite number >= baseRate %v", s.PeakRate, s.BaseRate)
-	case !(s.InputTokens >= 1) || !(s.OutputTokens >= 1):
-		return fmt.Errorf("traffic.inputTokens %v / outputTokens %v: must be >= 1", s.InputTokens, s.OutputTokens)
-	case s.Shape == ShapeSpike && (s.SpikeLength <= 0 || s.SpikeStart < 0 || s.SpikeStart >= s.Duration):
-		return fmt.Errorf("traffic.spikeStart %s / spikeLength %s: the spike must start inside the duration %s and last > 0",
+	if !known {
+		return fmt.Errorf("traffic.synthetic.shape %q: want one of %v", s.Shape, Shapes)
+	}
+	if err := trafficDurationRange.check("traffic.synthetic.duration", s.Duration.D()); err != nil {
+		return err
+	}
+	if err := rateRange.check("traffic.synthetic.baseRate", s.BaseRate); err != nil {
+		return err
+	}
+	peakRange := rateRange // steady serves baseRate; peakRate still paces the draw
+	if s.Shape != ShapeSteady {
+		peakRange.lo = s.BaseRate
+	}
+	if err := peakRange.check("traffic.synthetic.peakRate", s.PeakRate); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+		r    floatRange
+	}{
+		{"inputTokens", s.InputTokens, tokensRange},
+		{"outputTokens", s.OutputTokens, tokensRange},
+		{"sigma", s.Sigma, sigmaRange},
+		{"maxInputTokens", float64(s.MaxInputTokens), maxTokensRange},
+		{"maxOutputTokens", float64(s.MaxOutputTokens), maxTokensRange},
+	} {
+		if err := f.r.check("traffic.synthetic."+f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if s.Shape == ShapeSpike && (s.SpikeLength <= 0 || s.SpikeStart < 0 || s.SpikeStart >= s.Duration) {
+		return fmt.Errorf("traffic.synthetic.spikeStart %s / spikeLength %s: the spike must start inside the duration %s and last > 0",
 			s.SpikeStart, s.SpikeLength, s.Duration)
+	}
+	// Generate draws candidates at the peak rate over the duration.
+	if n := s.peak() * s.Duration.D().Seconds(); n > trace.MaxRequests {
+		return &FieldError{Field: "traffic.synthetic", Err: fmt.Errorf("%v req/s for %s is %.3g requests: at most %d",
+			s.peak(), s.Duration, n, trace.MaxRequests)}
 	}
 	return nil
 }
+
+// peak is the rate Generate draws candidates at.
+func (s Synthetic) peak() float64 { return math.Max(s.BaseRate, s.PeakRate) }
 
 type burst struct {
 	start, end time.Duration
@@ -131,7 +160,7 @@ func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 		}
 		return s.BaseRate
 	}
-	peak := math.Max(s.BaseRate, s.PeakRate)
+	peak := s.peak()
 	t := trace.Trace{Name: fmt.Sprintf("synthetic %s", s.Shape)}
 	if peak <= 0 {
 		return t, nil
@@ -161,6 +190,9 @@ func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 		}
 		if rng.Float64()*peak >= rate(at) {
 			continue
+		}
+		if len(t.Requests) == trace.MaxRequests {
+			return trace.Trace{}, fmt.Errorf("traffic.synthetic: more than %d requests drawn: at most %d", trace.MaxRequests, trace.MaxRequests)
 		}
 		t.Requests = append(t.Requests, trace.Request{Arrival: at, Input: lognormal(s.InputTokens, maxIn), Output: lognormal(s.OutputTokens, maxOut)})
 	}

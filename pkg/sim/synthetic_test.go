@@ -42,7 +42,7 @@ func TestSyntheticShapes(t *testing.T) {
 		})
 	}
 	_, err := Synthetic{Shape: "square", Duration: config.Duration(time.Minute), InputTokens: 1, OutputTokens: 1}.Generate(1)
-	assert.ErrorContains(t, err, `traffic.shape "square"`)
+	assert.ErrorContains(t, err, `traffic.synthetic.shape "square"`)
 	_, err = Synthetic{Shape: ShapeRamp, Duration: config.Duration(time.Minute), BaseRate: 2, PeakRate: 1, InputTokens: 1, OutputTokens: 1}.Generate(1)
-	assert.ErrorContains(t, err, "traffic.peakRate 1")
+	assert.ErrorContains(t, err, "traffic.synthetic.peakRate: 1 req/s is outside [2 req/s, 100000 req/s]")
 }

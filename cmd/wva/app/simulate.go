@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -231,9 +232,39 @@ func buildScenario(cmd *cobra.Command, o simulateOptions) (sim.Scenario, error) 
 		sc.Policies.WVA.ConfigMaps = cms
 	}
 	if err := sc.Validate(); err != nil {
-		return sc, err
+		return sc, flagError(changed, err)
 	}
 	return sc, nil
+}
+
+// fieldFlags are the scenario fields the flags set.
+var fieldFlags = map[string]string{
+	"traffic.synthetic.baseRate": "base-rate",
+	"traffic.synthetic.peakRate": "peak-rate",
+	"traffic.synthetic.duration": "duration",
+	"traffic.limit":              "duration",
+	"traffic.timeScale":          "time-scale",
+	"traffic.rateScale":          "rate-scale",
+	"slo.ttft":                   "slo-ttft",
+	"slo.itl":                    "slo-itl",
+	"control.engineInterval":     "engine-interval",
+	"startupDelay":               "startup-delay", // of every variant
+}
+
+// flagError names the flag that set the field a validation error is about.
+func flagError(changed func(string) bool, err error) error {
+	var fe *sim.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	field := fe.Field
+	if i := strings.LastIndex(field, "]."); i >= 0 && strings.HasPrefix(field, "variants[") {
+		field = field[i+2:]
+	}
+	if flag, ok := fieldFlags[field]; ok && changed(flag) {
+		return fmt.Errorf("--%s: %w", flag, err)
+	}
+	return err
 }
 
 // progressBar draws on standard error when it is a terminal (or when

@@ -78,9 +78,20 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"--trace", late}, `line 3, column 1 (TIMESTAMP): "9300000000" is not a number of seconds in [0, 4102444800]`},
 		{[]string{"--trace", centuries}, `line 3, column 1 (TIMESTAMP): the trace spans`},
 		{[]string{"--policies", "wva,hpa"}, `unknown policy "hpa"`},
-		{[]string{"--shape", "square"}, `traffic.shape "square"`},
+		{[]string{"--shape", "square"}, `traffic.synthetic.shape "square"`},
 		{[]string{"--trace", bad, "--shape", "spike"}, "--trace and --shape"},
-		{[]string{"--slo-ttft", "-1s"}, "slo.ttft"},
+		{[]string{"--slo-ttft", "-1s"}, "--slo-ttft: slo.ttft: -1s is outside [1ms, 1h0m0s]"},
+		{[]string{"--slo-itl", "100000h"}, "--slo-itl: slo.itl: 100000h0m0s is outside [1ms, 1h0m0s]"},
+		{[]string{"--engine-interval", "1ns"}, "--engine-interval: control.engineInterval: 1ns is outside [1s, 1h0m0s]"},
+		{[]string{"--startup-delay", "100000h"}, "--startup-delay: variants[0].startupDelay: 100000h0m0s is outside [0s, 24h0m0s]"},
+		{[]string{"--base-rate", "1e9"}, "--base-rate: traffic.synthetic.baseRate: 1000000000 req/s is outside [0 req/s, 100000 req/s]"},
+		{[]string{"--duration", "100000h"}, "--duration: traffic.synthetic.duration: 100000h0m0s is outside [1s, 744h0m0s]"},
+		{[]string{"--time-scale", "1e-9"}, "--time-scale: traffic.timeScale: 1e-09 is outside [0.001, 1000]"},
+		{[]string{"--rate-scale", "2000"}, "--rate-scale: traffic.rateScale: 2000 is outside (0, 1000]"},
+		// The default's 1h at up to 9 req/s, copied 1000 times: refused
+		// before the copies are allocated.
+		{[]string{"--rate-scale", "1000"}, "rate scale 1000 makes"},
+		{[]string{"--trace", bad, "--duration", "100000h"}, "--duration: traffic.limit: 100000h0m0s is outside [0s, 744h0m0s]"},
 		{[]string{"--trace", filepath.Join(t.TempDir(), "missing.csv")}, "no such file"},
 	} {
 		out, err := run(t, "", append([]string{"simulate"}, tt.args...)...)

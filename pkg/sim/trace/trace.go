@@ -73,6 +73,15 @@ const MaxTokens = 10_000_000
 // the span, so a trace spanning years would exhaust memory.
 const MaxSpan = 31 * 24 * time.Hour
 
+// MaxRequests bounds a trace's requests, read or generated, after any
+// rate scaling: every simulated policy holds per-request state (about 100
+// bytes) for the whole trace, so 10 million rows would exhaust memory.
+// The shipped traces have about 20000.
+const MaxRequests = 1_000_000
+
+// MaxRateScale bounds Reshape's rate scale.
+const MaxRateScale = 1000
+
 // maxTimestamp bounds TIMESTAMP: 2100-01-01T00:00:00Z as a date-time, or
 // 4102444800 as a number of seconds. Well inside int64 nanoseconds, so
 // arrivals and their differences never overflow.
@@ -135,6 +144,9 @@ func Parse(r io.Reader, name string) (Trace, error) {
 		line, _ := cr.FieldPos(0)
 		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
 			continue
+		}
+		if len(rows) == MaxRequests {
+			return Trace{}, &Error{Line: line, Err: fmt.Errorf("more than %d requests: at most %d are accepted", MaxRequests, MaxRequests)}
 		}
 		if len(rec) != len(traceColumns) {
 			return Trace{}, &Error{Line: line, Err: fmt.Errorf("has %d columns, want %d (%s)", len(rec), len(traceColumns), strings.Join(traceColumns, ","))}
@@ -212,18 +224,28 @@ func (t Trace) Reshape(timeScale, rateScale float64, limit time.Duration, seed u
 	if !(timeScale > 0) || math.IsInf(timeScale, 0) {
 		return Trace{}, fmt.Errorf("time scale %v: must be a finite number > 0", timeScale)
 	}
-	if !(rateScale > 0) || math.IsInf(rateScale, 0) || rateScale > 1000 {
-		return Trace{}, fmt.Errorf("rate scale %v: must be in (0, 1000]", rateScale)
+	if !(rateScale > 0 && rateScale <= MaxRateScale) {
+		return Trace{}, fmt.Errorf("rate scale %v: must be in (0, %d]", rateScale, MaxRateScale)
 	}
 	// The span after scaling (and truncation) is what the simulation walks.
 	if span := float64(t.Duration()) * timeScale; span > float64(MaxSpan) && (limit <= 0 || limit > MaxSpan) {
 		return Trace{}, fmt.Errorf("time scale %v stretches the trace's %v to %.1f days: at most %v (31 days) is accepted",
 			timeScale, t.Duration().Round(time.Second), span/float64(24*time.Hour), MaxSpan)
 	}
+	// Bounded before allocating: the requests kept by the limit times the
+	// rate scale (the copies drawn may add a few; checked again below).
+	kept := len(t.Requests)
+	if limit > 0 {
+		kept = sort.Search(len(t.Requests), func(i int) bool { return float64(t.Requests[i].Arrival)*timeScale > float64(limit) })
+	}
+	if n := float64(kept) * rateScale; n > MaxRequests {
+		return Trace{}, fmt.Errorf("rate scale %v makes %.0f requests of the trace's %d: at most %d are accepted",
+			rateScale, n, kept, MaxRequests)
+	}
 	rng := rand.New(rand.NewPCG(seed, 0x7261746573))
 	whole := math.Floor(rateScale)
 	frac := rateScale - whole
-	out := Trace{Name: t.Name, Requests: make([]Request, 0, int(float64(len(t.Requests))*rateScale)+1)}
+	out := Trace{Name: t.Name, Requests: make([]Request, 0, int(float64(kept)*rateScale)+1)}
 	for _, r := range t.Requests {
 		atf := float64(r.Arrival) * timeScale
 		if limit > 0 && atf > float64(limit) {
@@ -241,6 +263,9 @@ func (t Trace) Reshape(timeScale, rateScale float64, limit time.Duration, seed u
 			}
 			if limit > 0 && shifted > limit {
 				continue
+			}
+			if len(out.Requests) == MaxRequests {
+				return Trace{}, fmt.Errorf("rate scale %v makes more than %d requests: at most %d are accepted", rateScale, MaxRequests, MaxRequests)
 			}
 			out.Requests = append(out.Requests, Request{Arrival: shifted, Input: r.Input, Output: r.Output})
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -261,4 +262,27 @@ func FuzzParseTrace(f *testing.F) {
 			t.Fatalf("a parsed trace does not reshape: %v", err)
 		}
 	})
+}
+
+// TestRequestBound: a trace of more than MaxRequests rows, or one that
+// rate scaling would make that long, is refused before it is held.
+func TestRequestBound(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+	for i := range MaxRequests + 1 {
+		b.WriteString(strconv.Itoa(i%3600) + ",1,1\n")
+	}
+	_, err := Parse(strings.NewReader(b.String()), "long")
+	assert.ErrorContains(t, err, "line 1000002: more than 1000000 requests: at most 1000000 are accepted")
+
+	tr := Trace{Name: "t"}
+	for i := range 2000 {
+		tr.Requests = append(tr.Requests, Request{Arrival: time.Duration(i) * time.Second, Input: 10, Output: 2})
+	}
+	_, err = tr.Reshape(1, MaxRateScale, 0, 1)
+	assert.ErrorContains(t, err, "rate scale 1000 makes 2000000 requests of the trace's 2000: at most 1000000 are accepted")
+	// Cut to its first 100 s, the same scale is fine.
+	cut, err := tr.Reshape(1, MaxRateScale, 100*time.Second, 1)
+	require.NoError(t, err)
+	assert.Greater(t, len(cut.Requests), 90_000)
 }
