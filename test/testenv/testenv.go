@@ -209,6 +209,25 @@ func (p *Process) Stop() {
 	}
 }
 
+// PeakRSS is the process's peak resident memory so far (VmHWM in
+// /proc/<pid>/status, Linux), in bytes.
+func (p *Process) PeakRSS() (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib); err != nil {
+				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
+			}
+			return kib << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
+}
+
 // Kill ends the process at once, as a crash would.
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
