@@ -27,13 +27,14 @@ type ScrapeResult struct {
 }
 
 // Scraper reads EPP /metrics concurrently: at most one scrape per URL at a
-// time, and at most MaxInFlight scrapes overall.
+// time, at most maxInFlight scrapes overall, shared fairly among
+// namespaces (see slots).
 type Scraper struct {
 	Client  *http.Client
 	Timeout time.Duration
 	Now     func() time.Time
 
-	sem      chan struct{}
+	slots    *slots
 	mu       sync.Mutex
 	inFlight map[string]bool
 	observe  func(ScrapeResult, time.Duration)
@@ -42,14 +43,21 @@ type Scraper struct {
 // NewScraper builds a scraper. observe (may be nil) sees every result and
 // its duration, for metrics.
 func NewScraper(client *http.Client, timeout time.Duration, maxInFlight int, observe func(ScrapeResult, time.Duration)) *Scraper {
-	return &Scraper{Client: client, Timeout: timeout, Now: time.Now, sem: make(chan struct{}, max(1, maxInFlight)),
+	return &Scraper{Client: client, Timeout: timeout, Now: time.Now, slots: newSlots(maxInFlight),
 		inFlight: map[string]bool{}, observe: observe}
 }
 
-// Launch starts a scrape of url in the background and calls done with the
-// result, unless a scrape of url is still running (then it returns false):
-// a slow EPP never piles up requests or holds up the others.
+// Launch starts a scrape of a static URL (serving every namespace); see
+// LaunchIn.
 func (s *Scraper) Launch(ctx context.Context, url string, done func(ScrapeResult)) bool {
+	return s.LaunchIn(ctx, "", url, done)
+}
+
+// LaunchIn starts a scrape of url, an EPP of namespace, in the background
+// and calls done with the result, unless a scrape of url is still running
+// (then it returns false): a slow EPP never piles up requests, holds only
+// its own slot, and its namespace cannot take every slot.
+func (s *Scraper) LaunchIn(ctx context.Context, namespace, url string, done func(ScrapeResult)) bool {
 	s.mu.Lock()
 	if s.inFlight[url] {
 		s.mu.Unlock()
@@ -63,13 +71,11 @@ func (s *Scraper) Launch(ctx context.Context, url string, done func(ScrapeResult
 			delete(s.inFlight, url)
 			s.mu.Unlock()
 		}()
-		select {
-		case s.sem <- struct{}{}:
-		case <-ctx.Done():
+		if !s.slots.acquire(ctx, namespace) {
 			return
 		}
 		res := s.Scrape(ctx, url)
-		<-s.sem
+		s.slots.release(namespace)
 		done(res)
 	}()
 	return true

@@ -88,7 +88,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	fs.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "How often the EPPs of groups at zero are scraped")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Timeout of one EPP /metrics scrape")
-	fs.IntVar(&o.MaxConcurrentScrape, "max-concurrent-scrapes", o.MaxConcurrentScrape, "Bound on EPP scrapes in flight (one per EPP at most)")
+	fs.IntVar(&o.MaxConcurrentScrape, "max-concurrent-scrapes", o.MaxConcurrentScrape, "Bound on EPP scrapes in flight (one per EPP at most); one namespace holds at most all but one, and a freed slot goes to the waiting namespace holding the fewest")
 	fs.StringVar(&o.EPPSelector, "epp-selector", o.EPPSelector, "Label selector of EPP pods, e.g. app.kubernetes.io/component=epp; an EPP pod serves the groups of its namespace")
 	fs.IntVar(&o.EPPMetricsPort, "epp-metrics-port", o.EPPMetricsPort, "Port of the EPP pods' metrics endpoint")
 	fs.StringVar(&o.EPPMetricsPath, "epp-metrics-path", o.EPPMetricsPath, "Path of the EPP pods' metrics endpoint")

@@ -127,7 +127,7 @@ func (r *Runner) Tick(ctx context.Context) {
 				served = append(served, g)
 			}
 		}
-		r.Scraper.Launch(ctx, ep.URL, func(res ScrapeResult) { r.handle(ctx, res, served) })
+		r.Scraper.LaunchIn(ctx, ep.Namespace, ep.URL, func(res ScrapeResult) { r.handle(ctx, res, served) })
 	}
 }
 
