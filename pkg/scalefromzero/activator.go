@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"k8s.io/klog/v2"
 
 	"github.com/wva-project/wva/pkg/budget"
@@ -49,11 +50,28 @@ type Activator struct {
 	// MaxBodyBytes bounds one request body (413 beyond).
 	MaxBodyBytes int64
 	// MaxHeldRequests bounds the requests waiting for a model at once;
-	// MaxHeldBytes the request bodies in memory at once (being read, held
-	// or forwarded). Beyond either: 503 with Retry-After, so a burst
-	// against a model at zero cannot take the process past its memory limit.
+	// MaxHeldBytes the requests (headers and bodies) in memory at once
+	// (being read, held or forwarded). Beyond either: 503 with Retry-After,
+	// so a burst against a model at zero cannot take the process past its
+	// memory limit.
 	MaxHeldRequests int64
 	MaxHeldBytes    int64
+	// MaxHeldRequestsPerModel and MaxHeldBytesPerModel are one model's share
+	// of the two caps while its requests wait (default: half of each with
+	// several models), so requests for a model that never becomes ready
+	// leave room for the others.
+	MaxHeldRequestsPerModel int64
+	MaxHeldBytesPerModel    int64
+	// MaxHeaderBytes bounds one request's headers (431 beyond);
+	// MaxConnections the connections served at once (see Listener): headers
+	// still being read take about MaxConnections x 3 x MaxHeaderBytes.
+	MaxHeaderBytes int
+	MaxConnections int
+	// Paths are the request paths forwarded (POST only); any other path is
+	// 404 and never reaches a backend, which also serves admin endpoints
+	// (vLLM: /sleep, /v1/load_lora_adapter, ...). GET /v1/models is answered
+	// by the activator itself.
+	Paths []string
 	// ReadTimeout bounds reading a request's headers and body,
 	// ResponseTimeout a forwarded response (after the hold), IdleTimeout
 	// an idle keep-alive connection; see Server.
@@ -63,8 +81,10 @@ type Activator struct {
 	Client          *http.Client
 
 	proxies   map[string]*httputil.ReverseProxy
+	paths     map[string]bool
 	mu        sync.Mutex
 	models    map[string]*readiness
+	waiting   map[string]*modelHold // per model, under mu
 	held      atomic.Int64
 	heldBytes atomic.Int64
 	// peakBytes is the most heldBytes has been (for the load test).
@@ -79,12 +99,22 @@ type readiness struct {
 	done    chan struct{} // closed when the prober sees the backend ready
 }
 
+// modelHold is what one model's waiting requests take of the held caps.
+type modelHold struct {
+	requests, bytes int64
+}
+
+// DefaultPaths are the inference endpoints of a vLLM OpenAI-compatible
+// server whose request body names the model.
+var DefaultPaths = []string{"/v1/completions", "/v1/chat/completions", "/v1/embeddings"}
+
 // holdKey carries a request's hold state into the proxy's error handler.
 type holdKey struct{}
 
 type hold struct {
 	model    string
 	body     []byte
+	reserved int64 // bytes of MaxHeldBytes taken: headers and body
 	start    time.Time
 	deadline time.Time
 	retried  bool
@@ -110,6 +140,30 @@ func NewActivator(a *Activator) *Activator {
 	if a.MaxHeldRequests <= 0 {
 		a.MaxHeldRequests = 100
 	}
+	// With one model there is no other to leave room for.
+	share := int64(2)
+	if len(a.Backends) == 1 {
+		share = 1
+	}
+	if a.MaxHeldRequestsPerModel <= 0 {
+		a.MaxHeldRequestsPerModel = max(1, a.MaxHeldRequests/share)
+	}
+	if a.MaxHeldBytesPerModel <= 0 {
+		a.MaxHeldBytesPerModel = max(a.MaxBodyBytes, a.MaxHeldBytes/share)
+	}
+	if a.MaxHeaderBytes <= 0 {
+		a.MaxHeaderBytes = 16 << 10
+	}
+	if a.MaxConnections <= 0 {
+		a.MaxConnections = 1024
+	}
+	if len(a.Paths) == 0 {
+		a.Paths = DefaultPaths
+	}
+	a.paths = map[string]bool{}
+	for _, p := range a.Paths {
+		a.paths[p] = true
+	}
 	if a.ReadTimeout <= 0 {
 		a.ReadTimeout = 30 * time.Second
 	}
@@ -123,6 +177,7 @@ func NewActivator(a *Activator) *Activator {
 		a.Client = &http.Client{Timeout: time.Second}
 	}
 	a.models = map[string]*readiness{}
+	a.waiting = map[string]*modelHold{}
 	a.proxies = map[string]*httputil.ReverseProxy{}
 	for model, u := range a.Backends {
 		a.proxies[model] = &httputil.ReverseProxy{
@@ -142,9 +197,18 @@ func NewActivator(a *Activator) *Activator {
 // Server is the activator's http.Server. ReadTimeout cuts off clients that
 // send headers and body slowly; the write deadline covers the longest hold
 // plus ResponseTimeout, so a forwarded response may stream that long.
+// Serve it on Listener(ln).
 func (a *Activator) Server() *http.Server {
 	return &http.Server{Handler: a, ReadHeaderTimeout: min(10*time.Second, a.ReadTimeout), ReadTimeout: a.ReadTimeout,
-		WriteTimeout: a.MaxWait + a.ResponseTimeout, IdleTimeout: a.IdleTimeout}
+		WriteTimeout: a.MaxWait + a.ResponseTimeout, IdleTimeout: a.IdleTimeout, MaxHeaderBytes: a.MaxHeaderBytes}
+}
+
+// Listener serves at most MaxConnections connections of ln at once; further
+// ones wait in the kernel's accept queue until one closes. Every connection
+// costs memory before its request is complete (its headers), which the
+// held-bytes cap cannot see.
+func (a *Activator) Listener(ln net.Listener) net.Listener {
+	return netutil.LimitListener(ln, a.MaxConnections)
 }
 
 // ServeHTTP implements http.Handler.
@@ -152,6 +216,17 @@ func (a *Activator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method == http.MethodGet && strings.TrimSuffix(r.URL.Path, "/") == "/v1/models" {
 		a.listModels(w)
+		return
+	}
+	switch routeRequest(a.paths, r.Method, r.URL) {
+	case routeNotFound:
+		a.fail(w, http.StatusNotFound, "path_not_allowed", "invalid_request_error",
+			fmt.Sprintf("path %q is not forwarded by the activator (--activator-paths: %s)", r.URL.EscapedPath(), strings.Join(a.Paths, ",")), nil)
+		return
+	case routeBadMethod:
+		w.Header().Set("Allow", http.MethodPost)
+		a.fail(w, http.StatusMethodNotAllowed, "method_not_allowed", "invalid_request_error",
+			fmt.Sprintf("%s %s: the activator forwards POST only", r.Method, r.URL.Path), nil)
 		return
 	}
 	body, reserved, ok := a.readBody(w, r)
@@ -171,7 +246,7 @@ func (a *Activator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusNotFound, "unknown_model", "invalid_request_error", fmt.Sprintf("model %q is not served here", req.Model), nil)
 		return
 	}
-	h := &hold{model: req.Model, body: body, start: start, deadline: start.Add(a.MaxWait)}
+	h := &hold{model: req.Model, body: body, reserved: reserved, start: start, deadline: start.Add(a.MaxWait)}
 	result := "forwarded"
 	if !a.isReady(req.Model) {
 		if !a.holdUntilReady(w, r, h) {
@@ -183,10 +258,50 @@ func (a *Activator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.forward(w, r, proxy, h)
 }
 
-// readBody reads the request body into memory, reserving its bytes against
-// MaxHeldBytes before they are allocated: all at once when Content-Length
-// is given, else each time the buffer grows. It answers the client itself
-// (400, 413, 503) when it returns false; the caller releases reserved.
+// route is what the activator does with a request line.
+type route int
+
+const (
+	routeForward route = iota
+	routeNotFound
+	routeBadMethod
+)
+
+// routeRequest forwards POSTs to the allowed paths only. The path must be
+// spelled without escapes: "/v1/chat%2Fcompletions" might be routed by the
+// backend differently from how it reads here.
+func routeRequest(paths map[string]bool, method string, u *url.URL) route {
+	if !paths[u.Path] || u.EscapedPath() != u.Path {
+		return routeNotFound
+	}
+	if method != http.MethodPost {
+		return routeBadMethod
+	}
+	return routeForward
+}
+
+// headerBytes is about what a parsed request's line and headers take in
+// memory.
+func headerBytes(r *http.Request) int64 {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + len(r.Host) + 4
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return int64(n)
+}
+
+// firstChunk is the body buffer before any byte has arrived; it doubles as
+// bytes arrive, so a client holds at most about twice what it has sent.
+const firstChunk = 4 << 10
+
+// readBody reads the request body into memory. The headers' size is
+// reserved against MaxHeldBytes first, then the body buffer's before each
+// time it grows, as bytes arrive (a declared Content-Length only bounds
+// the growth): a client that announces 4 MiB and sends little holds
+// little. It answers the client itself (400, 413, 503) when it returns
+// false; the caller releases reserved.
 func (a *Activator) readBody(w http.ResponseWriter, r *http.Request) (body []byte, reserved int64, ok bool) {
 	tooLarge := func() {
 		a.fail(w, http.StatusRequestEntityTooLarge, "too_large", "invalid_request_error",
@@ -198,32 +313,35 @@ func (a *Activator) readBody(w http.ResponseWriter, r *http.Request) (body []byt
 		return nil, 0, false
 	}
 	rd := http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
+	overloaded := func() {
+		a.overloaded(w, fmt.Sprintf("request bodies in memory would exceed %d bytes (--activator-max-held-bytes)", a.MaxHeldBytes), rd)
+	}
+	reserved = headerBytes(r)
+	if !a.reserve(reserved) {
+		overloaded()
+		return nil, 0, false
+	}
+	// limit is the most the buffer grows to: the declared length, or one
+	// byte over the cap to see that a chunked body is too large.
+	limit := a.MaxBodyBytes + 1
 	if r.ContentLength >= 0 {
-		if !a.reserve(r.ContentLength) {
-			a.overloaded(w, fmt.Sprintf("request bodies in memory would exceed %d bytes (--activator-max-held-bytes)", a.MaxHeldBytes), rd)
-			return nil, 0, false
-		}
-		reserved = r.ContentLength
-		body = make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(rd, body); err != nil {
-			a.readFailed(w, err)
-			return nil, reserved, false
-		}
-		return body, reserved, true
+		limit = r.ContentLength
 	}
 	for {
 		if len(body) == cap(body) {
-			// Grow (doubling, from 64 KiB) only once the growth is reserved.
-			newCap := min(max(2*int64(cap(body)), 64<<10), a.MaxBodyBytes+1)
-			if newCap <= int64(cap(body)) {
+			if int64(len(body)) == limit {
+				if r.ContentLength >= 0 {
+					return body, reserved, true
+				}
 				tooLarge() // MaxBytesReader stops first; never loop on a full buffer
 				return nil, reserved, false
 			}
-			if !a.reserve(newCap - reserved) {
-				a.overloaded(w, fmt.Sprintf("request bodies in memory would exceed %d bytes (--activator-max-held-bytes)", a.MaxHeldBytes), rd)
+			newCap := min(max(2*int64(cap(body)), firstChunk), limit)
+			if !a.reserve(newCap - int64(cap(body))) {
+				overloaded()
 				return nil, reserved, false
 			}
-			reserved = newCap
+			reserved += newCap - int64(cap(body))
 			grown := make([]byte, len(body), newCap)
 			copy(grown, body)
 			body = grown
@@ -231,6 +349,10 @@ func (a *Activator) readBody(w http.ResponseWriter, r *http.Request) (body []byt
 		n, err := rd.Read(body[len(body):cap(body)])
 		body = body[:len(body)+n]
 		if errors.Is(err, io.EOF) {
+			if r.ContentLength >= 0 && int64(len(body)) < r.ContentLength {
+				a.readFailed(w, io.ErrUnexpectedEOF)
+				return nil, reserved, false
+			}
 			return body, reserved, true
 		}
 		if err != nil {
@@ -321,9 +443,15 @@ func (a *Activator) holdUntilReady(w http.ResponseWriter, r *http.Request, h *ho
 		a.overloaded(w, fmt.Sprintf("%d requests already wait for their model (--activator-max-held-requests)", a.MaxHeldRequests), nil)
 		return false
 	}
+	defer a.held.Add(-1)
+	if msg := a.admitHold(h); msg != "" {
+		a.Waker.WakeModel(ctx, h.model, time.Now())
+		a.overloaded(w, msg, nil)
+		return false
+	}
 	a.Metrics.ActivatorHeld.Inc()
 	defer func() {
-		a.held.Add(-1)
+		a.leaveHold(h)
 		a.Metrics.ActivatorHeld.Dec()
 	}()
 	outcomes := a.Waker.WakeModel(ctx, h.model, time.Now())
@@ -348,6 +476,50 @@ func (a *Activator) holdUntilReady(w http.ResponseWriter, r *http.Request, h *ho
 	a.fail(w, http.StatusServiceUnavailable, "timeout", "model_not_ready",
 		fmt.Sprintf("model %q did not become ready within %s", h.model, a.MaxWait), nil)
 	return false
+}
+
+// admitHold takes h's place in its model's share of the held caps, or
+// says why it cannot.
+func (a *Activator) admitHold(h *hold) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.waiting[h.model]
+	if m == nil {
+		m = &modelHold{}
+	}
+	if msg := modelShareExceeded(h.model, *m, h.reserved, a.MaxHeldRequestsPerModel, a.MaxHeldBytesPerModel); msg != "" {
+		return msg
+	}
+	a.waiting[h.model] = m
+	m.requests++
+	m.bytes += h.reserved
+	return ""
+}
+
+func (a *Activator) leaveHold(h *hold) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.waiting[h.model]
+	m.requests--
+	m.bytes -= h.reserved
+	if m.requests == 0 {
+		delete(a.waiting, h.model)
+	}
+}
+
+// modelShareExceeded says why one more request of size bytes may not wait
+// for model, whose waiting requests already take m; "" if it may. A
+// model's first waiting request always may: any request the global caps
+// admit can wait alone.
+func modelShareExceeded(model string, m modelHold, size, maxRequests, maxBytes int64) string {
+	switch {
+	case m.requests == 0:
+	case m.requests+1 > maxRequests:
+		return fmt.Sprintf("%d requests already wait for model %q (--activator-max-held-requests-per-model)", m.requests, model)
+	case m.bytes+size > maxBytes:
+		return fmt.Sprintf("requests waiting for model %q would hold over %d bytes (--activator-max-held-bytes-per-model)", model, maxBytes)
+	}
+	return ""
 }
 
 // proxyError handles a failed forward. A refused connection, or a kept-alive

@@ -260,3 +260,78 @@ func TestActivatorBackendGoneIsHeld(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
 	assert.Equal(t, woken+1, waker.count(), "the refused request woke the model")
 }
+
+// TestActivatorForwardsOnlyInferencePaths: the backend's admin endpoints
+// (vLLM's /sleep, LoRA loading, profiling, cache reset) are not reachable
+// through the activator, however the path is spelled.
+func TestActivatorForwardsOnlyInferencePaths(t *testing.T) {
+	const body = `{"model":"meta/llama"}`
+	tests := []struct {
+		name   string
+		paths  []string // --activator-paths; nil: the default
+		method string
+		path   string
+		want   int
+	}{
+		{name: "completions", path: "/v1/completions", want: http.StatusOK},
+		{name: "chat completions", path: "/v1/chat/completions", want: http.StatusOK},
+		{name: "embeddings", path: "/v1/embeddings", want: http.StatusOK},
+		{name: "sleep", path: "/sleep", want: http.StatusNotFound},
+		{name: "load LoRA adapter", path: "/v1/load_lora_adapter", want: http.StatusNotFound},
+		{name: "reset prefix cache", path: "/reset_prefix_cache", want: http.StatusNotFound},
+		{name: "start profile", path: "/start_profile", want: http.StatusNotFound},
+		{name: "dot segments", path: "/v1/completions/../../sleep", want: http.StatusNotFound},
+		{name: "escaped slash", path: "/v1/chat%2Fcompletions", want: http.StatusNotFound},
+		{name: "trailing slash", path: "/v1/completions/", want: http.StatusNotFound},
+		{name: "GET on an inference path", method: http.MethodGet, path: "/v1/completions", want: http.StatusMethodNotAllowed},
+		{name: "configured path", paths: []string{"/v1/responses"}, path: "/v1/responses", want: http.StatusOK},
+		{name: "default path not configured", paths: []string{"/v1/responses"}, path: "/v1/completions", want: http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &backend{}
+			b.ready.Store(true)
+			var mu sync.Mutex
+			var reached []string
+			be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/health" {
+					mu.Lock()
+					reached = append(reached, r.URL.EscapedPath())
+					mu.Unlock()
+				}
+				b.ServeHTTP(w, r)
+			}))
+			t.Cleanup(be.Close)
+			u, _ := url.Parse(be.URL)
+			a := NewActivator(&Activator{Backends: map[string]*url.URL{"meta/llama": u}, Waker: &fakeModelWaker{}, Metrics: NewMetrics(nil),
+				MaxWait: time.Second, ProbeInterval: 20 * time.Millisecond, Paths: tt.paths})
+			front := httptest.NewServer(a)
+			t.Cleanup(front.Close)
+
+			method := tt.method
+			if method == "" {
+				method = http.MethodPost
+			}
+			req, err := http.NewRequest(method, front.URL+tt.path, strings.NewReader(body))
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			got := readAll(t, resp)
+			assert.Equal(t, tt.want, resp.StatusCode, got)
+			mu.Lock()
+			defer mu.Unlock()
+			switch tt.want {
+			case http.StatusOK:
+				assert.Equal(t, []string{tt.path}, reached)
+			case http.StatusNotFound:
+				assert.Empty(t, reached, "a refused path never reaches the backend")
+				assert.Contains(t, got, "is not forwarded by the activator (--activator-paths: ")
+				assert.Equal(t, 1.0, testutil.ToFloat64(a.Metrics.ActivatorReqs.WithLabelValues("path_not_allowed")))
+			case http.StatusMethodNotAllowed:
+				assert.Empty(t, reached)
+				assert.Equal(t, "POST", resp.Header.Get("Allow"))
+				assert.Equal(t, 1.0, testutil.ToFloat64(a.Metrics.ActivatorReqs.WithLabelValues("method_not_allowed")))
+			}
+		})
+	}
+}

@@ -51,13 +51,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		BudgetBlocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_scale_from_zero_budget_blocked",
 			Help: "GPUs held by each holder of the budget that keeps a group with queued requests at zero."}, []string{"namespace", "model_id", "holder"}),
 		ActivatorReqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wva_activator_requests_total",
-			Help: "Activator requests by result (forwarded, held_forwarded, timeout, budget_blocked, overloaded, too_large, read_timeout, unknown_model, bad_request, backend_error)."}, []string{"result"}),
+			Help: "Activator requests by result (forwarded, held_forwarded, timeout, budget_blocked, overloaded, too_large, read_timeout, unknown_model, bad_request, backend_error, path_not_allowed, method_not_allowed)."}, []string{"result"}),
 		ActivatorHold: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "wva_activator_hold_seconds",
 			Help: "How long the activator held a request for a model that was not ready.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 12)}),
 		ActivatorHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: "wva_activator_held_requests",
 			Help: "Requests the activator holds right now waiting for their model (capped by --activator-max-held-requests)."}),
 		ActivatorHeldBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "wva_activator_held_bytes",
-			Help: "Request-body bytes the activator has in memory right now (capped by --activator-max-held-bytes)."}),
+			Help: "Request header and body bytes the activator has in memory right now (capped by --activator-max-held-bytes)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Latency, m.Decisions, m.GroupsAtZero, m.Scrapes, m.ScrapeSeconds, m.SamplesSkipped, m.BudgetGPUs, m.BudgetMemory,

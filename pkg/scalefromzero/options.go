@@ -52,9 +52,17 @@ type Options struct {
 	ActivatorMaxHeldRequests int
 	ActivatorMaxHeldBytes    int64
 	ActivatorMaxBodyBytes    int64
-	ActivatorReadTimeout     time.Duration
-	ActivatorWriteTimeout    time.Duration
-	ActivatorIdleTimeout     time.Duration
+	// One model's share of the held caps (0: half of each with several
+	// backends), the headers of
+	// one request, the connections served at once, the paths forwarded.
+	ActivatorMaxHeldRequestsPerModel int
+	ActivatorMaxHeldBytesPerModel    int64
+	ActivatorMaxHeaderBytes          int
+	ActivatorMaxConnections          int
+	ActivatorPaths                   []string
+	ActivatorReadTimeout             time.Duration
+	ActivatorWriteTimeout            time.Duration
+	ActivatorIdleTimeout             time.Duration
 
 	Endpoints daemon.Endpoints
 	Lease     daemon.Lease
@@ -74,6 +82,7 @@ func NewOptions() *Options {
 		ConfigNamespace: ns, Budget: budget.DefaultFlags(), BudgetGaugesEvery: 5 * time.Second,
 		ActivatorMaxWait: 60 * time.Second, ActivatorHealthPath: "/health",
 		ActivatorMaxHeldRequests: 100, ActivatorMaxHeldBytes: 64 << 20, ActivatorMaxBodyBytes: 4 << 20,
+		ActivatorMaxHeaderBytes: 16 << 10, ActivatorMaxConnections: 1024, ActivatorPaths: append([]string(nil), DefaultPaths...),
 		ActivatorReadTimeout: 30 * time.Second, ActivatorWriteTimeout: 10 * time.Minute, ActivatorIdleTimeout: 90 * time.Second,
 		Endpoints: daemon.DefaultEndpoints(":8443", ":8081"), Lease: daemon.DefaultLease("wva-scale-from-zero", "", false),
 	}
@@ -113,6 +122,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ActivatorMaxHeldRequests, "activator-max-held-requests", o.ActivatorMaxHeldRequests, "Most requests held at once waiting for a model; beyond it 503 with Retry-After (the model is still woken)")
 	fs.Int64Var(&o.ActivatorMaxHeldBytes, "activator-max-held-bytes", o.ActivatorMaxHeldBytes, "Most request-body bytes in memory at once (being read, held or forwarded); beyond it 503 with Retry-After")
 	fs.Int64Var(&o.ActivatorMaxBodyBytes, "activator-max-body-bytes", o.ActivatorMaxBodyBytes, "Largest request body accepted (413 beyond); at most --activator-max-held-bytes")
+	fs.IntVar(&o.ActivatorMaxHeldRequestsPerModel, "activator-max-held-requests-per-model", o.ActivatorMaxHeldRequestsPerModel, "Most requests held at once for one model, so a model that never becomes ready leaves room for others; beyond it 503 with Retry-After (0: half of --activator-max-held-requests with several backends, all of it with one)")
+	fs.Int64Var(&o.ActivatorMaxHeldBytesPerModel, "activator-max-held-bytes-per-model", o.ActivatorMaxHeldBytesPerModel, "Most bytes of requests held at once for one model; beyond it 503 with Retry-After (0: half of --activator-max-held-bytes with several backends, all of it with one)")
+	fs.IntVar(&o.ActivatorMaxHeaderBytes, "activator-max-header-bytes", o.ActivatorMaxHeaderBytes, "Largest request line and headers accepted (431 beyond)")
+	fs.IntVar(&o.ActivatorMaxConnections, "activator-max-connections", o.ActivatorMaxConnections, "Most client connections served at once (idle keep-alives included); further ones wait to be accepted")
+	fs.StringSliceVar(&o.ActivatorPaths, "activator-paths", o.ActivatorPaths, "Request paths forwarded to the backends (POST, comma-separated); any other path is 404 (GET /v1/models is answered by the activator)")
 	fs.DurationVar(&o.ActivatorReadTimeout, "activator-read-timeout", o.ActivatorReadTimeout, "Longest the activator waits for a request's headers and body (slow senders are cut off)")
 	fs.DurationVar(&o.ActivatorWriteTimeout, "activator-write-timeout", o.ActivatorWriteTimeout, "Longest a forwarded response may stream; the connection's write deadline is --activator-max-wait plus this")
 	fs.DurationVar(&o.ActivatorIdleTimeout, "activator-idle-timeout", o.ActivatorIdleTimeout, "How long an idle keep-alive connection to the activator stays open")
@@ -178,6 +192,21 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--activator-max-held-bytes=%d: must be >= --activator-max-body-bytes (%d), or no body that size is ever accepted",
 			o.ActivatorMaxHeldBytes, o.ActivatorMaxBodyBytes))
 	}
+	errs = append(errs, o.validateActivatorShares()...)
+	if o.ActivatorMaxHeaderBytes < 1024 {
+		errs = append(errs, fmt.Errorf("--activator-max-header-bytes=%d: must be >= 1024", o.ActivatorMaxHeaderBytes))
+	}
+	if o.ActivatorMaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("--activator-max-connections=%d: must be >= 1", o.ActivatorMaxConnections))
+	}
+	if len(o.ActivatorPaths) == 0 {
+		errs = append(errs, errors.New("--activator-paths: empty; name at least one path to forward"))
+	}
+	for _, p := range o.ActivatorPaths {
+		if u, err := url.Parse(p); err != nil || !strings.HasPrefix(p, "/") || u.Path != p || u.EscapedPath() != p {
+			errs = append(errs, fmt.Errorf("--activator-paths=%q: want a plain path such as /v1/completions (no query, no escapes)", p))
+		}
+	}
 	errs = append(errs, o.Budget.Validate()...)
 	if _, err := ParseBackends(o.ActivatorBackends); err != nil {
 		errs = append(errs, err)
@@ -192,6 +221,28 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// validateActivatorShares checks one model's share of the held caps: set
+// (0 is half), not above the whole, and room for one body of the largest size.
+func (o *Options) validateActivatorShares() []error {
+	var errs []error
+	switch r := o.ActivatorMaxHeldRequestsPerModel; {
+	case r < 0:
+		errs = append(errs, fmt.Errorf("--activator-max-held-requests-per-model=%d: must be >= 0 (0: half of --activator-max-held-requests)", r))
+	case r > o.ActivatorMaxHeldRequests:
+		errs = append(errs, fmt.Errorf("--activator-max-held-requests-per-model=%d: must be <= --activator-max-held-requests (%d)", r, o.ActivatorMaxHeldRequests))
+	}
+	switch b := o.ActivatorMaxHeldBytesPerModel; {
+	case b < 0:
+		errs = append(errs, fmt.Errorf("--activator-max-held-bytes-per-model=%d: must be >= 0 (0: half of --activator-max-held-bytes)", b))
+	case b > o.ActivatorMaxHeldBytes:
+		errs = append(errs, fmt.Errorf("--activator-max-held-bytes-per-model=%d: must be <= --activator-max-held-bytes (%d)", b, o.ActivatorMaxHeldBytes))
+	case b > 0 && b < o.ActivatorMaxBodyBytes:
+		errs = append(errs, fmt.Errorf("--activator-max-held-bytes-per-model=%d: must be >= --activator-max-body-bytes (%d), or no body that size is ever held",
+			b, o.ActivatorMaxBodyBytes))
+	}
+	return errs
 }
 
 // validateEPPTLS enforces the trust model of the EPP scrapes: no token by

@@ -30,6 +30,19 @@ func TestOptionsValidate(t *testing.T) {
 		{"CA file with http", func(o *Options) { o.EPPSelector, o.EPPCAFile = "a=b", "options_test.go" }, `--epp-ca-file="options_test.go": only used with --epp-scheme=https`},
 		{"held bytes below body cap", func(o *Options) { o.EPPSelector, o.ActivatorMaxHeldBytes = "a=b", 1<<20 }, "--activator-max-held-bytes=1048576: must be >= --activator-max-body-bytes (4194304)"},
 		{"no held requests", func(o *Options) { o.EPPSelector, o.ActivatorMaxHeldRequests = "a=b", 0 }, "--activator-max-held-requests=0: must be >= 1"},
+		{"per-model share above the whole", func(o *Options) { o.EPPSelector, o.ActivatorMaxHeldRequestsPerModel = "a=b", 101 },
+			"--activator-max-held-requests-per-model=101: must be <= --activator-max-held-requests (100)"},
+		{"per-model bytes below body cap", func(o *Options) { o.EPPSelector, o.ActivatorMaxHeldBytesPerModel = "a=b", 1<<20 },
+			"--activator-max-held-bytes-per-model=1048576: must be >= --activator-max-body-bytes (4194304)"},
+		{"negative per-model share", func(o *Options) { o.EPPSelector, o.ActivatorMaxHeldRequestsPerModel = "a=b", -1 }, "must be >= 0"},
+		{"tiny header cap", func(o *Options) { o.EPPSelector, o.ActivatorMaxHeaderBytes = "a=b", 100 }, "--activator-max-header-bytes=100: must be >= 1024"},
+		{"no connections", func(o *Options) { o.EPPSelector, o.ActivatorMaxConnections = "a=b", 0 }, "--activator-max-connections=0: must be >= 1"},
+		{"relative path", func(o *Options) { o.EPPSelector, o.ActivatorPaths = "a=b", []string{"v1/completions"} }, `--activator-paths="v1/completions": want a plain path`},
+		{"path with query", func(o *Options) { o.EPPSelector, o.ActivatorPaths = "a=b", []string{"/v1/completions?x=1"} }, `--activator-paths="/v1/completions?x=1"`},
+		{"no paths", func(o *Options) { o.EPPSelector, o.ActivatorPaths = "a=b", nil }, "--activator-paths: empty"},
+		{"extra path", func(o *Options) {
+			o.EPPSelector, o.ActivatorPaths = "a=b", []string{"/v1/completions", "/v1/responses"}
+		}, ""},
 		{"activator without backends", func(o *Options) { o.ActivatorListen = ":8000" }, "needs at least one --activator-backend"},
 		{"lease order", func(o *Options) { o.EPPSelector, o.Lease.Enabled, o.Lease.RenewDeadline = "a=b", true, time.Minute }, "leader election"},
 	}

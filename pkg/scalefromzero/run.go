@@ -285,12 +285,23 @@ func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metr
 	}
 	act := NewActivator(&Activator{Backends: backends, Waker: waker, Metrics: metrics, MaxWait: o.ActivatorMaxWait, HealthPath: o.ActivatorHealthPath,
 		MaxBodyBytes: o.ActivatorMaxBodyBytes, MaxHeldBytes: o.ActivatorMaxHeldBytes, MaxHeldRequests: int64(o.ActivatorMaxHeldRequests),
+		MaxHeldRequestsPerModel: int64(o.ActivatorMaxHeldRequestsPerModel), MaxHeldBytesPerModel: o.ActivatorMaxHeldBytesPerModel,
+		MaxHeaderBytes: o.ActivatorMaxHeaderBytes, MaxConnections: o.ActivatorMaxConnections, Paths: o.ActivatorPaths,
 		ReadTimeout: o.ActivatorReadTimeout, ResponseTimeout: o.ActivatorWriteTimeout, IdleTimeout: o.ActivatorIdleTimeout})
-	addr, err := daemon.ListenAndServe(ctx, "--activator-listen", o.ActivatorListen, act.Server(), 5*time.Second)
+	ln, err := net.Listen("tcp", o.ActivatorListen)
 	if err != nil {
-		return err
+		return fmt.Errorf("--activator-listen=%s: %w", o.ActivatorListen, err)
 	}
-	klog.InfoS("activator listening", "address", addr.String(), "models", sortedKeys(backends), "maxWait", o.ActivatorMaxWait,
-		"maxHeldRequests", o.ActivatorMaxHeldRequests, "maxHeldBytes", o.ActivatorMaxHeldBytes, "maxBodyBytes", o.ActivatorMaxBodyBytes)
+	srv := act.Server()
+	go func() { _ = srv.Serve(act.Listener(ln)) }()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	klog.InfoS("activator listening", "address", ln.Addr().String(), "models", sortedKeys(backends), "paths", act.Paths, "maxWait", o.ActivatorMaxWait,
+		"maxHeldRequests", act.MaxHeldRequests, "perModel", act.MaxHeldRequestsPerModel, "maxHeldBytes", act.MaxHeldBytes, "perModelBytes", act.MaxHeldBytesPerModel,
+		"maxBodyBytes", act.MaxBodyBytes, "maxHeaderBytes", act.MaxHeaderBytes, "maxConnections", act.MaxConnections)
 	return nil
 }
