@@ -285,24 +285,7 @@ func TestActivatorMemoryUnderLoad(t *testing.T) {
 	time.AfterFunc(time.Second, func() { b.ready.Store(true) })
 
 	runtime.GC()
-	var peakHeap atomic.Uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peakHeap.Load() {
-				peakHeap.Store(ms.HeapInuse)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}()
+	stopSampling := samplePeak(10*time.Millisecond, heapInuse)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -344,15 +327,14 @@ func TestActivatorMemoryUnderLoad(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	close(stop)
-	<-sampled
+	peakHeap := stopSampling()
 	require.NoError(t, ctx.Err(), "the load did not finish in time")
 
 	t.Logf("%d clients (%d slow) x %d MiB in %s: outcomes %v; peak held bytes %.1f MiB (cap %d MiB); peak HeapInuse %.1f MiB; %.0f MiB reached the backend",
 		clients, slow, bodySize>>20, elapsed.Round(time.Millisecond), outcomes, float64(a.peakBytes.Load())/(1<<20), a.MaxHeldBytes>>20,
-		float64(peakHeap.Load())/(1<<20), float64(backendBytes.Load())/(1<<20))
+		float64(peakHeap)/(1<<20), float64(backendBytes.Load())/(1<<20))
 	assert.LessOrEqual(t, a.peakBytes.Load(), a.MaxHeldBytes, "held bytes never exceed the cap")
-	assert.Less(t, peakHeap.Load(), uint64(heapCap), "heap stays under the pod's 256Mi limit")
+	assert.Less(t, peakHeap, uint64(heapCap), "heap stays under the pod's 256Mi limit")
 	assert.Positive(t, outcomes["200"], "some requests went through")
 	assert.Zero(t, outcomes["503 without Retry-After"])
 	for k := range outcomes {
@@ -561,24 +543,7 @@ func TestActivatorWorstClients(t *testing.T) {
 	require.Equal(t, 1024, a.MaxConnections, "the default")
 
 	runtime.GC()
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if n := ms.HeapInuse + ms.StackInuse; n > peak.Load() {
-				peak.Store(n)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}()
+	stopSampling := samplePeak(10*time.Millisecond, heapAndStackInuse)
 
 	// Headers just under the cap: half as one long line, half as many
 	// short ones (a map entry each).
@@ -651,16 +616,15 @@ func TestActivatorWorstClients(t *testing.T) {
 	require.NoError(t, err, "a well-behaved request during the attack")
 	assert.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp))
 	goodLatency := time.Since(good)
-	close(stop)
-	<-sampled
+	peak := stopSampling()
 
 	t.Logf("%d connections: %d stalled in %d KiB of headers, %d uploads stalled after 13 of 4096 KiB, %d x 4 MiB for a model never ready (%d held, %d refused); "+
 		"peak held bytes %.1f MiB (cap %d MiB); peak HeapInuse+StackInuse %.1f MiB; in use once the attack stands %.1f MiB (%.1f MiB held); well-behaved request answered in %s",
 		a.MaxConnections-spare, headerConns, a.MaxHeaderBytes>>10, slowUploads, neverRequests, a.held.Load(), refused,
-		float64(a.peakBytes.Load())/(1<<20), a.MaxHeldBytes>>20, float64(peak.Load())/(1<<20),
+		float64(a.peakBytes.Load())/(1<<20), a.MaxHeldBytes>>20, float64(peak)/(1<<20),
 		float64(live.HeapInuse+live.StackInuse)/(1<<20), float64(a.heldBytes.Load())/(1<<20), goodLatency.Round(time.Millisecond))
 	assert.LessOrEqual(t, a.peakBytes.Load(), a.MaxHeldBytes)
-	assert.Less(t, peak.Load(), uint64(peakCap), "heap and stacks stay under GOMEMLIMIT")
+	assert.Less(t, peak, uint64(peakCap), "heap and stacks stay under GOMEMLIMIT")
 	assert.Less(t, live.HeapInuse+live.StackInuse, uint64(liveCap), "memory in use while the attack stands")
 	assert.Less(t, goodLatency, 2*time.Second)
 }

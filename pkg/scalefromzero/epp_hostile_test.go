@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,24 +233,7 @@ func TestConcurrentScrapesMemoryBounded(t *testing.T) {
 	runtime.GC()
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}()
+	stopSampling := samplePeak(2*time.Millisecond, heapAlloc)
 	var wg sync.WaitGroup
 	for i := range scrapes {
 		wg.Add(1)
@@ -263,9 +245,8 @@ func TestConcurrentScrapesMemoryBounded(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	<-sampled
-	grew := float64(peak.Load()-min(peak.Load(), base.HeapAlloc)) / (1 << 20)
+	peak := stopSampling()
+	grew := float64(peak-min(peak, base.HeapAlloc)) / (1 << 20)
 	t.Logf("%d concurrent scrapes of a %d-byte gzipped answer (%d bytes decompressed): peak heap +%.1f MiB", scrapes, len(body), len(worstAnswer()), grew)
 	assert.Less(t, grew, 64.0, "MiB of heap over the baseline")
 }
