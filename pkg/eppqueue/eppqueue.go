@@ -249,13 +249,34 @@ func family(line []byte) (int, []byte) {
 	return -1, nil
 }
 
+// labelSet is a sample's label names so far, in either format: at most
+// MaxLabels, each once.
+type labelSet struct {
+	names [MaxLabels][]byte
+	n     int
+}
+
+// add records a label's name, or says why its sample is skipped.
+func (l *labelSet) add(name []byte) (reason string) {
+	if l.n == MaxLabels {
+		return SkipTooManyLabels
+	}
+	for _, prev := range l.names[:l.n] {
+		if bytes.Equal(prev, name) {
+			return SkipDuplicateLabel
+		}
+	}
+	l.names[l.n] = name
+	l.n++
+	return ""
+}
+
 // parseTextSample parses `{labels} value [timestamp]` of a text sample
 // and returns its model and value, or the reason to skip it. It stops at
 // the first error, so its cost is linear in the line.
 func parseTextSample(s []byte) (model []byte, v float64, reason string) {
-	var names [MaxLabels][]byte
+	var labels labelSet
 	var target, name []byte
-	n := 0
 	if len(s) > 0 && s[0] == '{' {
 		s = s[1:]
 		for {
@@ -274,16 +295,9 @@ func parseTextSample(s []byte) (model []byte, v float64, reason string) {
 			if !ok {
 				return nil, 0, SkipMalformed
 			}
-			if n == MaxLabels {
-				return nil, 0, SkipTooManyLabels
+			if why := labels.add(label); why != "" {
+				return nil, 0, why
 			}
-			for _, prev := range names[:n] {
-				if bytes.Equal(prev, label) {
-					return nil, 0, SkipDuplicateLabel
-				}
-			}
-			names[n] = label
-			n++
 			s = skipBlank(s)
 			if len(s) == 0 || s[0] != '=' {
 				return nil, 0, SkipMalformed
@@ -540,9 +554,9 @@ func parseProtoMetric(m []byte, typ uint64) (model []byte, v float64, reason str
 	if !ok {
 		return nil, 0, SkipMalformed
 	}
-	var names [MaxLabels][]byte
+	var labels labelSet
 	var target, name []byte
-	n, hasValue := 0, false
+	hasValue := false
 	for len(m) > 0 {
 		num, wt, k := protowire.ConsumeTag(m)
 		if k < 0 {
@@ -572,16 +586,9 @@ func parseProtoMetric(m []byte, typ uint64) (model []byte, v float64, reason str
 		if !ok {
 			return nil, 0, SkipMalformed
 		}
-		if n == MaxLabels {
-			return nil, 0, SkipTooManyLabels
+		if why := labels.add(label); why != "" {
+			return nil, 0, why
 		}
-		for _, prev := range names[:n] {
-			if bytes.Equal(prev, label) {
-				return nil, 0, SkipDuplicateLabel
-			}
-		}
-		names[n] = label
-		n++
 		switch string(label) {
 		case targetModelLabel:
 			target = val
