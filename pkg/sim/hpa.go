@@ -1,8 +1,14 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/controller"
 )
 
 // RatePolicy is one HPA scaling policy: at most Value pods (or Value
@@ -22,15 +28,64 @@ type HPABehavior struct {
 }
 
 // WVAControllerBehavior is what `wva controller` puts on the HPAs it owns
-// (pkg/controller DefaultBehavior on a 1.37 cluster): tolerance 0, scale up
-// at once by up to max(100 pods, 100%) per 15 s, scale down after a 30 s
-// stabilization window by up to 100% per 15 s.
+// on a cluster that keeps HPA tolerances (1.37): controller.BehaviorFor a VA
+// without a behavior annotation, so the simulated HPAs follow the shipped
+// default. Today that is tolerance 0, scale up at once by up to
+// max(100 pods, 100%) per 15 s, scale down after a 30 s stabilization
+// window by up to 100% per 15 s.
 func WVAControllerBehavior() HPABehavior {
-	return HPABehavior{
-		UpPolicies:        []RatePolicy{{Value: 100, Period: 15 * time.Second}, {Percent: true, Value: 100, Period: 15 * time.Second}},
-		DownStabilization: 30 * time.Second,
-		DownPolicies:      []RatePolicy{{Percent: true, Value: 100, Period: 15 * time.Second}},
+	b, err := controller.BehaviorFor(&llmdv1alpha1.VariantAutoscaling{}, controller.Capabilities{Tolerance: true})
+	if err == nil {
+		var out HPABehavior
+		if out, err = BehaviorFromAPI(b); err == nil {
+			return out
+		}
 	}
+	// Only a behavior annotation can make BehaviorFor fail, and the default
+	// selects Max: a failure here is a defect of the default.
+	panic(fmt.Sprintf("the controller's default HPA behavior cannot be emulated: %v", err))
+}
+
+// BehaviorFromAPI is the emulation of an autoscaling/v2 behavior: rules
+// absent or fields unset take the API's defaults (tolerance 0.1, no
+// stabilization up and 300 s down, max(4 pods, 100%) up and 100% down per
+// 15 s). Only selectPolicy Max (the default) is emulated.
+func BehaviorFromAPI(b *autoscalingv2.HorizontalPodAutoscalerBehavior) (HPABehavior, error) {
+	def := DefaultHPABehavior()
+	var out HPABehavior
+	var err error
+	if b == nil {
+		b = &autoscalingv2.HorizontalPodAutoscalerBehavior{}
+	}
+	if out.UpTolerance, out.UpStabilization, out.UpPolicies, err = rulesFromAPI(b.ScaleUp, def.UpTolerance, def.UpStabilization, def.UpPolicies); err != nil {
+		return HPABehavior{}, fmt.Errorf("scaleUp: %w", err)
+	}
+	if out.DownTolerance, out.DownStabilization, out.DownPolicies, err = rulesFromAPI(b.ScaleDown, def.DownTolerance, def.DownStabilization, def.DownPolicies); err != nil {
+		return HPABehavior{}, fmt.Errorf("scaleDown: %w", err)
+	}
+	return out, nil
+}
+
+func rulesFromAPI(r *autoscalingv2.HPAScalingRules, tolerance float64, window time.Duration, policies []RatePolicy) (float64, time.Duration, []RatePolicy, error) {
+	if r == nil {
+		return tolerance, window, policies, nil
+	}
+	if r.SelectPolicy != nil && *r.SelectPolicy != autoscalingv2.MaxChangePolicySelect {
+		return 0, 0, nil, fmt.Errorf("selectPolicy %s: only %s is emulated", *r.SelectPolicy, autoscalingv2.MaxChangePolicySelect)
+	}
+	if r.Tolerance != nil {
+		tolerance = r.Tolerance.AsApproximateFloat64()
+	}
+	if r.StabilizationWindowSeconds != nil {
+		window = time.Duration(*r.StabilizationWindowSeconds) * time.Second
+	}
+	if len(r.Policies) > 0 {
+		policies = nil
+		for _, p := range r.Policies {
+			policies = append(policies, RatePolicy{Percent: p.Type == autoscalingv2.PercentScalingPolicy, Value: p.Value, Period: time.Duration(p.PeriodSeconds) * time.Second})
+		}
+	}
+	return tolerance, window, policies, nil
 }
 
 // DefaultHPABehavior is a stock HPA's (what KEDA creates unless told

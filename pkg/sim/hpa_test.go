@@ -5,6 +5,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 )
 
 func TestHPATolerance(t *testing.T) {
@@ -99,4 +103,57 @@ func TestHPAZero(t *testing.T) {
 	keda := &HPA{Behavior: DefaultHPABehavior(), Min: 1, Max: 10}
 	assert.Equal(t, int32(1), keda.Sync(0, 1, 0, 1, true))
 	assert.Equal(t, int32(0), keda.Sync(15*time.Second, 0, 5, 1, true), "minReplicas 1 and target at 0: disabled")
+}
+
+// The simulated HPAs of wva's policies are the controller's: its default
+// behavior converted, whatever it becomes. Today's values, as a check of
+// the conversion.
+func TestWVAControllerBehaviorIsTheControllersDefault(t *testing.T) {
+	assert.Equal(t, HPABehavior{
+		UpPolicies:        []RatePolicy{{Value: 100, Period: 15 * time.Second}, {Percent: true, Value: 100, Period: 15 * time.Second}},
+		DownStabilization: 30 * time.Second,
+		DownPolicies:      []RatePolicy{{Percent: true, Value: 100, Period: 15 * time.Second}},
+	}, WVAControllerBehavior())
+}
+
+func TestBehaviorFromAPI(t *testing.T) {
+	twentieth := resource.MustParse("0.05")
+	minPolicy := autoscalingv2.MinChangePolicySelect
+	for _, tc := range []struct {
+		name    string
+		in      *autoscalingv2.HorizontalPodAutoscalerBehavior
+		want    HPABehavior
+		wantErr string
+	}{
+		{name: "none: a stock HPA's defaults", in: nil, want: DefaultHPABehavior()},
+		{name: "scale-down window and tolerance set, the rest defaulted",
+			in: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{
+				StabilizationWindowSeconds: ptr.To[int32](60), Tolerance: &twentieth}},
+			want: func() HPABehavior {
+				b := DefaultHPABehavior()
+				b.DownStabilization, b.DownTolerance = time.Minute, 0.05
+				return b
+			}()},
+		{name: "policies replace the defaults",
+			in: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: &autoscalingv2.HPAScalingRules{
+				Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 2, PeriodSeconds: 60}}}},
+			want: func() HPABehavior {
+				b := DefaultHPABehavior()
+				b.UpPolicies = []RatePolicy{{Value: 2, Period: time.Minute}}
+				return b
+			}()},
+		{name: "selectPolicy Min is not emulated",
+			in:      &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{SelectPolicy: &minPolicy}},
+			wantErr: "scaleDown: selectPolicy Min"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := BehaviorFromAPI(tc.in)
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }
