@@ -88,6 +88,9 @@ type OraclePlan struct {
 	Repairs    int     `json:"repairs"`
 
 	buckets []trace.Trace
+	// infeasibleAt marks the intervals Infeasible counts, each once however
+	// many searches fail on it.
+	infeasibleAt []bool
 }
 
 // PlanOracle computes the oracle's plan for a trace.
@@ -122,6 +125,7 @@ func PlanOracle(sc *Scenario, tr *trace.Trace) OraclePlan {
 	close(jobs)
 	wg.Wait()
 	plan.buckets = buckets
+	plan.infeasibleAt = infeasible
 	var lead time.Duration
 	for _, v := range sc.Variants {
 		lead = max(lead, v.StartupDelay.D())
@@ -372,7 +376,8 @@ func (plan *OraclePlan) MakeFeasible(sc *Scenario, tr *trace.Trace) {
 			}
 			return carried(i, prev, mix)
 		})
-		if !found {
+		if !found && !plan.infeasibleAt[i] {
+			plan.infeasibleAt[i] = true
 			plan.Infeasible++
 		}
 		return mix

@@ -53,3 +53,18 @@ func TestOracleMeetsTheSLO(t *testing.T) {
 		})
 	}
 }
+
+// A load the maxima cannot serve makes intervals infeasible: each counts
+// once, however many of the repair replays search it again (a 10-minute
+// trace once reported hundreds).
+func TestOracleCountsEachInfeasibleIntervalOnce(t *testing.T) {
+	sc, tr := shortScenario(t, ShapeSteady, 10*time.Minute, 20, 20)
+	for v := range sc.Variants {
+		sc.Variants[v].MaxReplicas = 1
+	}
+	plan := PlanOracle(&sc, &tr)
+	plan.MakeFeasible(&sc, &tr)
+	intervals := len(plan.Replicas)
+	assert.Positive(t, plan.Infeasible)
+	assert.LessOrEqual(t, plan.Infeasible, intervals, "%d infeasible of %d intervals after %d repairs", plan.Infeasible, intervals, plan.Repairs)
+}
