@@ -101,6 +101,11 @@ type fleet struct {
 	routable []*pod // ready and not terminating
 	steps    stepHeap
 	gateway  []*seq
+	// parked are held at the gateway too, with flow control, for a variant
+	// able to hold them: no ready pod's KV cache can, so they wait beside
+	// the queue rather than at its head (a 90k-token prompt that only an
+	// H100 can hold must not stall the requests behind it).
+	parked []*seq
 
 	seqs        []seq
 	next        int
@@ -279,11 +284,28 @@ func (f *fleet) remove(p *pod) {
 func (f *fleet) markReady(p *pod) {
 	p.ready = true
 	f.routable = append(f.routable, p)
-	held := f.gateway
-	f.gateway = nil
+	parked, held := f.parked, f.gateway
+	f.parked, f.gateway = nil, nil
+	for _, q := range parked {
+		f.route(q)
+	}
 	for _, q := range held {
 		f.route(q)
 	}
+}
+
+// held counts the requests waiting at the gateway: the endpoint picker's
+// flow-control queue.
+func (f *fleet) held() int { return len(f.gateway) + len(f.parked) }
+
+// canHold says whether some ready pod's KV cache can hold the request.
+func (f *fleet) canHold(q *seq) bool {
+	for _, p := range f.routable {
+		if p.srv.fits(q.input, q.output) {
+			return true
+		}
+	}
+	return false
 }
 
 // Flow control's saturation detector (llm-d defaults).
@@ -297,16 +319,34 @@ func saturated(p *pod) bool {
 }
 
 // release dispatches requests held by flow control, oldest first, while
-// some ready pod that can take the head request is not saturated.
+// some ready pod that can take the head request is not saturated. Parked
+// requests go first, where a pod now holds them; a head no ready pod can
+// hold is parked, and the queue goes on behind it.
 func (f *fleet) release() {
+	if len(f.parked) > 0 {
+		kept := f.parked[:0]
+		for _, q := range f.parked {
+			if best := f.pick(q, true); best != nil {
+				f.dispatch(best, q)
+				continue
+			}
+			kept = append(kept, q)
+		}
+		clear(f.parked[len(kept):])
+		f.parked = kept
+	}
 	for len(f.gateway) > 0 {
 		q := f.gateway[0]
 		best := f.pick(q, true)
-		if best == nil {
+		if best == nil && (len(f.routable) == 0 || f.canHold(q)) {
 			return
 		}
 		f.gateway[0] = nil
 		f.gateway = f.gateway[1:]
+		if best == nil {
+			f.parked = append(f.parked, q)
+			continue
+		}
 		f.dispatch(best, q)
 	}
 }
@@ -335,14 +375,20 @@ func (f *fleet) refreshNextGrace() {
 // scorers weigh them; ties go to the pod with fewer running requests, then
 // the older pod. With no ready pod the request waits at the gateway.
 // With flow control, a request that finds every pod saturated waits at
-// the gateway, behind any request already waiting there.
+// the gateway, behind any request already waiting there; one that no ready
+// pod can hold is parked there until a pod that can is ready.
 func (f *fleet) route(q *seq) {
 	var best *pod
-	if !f.sc.Control.FlowControl || len(f.gateway) == 0 {
-		best = f.pick(q, f.sc.Control.FlowControl)
+	fc := f.sc.Control.FlowControl
+	if !fc || len(f.gateway) == 0 {
+		best = f.pick(q, fc)
 	}
 	if best == nil {
-		f.gateway = append(f.gateway, q)
+		if fc && len(f.routable) > 0 && !f.canHold(q) {
+			f.parked = append(f.parked, q)
+		} else {
+			f.gateway = append(f.gateway, q)
+		}
 		if f.fastPath == never && f.totalSpec() == 0 {
 			f.fastPath = f.now + f.sc.Control.ScaleFromZeroDelay.D()
 		}
@@ -414,7 +460,7 @@ func (f *fleet) completeStep(p *pod) {
 		return
 	}
 	f.startStep(p)
-	if f.sc.Control.FlowControl && len(f.gateway) > 0 && !saturated(p) {
+	if f.sc.Control.FlowControl && f.held() > 0 && !saturated(p) {
 		f.release()
 	}
 }
@@ -562,7 +608,7 @@ func (f *fleet) run() {
 			f.arrive()
 		case f.fastPath:
 			f.fastPath = never
-			if f.totalSpec() == 0 && len(f.gateway) > 0 {
+			if f.totalSpec() == 0 && f.held() > 0 {
 				f.ctl.scaleFromZero(f)
 			}
 		case f.nextScrape:
@@ -622,7 +668,7 @@ func (f *fleet) recordTimePoint() {
 		return
 	}
 	at := f.now - f.origin
-	tp := TimePoint{At: at, Seconds: at.Seconds(), Waiting: len(f.gateway)}
+	tp := TimePoint{At: at, Seconds: at.Seconds(), Waiting: f.held()}
 	interval := f.sc.Control.ScrapeInterval.D()
 	if len(f.timeline) > 0 {
 		interval = at - f.timeline[len(f.timeline)-1].At

@@ -151,7 +151,7 @@ func (p *kpaPolicy) engine(f *fleet) {
 			c += float64(len(pod.srv.running) + pod.srv.numWaiting())
 		}
 		if pods > 0 {
-			c += float64(len(f.gateway)) * float64(len(vs.pods)) / float64(pods)
+			c += float64(f.held()) * float64(len(vs.pods)) / float64(pods)
 		}
 		s := append(p.samples[v], kpaSample{at: f.now, c: c})
 		for len(s) > 0 && f.now-s[0].at >= kpaStableWindow {
@@ -191,6 +191,6 @@ func (p *kpaPolicy) scaleFromZero(f *fleet) {
 	if v < 0 {
 		return
 	}
-	n := int32(math.Ceil(float64(len(f.gateway)) / p.params[v].target))
+	n := int32(math.Ceil(float64(f.held()) / p.params[v].target))
 	f.setReplicas(v, min(max(n, 1), p.params[v].max))
 }

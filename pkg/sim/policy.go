@@ -184,7 +184,7 @@ func (p *wvaPolicy) collect(f *fleet) ([]engine.View, collector.Result) {
 		Pods:     map[collector.PodKey]collector.PodMetrics{},
 		Requests: map[time.Duration]map[collector.ModelKey]float64{},
 		// The EPP's flow-control queue and its request counter's rate.
-		SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{model: {Size: float64(len(f.gateway))}},
+		SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{model: {Size: float64(f.held())}},
 		GatewayArrivals: map[collector.ModelKey]float64{model: f.arrivalsOver(window) / window.Seconds()},
 	}
 	views := make([]engine.View, len(p.vas))

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 var testSpec = ServerSpec{Alpha: 20, Beta: 0.07, Gamma: 0.0005, NumGPUBlocks: 12288, BlockSize: 16, MaxNumSeqs: 256, MaxNumBatchedTokens: 8192}
@@ -143,4 +144,36 @@ func TestServerPreemptionIsNewestFirst(t *testing.T) {
 	assert.Equal(t, int32(5), young.prompt, "recompute prompt + the token it generated")
 	assert.Equal(t, []*seq{old}, s.running)
 	assert.Equal(t, 1, s.numWaiting())
+}
+
+// With flow control, a request that only an absent variant can hold waits
+// at the gateway without stalling those behind it (vLLM's router sends a
+// request where it fits); a request no variant can hold is refused.
+func TestGatewayDoesNotBlockBehindARequestOnlyAnotherVariantHolds(t *testing.T) {
+	small := ServerSpec{Alpha: 20, Beta: 0.05, NumGPUBlocks: 1024, BlockSize: 16, MaxNumSeqs: 64, MaxNumBatchedTokens: 4096}
+	large := small
+	large.NumGPUBlocks = 16384
+	sc := Scenario{
+		Name: "unit", ModelID: "m", Seed: 1,
+		Variants: []VariantSpec{
+			{Name: "small", Cost: 1, MinReplicas: 2, MaxReplicas: 2, InitialReplicas: 2, Server: small},
+			{Name: "large", Cost: 3, MinReplicas: 0, MaxReplicas: 1, Server: large},
+		},
+		SLO:     SLO{TTFT: config.Duration(2 * time.Second), ITL: config.Duration(100 * time.Millisecond)},
+		Control: Control{FlowControl: true},
+	}
+	sc.applyDefaults()
+	tr := trace.Trace{Requests: []trace.Request{
+		{Arrival: 0, Input: 100_000, Output: 10},   // only "large" can hold it, and it has no replica
+		{Arrival: 0, Input: 1_000_000, Output: 10}, // no variant can hold it
+	}}
+	for i := 1; i <= 50; i++ {
+		tr.Requests = append(tr.Requests, trace.Request{Arrival: time.Duration(i) * time.Second, Input: 500, Output: 50})
+	}
+	f := newFleet(&sc, &tr, staticPolicy{}, []int32{2, 0})
+	f.run()
+	s := summarize("static", f)
+	assert.Equal(t, 1, s.Rejected, "the request no variant can hold is refused")
+	assert.Equal(t, 1, s.Unfinished, "the request only the absent variant holds still waits")
+	assert.Equal(t, 50, int(float64(len(tr.Requests))*s.SLOAttainment+0.5), "every small request is served, within the SLO")
 }

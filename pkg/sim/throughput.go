@@ -290,7 +290,7 @@ func (p *throughputPolicy) observe(f *fleet) tpInput {
 	in := tpInput{
 		ArrivalRate:    f.arrivalsOver(window) / window.Seconds(),
 		CompletionRate: f.completions.over(f.now, window) / window.Seconds(),
-		QueueSize:      float64(len(f.gateway)),
+		QueueSize:      float64(f.held()),
 	}
 	var olSum float64
 	var olN int
