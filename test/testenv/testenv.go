@@ -162,11 +162,27 @@ func StartProcess(ctx context.Context, t testing.TB, name, bin string, args ...s
 // for an adapter leader that cannot reach Prometheus on purpose).
 func StartProcessWaiting(ctx context.Context, t testing.TB, name, bin, readyPath string, args ...string) *Process {
 	t.Helper()
+	return startProcess(ctx, t, name, bin, readyPath, nil, args)
+}
+
+// StartProcessEnv is StartProcess with env ("KEY=value") added to the
+// test's environment, e.g. GOMEMLIMIT as a Deployment sets it (t.Setenv
+// would forbid running in parallel).
+func StartProcessEnv(ctx context.Context, t testing.TB, name, bin string, env []string, args ...string) *Process {
+	t.Helper()
+	return startProcess(ctx, t, name, bin, "/readyz", env, args)
+}
+
+func startProcess(ctx context.Context, t testing.TB, name, bin, readyPath string, env, args []string) *Process {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	health := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	p := &Process{Name: name, MetricsURL: "http://" + addr, HealthURL: "http://" + health, log: &SyncBuffer{}, done: make(chan struct{})}
 	argv := []string{args[0], "--metrics-secure=false", "--metrics-bind-address=" + addr, "--health-probe-bind-address=" + health}
 	p.cmd = exec.Command(bin, append(argv, args[1:]...)...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -211,21 +227,25 @@ func (p *Process) Stop() {
 
 // PeakRSS is the process's peak resident memory so far (VmHWM in
 // /proc/<pid>/status, Linux), in bytes.
-func (p *Process) PeakRSS() (int64, error) {
+func (p *Process) PeakRSS() (int64, error) { return p.MemStatus("VmHWM") }
+
+// MemStatus is one memory field of /proc/<pid>/status (Linux), e.g.
+// RssAnon or RssFile, in bytes.
+func (p *Process) MemStatus(field string) (int64, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			var kib int64
 			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib); err != nil {
-				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
+				return 0, fmt.Errorf("%s %q: %w", field, rest, err)
 			}
 			return kib << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, p.cmd.Process.Pid)
 }
 
 // Kill ends the process at once, as a crash would.
