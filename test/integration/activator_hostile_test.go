@@ -191,5 +191,8 @@ func TestActivatorSurvivesHostileClients(t *testing.T) {
 		"%.1f MiB held; well-behaved request answered in %s; peak RSS (VmHWM) of the process %.1f MiB, of which anonymous about %.1f MiB (sampled every 20ms; GOMEMLIMIT=200MiB, pod limit 256 MiB)",
 		headerConns+slowUploads+neverRequests, headerConns, maxHeaderBytes>>10, slowUploads, neverRequests, held, refused,
 		heldBytes/(1<<20), latency.Round(time.Millisecond), float64(peak)/(1<<20), float64(anon)/(1<<20))
-	assert.Less(t, peak, int64(podLimit), "peak resident memory within the pod limit")
+	// The container is killed when what the kernel cannot reclaim passes
+	// its limit: anonymous memory. The binary's mapped pages in VmHWM are
+	// page cache, reclaimed first under the limit.
+	assert.Less(t, anon, int64(podLimit), "peak anonymous memory within the pod limit")
 }
