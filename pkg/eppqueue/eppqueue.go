@@ -249,11 +249,30 @@ func family(line []byte) (int, []byte) {
 	return -1, nil
 }
 
-// labelSet is a sample's label names so far, in either format: at most
-// MaxLabels, each once.
+// labelSet is a sample's label names so far, in either format (at most
+// MaxLabels, each once), and the values of those that name its model.
 type labelSet struct {
-	names [MaxLabels][]byte
-	n     int
+	names        [MaxLabels][]byte
+	n            int
+	target, name []byte
+}
+
+// value remembers a label's value when the label names the model.
+func (l *labelSet) value(label, val []byte) {
+	switch string(label) {
+	case targetModelLabel:
+		l.target = val
+	case modelLabel:
+		l.name = val
+	}
+}
+
+// model is the sample's model: target_model_name, else model_name.
+func (l *labelSet) model() []byte {
+	if len(l.target) > 0 {
+		return l.target
+	}
+	return l.name
 }
 
 // add records a label's name, or says why its sample is skipped.
@@ -276,7 +295,6 @@ func (l *labelSet) add(name []byte) (reason string) {
 // the first error, so its cost is linear in the line.
 func parseTextSample(s []byte) (model []byte, v float64, reason string) {
 	var labels labelSet
-	var target, name []byte
 	if len(s) > 0 && s[0] == '{' {
 		s = s[1:]
 		for {
@@ -305,12 +323,7 @@ func parseTextSample(s []byte) (model []byte, v float64, reason string) {
 			if val, s, ok = quoted(skipBlank(s[1:])); !ok {
 				return nil, 0, SkipMalformed
 			}
-			switch string(label) {
-			case targetModelLabel:
-				target = val
-			case modelLabel:
-				name = val
-			}
+			labels.value(label, val)
 			s = skipBlank(s)
 			if len(s) > 0 && s[0] == ',' {
 				s = s[1:]
@@ -333,13 +346,7 @@ func parseTextSample(s []byte) (model []byte, v float64, reason string) {
 			return nil, 0, SkipMalformed
 		}
 	}
-	switch {
-	case len(target) > 0:
-		model = target
-	case len(name) > 0:
-		model = name
-	}
-	return unescape(model), v, ""
+	return unescape(labels.model()), v, ""
 }
 
 func skipBlank(s []byte) []byte {
@@ -555,7 +562,6 @@ func parseProtoMetric(m []byte, typ uint64) (model []byte, v float64, reason str
 		return nil, 0, SkipMalformed
 	}
 	var labels labelSet
-	var target, name []byte
 	hasValue := false
 	for len(m) > 0 {
 		num, wt, k := protowire.ConsumeTag(m)
@@ -589,23 +595,12 @@ func parseProtoMetric(m []byte, typ uint64) (model []byte, v float64, reason str
 		if why := labels.add(label); why != "" {
 			return nil, 0, why
 		}
-		switch string(label) {
-		case targetModelLabel:
-			target = val
-		case modelLabel:
-			name = val
-		}
+		labels.value(label, val)
 	}
 	if !hasValue {
 		return nil, 0, SkipMalformed
 	}
-	switch {
-	case len(target) > 0:
-		model = target
-	case len(name) > 0:
-		model = name
-	}
-	return model, v, ""
+	return labels.model(), v, ""
 }
 
 // protoLabel reads a LabelPair; name and value must be UTF-8.
