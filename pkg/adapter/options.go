@@ -91,28 +91,28 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.PrometheusInsecureSkipVerify, "prometheus-insecure-skip-verify", o.PrometheusInsecureSkipVerify, "Skip TLS verification of Prometheus (testing only)")
 	fs.StringVar(&o.PrometheusBearerTokenFile, "prometheus-bearer-token-file", o.PrometheusBearerTokenFile, "File with a bearer token for Prometheus; re-read on every request so rotated tokens work")
 	fs.DurationVar(&o.PrometheusTimeout, "prometheus-timeout", o.PrometheusTimeout, "Timeout of one Prometheus query")
-	fs.StringVar(&o.PrometheusNamespaceLabel, "prometheus-namespace-label", o.PrometheusNamespaceLabel, "Prometheus label holding a vLLM series' pod namespace")
-	fs.StringVar(&o.PrometheusPodLabel, "prometheus-pod-label", o.PrometheusPodLabel, "Prometheus label holding a vLLM series' pod name")
+	fs.StringVar(&o.PrometheusNamespaceLabel, "prometheus-namespace-label", o.PrometheusNamespaceLabel, "Prometheus label holding a vLLM series' pod namespace (as the PodMonitor's relabeling names it)")
+	fs.StringVar(&o.PrometheusPodLabel, "prometheus-pod-label", o.PrometheusPodLabel, "Prometheus label holding a vLLM series' pod name (as the PodMonitor's relabeling names it)")
 	fs.DurationVar(&o.EngineInterval, "engine-interval", o.EngineInterval, "Time between decision cycles (cycles also run on VA and ConfigMap changes)")
 	fs.DurationVar(&o.CycleTimeout, "cycle-timeout", o.CycleTimeout, "Bound on one cycle (default: the engine interval)")
-	fs.DurationVar(&o.StatusHeartbeat, "status-heartbeat", o.StatusHeartbeat, "Rewrite an unchanged VA status this often to refresh lastRunTime")
-	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "Age past which a served decision counts as stale in metrics (default: heartbeat + 2 intervals)")
+	fs.DurationVar(&o.StatusHeartbeat, "status-heartbeat", o.StatusHeartbeat, "Rewrite an unchanged VA status this often to refresh lastRunTime (changes are written at once)")
+	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "Age past which a served decision counts as stale in metrics: wva_decision_age_seconds, wva_external_metric_requests_total{result=\"stale\"} (default: heartbeat + 2 intervals)")
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "Namespace of the wva ConfigMaps (default: $POD_NAMESPACE or wva-system)")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Only manage VAs in this namespace (default: all)")
 	o.Budget.AddFlags(fs)
 	o.Lease.AddFlags(fs, "Elect one replica to run the engine (all replicas serve metrics)")
 	o.Endpoints.AddFlags(fs)
 	fs.DurationVar(&o.LivenessStaleAfter, "liveness-stale-after", o.LivenessStaleAfter,
-		"The leader fails /healthz when its engine loop has completed no cycle (successful or not) for this long (default: 3 engine intervals + cycle timeout)")
+		"The leader fails /healthz (500, naming the last cycle's age and this bound) when its engine loop has completed no cycle (successful or not) for this long; a follower is always live (default: 3 engine intervals + cycle timeout)")
 	fs.StringVar(&o.KedaScalerAddress, "keda-scaler-address", o.KedaScalerAddress,
 		"Also serve the decisions as a KEDA external scaler (gRPC) on this address, e.g. :9090 (default: off)")
 	fs.StringVar(&o.KedaScalerTLS.CertFile, "keda-scaler-tls-cert-file", o.KedaScalerTLS.CertFile,
-		"PEM certificate of the KEDA external scaler's gRPC server; re-read when it changes")
-	fs.StringVar(&o.KedaScalerTLS.KeyFile, "keda-scaler-tls-key-file", o.KedaScalerTLS.KeyFile, "PEM private key of --keda-scaler-tls-cert-file")
+		"PEM certificate of the KEDA external scaler's gRPC server (required with --keda-scaler-address unless --keda-scaler-insecure); re-read when it changes")
+	fs.StringVar(&o.KedaScalerTLS.KeyFile, "keda-scaler-tls-key-file", o.KedaScalerTLS.KeyFile, "PEM private key of --keda-scaler-tls-cert-file (required with it); re-read when it changes")
 	fs.StringVar(&o.KedaScalerTLS.ClientCAFile, "keda-scaler-client-ca-file", o.KedaScalerTLS.ClientCAFile,
 		"Require KEDA to present a client certificate signed by this CA (mutual TLS; KEDA's tlsClientCert and tlsClientKey); re-read when it changes")
 	fs.BoolVar(&o.KedaScalerInsecure, "keda-scaler-insecure", o.KedaScalerInsecure,
-		"Serve the KEDA external scaler as plain gRPC, without TLS: anyone who can reach the port reads every decision")
+		"Serve the KEDA external scaler as plain gRPC, without TLS (an explicit opt-in): anyone who can reach the port reads every decision")
 	fs.DurationVar(&o.KedaScalerResendInterval, "keda-scaler-resend-interval", o.KedaScalerResendInterval,
 		"Longest silence on a KEDA StreamIsActive stream: activity is pushed on every change and re-sent at least this often")
 }

@@ -24,9 +24,9 @@ func DefaultFlags() Flags { return Flags{GPUResource: "nvidia.com/gpu"} }
 // --gpu-resource.
 func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.ConfigMap, "budget-configmap", f.ConfigMap,
-		"ConfigMap in --config-namespace with the GPU budget per node pool (data key = pool name, the acceleratorName for enableLimiter groups; value = {nodeSelector, gpus, gpuMemory})")
+		"ConfigMap in --config-namespace with the GPU budget per node pool (data key = pool name, the acceleratorName for enableLimiter groups; value = {nodeSelector, gpus, gpuMemory}); exclusive with --budget-node-pool-label")
 	fs.StringVar(&f.PoolLabel, "budget-node-pool-label", f.PoolLabel,
-		"Compute the GPU budget from nodes: one pool per value of this node label (the accelerator label, e.g. nvidia.com/gpu.product, so pools match acceleratorName), a pool holds the allocatable --gpu-resource of its nodes, and the GPUs pods request count against it")
+		"Compute the GPU budget from nodes: one pool per value of this node label (the accelerator label, e.g. nvidia.com/gpu.product, so pools match acceleratorName), a pool holds the allocatable --gpu-resource of its nodes, and the GPUs pods request count against it; exclusive with --budget-configmap")
 	fs.StringVar(&f.GPUResource, "gpu-resource", f.GPUResource, "Extended resource counted as GPUs")
 }
 
