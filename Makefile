@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 30m
 # plane) run this many at a time: they mostly wait on controllers.
 TEST_PARALLEL ?= 4
 
-.PHONY: help build test test-unit test-race test-deps e2e lint fuzz generate verify-generate demo bench-report bench-check clean
+.PHONY: help build test test-unit test-race test-deps e2e lint fuzz generate verify-generate demo docs bench-report bench-check clean
 
 help: ## List targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -67,6 +67,9 @@ verify-generate: ## Fail if generated files are stale
 
 demo: ## The main job on its embedded default (no cluster): simulate wva against the other policies
 	$(GO) run ./cmd/wva simulate
+
+docs: ## Regenerate the flag tables in docs/ from the commands (test/docs fails when they are stale)
+	$(GO) run ./hack/flagdocs
 
 bench-report: ## Regenerate the benchmark tables in README.md and docs/benchmarks.md
 	$(GO) run ./hack/benchreport

@@ -1,4 +1,5 @@
-// Package docs checks the user documentation: README.md and docs/*.md.
+// Package docs checks the user documentation, README.md and docs/*.md: its
+// links and the generated flag tables.
 // It needs no external binaries, so it runs in every `make test`.
 package docs
 
