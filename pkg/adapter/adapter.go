@@ -35,7 +35,6 @@ import (
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
-	"github.com/wva-project/wva/pkg/hpavariant"
 	"github.com/wva-project/wva/pkg/inventory"
 	"github.com/wva-project/wva/pkg/kedascaler"
 	"github.com/wva-project/wva/pkg/pipeline"
@@ -142,8 +141,8 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		Pods:         a.informers.Core().V1().Pods().Lister(),
 		// HPAs opted in by annotations (upstream v0.9) are variants too.
 		HPAs:   a.informers.Autoscaling().V2().HorizontalPodAutoscalers().Lister(),
-		Memory: &hpavariant.Memory{},
-		Warner: &hpavariant.Warner{Recorder: a.recorder, Left: hpavariant.NewLeftGauge(a.Registry)},
+		Memory: &inventory.Memory{},
+		Warner: &inventory.Warner{Recorder: a.recorder, Left: inventory.NewLeftGauge(a.Registry)},
 	}
 	// The LWS and KEDA APIs are read when installed at start-up.
 	lws := daemon.APIServed(a.kube, llmdv1alpha1.LeaderWorkerSetResource)
@@ -171,10 +170,10 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	a.Engine = &engine.Engine{
 		Views:           inv,
 		Metrics:         collector.Collector{API: prom, Labels: collector.Labels{Namespace: opts.PrometheusNamespaceLabel, Pod: opts.PrometheusPodLabel}},
-		Status:          hpavariant.StatusWriter{Next: engine.ClientStatusWriter{Client: wvaClient}, Memory: inv.Memory},
+		Status:          inventory.StatusWriter{Next: engine.ClientStatusWriter{Client: wvaClient}, Memory: inv.Memory},
 		Config:          a.Config,
 		Pipeline:        pipeline.Default(),
-		Recorder:        hpavariant.Recorder{EventRecorder: a.recorder},
+		Recorder:        inventory.Recorder{EventRecorder: a.recorder},
 		Observe:         engine.NewMetrics(a.Registry),
 		Clock:           clock.RealClock{},
 		Interval:        opts.EngineInterval,
@@ -200,7 +199,7 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	a.optIn.data = a.optIn.persisted
 	a.state = StatePersister{Kube: a.kube, Namespace: opts.ConfigNamespace, Engine: a.Engine, Lister: cmLister}
 	a.invalidGauge = newInvalidGauge(a.Registry)
-	decisions := hpavariant.Lister(inv.VAs, inv.Memory)
+	decisions := inventory.Lister(inv.VAs, inv.Memory)
 	a.Provider = provider.New(decisions, clock.RealClock{}, opts.StaleAfter, a.Registry)
 	base.WithExternalMetrics(a.Provider)
 	if opts.KedaScalerAddress != "" {

@@ -7,12 +7,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/wva-project/wva/pkg/hpavariant"
+	"github.com/wva-project/wva/pkg/inventory"
 )
 
 // OptInDecisionsConfigMapName is the wva-owned ConfigMap (in the config
 // namespace) holding the decisions of variants opted in by annotations
-// (hpavariant.Memory.Persisted, one data key per variant). They have no VA
+// (inventory.Memory.Persisted, one data key per variant). They have no VA
 // status: the leader writes them here, so every replica serves them and a
 // new leader serves the last ones until it decides.
 const OptInDecisionsConfigMapName = "wva-optin-decisions"
@@ -22,7 +22,7 @@ const OptInDecisionsConfigMapName = "wva-optin-decisions"
 // replicas restore theirs from the ConfigMap their informer reads.
 type optInDecisions struct {
 	configMapPersister
-	memory  *hpavariant.Memory
+	memory  *inventory.Memory
 	leading func() bool
 }
 
@@ -32,7 +32,7 @@ func (o *optInDecisions) persisted() map[string]string {
 	data, dropped := o.memory.Persisted()
 	if dropped > 0 {
 		klog.InfoS("opted-in decisions over the size bound; other replicas answer NotFound for them", "variants", dropped,
-			"maxBytes", hpavariant.MaxDecisionsBytes)
+			"maxBytes", inventory.MaxDecisionsBytes)
 	}
 	return data
 }

@@ -1,6 +1,8 @@
 // Package decision holds the plain data types that flow through the decision
-// pipeline (analyze -> optimize -> enforce). It has no Kubernetes or Prometheus
-// dependencies so every stage stays a pure function over these values.
+// pipeline (analyze -> optimize -> enforce), and View and InventoryTarget,
+// what the inventory hands the engine. It has no client or Prometheus
+// dependencies (View carries the VariantAutoscaling, InventoryTarget a label
+// selector) so every stage stays a pure function over these values.
 package decision
 
 import "time"

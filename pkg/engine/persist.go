@@ -2,11 +2,9 @@ package engine
 
 import (
 	"encoding/json"
-	"fmt"
-	"hash/fnv"
-	"regexp"
 
 	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 const (
@@ -89,20 +87,5 @@ func DecodeState(data map[string]string) map[GroupKey]any {
 	return out
 }
 
-var invalidKeyChars = regexp.MustCompile(`[^-._a-zA-Z0-9]+`)
-
-// StateDataKey is the group's ConfigMap data key (DataKey).
-func StateDataKey(k GroupKey) string { return DataKey(k.Namespace, k.ModelID) }
-
-// DataKey is a ConfigMap data key for namespace/name: readable, restricted
-// to the characters a key allows, and made unique by a hash of the full
-// name. Every ConfigMap wva persists per group or variant keys by it.
-func DataKey(namespace, name string) string {
-	n := invalidKeyChars.ReplaceAllString(namespace+"."+name, "-")
-	if len(n) > 200 {
-		n = n[:200]
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(namespace + "/" + name))
-	return fmt.Sprintf("%s-%08x", n, h.Sum32())
-}
+// StateDataKey is the group's ConfigMap data key (decision.DataKey).
+func StateDataKey(k GroupKey) string { return decision.DataKey(k.Namespace, k.ModelID) }

@@ -26,7 +26,7 @@ func on(v *llmdv1alpha1.VariantAutoscaling, kind, name string) *llmdv1alpha1.Var
 	return v
 }
 
-// fromHPA is the in-memory VA hpavariant builds for an annotated HPA.
+// fromHPA is the in-memory VA the inventory builds for an annotated HPA.
 func fromHPA(v *llmdv1alpha1.VariantAutoscaling) *llmdv1alpha1.VariantAutoscaling {
 	v.Annotations = map[string]string{llmdv1alpha1.AnnotationFromHPA: v.Name}
 	return v

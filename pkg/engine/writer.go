@@ -6,23 +6,12 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 )
-
-// engineConditions are the condition types the engine owns; others (the
-// controller's) are left alone.
-var engineConditions = []string{
-	llmdv1alpha1.ConditionTypeTargetResolved,
-	llmdv1alpha1.ConditionTypeMetricsAvailable,
-	llmdv1alpha1.ConditionTypeOptimizationReady,
-	llmdv1alpha1.ConditionTypeConfigValid,
-	llmdv1alpha1.ConditionTypeTransitionStuck,
-}
 
 // ErrWokenMeanwhile: the fast path woke the variant after the cycle read its
 // VA, so the decision was made without the wake and is not written (the
@@ -100,13 +89,8 @@ func wokenSince(basis, latest *llmdv1alpha1.VariantAutoscaling) bool {
 	return l != "" && l != b
 }
 
-// MergeEngineStatus copies the engine-owned fields of from into into.
+// MergeEngineStatus copies the engine-owned fields of from into into
+// (llmdv1alpha1.MergeEngineStatus).
 func MergeEngineStatus(into *llmdv1alpha1.VariantAutoscalingStatus, from llmdv1alpha1.VariantAutoscalingStatus) {
-	into.DesiredOptimizedAlloc = from.DesiredOptimizedAlloc
-	into.CurrentReplicas = from.CurrentReplicas
-	for _, t := range engineConditions {
-		if c := meta.FindStatusCondition(from.Conditions, t); c != nil {
-			meta.SetStatusCondition(&into.Conditions, *c)
-		}
-	}
+	llmdv1alpha1.MergeEngineStatus(into, from)
 }

@@ -1,5 +1,3 @@
-// Package inventory resolves each VariantAutoscaling's scale target and pods
-// from informer caches (no API calls), for the engine.
 package inventory
 
 import (
@@ -20,10 +18,7 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/engine"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/hpavariant"
-	"github.com/wva-project/wva/pkg/scaletarget"
 )
 
 // Inventory reads VAs, their targets and pods from listers.
@@ -35,16 +30,16 @@ type Inventory struct {
 	// LeaderWorkerSets is nil when the LWS API is not installed.
 	LeaderWorkerSets cache.GenericLister
 	// HPAs and ScaledObjects (nil when KEDA is not installed), when set,
-	// add the objects opted in by annotations as variants (hpavariant);
+	// add the objects opted in by annotations as variants ;
 	// Memory then holds their status and Warner reports the ones left out.
 	HPAs          autoscalinglisters.HorizontalPodAutoscalerLister
 	ScaledObjects cache.GenericLister
-	Memory        *hpavariant.Memory
-	Warner        *hpavariant.Warner
+	Memory        *Memory
+	Warner        *Warner
 }
 
 // Views lists every VA with its resolved target, sorted by namespace/name.
-func (inv *Inventory) Views() ([]engine.View, error) {
+func (inv *Inventory) Views() ([]decision.View, error) {
 	vas, err := inv.VAs.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list VariantAutoscalings: %w", err)
@@ -54,7 +49,7 @@ func (inv *Inventory) Views() ([]engine.View, error) {
 		return nil, err
 	}
 	if inv.HPAs != nil || inv.ScaledObjects != nil {
-		optedIn, problems := hpavariant.Variants(vas, sources)
+		optedIn, problems := OptInVariants(vas, sources)
 		if inv.Memory != nil {
 			inv.Memory.Sync(optedIn)
 		}
@@ -69,23 +64,23 @@ func (inv *Inventory) Views() ([]engine.View, error) {
 		}
 		return vas[i].Name < vas[j].Name
 	})
-	views := make([]engine.View, 0, len(vas))
+	views := make([]decision.View, 0, len(vas))
 	for _, va := range vas {
-		views = append(views, engine.View{VA: va, Target: inv.Resolve(va)})
+		views = append(views, decision.View{VA: va, Target: inv.Resolve(va)})
 	}
 	return views, nil
 }
 
 // optInSources lists the HPAs and ScaledObjects that may opt in.
-func (inv *Inventory) optInSources() ([]hpavariant.Source, error) {
-	var out []hpavariant.Source
+func (inv *Inventory) optInSources() ([]OptInSource, error) {
+	var out []OptInSource
 	if inv.HPAs != nil {
 		hpas, err := inv.HPAs.List(labels.Everything())
 		if err != nil {
 			return nil, fmt.Errorf("list HorizontalPodAutoscalers: %w", err)
 		}
 		for _, h := range hpas {
-			out = append(out, hpavariant.HPASource(h))
+			out = append(out, HPASource(h))
 		}
 	}
 	if inv.ScaledObjects != nil {
@@ -95,7 +90,7 @@ func (inv *Inventory) optInSources() ([]hpavariant.Source, error) {
 		}
 		for _, o := range sos {
 			if u, ok := o.(*unstructured.Unstructured); ok {
-				out = append(out, hpavariant.ScaledObjectSource(u))
+				out = append(out, ScaledObjectSource(u))
 			}
 		}
 	}
@@ -103,29 +98,29 @@ func (inv *Inventory) optInSources() ([]hpavariant.Source, error) {
 }
 
 // Targets are the inventory's listers of scale targets.
-func (inv *Inventory) Targets() scaletarget.Listers {
-	return scaletarget.Listers{Deployments: inv.Deployments, StatefulSets: inv.StatefulSets, LeaderWorkerSets: inv.LeaderWorkerSets}
+func (inv *Inventory) Targets() TargetListers {
+	return TargetListers{Deployments: inv.Deployments, StatefulSets: inv.StatefulSets, LeaderWorkerSets: inv.LeaderWorkerSets}
 }
 
-// Resolve finds a VA's target (scaletarget.Resolve), its replica count and
+// Resolve finds a VA's target (ResolveTarget), its replica count and
 // its pods.
-func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) engine.Target {
-	st, err := scaletarget.Resolve(inv.Targets(), va)
+func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) decision.InventoryTarget {
+	st, err := ResolveTarget(inv.Targets(), va)
 	if err != nil {
-		var u *scaletarget.Unresolved
+		var u *Unresolved
 		if errors.As(err, &u) {
-			return engine.Target{Reason: u.Reason, Message: u.Message}
+			return decision.InventoryTarget{Reason: u.Reason, Message: u.Message}
 		}
-		return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: err.Error()}
+		return decision.InventoryTarget{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: err.Error()}
 	}
-	t := engine.Target{Resolved: true, SpecReplicas: st.Replicas, PodSelector: st.PodSelector, NodeSelector: st.Template.NodeSelector}
+	t := decision.InventoryTarget{Resolved: true, SpecReplicas: st.Replicas, PodSelector: st.PodSelector, NodeSelector: st.Template.NodeSelector}
 	t.MaxNumSeqs, t.MaxNumBatchedTokens = EngineArgs(&st.Template)
 	t.StartupAllowance = StartupAllowance(&st.Template)
 	t.Role = RoleOf(st.TemplateLabels)
 	// The serving pods (an LWS's leaders) are the replicas the engine counts.
 	pods, err := inv.Pods.Pods(va.Namespace).List(st.ServingSelector)
 	if err != nil {
-		return engine.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: err.Error()}
+		return decision.InventoryTarget{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: err.Error()}
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	var ready []*corev1.Pod

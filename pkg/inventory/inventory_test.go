@@ -111,7 +111,7 @@ func TestResolve(t *testing.T) {
 				assert.Equal(t, int32(1), spec)
 				assert.Equal(t, []string{"h100-0"}, ready)
 			}},
-		// What makes a target unresolvable is scaletarget's table; the
+		// What makes a target unresolvable is ResolveTarget's table; the
 		// reason and message reach the engine unchanged.
 		{"missing target", vaFor("c", "Deployment", "nope"),
 			func(t *testing.T, resolved bool, reason, msg string, _ int32, _ []string, _ int32) {

@@ -18,7 +18,6 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/hpavariant"
 )
 
 // Views lists opted-in HPAs and ScaledObjects as resolved variants beside the VAs, sorted
@@ -45,7 +44,7 @@ func TestViewsIncludeOptedInObjects(t *testing.T) {
 		u.SetAnnotations(map[string]string{llmdv1alpha1.AnnotationManaged: "true", llmdv1alpha1.AnnotationModelID: "m"})
 		return u
 	}
-	mem := &hpavariant.Memory{}
+	mem := &Memory{}
 	inv := &Inventory{
 		VAs:          llmdlisters.NewVariantAutoscalingLister(indexer(t, vaFor("z-va", "Deployment", "taken"))),
 		Deployments:  appslisters.NewDeploymentLister(indexer(t, deploy("free"), deploy("taken"), deploy("so-target"))),
@@ -60,7 +59,7 @@ func TestViewsIncludeOptedInObjects(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, views, 3)
 	assert.Equal(t, "a-hpa", views[0].VA.Name)
-	assert.True(t, hpavariant.IsOptedIn(views[0].VA))
+	assert.True(t, IsOptedIn(views[0].VA))
 	assert.True(t, views[0].Target.Resolved)
 	assert.Equal(t, int32(2), views[0].Target.SpecReplicas)
 	assert.Equal(t, int32(6), views[0].VA.Spec.MaxReplicas)

@@ -11,7 +11,7 @@ import (
 // fields of each. These transforms (cache.TransformFunc, set with
 // SetTransform) keep only those fields: managedFields, annotations, env,
 // volumes, resources and most of the status are dropped before caching.
-// Keep them in step with scaletarget.Resolve, Resolve, StartupDelay,
+// Keep them in step with ResolveTarget, Resolve, StartupDelay,
 // EngineArgs and StartupAllowance: TestTransformsKeepWhatTheInventoryReads
 // fails otherwise.
 

@@ -24,14 +24,13 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/decision"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/scaletarget"
 )
 
 var created = metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 
 // managed is what the API server adds to every object: field managers with
 // their JSON field sets.
-func managed(n int) []metav1.ManagedFieldsEntry {
+func managedFields(n int) []metav1.ManagedFieldsEntry {
 	var out []metav1.ManagedFieldsEntry
 	for i := range n {
 		out = append(out, metav1.ManagedFieldsEntry{Manager: fmt.Sprintf("manager-%d", i), Operation: metav1.ManagedFieldsOperationUpdate,
@@ -71,7 +70,7 @@ func realisticPod(ns, name string, labels map[string]string, ready bool) *corev1
 			Annotations: map[string]string{"kubectl.kubernetes.io/restartedAt": created.String(), "prometheus.io/scrape": "true",
 				"prometheus.io/port": "8000", "sidecar.istio.io/status": strings.Repeat(`{"initContainers":["istio-init"]}`, 8)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name[:len(name)-6], UID: "rs-uid", Controller: ptr.To(true)}},
-			ManagedFields:   managed(4)},
+			ManagedFields:   managedFields(4)},
 		Spec: corev1.PodSpec{
 			NodeName: "gpu-node-0042", NodeSelector: map[string]string{"nvidia.com/gpu.product": "NVIDIA-L4"}, ServiceAccountName: "vllm",
 			InitContainers: []corev1.Container{{Name: "model-download", Image: "ghcr.io/example/downloader:v1.2.3", Args: []string{"--model", "meta-llama/Llama-3.1-8B-Instruct", "--dest", "/models"},
@@ -113,7 +112,7 @@ func realisticDeployment(name string, labels map[string]string, replicas int32, 
 	p := realisticPod("prod", name+"-xxxxx-yyyyy", labels, true)
 	p.Spec.Containers[0].Args, p.Spec.Containers[0].StartupProbe = args, probe
 	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: name, UID: "d-" + types.UID(name), Generation: 7,
-		ResourceVersion: "42", Annotations: map[string]string{"deployment.kubernetes.io/revision": "3"}, ManagedFields: managed(3)},
+		ResourceVersion: "42", Annotations: map[string]string{"deployment.kubernetes.io/revision": "3"}, ManagedFields: managedFields(3)},
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: p.Spec}},
 		Status: appsv1.DeploymentStatus{Replicas: replicas, ReadyReplicas: replicas, ObservedGeneration: 7}}
@@ -147,7 +146,7 @@ func TestTransformsKeepWhatTheInventoryReads(t *testing.T) {
 	}
 	deploys[1].Spec.Template.Spec.Containers[0].Command = []string{"sh", "-c", "vllm serve m --max-num-seqs 32"}
 	deploys[1].Spec.Template.Spec.NodeSelector = map[string]string{"pool": "a"}
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "h100", ManagedFields: managed(2)},
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "h100", ManagedFields: managedFields(2)},
 		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"h100"}}}},
 			Template: deploys[0].Spec.Template}, Status: appsv1.StatefulSetStatus{Replicas: 1, ReadyReplicas: 1, CurrentRevision: "h100-5d8f"}}
@@ -184,18 +183,18 @@ func TestTransformsKeepWhatTheInventoryReads(t *testing.T) {
 	got, err := build(t, true).Views()
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
-	// scaletarget.Resolve (also the fast path's) reads the same replicas,
+	// ResolveTarget (also the fast path's) reads the same replicas,
 	// ready replicas, version and selectors; the templates are compared
 	// through the views above.
 	full, trim := build(t, false), build(t, true)
 	for _, va := range vas {
-		w, werr := scaletarget.Resolve(full.Targets(), va)
-		g, gerr := scaletarget.Resolve(trim.Targets(), va)
+		w, werr := ResolveTarget(full.Targets(), va)
+		g, gerr := ResolveTarget(trim.Targets(), va)
 		assert.Equal(t, werr, gerr, va.Name)
 		w.Template, g.Template = corev1.PodSpec{}, corev1.PodSpec{}
 		assert.Equal(t, w, g, va.Name)
 	}
-	wantA, err := scaletarget.Resolve(full.Targets(), vas[0])
+	wantA, err := ResolveTarget(full.Targets(), vas[0])
 	require.NoError(t, err)
 	assert.Equal(t, [3]any{int32(4), int32(4), "42"}, [3]any{wantA.Replicas, wantA.ReadyReplicas, wantA.ResourceVersion})
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/budget"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/scaletarget"
+	"github.com/wva-project/wva/pkg/inventory"
 )
 
 // Snapshot is the groups and, when asked for, the budget, as of one read of
@@ -71,7 +71,7 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 	snap := Snapshot{Groups: map[GroupKey]Group{}}
 	var bvs []budget.Variant
 	for _, va := range vas {
-		t, err := scaletarget.Resolve(s.targets(), va)
+		t, err := inventory.ResolveTarget(s.targets(), va)
 		if err != nil {
 			klog.V(5).InfoS("skipping VA", "va", klog.KObj(va), "err", err)
 			continue
@@ -105,8 +105,8 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 	return snap, nil
 }
 
-// targets are the listers of scale targets, for scaletarget.Resolve (the
+// targets are the listers of scale targets, for inventory.ResolveTarget (the
 // engine's inventory resolves targets with the same function).
-func (s *State) targets() scaletarget.Listers {
-	return scaletarget.Listers{Deployments: s.Deployments, StatefulSets: s.StatefulSets, LeaderWorkerSets: s.LeaderWorkerSets}
+func (s *State) targets() inventory.TargetListers {
+	return inventory.TargetListers{Deployments: s.Deployments, StatefulSets: s.StatefulSets, LeaderWorkerSets: s.LeaderWorkerSets}
 }

@@ -13,7 +13,7 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 
 	"github.com/wva-project/wva/pkg/budget"
-	"github.com/wva-project/wva/pkg/scaletarget"
+	"github.com/wva-project/wva/pkg/inventory"
 )
 
 // budgetCluster: 8 GPUs in pool gpu-a, a running variant holding 6, and two
@@ -134,7 +134,7 @@ func TestSnapshotLeaderWorkerSet(t *testing.T) {
 	assert.Equal(t, Target{GVK: schema.GroupVersionKind{Group: "leaderworkerset.x-k8s.io", Version: "v1", Kind: "LeaderWorkerSet"},
 		Namespace: "prod", Name: "big", ResourceVersion: "42"}, g.Variants[0].Target)
 
-	r, err := scaletarget.Resolve(s.targets(), va)
+	r, err := inventory.ResolveTarget(s.targets(), va)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"pool": "h100"}, r.Template.NodeSelector)
 	assert.True(t, r.PodSelector.Matches(labels.Set{llmdv1alpha1.LabelLWSName: "big"}))

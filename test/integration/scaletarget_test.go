@@ -25,7 +25,6 @@ import (
 	"github.com/wva-project/wva/pkg/daemon"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
 	"github.com/wva-project/wva/pkg/inventory"
-	"github.com/wva-project/wva/pkg/scaletarget"
 	"github.com/wva-project/wva/test/testenv"
 )
 
@@ -146,14 +145,14 @@ func TestScaleTargetResolve(t *testing.T) {
 			serves: lwsPod("0"), notServes: lwsPod("3"), holds: lwsPod("3")}},
 	} {
 		t.Run(tc.va, func(t *testing.T) {
-			var got scaletarget.Target
+			var got inventory.ScaleTarget
 			// The status updates may reach the caches after the sync.
 			testenv.Eventually(ctx, t, tc.va+" resolved", func() (bool, string) {
 				va, err := inv.VAs.VariantAutoscalings(ns).Get(tc.va)
 				if err != nil {
 					return false, err.Error()
 				}
-				if got, err = scaletarget.Resolve(inv.Targets(), va); err != nil {
+				if got, err = inventory.ResolveTarget(inv.Targets(), va); err != nil {
 					return false, err.Error()
 				}
 				return got.ReadyReplicas == tc.want.ready, fmt.Sprintf("ready replicas %d", got.ReadyReplicas)
@@ -171,8 +170,8 @@ func TestScaleTargetResolve(t *testing.T) {
 	t.Run("missing", func(t *testing.T) {
 		va, err := inv.VAs.VariantAutoscalings(ns).Get("missing")
 		require.NoError(t, err)
-		_, err = scaletarget.Resolve(inv.Targets(), va)
-		var u *scaletarget.Unresolved
+		_, err = inventory.ResolveTarget(inv.Targets(), va)
+		var u *inventory.Unresolved
 		require.True(t, errors.As(err, &u), "%v", err)
 		assert.Equal(t, llmdv1alpha1.ReasonTargetNotFound, u.Reason)
 		assert.Equal(t, "Deployment prod/gone not found", u.Message)

@@ -1,4 +1,4 @@
-package hpavariant
+package inventory
 
 import (
 	"context"
@@ -186,7 +186,7 @@ func TestFromScaledObject(t *testing.T) {
 	}
 }
 
-func vaFor(name, target string) *llmdv1alpha1.VariantAutoscaling {
+func deploymentVA(name, target string) *llmdv1alpha1.VariantAutoscaling {
 	return &llmdv1alpha1.VariantAutoscaling{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: name},
 		Spec: llmdv1alpha1.VariantAutoscalingSpec{ModelID: "m", ScaleTargetRef: llmdv1alpha1.CrossVersionObjectReference{Kind: "Deployment", Name: target}}}
 }
@@ -202,21 +202,21 @@ func TestVariants(t *testing.T) {
 	}{
 		"opted-in HPAs only": {hpas: []*autoscalingv2.HorizontalPodAutoscaler{hpa("a", "da", managed("m")), hpa("b", "db", nil)},
 			variants: []string{"a"}},
-		"VA for the same target wins": {vas: []*llmdv1alpha1.VariantAutoscaling{vaFor("va", "d")},
+		"VA for the same target wins": {vas: []*llmdv1alpha1.VariantAutoscaling{deploymentVA("va", "d")},
 			hpas:     []*autoscalingv2.HorizontalPodAutoscaler{hpa("h", "d", managed("m")), hpa("other", "d2", managed("m"))},
 			variants: []string{"other"}, problems: map[string]string{"h": llmdv1alpha1.ReasonConflictingVariantAutoscaling}},
-		"VA of the same name wins": {vas: []*llmdv1alpha1.VariantAutoscaling{vaFor("h", "elsewhere")},
+		"VA of the same name wins": {vas: []*llmdv1alpha1.VariantAutoscaling{deploymentVA("h", "elsewhere")},
 			hpas:     []*autoscalingv2.HorizontalPodAutoscaler{hpa("h", "d", managed("m"))},
 			problems: map[string]string{"h": llmdv1alpha1.ReasonConflictingVariantAutoscaling}},
 		"VA in another namespace does not conflict": {
-			vas:      []*llmdv1alpha1.VariantAutoscaling{func() *llmdv1alpha1.VariantAutoscaling { v := vaFor("h", "d"); v.Namespace = "dev"; return v }()},
+			vas:      []*llmdv1alpha1.VariantAutoscaling{func() *llmdv1alpha1.VariantAutoscaling { v := deploymentVA("h", "d"); v.Namespace = "dev"; return v }()},
 			hpas:     []*autoscalingv2.HorizontalPodAutoscaler{hpa("h", "d", managed("m"))},
 			variants: []string{"h"}},
 		"bad annotations": {hpas: []*autoscalingv2.HorizontalPodAutoscaler{hpa("h", "d", managed(""))},
 			problems: map[string]string{"h": llmdv1alpha1.ReasonInvalidAnnotations}},
 		"opted-in ScaledObjects beside HPAs": {hpas: []*autoscalingv2.HorizontalPodAutoscaler{hpa("h", "dh", managed("m"))},
 			sos: []*unstructured.Unstructured{scaledObject("s", managed("m"), "name", "ds"), scaledObject("plain", nil, "name", "dp")}, variants: []string{"h", "s"}},
-		"VA for the ScaledObject's target wins (kind defaults to Deployment)": {vas: []*llmdv1alpha1.VariantAutoscaling{vaFor("va", "d")},
+		"VA for the ScaledObject's target wins (kind defaults to Deployment)": {vas: []*llmdv1alpha1.VariantAutoscaling{deploymentVA("va", "d")},
 			sos:      []*unstructured.Unstructured{scaledObject("s", managed("m"), "name", "d")},
 			problems: map[string]string{"s": llmdv1alpha1.ReasonConflictingVariantAutoscaling}},
 		"an HPA and a ScaledObject on one target: the HPA wins": {
@@ -232,14 +232,14 @@ func TestVariants(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			var sources []Source
+			var sources []OptInSource
 			for _, h := range c.hpas {
 				sources = append(sources, HPASource(h))
 			}
 			for _, so := range c.sos {
 				sources = append(sources, ScaledObjectSource(so))
 			}
-			vas, problems := Variants(c.vas, sources)
+			vas, problems := OptInVariants(c.vas, sources)
 			var names, targets []string
 			for _, va := range vas {
 				names = append(names, va.Name)
@@ -267,26 +267,26 @@ func TestWarnerOncePerConflict(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
 	w := &Warner{Recorder: rec, Left: NewLeftGauge(prometheus.NewRegistry())}
 	assert.Zero(t, testutil.ToFloat64(w.Left.WithLabelValues(llmdv1alpha1.ReasonConflictingVariantAutoscaling)))
-	vas := []*llmdv1alpha1.VariantAutoscaling{vaFor("va", "d")}
-	hpas := []Source{HPASource(hpa("h", "d", managed("m")))}
+	vas := []*llmdv1alpha1.VariantAutoscaling{deploymentVA("va", "d")}
+	hpas := []OptInSource{HPASource(hpa("h", "d", managed("m")))}
 	for range 3 {
-		_, p := Variants(vas, hpas)
+		_, p := OptInVariants(vas, hpas)
 		w.Report(p)
 	}
 	require.Len(t, rec.Events, 1)
 	assert.Equal(t, 1.0, testutil.ToFloat64(w.Left.WithLabelValues(llmdv1alpha1.ReasonConflictingVariantAutoscaling)), "the HPA left out is counted")
 	assert.Contains(t, <-rec.Events, "Warning ConflictingVariantAutoscaling VariantAutoscaling va also scales Deployment d and takes precedence; wva does not serve variant_name=h for this HorizontalPodAutoscaler")
-	_, p := Variants(nil, hpas)
+	_, p := OptInVariants(nil, hpas)
 	w.Report(p)
 	assert.Zero(t, testutil.ToFloat64(w.Left.WithLabelValues(llmdv1alpha1.ReasonConflictingVariantAutoscaling)), "served again")
-	_, p = Variants(vas, hpas)
+	_, p = OptInVariants(vas, hpas)
 	w.Report(p)
 	assert.Len(t, rec.Events, 1, "reported again after the conflict ended and came back")
 }
 
 func TestMemoryServesThroughLister(t *testing.T) {
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	require.NoError(t, idx.Add(vaFor("real", "r")))
+	require.NoError(t, idx.Add(deploymentVA("real", "r")))
 	m := &Memory{}
 	l := Lister(llmdlisters.NewVariantAutoscalingLister(idx), m)
 	ctx := context.Background()
@@ -344,7 +344,7 @@ func TestRecorderRedirectsToSource(t *testing.T) {
 	require.NoError(t, err)
 	r.Event(va, "Normal", "R", "m")
 	assert.Equal(t, &corev1.ObjectReference{APIVersion: "keda.sh/v1alpha1", Kind: "ScaledObject", Namespace: "prod", Name: "s", UID: "uid-s"}, got)
-	real := vaFor("real", "r")
+	real := deploymentVA("real", "r")
 	r.Event(real, "Normal", "R", "m")
 	assert.Same(t, real, got)
 }

@@ -1,4 +1,4 @@
-package scaletarget
+package inventory
 
 import (
 	"testing"
@@ -16,16 +16,7 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
 
-func indexer(t *testing.T, objs ...any) cache.Indexer {
-	t.Helper()
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, o := range objs {
-		require.NoError(t, idx.Add(o))
-	}
-	return idx
-}
-
-func vaFor(kind, target string) *llmdv1alpha1.VariantAutoscaling {
+func targetVA(kind, target string) *llmdv1alpha1.VariantAutoscaling {
 	return &llmdv1alpha1.VariantAutoscaling{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "va"},
 		Spec: llmdv1alpha1.VariantAutoscalingSpec{ModelID: "m",
@@ -45,7 +36,7 @@ func lws(name string, spec map[string]any, status map[string]any) *unstructured.
 	return u
 }
 
-func podSpec(pool string, args ...any) map[string]any {
+func lwsPodSpec(pool string, args ...any) map[string]any {
 	return map[string]any{"spec": map[string]any{"nodeSelector": map[string]any{"pool": pool},
 		"containers": []any{map[string]any{"name": "vllm", "args": args}}}}
 }
@@ -55,7 +46,7 @@ func lwsPod(name, index string) labels.Set {
 	return labels.Set{llmdv1alpha1.LabelLWSName: name, llmdv1alpha1.LabelLWSWorkerIndex: index}
 }
 
-func TestResolve(t *testing.T) {
+func TestResolveTarget(t *testing.T) {
 	l4 := map[string]string{"app": "l4"}
 	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "l4", ResourceVersion: "7"},
 		Spec:   appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: l4}},
@@ -69,13 +60,13 @@ func TestResolve(t *testing.T) {
 		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "h100"}}}}
 	lwsIdx := indexer(t,
 		lws("big", map[string]any{"replicas": int64(2), "leaderWorkerTemplate": map[string]any{"size": int64(4),
-			"leaderTemplate": podSpec("leader", "--max-num-seqs=8"), "workerTemplate": podSpec("worker")}},
+			"leaderTemplate": lwsPodSpec("leader", "--max-num-seqs=8"), "workerTemplate": lwsPodSpec("worker")}},
 			map[string]any{"replicas": int64(2), "readyReplicas": int64(1)}),
-		lws("defaults", map[string]any{"leaderWorkerTemplate": map[string]any{"workerTemplate": podSpec("worker")}}, nil),
+		lws("defaults", map[string]any{"leaderWorkerTemplate": map[string]any{"workerTemplate": lwsPodSpec("worker")}}, nil),
 		lws("malformed", map[string]any{"replicas": int64(3), "leaderWorkerTemplate": map[string]any{
 			"workerTemplate": map[string]any{"spec": map[string]any{"containers": "not a list"}}}}, nil),
 	)
-	withLWS := Listers{
+	withLWS := TargetListers{
 		Deployments:      appslisters.NewDeploymentLister(indexer(t, deploy, noSelector, badSelector)),
 		StatefulSets:     appslisters.NewStatefulSetLister(indexer(t, sts)),
 		LeaderWorkerSets: cache.NewGenericLister(lwsIdx, llmdv1alpha1.LeaderWorkerSetResource.GroupResource()),
@@ -92,38 +83,38 @@ func TestResolve(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		listers Listers
+		listers TargetListers
 		va      *llmdv1alpha1.VariantAutoscaling
 		want    want
 	}{
-		{"deployment", withLWS, vaFor("Deployment", "l4"),
+		{"deployment", withLWS, targetVA("Deployment", "l4"),
 			want{replicas: 4, ready: 3, perReplica: 1, rv: "7", nodeSelector: "l4",
 				serves: []labels.Set{l4}, holds: []labels.Set{l4}, other: []labels.Set{{"app": "h100"}}}},
-		{"statefulset without replicas defaults to 1", withLWS, vaFor("StatefulSet", "h100"),
+		{"statefulset without replicas defaults to 1", withLWS, targetVA("StatefulSet", "h100"),
 			want{replicas: 1, perReplica: 1, serves: []labels.Set{{"app": "h100"}}, holds: []labels.Set{{"app": "h100"}}, other: []labels.Set{l4}}},
-		{"LWS: replicas are groups of size pods, the leader serves, the leader's template", withLWS, vaFor("LeaderWorkerSet", "big"),
+		{"LWS: replicas are groups of size pods, the leader serves, the leader's template", withLWS, targetVA("LeaderWorkerSet", "big"),
 			want{replicas: 2, ready: 1, perReplica: 4, rv: "42", nodeSelector: "leader",
 				serves: []labels.Set{lwsPod("big", "0")}, holds: []labels.Set{lwsPod("big", "0"), lwsPod("big", "3")},
 				other: []labels.Set{lwsPod("defaults", "0"), l4}}},
-		{"LWS defaults: 1 group of 1 pod, the workers' template for the leader", withLWS, vaFor("LeaderWorkerSet", "defaults"),
+		{"LWS defaults: 1 group of 1 pod, the workers' template for the leader", withLWS, targetVA("LeaderWorkerSet", "defaults"),
 			want{replicas: 1, perReplica: 1, rv: "42", nodeSelector: "worker",
 				serves: []labels.Set{lwsPod("defaults", "0")}, holds: []labels.Set{lwsPod("defaults", "0")}, other: []labels.Set{lwsPod("big", "0")}}},
-		{"LWS with a malformed template still resolves, with an empty template", withLWS, vaFor("LeaderWorkerSet", "malformed"),
+		{"LWS with a malformed template still resolves, with an empty template", withLWS, targetVA("LeaderWorkerSet", "malformed"),
 			want{replicas: 3, perReplica: 1, rv: "42", serves: []labels.Set{lwsPod("malformed", "0")}, holds: []labels.Set{lwsPod("malformed", "1")}}},
-		{"missing deployment", withLWS, vaFor("Deployment", "nope"),
+		{"missing deployment", withLWS, targetVA("Deployment", "nope"),
 			want{reason: llmdv1alpha1.ReasonTargetNotFound, message: "Deployment prod/nope not found"}},
-		{"missing LWS", withLWS, vaFor("LeaderWorkerSet", "nope"),
+		{"missing LWS", withLWS, targetVA("LeaderWorkerSet", "nope"),
 			want{reason: llmdv1alpha1.ReasonTargetNotFound, message: "LeaderWorkerSet prod/nope not found"}},
-		{"LWS without the API installed", withoutLWS, vaFor("LeaderWorkerSet", "big"),
+		{"LWS without the API installed", withoutLWS, targetVA("LeaderWorkerSet", "big"),
 			want{reason: llmdv1alpha1.ReasonUnsupportedTargetKind, message: "LeaderWorkerSet API (leaderworkerset.x-k8s.io) is not installed in the cluster"}},
-		{"unsupported kind", withLWS, vaFor("ReplicaSet", "rs"), want{reason: llmdv1alpha1.ReasonUnsupportedTargetKind}},
-		{"empty selector would match every pod", withLWS, vaFor("Deployment", "bare"),
+		{"unsupported kind", withLWS, targetVA("ReplicaSet", "rs"), want{reason: llmdv1alpha1.ReasonUnsupportedTargetKind}},
+		{"empty selector would match every pod", withLWS, targetVA("Deployment", "bare"),
 			want{reason: llmdv1alpha1.ReasonTargetNotFound, message: "scale target has an empty pod selector"}},
-		{"invalid selector", withLWS, vaFor("Deployment", "bad"), want{reason: llmdv1alpha1.ReasonTargetNotFound}},
+		{"invalid selector", withLWS, targetVA("Deployment", "bad"), want{reason: llmdv1alpha1.ReasonTargetNotFound}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Resolve(tc.listers, tc.va)
+			got, err := ResolveTarget(tc.listers, tc.va)
 			if tc.want.reason != "" {
 				var u *Unresolved
 				require.ErrorAs(t, err, &u)

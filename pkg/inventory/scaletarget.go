@@ -1,16 +1,4 @@
-// Package scaletarget resolves a VariantAutoscaling's scaleTargetRef
-// (Deployment, StatefulSet or LeaderWorkerSet) from informer caches, with no
-// API calls. The engine's inventory and the scale-from-zero fast path both
-// use Resolve, so they agree on what a target is.
-//
-// A LeaderWorkerSet replica is a group (spec.replicas, the /scale
-// subresource) of spec.leaderWorkerTemplate.size pods (default 1): a leader
-// and size-1 workers, all labelled with the set's name. The leader (worker
-// index 0) serves and reports metrics, so it alone counts as the replica
-// (ServingSelector); every pod holds GPUs (PodSelector). The leader's
-// template (leaderTemplate, else workerTemplate, as the LWS controller does)
-// gives the engine args, startup probe and node selector.
-package scaletarget
+package inventory
 
 import (
 	"fmt"
@@ -28,16 +16,16 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 )
 
-// Listers are the informer caches Resolve reads.
-type Listers struct {
+// TargetListers are the informer caches ResolveTarget reads.
+type TargetListers struct {
 	Deployments  appslisters.DeploymentLister
 	StatefulSets appslisters.StatefulSetLister
 	// LeaderWorkerSets is nil when the LWS API is not installed.
 	LeaderWorkerSets cache.GenericLister
 }
 
-// Target is a resolved scale target.
-type Target struct {
+// ScaleTarget is a resolved scale target.
+type ScaleTarget struct {
 	GVK             schema.GroupVersionKind
 	Namespace, Name string
 	ResourceVersion string
@@ -61,7 +49,7 @@ type Target struct {
 	TemplateLabels map[string]string
 }
 
-// Unresolved is the error Resolve returns: Reason is a TargetResolved
+// Unresolved is the error ResolveTarget returns: Reason is a TargetResolved
 // condition reason (ReasonTargetNotFound or ReasonUnsupportedTargetKind).
 type Unresolved struct {
 	Reason, Message string
@@ -69,13 +57,13 @@ type Unresolved struct {
 
 func (u *Unresolved) Error() string { return u.Reason + ": " + u.Message }
 
-// Resolve finds va's scale target in the listers; the error is always an
+// ResolveTarget finds va's scale target in the listers; the error is always an
 // *Unresolved.
-func Resolve(l Listers, va *llmdv1alpha1.VariantAutoscaling) (Target, error) {
+func ResolveTarget(l TargetListers, va *llmdv1alpha1.VariantAutoscaling) (ScaleTarget, error) {
 	ref := va.Spec.ScaleTargetRef
 	gvk, err := ref.GroupVersionKind()
 	if err != nil {
-		return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: err.Error()}
+		return ScaleTarget{}, &Unresolved{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: err.Error()}
 	}
 	notFound := func(err error) error {
 		if apierrors.IsNotFound(err) {
@@ -83,53 +71,53 @@ func Resolve(l Listers, va *llmdv1alpha1.VariantAutoscaling) (Target, error) {
 		}
 		return &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: err.Error()}
 	}
-	t := Target{GVK: gvk, Namespace: va.Namespace, Name: ref.Name, PodsPerReplica: 1}
+	t := ScaleTarget{GVK: gvk, Namespace: va.Namespace, Name: ref.Name, PodsPerReplica: 1}
 	var sel *metav1.LabelSelector
 	switch gvk.Kind {
 	case llmdv1alpha1.ScaleTargetKindDeployment:
 		d, err := l.Deployments.Deployments(va.Namespace).Get(ref.Name)
 		if err != nil {
-			return Target{}, notFound(err)
+			return ScaleTarget{}, notFound(err)
 		}
 		t.ResourceVersion, t.Replicas, t.ReadyReplicas = d.ResourceVersion, replicasOr1(d.Spec.Replicas), d.Status.ReadyReplicas
 		t.Template, t.TemplateLabels, sel = d.Spec.Template.Spec, d.Spec.Template.Labels, d.Spec.Selector
 	case llmdv1alpha1.ScaleTargetKindStatefulSet:
 		s, err := l.StatefulSets.StatefulSets(va.Namespace).Get(ref.Name)
 		if err != nil {
-			return Target{}, notFound(err)
+			return ScaleTarget{}, notFound(err)
 		}
 		t.ResourceVersion, t.Replicas, t.ReadyReplicas = s.ResourceVersion, replicasOr1(s.Spec.Replicas), s.Status.ReadyReplicas
 		t.Template, t.TemplateLabels, sel = s.Spec.Template.Spec, s.Spec.Template.Labels, s.Spec.Selector
 	case llmdv1alpha1.ScaleTargetKindLeaderWorkerSet:
 		if l.LeaderWorkerSets == nil {
-			return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind,
+			return ScaleTarget{}, &Unresolved{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind,
 				Message: "LeaderWorkerSet API (leaderworkerset.x-k8s.io) is not installed in the cluster"}
 		}
 		obj, err := l.LeaderWorkerSets.ByNamespace(va.Namespace).Get(ref.Name)
 		if err != nil {
-			return Target{}, notFound(err)
+			return ScaleTarget{}, notFound(err)
 		}
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
-			return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("unexpected LeaderWorkerSet object %T", obj)}
+			return ScaleTarget{}, &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("unexpected LeaderWorkerSet object %T", obj)}
 		}
 		return leaderWorkerSet(t, u), nil
 	default:
-		return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: fmt.Sprintf("unsupported scale target kind %q", ref.Kind)}
+		return ScaleTarget{}, &Unresolved{Reason: llmdv1alpha1.ReasonUnsupportedTargetKind, Message: fmt.Sprintf("unsupported scale target kind %q", ref.Kind)}
 	}
 	ps, err := metav1.LabelSelectorAsSelector(sel)
 	if err != nil {
-		return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("scale target has an invalid pod selector: %v", err)}
+		return ScaleTarget{}, &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: fmt.Sprintf("scale target has an invalid pod selector: %v", err)}
 	}
 	if ps.Empty() {
 		// It would match every pod in the namespace.
-		return Target{}, &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: "scale target has an empty pod selector"}
+		return ScaleTarget{}, &Unresolved{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: "scale target has an empty pod selector"}
 	}
 	t.ServingSelector, t.PodSelector = ps, ps
 	return t, nil
 }
 
-func leaderWorkerSet(t Target, u *unstructured.Unstructured) Target {
+func leaderWorkerSet(t ScaleTarget, u *unstructured.Unstructured) ScaleTarget {
 	t.ResourceVersion = u.GetResourceVersion()
 	t.Replicas = nestedInt32(u, 1, "spec", "replicas")
 	t.ReadyReplicas = nestedInt32(u, 0, "status", "readyReplicas")

@@ -1,4 +1,4 @@
-package hpavariant
+package inventory
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/engine"
 	llmdlisters "github.com/wva-project/wva/pkg/generated/listers/llmd/v1alpha1"
 )
 
@@ -59,7 +58,7 @@ func (m *Memory) WriteStatus(va *llmdv1alpha1.VariantAutoscaling, status llmdv1a
 	changed := false
 	if cur, ok := m.vas[key(va.Namespace, va.Name)]; ok && cur.UID == va.UID {
 		next := cur.DeepCopy()
-		engine.MergeEngineStatus(&next.Status, status)
+		llmdv1alpha1.MergeEngineStatus(&next.Status, status)
 		m.vas[key(va.Namespace, va.Name)] = next
 		od, nd := cur.Status.DesiredOptimizedAlloc, next.Status.DesiredOptimizedAlloc
 		changed = od.NumReplicas != nd.NumReplicas || od.LastRunTime.IsZero() != nd.LastRunTime.IsZero()
@@ -96,14 +95,19 @@ func (m *Memory) list(namespace string) []*llmdv1alpha1.VariantAutoscaling {
 	return out
 }
 
+// VAStatusWriter writes a VA's status (the engine's API server writer).
+type VAStatusWriter interface {
+	WriteStatus(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, status llmdv1alpha1.VariantAutoscalingStatus) error
+}
+
 // StatusWriter writes VA status through Next and keeps opted-in
 // variants' status in Memory (there is no object to write).
 type StatusWriter struct {
-	Next   engine.StatusWriter
+	Next   VAStatusWriter
 	Memory *Memory
 }
 
-// WriteStatus implements engine.StatusWriter.
+// WriteStatus implements VAStatusWriter (the engine's StatusWriter).
 func (w StatusWriter) WriteStatus(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, status llmdv1alpha1.VariantAutoscalingStatus) error {
 	if IsOptedIn(va) {
 		w.Memory.WriteStatus(va, status)

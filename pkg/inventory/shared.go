@@ -1,4 +1,4 @@
-package hpavariant
+package inventory
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/engine"
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 // MaxDecisionsBytes bounds the persisted decisions (about 250 bytes each,
@@ -16,10 +16,10 @@ import (
 // they get a leader of their own).
 const MaxDecisionsBytes = 512 << 10
 
-// decision is one opted-in variant's decision of record as the leader
+// persistedDecision is one opted-in variant's decision of record as the leader
 // persists it: what the metrics API and the KEDA scaler serve, and the UID
 // a new leader matches its variants by.
-type decision struct {
+type persistedDecision struct {
 	Namespace string    `json:"namespace"`
 	Name      string    `json:"name"`
 	Kind      string    `json:"kind"`
@@ -33,7 +33,7 @@ type decision struct {
 }
 
 // Persisted is the decided variants as ConfigMap data, one key per
-// variant (engine.DataKey) within MaxDecisionsBytes; it also returns how
+// variant (decision.DataKey) within MaxDecisionsBytes; it also returns how
 // many were left out for size.
 func (m *Memory) Persisted() (map[string]string, int) {
 	vas := m.list("")
@@ -45,13 +45,13 @@ func (m *Memory) Persisted() (map[string]string, int) {
 		if !ok || alloc.LastRunTime.IsZero() {
 			continue // no decision yet: followers answer "no decision" as NotFound
 		}
-		b, err := json.Marshal(decision{Namespace: va.Namespace, Name: va.Name, Kind: src.Kind, UID: va.UID,
+		b, err := json.Marshal(persistedDecision{Namespace: va.Namespace, Name: va.Name, Kind: src.Kind, UID: va.UID,
 			Desired: alloc.NumReplicas, Reason: alloc.Reason, DecidedAt: alloc.LastRunTime, LastUpdate: alloc.LastUpdate})
 		if err != nil || total+len(b) > MaxDecisionsBytes {
 			dropped++
 			continue
 		}
-		data[engine.DataKey(va.Namespace, va.Name)] = string(b)
+		data[decision.DataKey(va.Namespace, va.Name)] = string(b)
 		total += len(b)
 	}
 	return data, dropped
@@ -63,7 +63,7 @@ func (m *Memory) Persisted() (map[string]string, int) {
 func (m *Memory) Restore(data map[string]string) {
 	next := make(map[string]*llmdv1alpha1.VariantAutoscaling, len(data))
 	for _, v := range data {
-		var d decision
+		var d persistedDecision
 		if err := json.Unmarshal([]byte(v), &d); err != nil || d.Name == "" {
 			continue
 		}

@@ -1,4 +1,4 @@
-package hpavariant
+package inventory
 
 import (
 	"fmt"

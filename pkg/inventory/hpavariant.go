@@ -1,11 +1,4 @@
-// Package hpavariant lets a user-owned autoscaling/v2 HPA or KEDA
-// ScaledObject opt in to wva by annotations, as upstream WVA v0.9 does
-// (llm-d.ai/managed, llm-d.ai/model-id, llm-d.ai/variant-cost). Such an
-// object becomes an in-memory VariantAutoscaling named after it, so the
-// engine, the provider and the KEDA scaler treat it like any VA; its
-// decisions live in a Memory instead of VA status, and wva never writes the
-// object.
-package hpavariant
+package inventory
 
 import (
 	"errors"
@@ -24,10 +17,10 @@ import (
 // or it is one wva (or KEDA, for a ScaledObject) created.
 var ErrNotManaged = errors.New("not managed by annotations")
 
-// Source is what a variant takes from an opted-in object: its identity
+// OptInSource is what a variant takes from an opted-in object: its identity
 // (Events go to Ref), its annotations and labels, its scale target and its
 // replica bounds.
-type Source struct {
+type OptInSource struct {
 	Ref         corev1.ObjectReference
 	Created     metav1.Time
 	Labels      map[string]string
@@ -45,7 +38,7 @@ var kinds = map[string]struct{ apiVersion, annotation string }{
 }
 
 // HPASource reads an HPA.
-func HPASource(h *autoscalingv2.HorizontalPodAutoscaler) Source {
+func HPASource(h *autoscalingv2.HorizontalPodAutoscaler) OptInSource {
 	// The API server defaults minReplicas to 1; an HPA read from a fake or
 	// an old object may still lack it.
 	minReplicas := int32(1)
@@ -53,7 +46,7 @@ func HPASource(h *autoscalingv2.HorizontalPodAutoscaler) Source {
 		minReplicas = *h.Spec.MinReplicas
 	}
 	ref := h.Spec.ScaleTargetRef
-	return Source{
+	return OptInSource{
 		Ref:     corev1.ObjectReference{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Namespace: h.Namespace, Name: h.Name, UID: h.UID},
 		Created: h.CreationTimestamp, Labels: h.Labels, Annotations: h.Annotations,
 		Target: llmdv1alpha1.CrossVersionObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name},
@@ -70,8 +63,8 @@ const (
 // ScaledObjectSource reads a keda.sh/v1alpha1 ScaledObject: its
 // spec.scaleTargetRef (kind Deployment when empty, as KEDA reads it) and
 // spec.minReplicaCount/maxReplicaCount with KEDA's defaults, 0 and 100.
-func ScaledObjectSource(so *unstructured.Unstructured) Source {
-	s := Source{
+func ScaledObjectSource(so *unstructured.Unstructured) OptInSource {
+	s := OptInSource{
 		Ref:     corev1.ObjectReference{APIVersion: so.GetAPIVersion(), Kind: "ScaledObject", Namespace: so.GetNamespace(), Name: so.GetName(), UID: so.GetUID()},
 		Created: so.GetCreationTimestamp(), Labels: so.GetLabels(), Annotations: so.GetAnnotations(),
 		Min: KEDADefaultMinReplicaCount, Max: KEDADefaultMaxReplicaCount,
@@ -105,7 +98,7 @@ func ScaledObjectSource(so *unstructured.Unstructured) Source {
 
 // Managed reports whether the object opts in: llm-d.ai/managed="true", not
 // created by wva for a VA, and not the HPA KEDA made for a ScaledObject.
-func (s Source) Managed() bool {
+func (s OptInSource) Managed() bool {
 	return strings.EqualFold(s.Annotations[llmdv1alpha1.AnnotationManaged], "true") &&
 		s.Labels[llmdv1alpha1.LabelManagedBy] != llmdv1alpha1.ManagedByWVA &&
 		(s.Ref.Kind != "HorizontalPodAutoscaler" || s.Labels[llmdv1alpha1.LabelKEDAScaledObject] == "")
@@ -115,7 +108,7 @@ func (s Source) Managed() bool {
 // namespace and UID, the object's scale target and replica bounds, model
 // and cost from the annotations. It returns ErrNotManaged for objects that
 // do not opt in and a descriptive error for bad annotations or spec.
-func (s Source) Variant() (*llmdv1alpha1.VariantAutoscaling, error) {
+func (s OptInSource) Variant() (*llmdv1alpha1.VariantAutoscaling, error) {
 	if !s.Managed() {
 		return nil, ErrNotManaged
 	}

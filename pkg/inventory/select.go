@@ -1,4 +1,4 @@
-package hpavariant
+package inventory
 
 import (
 	"cmp"
@@ -16,25 +16,25 @@ import (
 
 // Problem is why an opted-in HPA or ScaledObject is not a variant.
 type Problem struct {
-	Source  Source
+	Source  OptInSource
 	Reason  string
 	Message string
 }
 
-// Variants converts the opted-in objects into variants. A VA wins over an
+// OptInVariants converts the opted-in objects into variants. A VA wins over an
 // object for the same scale target (or the same name, which would make
 // variant_name ambiguous): that object is left out with a Problem, as is
 // one with bad annotations. Between two opted-in objects of one target or
 // name (an HPA and a ScaledObject), the first in kind/name order wins: one
 // target counted twice would double its capacity in the model's group.
-func Variants(vas []*llmdv1alpha1.VariantAutoscaling, sources []Source) ([]*llmdv1alpha1.VariantAutoscaling, []Problem) {
+func OptInVariants(vas []*llmdv1alpha1.VariantAutoscaling, sources []OptInSource) ([]*llmdv1alpha1.VariantAutoscaling, []Problem) {
 	byTarget, byName := map[string]string{}, map[string]bool{}
 	for _, va := range vas {
 		byTarget[va.Namespace+"/"+va.Spec.ScaleTargetRef.Kind+"/"+va.Spec.ScaleTargetRef.Name] = va.Name
 		byName[va.Namespace+"/"+va.Name] = true
 	}
 	sources = slices.Clone(sources)
-	slices.SortFunc(sources, func(a, b Source) int {
+	slices.SortFunc(sources, func(a, b OptInSource) int {
 		return cmp.Or(cmp.Compare(a.Ref.Namespace, b.Ref.Namespace), cmp.Compare(a.Ref.Kind, b.Ref.Kind), cmp.Compare(a.Ref.Name, b.Ref.Name))
 	})
 	optedTarget, optedName := map[string]string{}, map[string]string{}
