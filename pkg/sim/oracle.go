@@ -44,10 +44,11 @@ import (
 // in the next minute (the oracle asks every interval to meet it; see
 // TestOracleIsALowerBound).
 //
-// An earlier version credited each replica with the rate it takes at the
-// SLO edge under evenly spaced arrivals. That is not a bound on bursty
-// traffic: on the Azure code trace (sub-second bursts of up to 67 long
-// prompts) the plan it gave met the SLO for 47% of requests when replayed.
+// The search replays the requests rather than credit each replica with the
+// rate it takes at the SLO edge under evenly spaced arrivals: that rate is
+// not a bound on bursty traffic (on the Azure code trace, with sub-second
+// bursts of up to 67 long prompts, a plan sized by it meets the SLO for 47%
+// of requests when replayed).
 type OraclePlan struct {
 	Interval time.Duration `json:"-"`
 	// Replicas[i][v] is the plan for interval i and variant v.
