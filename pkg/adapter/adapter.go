@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -94,16 +95,49 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	a := &Adapter{Base: base, Options: opts, Registry: prometheus.NewRegistry(), Config: config.NewStore()}
-	a.Config.Pin(opts.Pinned)
-	if len(opts.Pinned.Keys) > 0 {
-		klog.InfoS("settings pinned over every ConfigMap entry", "keys", opts.Pinned.Keys)
-	}
+	a.pinSettings()
 	// Go and process collectors come from the API server's legacy registry,
 	// gathered next to this one on /metrics.
 	if err := cmmetrics.RegisterMetrics(legacyregistry.Register); err != nil {
 		return nil, err
 	}
+	wvaClient, err := a.newInformers(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	a.newEventRecorder()
+	inv, err := a.newInventory(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.newEngine(inv, wvaClient); err != nil {
+		return nil, err
+	}
+	if err := a.newBudget(); err != nil {
+		return nil, err
+	}
+	a.newPersisters(inv)
+	a.serveDecisions(inv)
+	a.watch()
+	return a, nil
+}
 
+// pinSettings pins the settings given on the command line over every
+// ConfigMap entry.
+func (a *Adapter) pinSettings() {
+	opts := a.Options
+	a.Config.Pin(opts.Pinned)
+	if len(opts.Pinned.Keys) > 0 {
+		klog.InfoS("settings pinned over every ConfigMap entry", "keys", opts.Pinned.Keys)
+	}
+}
+
+// newInformers builds the clients and the informer factories of the
+// watched namespace and the ConfigMap namespaces; it returns the wva
+// client the engine writes statuses with.
+func (a *Adapter) newInformers(restCfg *rest.Config) (*versioned.Clientset, error) {
+	opts := a.Options
+	var err error
 	if a.kube, err = kubernetes.NewForConfig(restCfg); err != nil {
 		return nil, err
 	}
@@ -116,13 +150,22 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	a.cmInformer = informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(opts.ConfigNamespace))
 	a.localCM = localConfigMapInformers(context.Background(), a.kube, opts.WatchNamespace, opts.ConfigNamespace)
 	a.wva = wvainformers.NewSharedInformerFactoryWithOptions(wvaClient, 0, wvainformers.WithNamespace(opts.WatchNamespace))
+	return wvaClient, nil
+}
 
+// newEventRecorder starts the broadcaster of the adapter's Events.
+func (a *Adapter) newEventRecorder() {
 	a.broadcast = record.NewBroadcaster()
 	a.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.kube.CoreV1().Events("")})
 	evScheme := scheme.Scheme
 	_ = llmdv1alpha1.AddToScheme(evScheme)
 	a.recorder = a.broadcast.NewRecorder(evScheme, corev1.EventSource{Component: "wva-adapter"})
+}
 
+// newInventory builds the engine's view of the variants from the
+// informers' caches, the LWS and KEDA APIs included when served.
+func (a *Adapter) newInventory(restCfg *rest.Config) (*inventory.Inventory, error) {
+	opts := a.Options
 	// Trim what the inventory does not read: these caches hold every pod,
 	// Deployment and StatefulSet watched.
 	for inf, transform := range map[cache.SharedIndexInformer]cache.TransformFunc{
@@ -161,11 +204,17 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		// ScaledObjects opted in by the same annotations are variants too.
 		inv.ScaledObjects = a.dyn.ForResource(llmdv1alpha1.ScaledObjectResource).Lister()
 	}
+	return inv, nil
+}
 
+// newEngine builds the engine: the inventory's variants, Prometheus'
+// metrics, statuses written with wvaClient.
+func (a *Adapter) newEngine(inv *inventory.Inventory, wvaClient *versioned.Clientset) error {
+	opts := a.Options
 	prom, err := collector.NewPrometheusAPI(collector.PrometheusOptions{URL: opts.PrometheusURL, CAFile: opts.PrometheusCAFile,
 		InsecureSkipVerify: opts.PrometheusInsecureSkipVerify, BearerTokenFile: opts.PrometheusBearerTokenFile, Timeout: opts.PrometheusTimeout})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	a.Engine = &engine.Engine{
 		Views:           inv,
@@ -180,14 +229,29 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		CycleTimeout:    opts.CycleTimeout,
 		StatusHeartbeat: opts.StatusHeartbeat,
 	}
+	return nil
+}
+
+// newBudget gives the engine the GPU budget's source, when one is
+// configured.
+func (a *Adapter) newBudget() error {
+	opts := a.Options
 	if opts.Budget.Enabled() {
 		src, start, synced, err := budget.NewInformerSource(a.kube, opts.Budget.InformerOptions(opts.ConfigNamespace))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a.Engine.Budget = src
 		a.budgetStart, a.budgetSynced = start, synced
 	}
+	return nil
+}
+
+// newPersisters builds what keeps state across leaders in ConfigMaps: the
+// last good configuration, the opted-in variants' decisions and the
+// analyzers' state.
+func (a *Adapter) newPersisters(inv *inventory.Inventory) {
+	opts := a.Options
 	cmLister := a.cmInformer.Core().V1().ConfigMaps().Lister()
 	a.lastGood = configMapPersister{kube: a.kube, namespace: opts.ConfigNamespace, name: config.LastGoodConfigMapName,
 		data: a.Config.LastGood, lister: cmLister, retry: opts.EngineInterval, changed: make(chan struct{}, 1)}
@@ -199,9 +263,16 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 	a.optIn.data = a.optIn.persisted
 	a.state = StatePersister{Kube: a.kube, Namespace: opts.ConfigNamespace, Engine: a.Engine, Lister: cmLister}
 	a.invalidGauge = newInvalidGauge(a.Registry)
+}
+
+// serveDecisions serves the decisions as external metrics and, with
+// --keda-scaler-address, to KEDA; a changed opted-in decision is persisted
+// and streamed.
+func (a *Adapter) serveDecisions(inv *inventory.Inventory) {
+	opts := a.Options
 	decisions := inventory.Lister(inv.VAs, inv.Memory)
 	a.Provider = provider.New(decisions, clock.RealClock{}, opts.StaleAfter, a.Registry)
-	base.WithExternalMetrics(a.Provider)
+	a.Base.WithExternalMetrics(a.Provider)
 	if opts.KedaScalerAddress != "" {
 		a.Scaler = kedascaler.New(decisions, opts.KedaScalerResendInterval, a.Registry)
 	}
@@ -211,8 +282,6 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 			a.Scaler.Notify()
 		}
 	}
-	a.watch()
-	return a, nil
 }
 
 // watch wires change triggers: VA spec changes and wva ConfigMaps.

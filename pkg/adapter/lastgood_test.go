@@ -33,9 +33,10 @@ func gaugeSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	return out
 }
 
-// Issue 30 item 10: the gauge kept every (ConfigMap, key) ever seen, and
-// any namespace may create local ConfigMaps with keys of its choosing.
-// Series go when their entry or ConfigMap goes; local ones are bounded.
+// Any namespace may create local ConfigMaps with keys of its choosing, so
+// a gauge keeping every (ConfigMap, key) ever seen would grow without
+// bound. Series go when their entry or ConfigMap goes; local ones are
+// bounded.
 func TestInvalidGaugeSeriesFollowEntries(t *testing.T) {
 	const bad = "queueLengthThreshold: -1"
 	sat := config.SaturationConfigMapName

@@ -85,9 +85,9 @@ func TestIdleWindow(t *testing.T) {
 	}
 }
 
-// Issue 17 item 6: one request-count query per distinct retention period
-// made the cycle's queries grow with the models (1,010 for 1,000 models
-// each with its own period). Rounded to IdleWindows, they stay bounded.
+// One request-count query per distinct retention period would make the
+// cycle's queries grow with the models (1,010 for 1,000 models each with
+// its own period). Rounded to IdleWindows, they stay bounded.
 func TestRequestCountQueriesBoundedWhateverThePeriods(t *testing.T) {
 	var periods []time.Duration
 	for i := range 1000 {
@@ -331,9 +331,9 @@ func TestCollectLatencyArrivalAndEPPQueue(t *testing.T) {
 	}
 }
 
-// Issue 30 item 8: a finite 1.7e308 passed every check (finite, not
-// negative) and overflowed inside the analyzers. Every collected field is
-// bounded; the absurd sample is dropped and counted, the sane one kept.
+// A finite 1.7e308 passes the finite and non-negative checks and would
+// overflow inside the analyzers. Every collected field is bounded; the
+// absurd sample is dropped and counted, the sane one kept.
 func TestCollectDropsAbsurdFiniteValues(t *testing.T) {
 	const huge = 1.7e308
 	pod := func(v float64, name string) *model.Sample { return sample(v, "namespace", "prod", "pod", name) }

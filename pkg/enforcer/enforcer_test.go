@@ -374,8 +374,8 @@ func TestEnforceZeroNeedsEvidence(t *testing.T) {
 			want: map[string]int32{"cheap": 0, "dear": 0}, rule: decision.RuleScaleToZero,
 		},
 		{
-			// The defect: four saturated replicas, the counter at 0 (it
-			// used to be 0 when its series was missing), decided 4 -> 0.
+			// Four saturated replicas with the counter at 0 (what a
+			// missing series reads as when taken for zero) are not idle.
 			name: "saturated pods are not idle whatever the request count",
 			in: Input{Metrics: MetricsAvailable, RequestsInRetention: f(0), ScaleToZero: stz10, Variants: four,
 				Replicas: pods(4, 0.95, 8), Targets: []decision.Target{{Variant: "v", Replicas: 5, Rule: decision.RuleScaleUp, Reason: "saturated"}}},

@@ -36,10 +36,10 @@ func promSample(v float64, labels ...string) *model.Sample {
 	return &model.Sample{Metric: m, Value: model.SampleValue(v)}
 }
 
-// Issue 30 item 8: one absurd but finite series (1.7e308) turned the
-// slo-planner's plan into NaN, and a group that needed more than two
-// replicas stayed at two. Through the real collector, BuildPlans and the
-// default pipeline, the group still scales up whichever series is absurd.
+// One absurd but finite series (1.7e308) can turn the slo-planner's plan
+// into NaN and keep at two a group that needs more than two replicas.
+// Through the real collector, BuildPlans and the default pipeline, the
+// group still scales up whichever series is absurd.
 func TestAbsurdSeriesStillScalesUp(t *testing.T) {
 	const huge = 1.7e308
 	pod := func(v float64, name string) *model.Sample { return promSample(v, "namespace", "prod", "pod", name) }

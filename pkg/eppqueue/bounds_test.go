@@ -186,8 +186,8 @@ func TestParseBoundErrors(t *testing.T) {
 	}
 }
 
-// One sample with 8,000 labels (88 KB) cost 5 CPU-seconds and 2.7 GB with
-// expfmt's text parser; it is now skipped in linear time.
+// One sample with 8,000 labels (88 KB) costs 5 CPU-seconds and 2.7 GB with
+// expfmt's text parser; this parser skips it in linear time.
 func TestParseLabelHeavySampleIsCheap(t *testing.T) {
 	text := []byte(labelHeavyLine(8000))
 	proto := protoQueue(protoMetric(1, labelPairs(8000)...))

@@ -93,8 +93,8 @@ func cycle(b *testing.B, a analyzer.Analyzer, cfg config.Resolved, groups []deci
 }
 
 // BenchmarkAnalyzers1000Groups is one steady-state engine cycle of each
-// analyzer over 1,000 groups x 2 variants x 5 replicas (the scale
-// goal: under 100 ms of CPU per cycle for every analyzer). Warm-up cycles,
+// analyzer over 1,000 groups x 2 variants x 5 replicas (the scale goal:
+// under 100 ms of CPU per cycle for every analyzer). Warm-up cycles,
 // 30 s apart, carry each analyzer's state so that the measured cycle starts
 // from learned parameters and history (the queueing analyzer's filter
 // updates every replica, the planner plans from its fit). cpu-ms/op is the

@@ -169,9 +169,9 @@ func gzipped(t *testing.T, b []byte) []byte {
 	return out.Bytes()
 }
 
-// A sample with 8,000 labels cost 5 CPU-seconds to parse after the read,
-// outside the deadline, holding its scrape slot: now it is skipped and
-// counted, and the scrape ends well within its timeout.
+// A sample with 8,000 labels costs 5 CPU-seconds to parse; parsed after
+// the read, outside the deadline, it would hold its scrape slot. It is
+// skipped and counted, and the scrape ends well within its timeout.
 func TestScrapeLabelHeavyAnswerWithinDeadline(t *testing.T) {
 	body := []byte(labelHeavyLine(8000) + newNameBody)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

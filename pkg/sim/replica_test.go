@@ -136,8 +136,8 @@ func TestCalibratedH100ReproducesNIM(t *testing.T) {
 	}
 }
 
-// The uncalibrated default fleet's H100 is the one issue 33 measured: far
-// from NIM's table at concurrency 25, so the check above can fail.
+// The uncalibrated default fleet's H100 is far from NIM's table at
+// concurrency 25, so the check above can fail.
 func TestDefaultH100MissesNIM(t *testing.T) {
 	sc := DefaultScenario()
 	h100 := sc.Variants[sc.variantIndex("llama-70b-h100")]

@@ -2,9 +2,7 @@ package sim
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -211,18 +209,9 @@ func runRows(sc *Scenario, trace *trace.Trace, rows []reportRow, ctls map[string
 		}
 	}
 	summaries := make([]PolicySummary, len(rows))
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	var wg sync.WaitGroup
-	for i, r := range rows {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			summaries[i] = runRow(sc, trace, r, ctls, plan, horizon, report)
-		}()
-	}
-	wg.Wait()
+	parallel(len(rows), func(i int) {
+		summaries[i] = runRow(sc, trace, rows[i], ctls, plan, horizon, report)
+	})
 	return summaries
 }
 

@@ -219,7 +219,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(base + "---\nmodelID: other\n"))
 	f.Add([]byte(strings.Replace(base, "cost: 5", "cost: !dollars 5", 1)))
 	f.Add([]byte(strings.Replace(base, "queueLength: 2", "queueLength: 1e308", 1)))
-	// Rendered +Inf before queueLengthThreshold was bounded.
+	// Renders +Inf unless queueLengthThreshold is bounded.
 	f.Add([]byte(base + "config: {queueLengthThreshold: 1e308, queueSpareTrigger: 1e307}\n"))
 	for _, name := range []string{"token-scale-up.yaml", "queueing-slo.yaml", "limited-gpu-budget.yaml", "slo-planner.yaml"} {
 		if data, err := os.ReadFile(filepath.Join("../../examples/snapshots", name)); err == nil {

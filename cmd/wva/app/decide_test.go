@@ -123,7 +123,7 @@ func TestDecideScaleToZeroUnderFaults(t *testing.T) {
 			return strings.Replace(s, "scaleToZero:", "requestsInRetention: 0\nscaleToZero:", 1)
 		}, want: 0, reason: "Scale-to-zero: no requests in retention period"},
 		// Four saturated replicas with the counter at 0 (what a missing
-		// series used to read as) are not idle.
+		// series reads as when taken for zero) are not idle.
 		{file: "request-count-missing.yaml", edit: func(s string) string {
 			return strings.ReplaceAll(strings.Replace(s, "scaleToZero:", "requestsInRetention: 0\nscaleToZero:", 1),
 				"kvCacheUsage: 0.0, queueLength: 0", "kvCacheUsage: 0.95, queueLength: 8")
