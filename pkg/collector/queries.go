@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/eppqueue"
 )
 
 // vLLM metric names (V1 engine). The KV gauge was renamed in vLLM 0.10; the
@@ -29,20 +30,9 @@ const (
 	MetricTTFT      = "vllm:time_to_first_token_seconds"
 	MetricITL       = "vllm:inter_token_latency_seconds"
 	MetricITLLegacy = "vllm:time_per_output_token_seconds"
-	// EPP flow-control queue gauges; the inference_extension_ names are the
-	// deprecated ones, still exported by older EPPs.
-	MetricEPPQueueSize        = "llm_d_epp_flow_control_queue_size"
-	MetricEPPQueueSizeLegacy  = "inference_extension_flow_control_queue_size"
-	MetricEPPQueueBytes       = "llm_d_epp_flow_control_queue_bytes"
-	MetricEPPQueueBytesLegacy = "inference_extension_flow_control_queue_bytes"
-	// The EPP's per-model request counter (gateway arrivals, counted before
-	// flow control holds anything); inference_model_request_total is its
-	// name before gateway-api-inference-extension v1.0.
-	MetricGatewayRequests       = "inference_objective_request_total"
-	MetricGatewayRequestsLegacy = "inference_model_request_total"
 	// LabelTargetModelName is the EPP's model after rewrites (what the
 	// serving pods see); LabelModelName is the fallback when it is empty.
-	LabelTargetModelName = "target_model_name"
+	LabelTargetModelName = eppqueue.TargetModelLabel
 	// LabelModelName is vLLM's served model name, matched to a VA's modelID.
 	LabelModelName = "model_name"
 )
@@ -160,10 +150,10 @@ func Queries(labels Labels, namespaces []string, windows []time.Duration) []Quer
 		// The EPP exports no namespace label of its own: the scrape's
 		// namespace label (the EPP pod's) is kept when present, and no
 		// namespace selector applies (the EPP may run elsewhere).
-		{Name: QueryEPPQueueSize, Expr: eppModelSum(labels.Namespace, MetricEPPQueueSize, MetricEPPQueueSizeLegacy)},
-		{Name: QueryEPPQueueBytes, Expr: eppModelSum(labels.Namespace, MetricEPPQueueBytes, MetricEPPQueueBytesLegacy)},
+		{Name: QueryEPPQueueSize, Expr: eppModelSum(labels.Namespace, eppqueue.Metric, eppqueue.LegacyMetric)},
+		{Name: QueryEPPQueueBytes, Expr: eppModelSum(labels.Namespace, eppqueue.BytesMetric, eppqueue.LegacyBytesMetric)},
 		{Name: QueryGatewayArrivals, Expr: eppModelSum(labels.Namespace,
-			fmt.Sprintf("rate(%s[%s])", MetricGatewayRequests, rw), fmt.Sprintf("rate(%s[%s])", MetricGatewayRequestsLegacy, rw))},
+			fmt.Sprintf("rate(%s[%s])", eppqueue.RequestsMetric, rw), fmt.Sprintf("rate(%s[%s])", eppqueue.LegacyRequestsMetric, rw))},
 	}
 	rounded := make([]time.Duration, 0, len(windows))
 	for _, w := range windows {

@@ -26,21 +26,31 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// EPP flow-control queue gauges, newest name first; the older one is still
-// exported by llm-d EPPs and is what Gateway API Inference Extension EPPs
-// export.
+// EPP metric names, newest name first; the older one is still exported by
+// llm-d EPPs and is what Gateway API Inference Extension EPPs export. The
+// collector's Prometheus queries use the same constants.
 const (
-	Metric       = "llm_d_epp_flow_control_queue_size"
-	LegacyMetric = "inference_extension_flow_control_queue_size"
+	// Flow-control queue gauges: queued requests, and their bytes.
+	Metric            = "llm_d_epp_flow_control_queue_size"
+	LegacyMetric      = "inference_extension_flow_control_queue_size"
+	BytesMetric       = "llm_d_epp_flow_control_queue_bytes"
+	LegacyBytesMetric = "inference_extension_flow_control_queue_bytes"
+	// The per-model request counter (gateway arrivals, counted before flow
+	// control holds anything); the legacy name is the one before
+	// gateway-api-inference-extension v1.0.
+	RequestsMetric       = "inference_objective_request_total"
+	LegacyRequestsMetric = "inference_model_request_total"
 )
 
 // families are the queue families in order of preference.
 var families = [2][]byte{[]byte(Metric), []byte(LegacyMetric)}
 
-// Labels carrying the model of a queue sample, in order of preference.
+// Labels carrying the model of an EPP sample, in order of preference:
+// TargetModelLabel is the model after rewrites (what the serving pods see),
+// ModelLabel the requested one.
 const (
-	targetModelLabel = "target_model_name"
-	modelLabel       = "model_name"
+	TargetModelLabel = "target_model_name"
+	ModelLabel       = "model_name"
 )
 
 // AnyModel keys queue samples that carry no model label: such an EPP
@@ -260,9 +270,9 @@ type labelSet struct {
 // value remembers a label's value when the label names the model.
 func (l *labelSet) value(label, val []byte) {
 	switch string(label) {
-	case targetModelLabel:
+	case TargetModelLabel:
 		l.target = val
-	case modelLabel:
+	case ModelLabel:
 		l.name = val
 	}
 }
