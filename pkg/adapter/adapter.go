@@ -11,14 +11,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -135,16 +132,13 @@ func (a *Adapter) pinSettings() {
 // newInformers builds the clients and the informer factories of the
 // watched namespace and the ConfigMap namespaces; it returns the wva
 // client the engine writes statuses with.
-func (a *Adapter) newInformers(restCfg *rest.Config) (*versioned.Clientset, error) {
+func (a *Adapter) newInformers(restCfg *rest.Config) (versioned.Interface, error) {
 	opts := a.Options
-	var err error
-	if a.kube, err = kubernetes.NewForConfig(restCfg); err != nil {
-		return nil, err
-	}
-	wvaClient, err := versioned.NewForConfig(restCfg)
+	kube, wvaClient, err := daemon.Clients(restCfg)
 	if err != nil {
 		return nil, err
 	}
+	a.kube = kube
 	nsOpt := informers.WithNamespace(opts.WatchNamespace)
 	a.informers = informers.NewSharedInformerFactoryWithOptions(a.kube, 0, nsOpt)
 	a.cmInformer = informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(opts.ConfigNamespace))
@@ -155,11 +149,7 @@ func (a *Adapter) newInformers(restCfg *rest.Config) (*versioned.Clientset, erro
 
 // newEventRecorder starts the broadcaster of the adapter's Events.
 func (a *Adapter) newEventRecorder() {
-	a.broadcast = record.NewBroadcaster()
-	a.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.kube.CoreV1().Events("")})
-	evScheme := scheme.Scheme
-	_ = llmdv1alpha1.AddToScheme(evScheme)
-	a.recorder = a.broadcast.NewRecorder(evScheme, corev1.EventSource{Component: "wva-adapter"})
+	a.recorder, a.broadcast = daemon.EventRecorder(a.kube, "wva-adapter")
 }
 
 // newInventory builds the engine's view of the variants from the
@@ -209,7 +199,7 @@ func (a *Adapter) newInventory(restCfg *rest.Config) (*inventory.Inventory, erro
 
 // newEngine builds the engine: the inventory's variants, Prometheus'
 // metrics, statuses written with wvaClient.
-func (a *Adapter) newEngine(inv *inventory.Inventory, wvaClient *versioned.Clientset) error {
+func (a *Adapter) newEngine(inv *inventory.Inventory, wvaClient versioned.Interface) error {
 	opts := a.Options
 	prom, err := collector.NewPrometheusAPI(collector.PrometheusOptions{URL: opts.PrometheusURL, CAFile: opts.PrometheusCAFile,
 		InsecureSkipVerify: opts.PrometheusInsecureSkipVerify, BearerTokenFile: opts.PrometheusBearerTokenFile, Timeout: opts.PrometheusTimeout})

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -15,8 +14,6 @@ import (
 	"k8s.io/client-go/informers"
 	autoscalingv2informers "k8s.io/client-go/informers/autoscaling/v2"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
@@ -26,7 +23,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/daemon"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
@@ -51,7 +47,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	broadcaster, recorder := newEventRecorder(kube)
+	recorder, broadcaster := daemon.EventRecorder(kube, "wva-controller")
 	defer broadcaster.Shutdown()
 	inf := newControllerInformers(kube, wva, o)
 	c, err := newController(o, kube, wva, inf, mapper, scales, recorder, caps)
@@ -72,16 +68,12 @@ func Run(ctx context.Context, o *Options) error {
 }
 
 // newClients builds the REST config and the Kubernetes and wva clients.
-func newClients(o *Options) (*rest.Config, *kubernetes.Clientset, *versioned.Clientset, error) {
+func newClients(o *Options) (*rest.Config, kubernetes.Interface, versioned.Interface, error) {
 	cfg, err := daemon.RESTConfig(o.Kubeconfig)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	wva, err := versioned.NewForConfig(cfg)
+	kube, wva, err := daemon.Clients(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -113,17 +105,6 @@ func newScaleClient(cfg *rest.Config, kube kubernetes.Interface) (meta.RESTMappe
 		return nil, nil, err
 	}
 	return mapper, scales, nil
-}
-
-// newEventRecorder starts the broadcaster of the controller's Events; the
-// caller shuts it down.
-func newEventRecorder(kube kubernetes.Interface) (record.EventBroadcaster, record.EventRecorder) {
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	evScheme := scheme.Scheme
-	_ = llmdv1alpha1.AddToScheme(evScheme)
-	recorder := broadcaster.NewRecorder(evScheme, corev1.EventSource{Component: "wva-controller"})
-	return broadcaster, recorder
 }
 
 // controllerInformers are the informers the controller reads and the

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -22,8 +21,6 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
@@ -55,23 +52,15 @@ func Run(ctx context.Context, o *Options) error {
 	// The default 5 QPS would queue a scale call behind events and
 	// annotations during a burst of wake-ups.
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	wva, err := versioned.NewForConfig(cfg)
+	kube, wva, err := daemon.Clients(cfg)
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg)
 
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	recorder, broadcaster := daemon.EventRecorder(kube, "wva-scale-from-zero")
 	defer broadcaster.Shutdown()
-	evScheme := scheme.Scheme
-	_ = llmdv1alpha1.AddToScheme(evScheme)
-	recorder := broadcaster.NewRecorder(evScheme, corev1.EventSource{Component: "wva-scale-from-zero"})
 
 	w, err := newWatches(o, cfg, kube, wva)
 	if err != nil {
