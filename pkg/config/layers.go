@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -195,7 +197,7 @@ func pins(f *File, fileName string, env LookupEnv) (Pinned, error) {
 			return p, pinError(err, sectionScaleToZero, origin)
 		}
 	}
-	for _, key := range sortedKeys(origin) {
+	for _, key := range slices.Sorted(maps.Keys(origin)) {
 		section, k, _ := strings.Cut(key, ".")
 		p.Keys = append(p.Keys, fmt.Sprintf("%s=%s (%s)", key, sections[section][k], origin[key]))
 	}
@@ -245,7 +247,7 @@ func Load(program string, fs *pflag.FlagSet, env LookupEnv, readFile func(string
 // applyFlags sets each flag not given on the command line from its
 // variable, else from the file section.
 func applyFlags(fs *pflag.FlagSet, section map[string]json.RawMessage, program, path string, env LookupEnv) error {
-	for _, name := range sortedKeys(section) {
+	for _, name := range slices.Sorted(maps.Keys(section)) {
 		if fs.Lookup(name) == nil || name == ConfigFileFlag {
 			return fmt.Errorf("--%s %s: %s.%s: no such flag (the section takes the program's flags by name, without dashes)",
 				ConfigFileFlag, path, program, name)

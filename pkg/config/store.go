@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -113,7 +115,7 @@ func (s *section[E, V]) apply(data map[string]string) error {
 	s.invalid = nil
 	var errs []error
 	// The default entry first: overrides are validated on top of it.
-	keys := sortedKeys(data)
+	keys := slices.Sorted(maps.Keys(data))
 	sort.SliceStable(keys, func(i, j int) bool { return keys[i] == DefaultKey && keys[j] != DefaultKey })
 	base := s.builtin()
 	keep := func(key string, entry E, text string, merged V) {
@@ -240,7 +242,7 @@ func (s *section[E, V]) overrideFor(modelID, namespace string) (string, bool) {
 		return OverrideKey(modelID, namespace), true
 	}
 	var modelOnly string
-	for _, key := range sortedKeys(s.entries) {
+	for _, key := range slices.Sorted(maps.Keys(s.entries)) {
 		if key == DefaultKey {
 			continue
 		}
@@ -264,15 +266,6 @@ func (s *section[E, V]) hasEntryFor(modelID, namespace string) bool {
 	}
 	_, ok := s.overrideFor(modelID, namespace)
 	return ok
-}
-
-func sortedKeys[T any](m map[string]T) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Resolved is the configuration in force for one variant group, with the
@@ -463,7 +456,7 @@ func (s *Store) invalidFor(namespace *string, match func(invalidEntry) bool) []*
 			all = append(all, l)
 		}
 	} else {
-		for _, ns := range sortedKeys(s.local) {
+		for _, ns := range slices.Sorted(maps.Keys(s.local)) {
 			all = append(all, s.local[ns])
 		}
 	}
@@ -487,7 +480,7 @@ func (s *Store) Entries() [][2]string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	all := []*sections{&s.sections}
-	for _, ns := range sortedKeys(s.local) {
+	for _, ns := range slices.Sorted(maps.Keys(s.local)) {
 		all = append(all, s.local[ns])
 	}
 	var out [][2]string
@@ -496,7 +489,7 @@ func (s *Store) Entries() [][2]string {
 			configMap string
 			data      map[string]string
 		}{{sec.saturation.configMap, sec.saturation.data}, {sec.scaleToZero.configMap, sec.scaleToZero.data}, {sec.queueing.configMap, sec.queueing.data}} {
-			for _, k := range sortedKeys(e.data) {
+			for _, k := range slices.Sorted(maps.Keys(e.data)) {
 				out = append(out, [2]string{e.configMap, k})
 			}
 		}

@@ -1,5 +1,7 @@
 package decision
 
+import "math"
+
 // Physical bounds of the metric values the analyzers read, shared by the
 // collector (which drops a sample above its bound) and the snapshot
 // validator (which rejects one). They are far above anything a real fleet
@@ -27,3 +29,7 @@ const (
 	// (MaxArrivalRate over the longest idle window, 7 days, is 6e11).
 	MaxRequestCount = 1e12
 )
+
+// Finite reports whether x is neither NaN nor ±Inf: a metric value the
+// analyzers may compute with.
+func Finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -1,9 +1,6 @@
 package decision
 
-import (
-	"math"
-	"strings"
-)
+import "strings"
 
 // RoleGroup is the part of a group that one role's variants serve.
 type RoleGroup struct {
@@ -98,10 +95,10 @@ func mergeInto[V any](dst, src map[string]V) map[string]V {
 // TTFT is all there is to size it by. ok is false when no replica of the
 // variant reports both.
 func PrefillServiceRate(variant string, reps []ReplicaMetrics) (mu float64, ok bool) {
-	finite := func(x float64) bool { return x > 0 && !math.IsInf(x, 0) && !math.IsNaN(x) }
+	positive := func(x float64) bool { return x > 0 && Finite(x) }
 	var w, sum float64
 	for _, r := range reps {
-		if r.Variant == variant && finite(r.ArrivalRate) && finite(r.AvgTTFTms) {
+		if r.Variant == variant && positive(r.ArrivalRate) && positive(r.AvgTTFTms) {
 			w += r.ArrivalRate
 			sum += r.ArrivalRate * (r.ArrivalRate + 1000/r.AvgTTFTms)
 		}

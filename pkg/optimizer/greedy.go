@@ -3,7 +3,9 @@ package optimizer
 import (
 	"container/heap"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -239,7 +241,7 @@ func (c *claim) targets(base []decision.Target, wish map[string]int32, acct *acc
 	head := fmt.Sprintf("GPU limiter (greedy by score, priority %g): granted %s where unlimited would add %s; %.0f%% of required capacity met",
 		c.priority, counts(c.granted), counts(wish), met)
 	var exhausted []string
-	for _, name := range sortedKeys(c.skipped) {
+	for _, name := range slices.Sorted(maps.Keys(c.skipped)) {
 		exhausted = append(exhausted, fmt.Sprintf("%s (%s)", name, c.skipped[name]))
 	}
 	out := append([]decision.Target(nil), base...)
@@ -264,7 +266,7 @@ func (c *claim) targets(base []decision.Target, wish map[string]int32, acct *acc
 // counts writes {+2 a, +1 b}, or "nothing".
 func counts(m map[string]int32) string {
 	var parts []string
-	for _, name := range sortedKeys(m) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		if m[name] > 0 {
 			parts = append(parts, fmt.Sprintf("+%d %s", m[name], name))
 		}
@@ -273,15 +275,6 @@ func counts(m map[string]int32) string {
 		return "nothing"
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // accounts explains where each accelerator's budget went, computed once

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -325,14 +324,4 @@ func httpURL(raw string) error {
 		return errors.New("want an http(s) URL with a host")
 	}
 	return nil
-}
-
-// sortedKeys is for stable logs.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -289,7 +291,7 @@ func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metr
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	klog.InfoS("activator listening", "address", ln.Addr().String(), "models", sortedKeys(backends), "paths", act.Paths, "maxWait", o.ActivatorMaxWait,
+	klog.InfoS("activator listening", "address", ln.Addr().String(), "models", slices.Sorted(maps.Keys(backends)), "paths", act.Paths, "maxWait", o.ActivatorMaxWait,
 		"maxHeldRequests", act.MaxHeldRequests, "perModel", act.MaxHeldRequestsPerModel, "maxHeldBytes", act.MaxHeldBytes, "perModelBytes", act.MaxHeldBytesPerModel,
 		"maxBodyBytes", act.MaxBodyBytes, "maxHeaderBytes", act.MaxHeaderBytes, "maxConnections", act.MaxConnections)
 	return nil

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -203,7 +202,7 @@ func (p *problems) bad(field string, format string, args ...any) {
 }
 
 func (p *problems) inRange(field string, v, hi float64) {
-	if !finite(v) || v < 0 || v > hi {
+	if !decision.Finite(v) || v < 0 || v > hi {
 		p.bad(field, "%v must be a finite number in [0, %g]", v, hi)
 	}
 }
@@ -293,7 +292,7 @@ func (v Variant) validate(p *problems, at string) {
 // validate checks one replica's figures (not its pod, whose uniqueness
 // Validate checks across variants).
 func (r Replica) validate(p *problems, rat string) {
-	if !finite(r.KvCacheUsage) || r.KvCacheUsage < 0 || r.KvCacheUsage > 1 {
+	if !decision.Finite(r.KvCacheUsage) || r.KvCacheUsage < 0 || r.KvCacheUsage > 1 {
 		p.bad(rat+".kvCacheUsage", "%v is outside [0, 1]", r.KvCacheUsage)
 	}
 	p.inRange(rat+".queueLength", r.QueueLength, decision.MaxQueueLength)
@@ -308,7 +307,7 @@ func (r Replica) validate(p *problems, rat string) {
 		{"avgTTFTms", r.AvgTTFTms, decision.MaxLatencyMs}, {"avgITLms", r.AvgITLms, decision.MaxLatencyMs}} {
 		p.inRange(rat+"."+f.name, f.v, f.max)
 	}
-	if !finite(r.PrefixCacheHitRate) || r.PrefixCacheHitRate < 0 || r.PrefixCacheHitRate > 1 {
+	if !decision.Finite(r.PrefixCacheHitRate) || r.PrefixCacheHitRate < 0 || r.PrefixCacheHitRate > 1 {
 		p.bad(rat+".prefixCacheHitRate", "%v is outside [0, 1]", r.PrefixCacheHitRate)
 	}
 }
@@ -457,5 +456,3 @@ func (s *Snapshot) Input() (pipeline.GroupInput, time.Time, error) {
 	}
 	return in, now, nil
 }
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -338,7 +338,7 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 	}
 	counts := make([]int32, len(variants))
 	for i, v := range variants {
-		counts[i] = clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
+		counts[i] = decision.Clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
 	}
 	switch {
 	case short && lasting(g.Now, st, next, an.Supply, an.Staffed):
@@ -370,7 +370,7 @@ func plan(g decision.Group, slo config.SLO, priority float64, st State, next *St
 		// Enough now: give back what the held plan does not need.
 		young := g.Now.Sub(next.FoundAt) < hold
 		for i, v := range variants {
-			mv[i].Hi = clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
+			mv[i].Hi = decision.Clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
 			mv[i].Lo = min(v.MinReplicas, mv[i].Hi)
 			if young {
 				mv[i].Lo = min(max(mv[i].Lo, next.Found[v.Name]), mv[i].Hi)
@@ -540,17 +540,15 @@ func mixCost(vs []mixVariant, counts []int32) float64 {
 	return c
 }
 
-func clamp(n, lo, hi int32) int32 { return min(max(n, lo), hi) }
-
 // demand is the arrival rate: the gateway's when reported, else what the
 // replicas complete (under-reads while a queue grows).
 func demand(g decision.Group) (float64, string) {
-	if g.GatewayArrivalsReported && g.GatewayArrivalRate >= 0 && finite(g.GatewayArrivalRate) {
+	if g.GatewayArrivalsReported && g.GatewayArrivalRate >= 0 && decision.Finite(g.GatewayArrivalRate) {
 		return g.GatewayArrivalRate, "gateway arrivals"
 	}
 	var sum float64
 	for _, r := range g.Replicas {
-		if r.ArrivalRate > 0 && finite(r.ArrivalRate) {
+		if r.ArrivalRate > 0 && decision.Finite(r.ArrivalRate) {
 			sum += r.ArrivalRate
 		}
 	}
@@ -616,7 +614,7 @@ func referenceCapacity(variants []decision.Variant, caps map[string]ReplicaCapac
 func requestShape(g decision.Group, st State) (in, out float64) {
 	var w, si, so float64
 	for _, r := range g.Replicas {
-		if r.AvgOutputTokens > 0 && finite(r.AvgOutputTokens) && r.AvgInputTokens >= 0 && finite(r.AvgInputTokens) {
+		if r.AvgOutputTokens > 0 && decision.Finite(r.AvgOutputTokens) && r.AvgInputTokens >= 0 && decision.Finite(r.AvgInputTokens) {
 			weight := max(r.ArrivalRate, 1e-3)
 			w += weight
 			si += weight * r.AvgInputTokens
@@ -671,10 +669,10 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 		if vs.Settle > 0 {
 			continue
 		}
-		if r.ArrivalRate > 0 && finite(r.ArrivalRate) && r.AvgITLms > 0 && finite(r.AvgITLms) {
+		if r.ArrivalRate > 0 && decision.Finite(r.ArrivalRate) && r.AvgITLms > 0 && decision.Finite(r.AvgITLms) {
 			// The replica's own request shape where it reports one.
 			pin, pout := in, out
-			if r.AvgOutputTokens > 0 && finite(r.AvgOutputTokens) && r.AvgInputTokens >= 0 && finite(r.AvgInputTokens) {
+			if r.AvgOutputTokens > 0 && decision.Finite(r.AvgOutputTokens) && r.AvgInputTokens >= 0 && decision.Finite(r.AvgInputTokens) {
 				pin, pout = r.AvgInputTokens, r.AvgOutputTokens
 			}
 			fit.add(r.ArrivalRate*(pin+pout), r.ArrivalRate*pout*(pin+pout/2), 1000/r.AvgITLms, 1)
@@ -711,8 +709,6 @@ func z(p float64) float64 {
 	}
 	return (lo + hi) / 2
 }
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // TrimOldest implements analyzer.Trimmer: it drops the older half of the
 // plans (the newest ones carry the hold), for persisting under a size bound.

@@ -376,9 +376,9 @@ func (an *Analysis) capacity(g decision.Group, variants []decision.Variant, lowe
 }
 
 func (o *groupObs) add(r decision.ReplicaMetrics) {
-	if r.ArrivalRate > 0 && finite(r.ArrivalRate) {
+	if r.ArrivalRate > 0 && decision.Finite(r.ArrivalRate) {
 		o.arrival += r.ArrivalRate
-		if r.AvgTTFTms > 0 && r.AvgITLms > 0 && finite(r.AvgTTFTms) && finite(r.AvgITLms) {
+		if r.AvgTTFTms > 0 && r.AvgITLms > 0 && decision.Finite(r.AvgTTFTms) && decision.Finite(r.AvgITLms) {
 			o.ttft += r.ArrivalRate * r.AvgTTFTms
 			o.itl += r.ArrivalRate * r.AvgITLms
 			o.latArrival += r.ArrivalRate

@@ -55,7 +55,7 @@ func (va *VariantAnalysis) sizePrefill(v decision.Variant, reps []decision.Repli
 	va.TuningSkipped = "prefill: sized by its TTFT (no ITL to learn from)"
 	var w, ttft float64
 	for _, r := range reps {
-		if r.ArrivalRate > 0 && r.AvgTTFTms > 0 && finite(r.ArrivalRate) && finite(r.AvgTTFTms) {
+		if r.ArrivalRate > 0 && r.AvgTTFTms > 0 && decision.Finite(r.ArrivalRate) && decision.Finite(r.AvgTTFTms) {
 			w += r.ArrivalRate
 			ttft += r.ArrivalRate * r.AvgTTFTms
 		}

@@ -3,6 +3,8 @@ package queueing
 import (
 	"fmt"
 	"math"
+
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 // Tuner learns Params online with an extended Kalman filter: the state is
@@ -154,7 +156,7 @@ func (t Tuner) predict(x [3]float64, o Observation, srv Server, buf []float64) (
 	}
 	p := m.Predict(o.ArrivalRate)
 	z := [2]float64{p.TTFTms, p.ITLms}
-	return z, finite(z[0]) && finite(z[1])
+	return z, decision.Finite(z[0]) && decision.Finite(z[1])
 }
 
 // Update runs one predict/update cycle of the filter. It never modifies s.
@@ -224,7 +226,7 @@ func (t Tuner) update(s TunerState, o Observation, srv Server, buf []float64) (T
 	sm[0][0] += sq(t.MeasurementNoise * o.TTFTms)
 	sm[1][1] += sq(t.MeasurementNoise * o.ITLms)
 	det := sm[0][0]*sm[1][1] - sm[0][1]*sm[1][0]
-	if !(det > 0) || !finite(det) {
+	if !(det > 0) || !decision.Finite(det) {
 		step.Note = "innovation covariance is singular"
 		return t.reject(s, step)
 	}
@@ -311,7 +313,7 @@ func (t Tuner) reject(s TunerState, step Step) (TunerState, Step) {
 func covarianceOK(p [3][3]float64) bool {
 	for i := range 3 {
 		for j := range 3 {
-			if !finite(p[i][j]) {
+			if !decision.Finite(p[i][j]) {
 				return false
 			}
 		}
@@ -323,5 +325,3 @@ func covarianceOK(p [3][3]float64) bool {
 }
 
 func sq(x float64) float64 { return x * x }
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
