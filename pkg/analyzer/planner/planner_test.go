@@ -109,10 +109,20 @@ func TestCheapestMix(t *testing.T) {
 	}
 }
 
+// TestZ checks the normal quantile against published values.
 func TestZ(t *testing.T) {
-	assert.InDelta(t, 2.326, z(0.99), 1e-3)
-	assert.InDelta(t, 1.645, z(0.95), 1e-3)
-	assert.InDelta(t, 0, z(0.5), 1e-9)
+	for _, tc := range []struct{ p, want, delta float64 }{
+		{0.5, 0, 1e-12},
+		{0.9, 1.28155, 1e-5},
+		{0.95, 1.64485, 1e-5},
+		{0.975, 1.95996, 1e-5},
+		{0.99, 2.32635, 1e-5},
+		{0.999, 3.09023, 1e-5},
+		{0.9999, 3.71902, 1e-5},
+		{0.01, -2.32635, 1e-5},
+	} {
+		assert.InDelta(t, tc.want, z(tc.p), tc.delta, "z(%g)", tc.p)
+	}
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
