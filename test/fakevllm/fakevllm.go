@@ -156,21 +156,6 @@ func (e *Exporter) GatewayRequests(model string, n float64) {
 	e.gateway.WithLabelValues(model, model).Add(n)
 }
 
-// Remove stops exporting a pod's series (the pod went away).
-func (e *Exporter) Remove(p Pod) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	l := prometheus.Labels{"namespace": p.Namespace, "pod": p.Name, "model_name": p.Model}
-	e.kv.Delete(l)
-	e.waiting.Delete(l)
-	e.running.Delete(l)
-	e.config.DeletePartialMatch(l)
-	e.success.DeletePartialMatch(l)
-	for _, h := range []*prometheus.HistogramVec{e.prompt, e.output, e.ttft, e.itl} {
-		h.Delete(l)
-	}
-}
-
 // Close stops the server.
 func (e *Exporter) Close() { _ = e.srv.Close() }
 

@@ -186,24 +186,6 @@ func (f *Fleet) SetLoad(namespace, model string, rps float64) {
 	_ = f.recompute(0)
 }
 
-// Load returns the offered rate of a model.
-func (f *Fleet) Load(namespace, model string) float64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.load[namespace+"/"+model]
-}
-
-// PodKV returns a pod's current KV usage (for assertions).
-func (f *Fleet) PodKV(namespace, pod string) (float64, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p, ok := f.pods[namespace+"/"+pod]
-	if !ok {
-		return 0, false
-	}
-	return p.kv, true
-}
-
 func (f *Fleet) step(dt float64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

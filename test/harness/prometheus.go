@@ -229,12 +229,6 @@ func (p *Prometheus) Kill() {
 	p.proc.stop(0)
 }
 
-// Restart is Stop then Start.
-func (p *Prometheus) Restart(ctx context.Context) error {
-	p.Stop()
-	return p.Start(ctx)
-}
-
 // Running reports whether the process is alive.
 func (p *Prometheus) Running() bool {
 	p.mu.Lock()

@@ -115,25 +115,6 @@ func (a *Applier) Apply(ctx context.Context, o *unstructured.Unstructured, dryRu
 	return applyObject(ctx, a.dyn, a.mapper, o, manager, dryRun)
 }
 
-// ApplyDirT renders a kustomization and applies every object for real.
-func ApplyDirT(ctx context.Context, t testing.TB, cfg *rest.Config, dir string) []*unstructured.Unstructured {
-	t.Helper()
-	objs, err := RenderKustomization(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := NewApplier(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if err := a.Apply(ctx, o, false); err != nil {
-			t.Fatalf("apply %s: %v", ObjKey(o), err)
-		}
-	}
-	return objs
-}
-
 func applyObject(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, o *unstructured.Unstructured, manager string, dryRun bool) error {
 	gvk := o.GroupVersionKind()
 	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
