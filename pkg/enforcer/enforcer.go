@@ -1,6 +1,7 @@
 // Package enforcer applies the policies that sit after the optimizer: replica
 // bounds, scale to zero for idle groups, and the fallback / retention /
-// last-resort hierarchy (seeds/scaling-behavior.md) when metrics are missing.
+// last-resort hierarchy (docs/design.md#fallback-retention-and-last-resort)
+// when metrics are missing.
 // Time is an input; nothing here reads a clock.
 package enforcer
 
@@ -294,8 +295,9 @@ func lastResort(variants []decision.Variant) []decision.Target {
 	return finish(targets, variants)
 }
 
-// Reasons worded as the design note (seeds/scaling-behavior.md) words them;
-// wva's detail follows after a semicolon.
+// Reasons worded as upstream words them
+// (docs/design.md#fallback-retention-and-last-resort); wva's detail follows
+// after a semicolon.
 const (
 	ReasonOptimizer     = "Optimizer solution: cost and latency optimized allocation"
 	ReasonFirstRun      = "First run: preserving current replicas for Prometheus discovery grace period"

@@ -463,9 +463,9 @@ func TestRequestCountMissing(t *testing.T) {
 	}
 }
 
-// TestReasonsUseDesignNoteWording pins each status reason that
-// seeds/scaling-behavior.md spells out: the note's string, then wva's
-// detail after a semicolon.
+// TestReasonsUseDesignNoteWording pins each status reason that upstream
+// spells out (docs/design.md#fallback-retention-and-last-resort): its
+// string, then wva's detail after a semicolon.
 func TestReasonsUseDesignNoteWording(t *testing.T) {
 	one := func(min int32, current, desired int32, lastUpdate time.Time) []v {
 		return []v{{Name: "v", Cost: 5, MinReplicas: min, MaxReplicas: 10, CurrentReplicas: current, DesiredReplicas: desired, LastUpdate: lastUpdate}}

@@ -296,8 +296,9 @@ func cheapestVariant(sc *Scenario) int {
 }
 
 // v1Policy is the reference: the percentage-based saturation analyzer
-// exactly as seeds/saturation-analyzer.md describes it, written here from
-// the design note rather than taken from pkg/analyzer, so the benchmark
+// exactly as upstream describes it
+// (docs/design.md#percentage-based-saturation), written here from that
+// description rather than taken from pkg/analyzer, so the benchmark
 // compares wva with the algorithm it started from:
 //   - model-level transition blocking (desired != 0 and != current, or
 //     replicas reporting != current) preserves desired / current;

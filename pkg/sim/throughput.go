@@ -12,7 +12,8 @@ import (
 // Upstream WVA's throughput analyzer (internal/engines/analyzers/throughput,
 // 2026), written here from its description: supply and demand of decode
 // tokens per second. The defaults are upstream's constants (its
-// constants.go; REFERENCE.md gives the formulas, not the numbers).
+// constants.go; docs/design.md#upstream-throughput-analyzer gives the
+// formulas, not the numbers).
 const (
 	// tpKSat is the KV utilization at which a replica's supply is
 	// evaluated (upstream DefaultKSat, equal to its saturation

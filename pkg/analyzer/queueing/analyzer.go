@@ -1,9 +1,9 @@
-// Package queueing implements the SLO analyzer of the design notes
-// (seeds/wva-design.md, "SLO Analyzer (Queueing Model)"): an extended
-// Kalman filter learns each variant's service-time parameters from observed
-// latencies, a state-dependent M/M/1/K model of one replica gives the largest
-// arrival rate that still meets the TTFT and ITL targets, and the group
-// needs ceil(arrival rate / that rate) replicas.
+// Package queueing implements the SLO analyzer of upstream WVA
+// (docs/design.md#queueing-model): an extended Kalman filter learns each
+// variant's service-time parameters from observed latencies, a
+// state-dependent M/M/1/K model of one replica gives the largest arrival
+// rate that still meets the TTFT and ITL targets, and the group needs
+// ceil(arrival rate / that rate) replicas.
 //
 // The analyzer is a pure function: the filter's state per variant is the
 // State it returns and is handed back on the next cycle.

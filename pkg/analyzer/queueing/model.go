@@ -49,7 +49,7 @@ type Server struct {
 	MaxQueue int `json:"maxQueue"`
 }
 
-// Formulas of upstream WVA's queueing model (REFERENCE.md "Queueing model"),
+// Formulas of upstream WVA's queueing model (docs/design.md#queueing-model),
 // n requests in the batch, I input and O output tokens per request:
 //
 //	T(n)       = alpha + n*(beta*(I+O)/(O+1) + gamma*(I+O/2))

@@ -11,7 +11,7 @@ import (
 // x = [alpha, beta, gamma] (ms), the observation z = [TTFT, ITL] (ms) of one
 // replica at its observed arrival rate and token averages, and the
 // observation function h(x) is the queueing model's prediction. Guards
-// against divergence (REFERENCE.md "Tuner"): an update whose normalized
+// against divergence (docs/design.md#tuner-guards): an update whose normalized
 // innovation squared is >= MaxNIS (7.378, the 97.5% point of chi-square
 // with 2 degrees of freedom) is rejected; each step and the state itself
 // are bounded; after ResetAfter consecutive rejections the covariance is

@@ -1,5 +1,5 @@
-// Package saturation implements the percentage-based saturation analyzer of
-// the design notes (seeds/saturation-analyzer.md, newer version): it reads KV
+// Package saturation implements the percentage-based saturation analyzer
+// (docs/design.md#percentage-based-saturation): it reads KV
 // cache usage and queue length per replica and says whether the variant group
 // needs one more replica, can safely lose one, or must hold because a
 // previous decision is still being applied.

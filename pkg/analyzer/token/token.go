@@ -1,7 +1,6 @@
-// Package token implements the token-based saturation analyzer of the design
-// notes (seeds/wva-design.md, "saturation-token-based"; formulas as in
-// upstream WVA v0.9, REFERENCE.md "Token-based formulas"). Capacity and
-// demand are measured in KV-cache tokens, so variants on different hardware
+// Package token implements the token-based saturation analyzer (formulas as
+// in upstream WVA v0.9, docs/design.md#token-based-saturation). Capacity
+// and demand are measured in KV-cache tokens, so variants on different hardware
 // compare directly and one decision may add several replicas.
 //
 // The analyzer is a pure function: what it remembers between cycles (the k2
