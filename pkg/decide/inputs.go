@@ -1,7 +1,7 @@
 // Package engine runs the decision loop of the adapter: every interval (and
 // on VA or ConfigMap changes) it collects metrics, runs the pipeline for every
 // variant group and publishes the decisions of record in VA status.
-package engine
+package decide
 
 import (
 	"sort"

@@ -1,7 +1,7 @@
 // Package pipeline composes the pure decision stages for a set of variant
 // groups: analyze -> optimize -> enforce. The adapter's engine, the simulator
 // and `wva decide` all call it, so they decide identically.
-package pipeline
+package decide
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package enforcer
+package decide
 
 import (
 	"math"

@@ -3,7 +3,7 @@
 // last-resort hierarchy (docs/design.md#fallback-retention-and-last-resort)
 // when metrics are missing.
 // Time is an input; nothing here reads a clock.
-package enforcer
+package decide
 
 import (
 	"fmt"
