@@ -30,12 +30,12 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/daemon"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
 	"github.com/wva-project/wva/pkg/inventory"
 	"github.com/wva-project/wva/pkg/kedascaler"
-	"github.com/wva-project/wva/pkg/pipeline"
 	"github.com/wva-project/wva/pkg/provider"
 )
 
@@ -211,7 +211,7 @@ func (a *Adapter) newEngine(inv *inventory.Inventory, wvaClient versioned.Interf
 		Metrics:         collector.Collector{API: prom, Labels: collector.Labels{Namespace: opts.PrometheusNamespaceLabel, Pod: opts.PrometheusPodLabel}},
 		Status:          inventory.StatusWriter{Next: engine.ClientStatusWriter{Client: wvaClient}, Memory: inv.Memory},
 		Config:          a.Config,
-		Pipeline:        pipeline.Default(),
+		Pipeline:        decide.Default(),
 		Recorder:        inventory.Recorder{EventRecorder: a.recorder},
 		Observe:         engine.NewMetrics(a.Registry),
 		Clock:           clock.RealClock{},

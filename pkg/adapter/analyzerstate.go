@@ -10,6 +10,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/engine"
 )
 
@@ -57,7 +58,7 @@ func (p *StatePersister) Persist(ctx context.Context) error {
 
 // Save writes state when it differs from the cached ConfigMap (at most one
 // write per cycle: the planner's state changes every cycle).
-func (p *StatePersister) Save(ctx context.Context, state map[engine.GroupKey]any) error {
+func (p *StatePersister) Save(ctx context.Context, state map[decide.GroupKey]any) error {
 	data, dropped := engine.EncodeState(state)
 	if dropped > 0 {
 		klog.InfoS("analyzer state over the size bound; those groups start afresh on a new leader", "groups", dropped,

@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/wva-project/wva/pkg/daemon"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/engine"
 )
 
@@ -23,7 +24,7 @@ import (
 // entered tells that a cycle has begun.
 type stuckViews struct{ entered, release chan struct{} }
 
-func (s stuckViews) Views() ([]engine.View, error) {
+func (s stuckViews) Views() ([]decide.View, error) {
 	select {
 	case s.entered <- struct{}{}:
 	default:

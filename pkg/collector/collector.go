@@ -121,6 +121,32 @@ func (r Result) SchedulerQueueFor(namespace, model string) EPPQueue {
 	return q
 }
 
+// ReplicaMetrics is a pod's metrics as the analyzers read them (without
+// the pod's identity), and whether the pod reports the saturation inputs.
+func (r Result) ReplicaMetrics(namespace, pod string) (decision.ReplicaMetrics, bool) {
+	pm, ok := r.Pods[PodKey{Namespace: namespace, Pod: pod}]
+	if !ok || !pm.Reporting() {
+		return decision.ReplicaMetrics{}, false
+	}
+	return decision.ReplicaMetrics{
+		KvCacheUsage: pm.KvCacheUsage, QueueLength: pm.QueueLength,
+		NumGPUBlocks: pm.NumGPUBlocks, BlockSize: pm.BlockSize,
+		AvgInputTokens: pm.AvgInputTokens, AvgOutputTokens: pm.AvgOutputTokens, PrefixCacheHitRate: pm.PrefixCacheHitRate,
+		ArrivalRate: pm.ArrivalRate, AvgTTFTms: pm.AvgTTFTms, AvgITLms: pm.AvgITLms,
+	}, true
+}
+
+// SchedulerQueue is SchedulerQueueFor as plain values.
+func (r Result) SchedulerQueue(namespace, model string) (size, bytes float64) {
+	q := r.SchedulerQueueFor(namespace, model)
+	return q.Size, q.Bytes
+}
+
+// RequestCount is RequestsOver for a model served in namespace.
+func (r Result) RequestCount(period time.Duration, namespace, model string) (float64, bool) {
+	return r.RequestsOver(period, ModelKey{Namespace: namespace, Model: model})
+}
+
 // Querier is the part of the Prometheus API client the collector uses.
 type Querier interface {
 	Query(ctx context.Context, query string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error)

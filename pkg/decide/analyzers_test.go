@@ -12,7 +12,6 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer/token"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/enforcer"
 )
 
 func tokenConfig(t *testing.T, extra string) config.Resolved {
@@ -52,13 +51,13 @@ func TestStateFlowsThroughRun(t *testing.T) {
 		{Name: "h100", Accelerator: "H100", Cost: 15, MinReplicas: 0, MaxReplicas: 10, CurrentReplicas: 1},
 	}
 	g := decision.Group{ModelID: "m", Namespace: "ns", Variants: v, Replicas: append(tokenPods("l4", 0.5, 0, 1), tokenPods("h100", 0.5, 0, 1)...)}
-	in := GroupInput{Group: g, Config: cfg, Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0)}
+	in := GroupInput{Group: g, Config: cfg, Metrics: MetricsAvailable, RequestsInRetention: ptr(10.0)}
 	res := Default().Run(t0, []GroupInput{in})[0]
 	require.NoError(t, res.Err)
 	require.IsType(t, token.State{}, res.State)
 
 	// Metrics unreachable: the analyzer does not run, the state is kept.
-	in.State, in.Metrics = res.State, enforcer.MetricsUnreachable
+	in.State, in.Metrics = res.State, MetricsUnreachable
 	kept := Default().Run(t0, []GroupInput{in})[0]
 	assert.Equal(t, res.State, kept.State)
 
@@ -68,7 +67,7 @@ func TestStateFlowsThroughRun(t *testing.T) {
 	require.NoError(t, err)
 	g.Variants[1].CurrentReplicas = 0
 	g.Replicas = tokenPods("l4", 0.9, 8, 1)
-	in = GroupInput{Group: g, Config: cfg, Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0), State: json.RawMessage(b)}
+	in = GroupInput{Group: g, Config: cfg, Metrics: MetricsAvailable, RequestsInRetention: ptr(10.0), State: json.RawMessage(b)}
 	res = Default().Run(t0, []GroupInput{in})[0]
 	require.NoError(t, res.Err)
 	a := res.Analysis.(token.Analysis)
@@ -87,7 +86,7 @@ func TestLimitedModeSharesWhatIsLeft(t *testing.T) {
 		// 35,200; RC = 35,200/0.85 - 25,600 = 15,811.76 -> +2 replicas.
 		v := []decision.Variant{{Name: model + "-v", Accelerator: "H100", GPUsPerReplica: 1, Cost: 5, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 2}}
 		return GroupInput{Group: decision.Group{ModelID: model, Namespace: "ns", Variants: v, Replicas: tokenPods(model+"-v", 0.8, 4, 2)},
-			Config: cfg, Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0)}
+			Config: cfg, Metrics: MetricsAvailable, RequestsInRetention: ptr(10.0)}
 	}
 	inputs := []GroupInput{mk("free", free), mk("hi", hi), mk("lo", lo)}
 
@@ -121,7 +120,7 @@ func TestDisaggregatedRolesOptimizedApart(t *testing.T) {
 	// 12,800 + 4*1,200 = 17,600 each; RC = 35,200/0.85 - 25,600 = 15,811.76
 	// -> ceil(15,811.76/12,800) = 2 added.
 	g := decision.Group{ModelID: "m", Namespace: "ns", Variants: v, Replicas: append(tokenPods("prefill", 0.1, 0, 2), tokenPods("decode", 0.8, 4, 2)...)}
-	res := Default().Run(t0, []GroupInput{{Group: g, Config: cfg, Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
+	res := Default().Run(t0, []GroupInput{{Group: g, Config: cfg, Metrics: MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
 	require.NoError(t, res.Err)
 	assert.Equal(t, map[string]int32{"prefill": 1, "decode": 4}, targetsOf(res.Targets))
 	for _, tg := range res.Targets {
@@ -167,7 +166,7 @@ func TestRunRanksByUsefulCapacity(t *testing.T) {
 				p.Budget = decision.Free{"L4": 1, "H100": 4}
 			}
 			g := decision.Group{ModelID: "m", Namespace: "ns", Variants: variants(tc.l4Args), Replicas: pods}
-			res := p.Run(t0, []GroupInput{{Group: g, Config: tokenConfig(t, extra), Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
+			res := p.Run(t0, []GroupInput{{Group: g, Config: tokenConfig(t, extra), Metrics: MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
 			require.NoError(t, res.Err)
 			got := map[string]int32{}
 			for _, tg := range res.Targets {

@@ -1,8 +1,3 @@
-// Package enforcer applies the policies that sit after the optimizer: replica
-// bounds, scale to zero for idle groups, and the fallback / retention /
-// last-resort hierarchy (docs/design.md#fallback-retention-and-last-resort)
-// when metrics are missing.
-// Time is an input; nothing here reads a clock.
 package decide
 
 import (

@@ -1,6 +1,3 @@
-// Package engine runs the decision loop of the adapter: every interval (and
-// on VA or ConfigMap changes) it collects metrics, runs the pipeline for every
-// variant group and publishes the decisions of record in VA status.
 package decide
 
 import (
@@ -11,16 +8,12 @@ import (
 	"k8s.io/klog/v2"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/budget"
-	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/enforcer"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 // Target and View are the inventory's output (decision.InventoryTarget,
-// decision.View), named here for the engine's code.
+// decision.View), named here for this package's code.
 type (
 	Target = decision.InventoryTarget
 	View   = decision.View
@@ -36,10 +29,27 @@ type GroupKey struct {
 // Input.Group.Variants.
 type Plan struct {
 	Key   GroupKey
-	Input pipeline.GroupInput
+	Input GroupInput
 	VAs   []*llmdv1alpha1.VariantAutoscaling
 	// ReadyPods counts the group's Ready pods, for the conditions.
 	ReadyPods int32
+}
+
+// Metrics is one collection cycle as BuildPlans reads it (collector.Result
+// implements it).
+type Metrics interface {
+	// ReplicaMetrics is what a pod reported, without its identity (Pod,
+	// Variant, ReadyAt), and whether it reports the saturation inputs.
+	ReplicaMetrics(namespace, pod string) (decision.ReplicaMetrics, bool)
+	// SchedulerQueue is the EPP flow-control queue of a model served in
+	// namespace.
+	SchedulerQueue(namespace, model string) (size, bytes float64)
+	// GatewayArrivalsFor is the gateway's request rate for a model served in
+	// namespace, and whether any EPP series reported it.
+	GatewayArrivalsFor(namespace, model string) (float64, bool)
+	// RequestCount is a model's successful requests over a retention
+	// period, and whether the model had a series in it.
+	RequestCount(period time.Duration, namespace, model string) (float64, bool)
 }
 
 // ConfigResolver resolves the configuration in force for a group.
@@ -48,7 +58,7 @@ type ConfigResolver func(modelID, namespace string) config.Resolved
 // BuildPlans groups resolved VAs by namespace and modelID and joins them with
 // the cycle's metrics. It is pure: everything it needs is passed in. A
 // non-nil metricsErr marks every group's metrics unreachable.
-func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolve ConfigResolver) []Plan {
+func BuildPlans(views []View, metrics Metrics, metricsErr error, resolve ConfigResolver) []Plan {
 	byKey := map[GroupKey][]View{}
 	for _, v := range views {
 		if !v.Target.Resolved {
@@ -61,14 +71,14 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 	for k := range byKey {
 		keys = append(keys, k)
 	}
-	sortGroupKeys(keys)
+	SortGroupKeys(keys)
 
 	plans := make([]Plan, 0, len(keys))
 	for _, k := range keys {
 		members := byKey[k]
 		sort.Slice(members, func(i, j int) bool { return members[i].VA.Name < members[j].VA.Name })
 		cfg := resolve(k.ModelID, k.Namespace)
-		p := Plan{Key: k, Input: pipeline.GroupInput{
+		p := Plan{Key: k, Input: GroupInput{
 			Group:  decision.Group{ModelID: k.ModelID, Namespace: k.Namespace},
 			Config: cfg,
 		}}
@@ -79,17 +89,13 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 			p.Input.Group.Variants = append(p.Input.Group.Variants, variantOf(m))
 			current += m.Target.SpecReplicas
 			for _, pod := range m.Target.ReadyPods {
-				pm, ok := metrics.Pods[collector.PodKey{Namespace: k.Namespace, Pod: pod}]
-				if !ok || !pm.Reporting() {
+				r, ok := metrics.ReplicaMetrics(k.Namespace, pod)
+				if !ok {
 					continue
 				}
 				reporting++
-				p.Input.Group.Replicas = append(p.Input.Group.Replicas, decision.ReplicaMetrics{
-					Pod: pod, Variant: m.VA.Name, KvCacheUsage: pm.KvCacheUsage, QueueLength: pm.QueueLength, ReadyAt: m.Target.ReadyAt[pod],
-					NumGPUBlocks: pm.NumGPUBlocks, BlockSize: pm.BlockSize,
-					AvgInputTokens: pm.AvgInputTokens, AvgOutputTokens: pm.AvgOutputTokens, PrefixCacheHitRate: pm.PrefixCacheHitRate,
-					ArrivalRate: pm.ArrivalRate, AvgTTFTms: pm.AvgTTFTms, AvgITLms: pm.AvgITLms,
-				})
+				r.Pod, r.Variant, r.ReadyAt = pod, m.VA.Name, m.Target.ReadyAt[pod]
+				p.Input.Group.Replicas = append(p.Input.Group.Replicas, r)
 			}
 			if t := metricsLostAt(m.VA); t.After(p.Input.MetricsLastSeen) {
 				p.Input.MetricsLastSeen = t
@@ -97,23 +103,22 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 		}
 		switch {
 		case metricsErr != nil:
-			p.Input.Metrics = enforcer.MetricsUnreachable
+			p.Input.Metrics = MetricsUnreachable
 		case reporting > 0 || current == 0:
 			// A group at zero replicas has nothing to report; Prometheus
 			// answered, so the request count (idle or not) is known.
-			p.Input.Metrics = enforcer.MetricsAvailable
+			p.Input.Metrics = MetricsAvailable
 		case ready > 0:
 			// Ready pods serve but none is scraped: a scraping fault, held.
-			p.Input.Metrics = enforcer.MetricsMissing
+			p.Input.Metrics = MetricsMissing
 		default:
-			p.Input.Metrics = enforcer.MetricsAbsent
+			p.Input.Metrics = MetricsAbsent
 		}
 		if metricsErr == nil {
-			q := metrics.SchedulerQueueFor(k.Namespace, k.ModelID)
-			p.Input.Group.SchedulerQueueSize, p.Input.Group.SchedulerQueueBytes = q.Size, q.Bytes
+			p.Input.Group.SchedulerQueueSize, p.Input.Group.SchedulerQueueBytes = metrics.SchedulerQueue(k.Namespace, k.ModelID)
 			p.Input.Group.GatewayArrivalRate, p.Input.Group.GatewayArrivalsReported = metrics.GatewayArrivalsFor(k.Namespace, k.ModelID)
 			window := cfg.ScaleToZero.RetentionPeriod.D()
-			n, ok := metrics.RequestsOver(window, collector.ModelKey{Namespace: k.Namespace, Model: k.ModelID})
+			n, ok := metrics.RequestCount(window, k.Namespace, k.ModelID)
 			// No series and no Ready pod: nothing ran to count requests.
 			// No series with Ready pods is a scraping fault: left unknown.
 			if ok || ready == 0 {
@@ -126,9 +131,9 @@ func BuildPlans(views []View, metrics collector.Result, metricsErr error, resolv
 	return plans
 }
 
-// variantCost is spec.variantCost, or the CRD default for a value the
+// VariantCost is spec.variantCost, or the CRD default for a value the
 // schema would have rejected.
-func variantCost(va *llmdv1alpha1.VariantAutoscaling) float64 {
+func VariantCost(va *llmdv1alpha1.VariantAutoscaling) float64 {
 	cost, err := va.CostValue()
 	if err != nil {
 		cost, _ = llmdv1alpha1.ParseVariantCost(llmdv1alpha1.DefaultVariantCost)
@@ -138,7 +143,7 @@ func variantCost(va *llmdv1alpha1.VariantAutoscaling) float64 {
 
 func variantOf(v View) decision.Variant {
 	va := v.VA
-	cost := variantCost(va)
+	cost := VariantCost(va)
 	var gpus int32
 	if va.Spec.GPUsPerReplica != nil {
 		gpus = *va.Spec.GPUsPerReplica
@@ -202,43 +207,12 @@ func metricsLostAt(va *llmdv1alpha1.VariantAutoscaling) time.Time {
 	return c.LastTransitionTime.Time
 }
 
-// Windows lists the distinct request-count windows the plans' groups need
-// (each retention period rounded up by collector.IdleWindow, so at most
-// len(collector.IdleWindows)), so the collector queries each once.
-func Windows(views []View, resolve ConfigResolver) []time.Duration {
-	seen := map[time.Duration]bool{}
-	var out []time.Duration
-	for _, v := range views {
-		w := collector.IdleWindow(resolve(v.VA.Spec.ModelID, v.VA.Namespace).ScaleToZero.RetentionPeriod.D())
-		if !seen[w] {
-			seen[w] = true
-			out = append(out, w)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
-
-// sortGroupKeys orders group keys by namespace, then model.
-func sortGroupKeys(keys []GroupKey) {
+// SortGroupKeys orders group keys by namespace, then model.
+func SortGroupKeys(keys []GroupKey) {
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].Namespace != keys[j].Namespace {
 			return keys[i].Namespace < keys[j].Namespace
 		}
 		return keys[i].ModelID < keys[j].ModelID
 	})
-}
-
-// Workloads describes the resolved views to the budget (unresolved ones
-// hold nothing it can account).
-func Workloads(views []View) []budget.Workload {
-	out := make([]budget.Workload, 0, len(views))
-	for _, v := range views {
-		if !v.Target.Resolved {
-			continue
-		}
-		out = append(out, budget.Workload{VA: v.VA, Replicas: int64(v.Target.SpecReplicas),
-			TemplateNodeSelector: v.Target.NodeSelector, PodSelector: v.Target.PodSelector})
-	}
-	return out
 }

@@ -1,6 +1,3 @@
-// Package pipeline composes the pure decision stages for a set of variant
-// groups: analyze -> optimize -> enforce. The adapter's engine, the simulator
-// and `wva decide` all call it, so they decide identically.
 package decide
 
 import (
@@ -13,16 +10,15 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer/saturation"
 	"github.com/wva-project/wva/pkg/analyzer/token"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide/optimizer"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/enforcer"
-	"github.com/wva-project/wva/pkg/optimizer"
 )
 
 // GroupInput is one variant group with what the collector learned about it.
 type GroupInput struct {
 	Group               decision.Group
 	Config              config.Resolved
-	Metrics             enforcer.MetricsState
+	Metrics             MetricsState
 	MetricsLastSeen     time.Time
 	RequestsInRetention *float64
 	// State is the State of the group's previous GroupResult (the value, or
@@ -87,7 +83,7 @@ func (p Pipeline) Run(now time.Time, inputs []GroupInput) []GroupResult {
 		res.ModelID, res.Namespace = in.Group.ModelID, in.Group.Namespace
 		res.Analyzer = in.Config.Analyzer()
 		res.State = in.State
-		if in.Metrics != enforcer.MetricsAvailable {
+		if in.Metrics != MetricsAvailable {
 			continue
 		}
 		a, ok := p.Analyzers[res.Analyzer]
@@ -126,19 +122,19 @@ func (p Pipeline) Run(now time.Time, inputs []GroupInput) []GroupResult {
 	for i, in := range inputs {
 		metrics := in.Metrics
 		if results[i].Err != nil {
-			metrics = enforcer.MetricsUnreachable
+			metrics = MetricsUnreachable
 		}
 		ein := in.EnforcerInput(now)
 		ein.Metrics, ein.Targets = metrics, optimized[i]
-		results[i].Targets = enforcer.Enforce(ein)
+		results[i].Targets = Enforce(ein)
 	}
 	return results
 }
 
 // EnforcerInput is the enforcer's view of the group at now, without the
 // optimizer's targets.
-func (in GroupInput) EnforcerInput(now time.Time) enforcer.Input {
-	return enforcer.Input{
+func (in GroupInput) EnforcerInput(now time.Time) Input {
+	return Input{
 		Now:                 now,
 		Metrics:             in.Metrics,
 		MetricsLastSeen:     in.MetricsLastSeen,
@@ -151,9 +147,9 @@ func (in GroupInput) EnforcerInput(now time.Time) enforcer.Input {
 }
 
 // RequestCountMissing reports the group's request counter missing while
-// its pods report (enforcer.RequestCountMissing).
+// its pods report (RequestCountMissing).
 func (in GroupInput) RequestCountMissing() bool {
-	return enforcer.RequestCountMissing(in.EnforcerInput(time.Time{}))
+	return RequestCountMissing(in.EnforcerInput(time.Time{}))
 }
 
 // optimize runs the unlimited requests through p.Optimizer, takes their

@@ -11,7 +11,6 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer/saturation"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/enforcer"
 )
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -112,7 +111,7 @@ func TestSeedExamples(t *testing.T) {
 			in := GroupInput{
 				Group:               decision.Group{ModelID: "llama-70b", Namespace: "prod", Variants: tc.variants, Replicas: tc.replicas},
 				Config:              percentage(t),
-				Metrics:             enforcer.MetricsAvailable,
+				Metrics:             MetricsAvailable,
 				RequestsInRetention: ptr(100.0),
 			}
 			res := Default().Run(t0, []GroupInput{in})[0]
@@ -194,7 +193,7 @@ func TestCascadeTimeline(t *testing.T) {
 		if g.MetricsCount("variant-1") == 3 {
 			g = c.group(cycle, 0.52)
 		}
-		res := Default().Run(now, []GroupInput{{Group: g, Config: percentage(t), Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(50.0)}})[0]
+		res := Default().Run(now, []GroupInput{{Group: g, Config: percentage(t), Metrics: MetricsAvailable, RequestsInRetention: ptr(50.0)}})[0]
 		require.NoError(t, res.Err)
 		c.apply(cycle, now, res.Targets)
 		history = append(history, c.variants[0].CurrentReplicas)
@@ -211,7 +210,7 @@ func TestAnalyzerNotAvailableFallsBackToPreserve(t *testing.T) {
 	in := GroupInput{
 		Group:   decision.Group{ModelID: "m", Variants: []decision.Variant{{Name: "v", Cost: 1, MinReplicas: 1, MaxReplicas: 5, CurrentReplicas: 2, DesiredReplicas: 3, LastUpdate: t0}}},
 		Config:  store.Resolve("m", ""),
-		Metrics: enforcer.MetricsAvailable,
+		Metrics: MetricsAvailable,
 	}
 	p := Default()
 	delete(p.Analyzers, config.AnalyzerSaturationToken)
@@ -222,14 +221,14 @@ func TestAnalyzerNotAvailableFallsBackToPreserve(t *testing.T) {
 }
 
 func TestRunKeepsGroupsApart(t *testing.T) {
-	mk := func(model string, kv float64, metrics enforcer.MetricsState) GroupInput {
+	mk := func(model string, kv float64, metrics MetricsState) GroupInput {
 		return GroupInput{
 			Group: decision.Group{ModelID: model, Variants: []decision.Variant{{Name: model + "-v", Cost: 1, MinReplicas: 1, MaxReplicas: 5, CurrentReplicas: 2, DesiredReplicas: 2, LastUpdate: t0.Add(-time.Hour)}},
 				Replicas: pods(model+"-v", kv, kv)},
 			Config: percentage(t), Metrics: metrics, RequestsInRetention: ptr(10.0),
 		}
 	}
-	res := Default().Run(t0, []GroupInput{mk("a", 0.79, enforcer.MetricsAvailable), mk("b", 0.1, enforcer.MetricsUnreachable), mk("c", 0.05, enforcer.MetricsAvailable)})
+	res := Default().Run(t0, []GroupInput{mk("a", 0.79, MetricsAvailable), mk("b", 0.1, MetricsUnreachable), mk("c", 0.05, MetricsAvailable)})
 	require.Len(t, res, 3)
 	assert.Equal(t, map[string]int32{"a-v": 3}, targetsOf(res[0].Targets))
 	assert.Equal(t, map[string]int32{"b-v": 2}, targetsOf(res[1].Targets))
@@ -257,7 +256,7 @@ func TestScaleToZeroNeedsEvidence(t *testing.T) {
 	idle := pods("v", 0, 0, 0, 0)
 	cases := []struct {
 		name     string
-		metrics  enforcer.MetricsState
+		metrics  MetricsState
 		variants []decision.Variant
 		replicas []decision.ReplicaMetrics
 		queue    float64
@@ -265,21 +264,21 @@ func TestScaleToZeroNeedsEvidence(t *testing.T) {
 		want     int32
 		rule     decision.Rule
 	}{
-		{name: "four saturated replicas with the counter at 0 scale up, not to zero", metrics: enforcer.MetricsAvailable,
+		{name: "four saturated replicas with the counter at 0 scale up, not to zero", metrics: MetricsAvailable,
 			variants: one(nil), replicas: saturated, requests: &zero, want: 5, rule: decision.RuleScaleUp},
-		{name: "missing counter with idle pods holds four", metrics: enforcer.MetricsAvailable,
+		{name: "missing counter with idle pods holds four", metrics: MetricsAvailable,
 			variants: one(nil), replicas: idle, want: 4, rule: decision.RuleRequestCountMissing},
-		{name: "gateway queue keeps an idle group", metrics: enforcer.MetricsAvailable,
+		{name: "gateway queue keeps an idle group", metrics: MetricsAvailable,
 			variants: one(nil), replicas: idle, queue: 4, requests: &zero, want: 3},
-		{name: "woken group without series yet stays at one", metrics: enforcer.MetricsAbsent,
+		{name: "woken group without series yet stays at one", metrics: MetricsAbsent,
 			variants: one(func(v *decision.Variant) {
 				v.CurrentReplicas, v.DesiredReplicas, v.ScaledFromZeroAt = 1, 0, t0.Add(-30*time.Second)
 			}), want: 1, rule: decision.RuleZeroBlocked},
-		{name: "Ready pods without series hold four", metrics: enforcer.MetricsMissing,
+		{name: "Ready pods without series hold four", metrics: MetricsMissing,
 			variants: one(nil), want: 4, rule: decision.RuleMetricsMissing},
-		{name: "no Ready pod and no series past retention goes to zero", metrics: enforcer.MetricsAbsent,
+		{name: "no Ready pod and no series past retention goes to zero", metrics: MetricsAbsent,
 			variants: one(nil), want: 0, rule: decision.RuleRetention},
-		{name: "idle with evidence scales to zero", metrics: enforcer.MetricsAvailable,
+		{name: "idle with evidence scales to zero", metrics: MetricsAvailable,
 			variants: one(nil), replicas: idle, requests: &zero, want: 0, rule: decision.RuleScaleToZero},
 	}
 	for _, tc := range cases {

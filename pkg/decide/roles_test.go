@@ -10,7 +10,6 @@ import (
 
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/enforcer"
 )
 
 // Transition blocking is per role: a variant of one role still applying a
@@ -59,7 +58,7 @@ func TestTransitionBlockingPerRole(t *testing.T) {
 			for _, r := range tc.replicas {
 				g.Replicas = append(g.Replicas, r...)
 			}
-			res := Default().Run(t0, []GroupInput{{Group: g, Config: cfg, Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
+			res := Default().Run(t0, []GroupInput{{Group: g, Config: cfg, Metrics: MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
 			require.NoError(t, res.Err)
 			assert.Equal(t, tc.want, targetsOf(res.Targets))
 			var blocked []string
@@ -99,7 +98,7 @@ func TestPlannerScalesDecodeNotPrefill(t *testing.T) {
 		g.Replicas = append(g.Replicas, r)
 	}
 	cfg := config.NewStore().Resolve("m", "ns") // the built-in default: slo-planner
-	res := Default().Run(t0, []GroupInput{{Group: g, Config: cfg, Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
+	res := Default().Run(t0, []GroupInput{{Group: g, Config: cfg, Metrics: MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
 	require.NoError(t, res.Err)
 	got := targetsOf(res.Targets)
 	assert.Equal(t, int32(2), got["prefill"], "%v", res.Targets)
@@ -145,7 +144,7 @@ func TestQueueingScalesTheShortRole(t *testing.T) {
 		{"decode short", fleet(100, 150, 1), map[string]int32{"prefill": 1, "decode": 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := Default().Run(t0, []GroupInput{{Group: tc.g, Config: cfg, Metrics: enforcer.MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
+			res := Default().Run(t0, []GroupInput{{Group: tc.g, Config: cfg, Metrics: MetricsAvailable, RequestsInRetention: ptr(10.0)}})[0]
 			require.NoError(t, res.Err)
 			got := targetsOf(res.Targets)
 			assert.Equal(t, tc.want, got, res.Signal.Reason)

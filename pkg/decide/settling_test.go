@@ -11,7 +11,6 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 // A group scaled 2 -> 3 at KV 0.79, now 0.53 on each of 3 Ready pods; the
@@ -51,7 +50,7 @@ func TestScaleUpAnsweredByTheNewestReplica(t *testing.T) {
 			}
 			plans := BuildPlans([]View{{VA: v, Target: target}}, metrics, nil, resolve)
 			require.Len(t, plans, 1)
-			res := pipeline.Default().Run(now, []pipeline.GroupInput{plans[0].Input})
+			res := Default().Run(now, []GroupInput{plans[0].Input})
 			require.Len(t, res[0].Targets, 1)
 			assert.Equal(t, tc.want, res[0].Targets[0].Replicas, res[0].Targets[0].Reason)
 		})
@@ -63,7 +62,7 @@ func TestScaleUpAnsweredByTheNewestReplica(t *testing.T) {
 func TestBuildPlansReadyTimes(t *testing.T) {
 	target := resolved(2, "p-1", "p-2")
 	target.ReadyAt = map[string]time.Time{"p-1": t0.Add(-time.Hour), "p-2": t0.Add(-time.Second)}
-	plans := BuildPlans([]View{{VA: va("prod", "l4", "llama", "5", 1, 4), Target: target}}, collector.Result{Pods: pods("prod", 0.5, "p-1", "p-2")}, nil, defaults)
+	plans := BuildPlans([]View{{VA: va("prod", "l4", "llama", "5", 1, 4), Target: target}}, collector.Result{Pods: collectedPods("prod", 0.5, "p-1", "p-2")}, nil, defaults)
 	require.Len(t, plans, 1)
 	g := plans[0].Input.Group
 	assert.Equal(t, t0.Add(-time.Second), g.Variants[0].LastReadyAt)

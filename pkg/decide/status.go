@@ -9,14 +9,12 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/enforcer"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 // NextStatus is the status a VA should have after a cycle decided target for
 // it. It starts from the VA's current status, so fields other owners write
 // (actuation, by the controller) are kept.
-func NextStatus(va *llmdv1alpha1.VariantAutoscaling, plan Plan, res pipeline.GroupResult, target decision.Target,
+func NextStatus(va *llmdv1alpha1.VariantAutoscaling, plan Plan, res GroupResult, target decision.Target,
 	tgt Target, metricsErr error, now time.Time) llmdv1alpha1.VariantAutoscalingStatus {
 	st := *va.Status.DeepCopy()
 	stamp := metav1.NewTime(now.Truncate(time.Second))
@@ -56,15 +54,15 @@ func NextStatus(va *llmdv1alpha1.VariantAutoscaling, plan Plan, res pipeline.Gro
 		set(llmdv1alpha1.ConditionTypeMetricsAvailable, false, llmdv1alpha1.ReasonRequestCountMissing,
 			fmt.Sprintf("%d of %d replicas report vLLM metrics, but vllm:request_success_total has no series for model %q: "+
 				"a scraping fault, not idleness; replicas held, no scale to zero", reporting, tgt.SpecReplicas, plan.Key.ModelID))
-	case plan.Input.Metrics == enforcer.MetricsAvailable:
+	case plan.Input.Metrics == MetricsAvailable:
 		set(llmdv1alpha1.ConditionTypeMetricsAvailable, true, llmdv1alpha1.ReasonMetricsFound,
 			fmt.Sprintf("%d of %d replicas reporting vLLM metrics", reporting, tgt.SpecReplicas))
-	case plan.Input.Metrics == enforcer.MetricsMissing:
+	case plan.Input.Metrics == MetricsMissing:
 		set(llmdv1alpha1.ConditionTypeMetricsAvailable, false, llmdv1alpha1.ReasonMetricsMissingWithReadyPods,
 			fmt.Sprintf("variant %s has %d Ready pods (model %q: %d) but none reports vLLM metrics in Prometheus: "+
 				"a scraping fault (PodMonitor, relabeling, model_name label), not idleness; replicas held, no scale to zero",
 				va.Name, len(tgt.ReadyPods), plan.Key.ModelID, plan.ReadyPods))
-	case plan.Input.Metrics == enforcer.MetricsAbsent:
+	case plan.Input.Metrics == MetricsAbsent:
 		set(llmdv1alpha1.ConditionTypeMetricsAvailable, false, llmdv1alpha1.ReasonMetricsMissing,
 			fmt.Sprintf("no replica of model %q reports vLLM metrics in Prometheus", plan.Key.ModelID))
 	default:

@@ -8,18 +8,17 @@ import (
 
 	"github.com/wva-project/wva/pkg/analyzer"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
-// setStuckCondition shows on the VA that its variant is stuck in
+// SetStuckCondition shows on the VA that its variant is stuck in
 // transition (the analyzer's bound passed): TransitionStuck=True with the
 // analyzer's description. It returns the message when this cycle is the
 // onset (the condition was not True before), for a single Event. A variant
 // no longer stuck gets False only if it had the condition, so VAs that
 // were never stuck carry no extra condition. Without an analysis (metrics
 // not available this cycle) nothing is known and the condition is kept.
-func setStuckCondition(st *llmdv1alpha1.VariantAutoscalingStatus, va *llmdv1alpha1.VariantAutoscaling,
-	res pipeline.GroupResult, now time.Time) (onset string) {
+func SetStuckCondition(st *llmdv1alpha1.VariantAutoscalingStatus, va *llmdv1alpha1.VariantAutoscaling,
+	res GroupResult, now time.Time) (onset string) {
 	a, ok := res.Analysis.(analyzer.StuckReporter)
 	if !ok {
 		return ""

@@ -18,9 +18,7 @@ const module = "github.com/wva-project/wva/"
 // values, testable and fuzzable without a cluster.
 var decisionPath = []string{
 	module + "pkg/decision",
-	module + "pkg/pipeline",
-	module + "pkg/optimizer",
-	module + "pkg/enforcer",
+	module + "pkg/decide/...",
 	module + "pkg/analyzer/...",
 }
 

@@ -15,15 +15,15 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
-	"github.com/wva-project/wva/pkg/pipeline"
+	"github.com/wva-project/wva/pkg/decide"
 )
 
 // fleet builds groups variant groups of two variants with 5 pods each
 // (10 pods per group), all reporting metrics.
-func fleet(groups int) ([]View, collector.Result) {
+func fleet(groups int) ([]decide.View, collector.Result) {
 	res := collector.Result{Pods: map[collector.PodKey]collector.PodMetrics{},
 		Requests: map[time.Duration]map[collector.ModelKey]float64{10 * time.Minute: {}}}
-	var views []View
+	var views []decide.View
 	for g := range groups {
 		ns, model := fmt.Sprintf("ns-%d", g%50), fmt.Sprintf("model-%d", g)
 		res.Requests[10*time.Minute][collector.ModelKey{Namespace: ns, Model: model}] = 100
@@ -36,7 +36,7 @@ func fleet(groups int) ([]View, collector.Result) {
 				res.Pods[collector.PodKey{Namespace: ns, Pod: pod}] = collector.PodMetrics{
 					KvCacheUsage: 0.3 + 0.1*float64((g+p)%5), QueueLength: float64(p % 3), HasKvCacheUsage: true, HasQueueLength: true}
 			}
-			views = append(views, View{VA: va(ns, name, model, cost, 1, 10), Target: resolved(5, ready...)})
+			views = append(views, decide.View{VA: va(ns, name, model, cost, 1, 10), Target: resolved(5, ready...)})
 		}
 	}
 	return views, res
@@ -50,11 +50,11 @@ func BenchmarkDecide(b *testing.B) {
 			views, metrics := fleet(groups)
 			store := config.NewStore()
 			resolve := func(m, ns string) config.Resolved { return store.Resolve(m, ns) }
-			p := pipeline.Default()
+			p := decide.Default()
 			b.ReportAllocs()
 			for b.Loop() {
-				plans := BuildPlans(views, metrics, nil, resolve)
-				inputs := make([]pipeline.GroupInput, len(plans))
+				plans := decide.BuildPlans(views, metrics, nil, resolve)
+				inputs := make([]decide.GroupInput, len(plans))
 				for i := range plans {
 					inputs[i] = plans[i].Input
 				}
@@ -91,7 +91,7 @@ func BenchmarkEngineCycle(b *testing.B) {
 			views, metrics := fleet(groups)
 			quietLogs(b)
 			e := &Engine{Views: &fakeViews{views: views}, Metrics: &fakeMetrics{res: metrics}, Status: nopWriter{},
-				Config: config.NewStore(), Pipeline: pipeline.Default(), Observe: NewMetrics(prometheus.NewRegistry()),
+				Config: config.NewStore(), Pipeline: decide.Default(), Observe: NewMetrics(prometheus.NewRegistry()),
 				Clock: clocktesting.NewFakeClock(t0), Interval: 30 * time.Second, StatusHeartbeat: 2 * time.Minute}
 			b.ReportAllocs()
 			for b.Loop() {

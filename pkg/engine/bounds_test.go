@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/collector"
-	"github.com/wva-project/wva/pkg/pipeline"
+	"github.com/wva-project/wva/pkg/decide"
 )
 
 // promAnswers is a Prometheus fake for the collector: each query gets the
@@ -88,13 +88,13 @@ func TestAbsurdSeriesStillScalesUp(t *testing.T) {
 			}
 			target := resolved(2, "p1", "p2")
 			target.MaxNumSeqs, target.StartupDelay = 64, 2*time.Minute
-			views := []View{{VA: va("prod", "l4", "llama", "5", 1, 20), Target: target}}
+			views := []decide.View{{VA: va("prod", "l4", "llama", "5", 1, 20), Target: target}}
 			res, err := collector.Collector{API: prom, Labels: collector.DefaultLabels()}.Collect(context.Background(),
 				collector.Request{Namespaces: namespacesOf(views), RetentionWindows: Windows(views, defaults), Time: t0})
 			require.NoError(t, err)
-			plans := BuildPlans(views, res, nil, defaults)
+			plans := decide.BuildPlans(views, res, nil, defaults)
 			require.Len(t, plans, 1)
-			out := pipeline.Default().Run(t0, []pipeline.GroupInput{plans[0].Input})
+			out := decide.Default().Run(t0, []decide.GroupInput{plans[0].Input})
 			require.NoError(t, out[0].Err)
 			require.Len(t, out[0].Targets, 1)
 			got := out[0].Targets[0]

@@ -15,6 +15,7 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/budget"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
 )
 
@@ -56,12 +57,12 @@ func TestFreeForLimiterOfViews(t *testing.T) {
 	l4.Spec.AcceleratorName = "L4"
 	a100 := vaFor("a100")
 	a100.Spec.AcceleratorName = "A100"
-	views := []View{
+	views := []decide.View{
 		// spec 2 x 2 GPUs, one pod bound so far: holds 4.
-		{VA: h100, Target: Target{Resolved: true, SpecReplicas: 2, PodSelector: labels.SelectorFromSet(labels.Set{"app": "h100"})}},
+		{VA: h100, Target: decide.Target{Resolved: true, SpecReplicas: 2, PodSelector: labels.SelectorFromSet(labels.Set{"app": "h100"})}},
 		// gpusPerReplica unknown: holds what its pods request.
-		{VA: l4, Target: Target{Resolved: true, SpecReplicas: 1, PodSelector: labels.SelectorFromSet(labels.Set{"app": "l4"})}},
-		{VA: a100, Target: Target{Resolved: true, SpecReplicas: 3}},
+		{VA: l4, Target: decide.Target{Resolved: true, SpecReplicas: 1, PodSelector: labels.SelectorFromSet(labels.Set{"app": "l4"})}},
+		{VA: a100, Target: decide.Target{Resolved: true, SpecReplicas: 3}},
 	}
 	src := &budget.Source{
 		Nodes: corelisters.NewNodeLister(indexer(t, gpuNode("h-1", "H100", 4), gpuNode("h-2", "H100", 4), gpuNode("l-1", "L4", 2),
@@ -86,12 +87,12 @@ func TestFreeForLimiterOfViews(t *testing.T) {
 
 func TestWorkloadsPoolAssignment(t *testing.T) {
 	pools := []budget.Pool{{Name: "H100", NodeSelector: labels.Set{accLabel: "H100"}}, {Name: "big", NodeSelector: labels.Set{"pool": "big"}}}
-	mk := func(name, acc string, ann map[string]string, nodeSel map[string]string) View {
+	mk := func(name, acc string, ann map[string]string, nodeSel map[string]string) decide.View {
 		va := vaFor(name)
 		va.Spec.AcceleratorName, va.Annotations = acc, ann
-		return View{VA: va, Target: Target{Resolved: true, NodeSelector: nodeSel}}
+		return decide.View{VA: va, Target: decide.Target{Resolved: true, NodeSelector: nodeSel}}
 	}
-	got := budget.Reading{Pools: pools}.LimiterVariants(Workloads([]View{
+	got := budget.Reading{Pools: pools}.LimiterVariants(Workloads([]decide.View{
 		mk("annotated", "H100", map[string]string{llmdv1alpha1.AnnotationNodePool: "big"}, nil),
 		mk("selector", "H100", nil, map[string]string{"pool": "big"}),
 		mk("by-accelerator", "H100", nil, nil),

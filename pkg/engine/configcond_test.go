@@ -12,6 +12,7 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 )
 
 // A broken ConfigMap entry shows on the VAs it concerns as ConfigValid=False
@@ -28,7 +29,7 @@ func TestRunOnceConfigValidCondition(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			views := &fakeViews{views: []View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(2, "p1", "p2")},
+			views := &fakeViews{views: []decide.View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(2, "p1", "p2")},
 				{VA: va("prod", "q", "qwen", "5", 1, 5), Target: resolved(0)}}}
 			e := testEngine(views, clocktesting.NewFakeClock(t0))
 			_ = e.Config.Apply(config.SaturationConfigMapName, tc.data)

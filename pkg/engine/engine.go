@@ -1,3 +1,6 @@
+// Package engine runs the decision loop of the adapter: every interval (and
+// on VA or ConfigMap changes) it collects metrics, runs the pipeline for every
+// variant group and publishes the decisions of record in VA status.
 package engine
 
 import (
@@ -22,14 +25,13 @@ import (
 	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/enforcer"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 // ViewSource lists VAs with their resolved targets (from informer caches).
 type ViewSource interface {
-	Views() ([]View, error)
+	Views() ([]decide.View, error)
 }
 
 // MetricsSource collects the cycle's metrics (Prometheus).
@@ -50,7 +52,7 @@ type Engine struct {
 	Metrics  MetricsSource
 	Status   StatusWriter
 	Config   *config.Store
-	Pipeline pipeline.Pipeline
+	Pipeline decide.Pipeline
 	// Budget, when set, is read each cycle that has a limited group (GPUs
 	// free per accelerator, the views' own replicas counted as held) and
 	// handed to the pipeline; nil leaves limited groups unlimited.
@@ -70,7 +72,7 @@ type Engine struct {
 	// leader killed mid-publish leaves the state its published decisions
 	// came from, so its successor decides as it would have. A failure is
 	// logged and the statuses are written anyway.
-	SaveState func(ctx context.Context, state map[GroupKey]any) error
+	SaveState func(ctx context.Context, state map[decide.GroupKey]any) error
 	// trigger is made once: informer handlers call Trigger from their own
 	// goroutines while Run reads it.
 	triggerOnce sync.Once
@@ -84,16 +86,16 @@ type Engine struct {
 	// back every cycle. The adapter persists it (AnalyzerState) and a new
 	// leader restores it (RestoreAnalyzerState) so it does not start cold.
 	stateMu sync.Mutex
-	state   map[GroupKey]any
+	state   map[decide.GroupKey]any
 }
 
 // AnalyzerState is a copy of each group's analyzer memory after the last
 // cycle. The values are shared: analyzers never mutate a state they were
 // given, so they are safe to read (marshal) from another goroutine.
-func (e *Engine) AnalyzerState() map[GroupKey]any {
+func (e *Engine) AnalyzerState() map[decide.GroupKey]any {
 	e.stateMu.Lock()
 	defer e.stateMu.Unlock()
-	out := make(map[GroupKey]any, len(e.state))
+	out := make(map[decide.GroupKey]any, len(e.state))
 	for k, v := range e.state {
 		out[k] = v
 	}
@@ -102,7 +104,7 @@ func (e *Engine) AnalyzerState() map[GroupKey]any {
 
 // RestoreAnalyzerState replaces the analyzers' memory, before the first
 // cycle of a new leader. Values may be JSON (analyzer.DecodeState reads it).
-func (e *Engine) RestoreAnalyzerState(state map[GroupKey]any) {
+func (e *Engine) RestoreAnalyzerState(state map[decide.GroupKey]any) {
 	e.stateMu.Lock()
 	defer e.stateMu.Unlock()
 	e.state = state
@@ -116,7 +118,7 @@ type Cycle struct {
 	StatusWrites  int
 	MetricsErr    error
 	Duration      time.Duration
-	Results       []pipeline.GroupResult
+	Results       []decide.GroupResult
 	WriteFailures int
 	// Budget is what the limited groups shared (nil: none read).
 	Budget decision.Free
@@ -246,7 +248,7 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 // collect queries the metrics for every view's namespace. A failure is kept
 // in c.MetricsErr rather than returned: the cycle still runs so groups hold
 // their previous decisions and statuses say why.
-func (e *Engine) collect(ctx context.Context, c *Cycle, views []View, resolve ConfigResolver, start time.Time) collector.Result {
+func (e *Engine) collect(ctx context.Context, c *Cycle, views []decide.View, resolve decide.ConfigResolver, start time.Time) collector.Result {
 	req := collector.Request{Namespaces: namespacesOf(views), RetentionWindows: Windows(views, resolve), Time: start}
 	var result collector.Result
 	if len(views) > 0 {
@@ -264,9 +266,9 @@ func (e *Engine) collect(ctx context.Context, c *Cycle, views []View, resolve Co
 // decide plans every group, runs the pipeline with the analyzers' state from
 // the previous cycle, and keeps the new state for the next one. It returns
 // the plans (in c.Results order) and the decision time used for statuses.
-func (e *Engine) decide(c *Cycle, views []View, result collector.Result, resolve ConfigResolver) ([]Plan, time.Time) {
-	plans := BuildPlans(views, result, c.MetricsErr, resolve)
-	inputs := make([]pipeline.GroupInput, len(plans))
+func (e *Engine) decide(c *Cycle, views []decide.View, result collector.Result, resolve decide.ConfigResolver) ([]decide.Plan, time.Time) {
+	plans := decide.BuildPlans(views, result, c.MetricsErr, resolve)
+	inputs := make([]decide.GroupInput, len(plans))
 	prevState := e.AnalyzerState()
 	for i, p := range plans {
 		inputs[i] = p.Input
@@ -285,7 +287,7 @@ func (e *Engine) decide(c *Cycle, views []View, result collector.Result, resolve
 	}
 	now := e.Clock.Now()
 	c.Results = pipe.Run(now, inputs)
-	next := make(map[GroupKey]any, len(plans))
+	next := make(map[decide.GroupKey]any, len(plans))
 	for i, p := range plans {
 		if c.Results[i].State != nil {
 			next[p.Key] = c.Results[i].State
@@ -299,8 +301,8 @@ func (e *Engine) decide(c *Cycle, views []View, result collector.Result, resolve
 // publishGroups writes each decided variant's status and returns the metric
 // samples for the cycle; a failed write keeps the last written sample so the
 // gauges do not claim a decision nobody can see on the VA.
-func (e *Engine) publishGroups(ctx context.Context, c *Cycle, views []View, plans []Plan, now time.Time) ([]VariantSample, []GroupSample) {
-	targets := map[string]Target{}
+func (e *Engine) publishGroups(ctx context.Context, c *Cycle, views []decide.View, plans []decide.Plan, now time.Time) ([]VariantSample, []GroupSample) {
+	targets := map[string]decide.Target{}
 	for _, v := range views {
 		targets[v.VA.Namespace+"/"+v.VA.Name] = v.Target
 	}
@@ -316,7 +318,7 @@ func (e *Engine) publishGroups(ctx context.Context, c *Cycle, views []View, plan
 			logDecision(p, va, t, res)
 			samples = append(samples, VariantSample{
 				Labels:  [4]string{va.Name, va.Namespace, p.Key.ModelID, va.Spec.AcceleratorName},
-				Desired: t.Replicas, Current: tgt.SpecReplicas, Cost: variantCost(va), Target: t,
+				Desired: t.Replicas, Current: tgt.SpecReplicas, Cost: decide.VariantCost(va), Target: t,
 			})
 			if !e.publishVariant(ctx, c, p, va, res, t, tgt, now) {
 				samples = keepLastWritten(samples, va)
@@ -328,12 +330,12 @@ func (e *Engine) publishGroups(ctx context.Context, c *Cycle, views []View, plan
 
 // publishVariant writes one variant's status with its config and stuck
 // conditions; it reports false when the write failed.
-func (e *Engine) publishVariant(ctx context.Context, c *Cycle, p Plan, va *llmdv1alpha1.VariantAutoscaling, res pipeline.GroupResult, t decision.Target, tgt Target, now time.Time) bool {
-	status := NextStatus(va, p, res, t, tgt, c.MetricsErr, now)
+func (e *Engine) publishVariant(ctx context.Context, c *Cycle, p decide.Plan, va *llmdv1alpha1.VariantAutoscaling, res decide.GroupResult, t decision.Target, tgt decide.Target, now time.Time) bool {
+	status := decide.NextStatus(va, p, res, t, tgt, c.MetricsErr, now)
 	if e.Config != nil {
-		setConfigCondition(&status, va, e.Config.InvalidFor(p.Key.ModelID, p.Key.Namespace), now)
+		decide.SetConfigCondition(&status, va, entryProblems(e.Config.InvalidFor(p.Key.ModelID, p.Key.Namespace)), now)
 	}
-	stuck := setStuckCondition(&status, va, res, now)
+	stuck := decide.SetStuckCondition(&status, va, res, now)
 	prev := va.Status.DesiredOptimizedAlloc
 	wrote, err := e.publish(ctx, va, status, now)
 	if errors.Is(err, ErrWokenMeanwhile) {
@@ -360,12 +362,12 @@ func (e *Engine) publishVariant(ctx context.Context, c *Cycle, p Plan, va *llmdv
 
 // publishUnresolved writes the status of VAs whose scale target could not be
 // resolved; they are in no group, so nothing else would tell their owner.
-func (e *Engine) publishUnresolved(ctx context.Context, c *Cycle, views []View, now time.Time) {
+func (e *Engine) publishUnresolved(ctx context.Context, c *Cycle, views []decide.View, now time.Time) {
 	for _, v := range views {
 		if v.Target.Resolved {
 			continue
 		}
-		status := UnresolvedStatus(v.VA, v.Target, now)
+		status := decide.UnresolvedStatus(v.VA, v.Target, now)
 		cond := meta.FindStatusCondition(status.Conditions, llmdv1alpha1.ConditionTypeTargetResolved)
 		// One Event per onset or change of reason: the condition written
 		// is the memory, so a new leader does not repeat it.
@@ -458,7 +460,7 @@ func (e *Engine) observeCollection(res collector.Result, err error) {
 
 // logDropped names each dropped sample's variant (the VA whose Ready pod
 // reported it), or its model for the per-model queries.
-func logDropped(dropped []collector.DroppedSample, views []View) {
+func logDropped(dropped []collector.DroppedSample, views []decide.View) {
 	if len(dropped) == 0 || !klog.V(2).Enabled() {
 		return
 	}
@@ -483,7 +485,7 @@ func logDropped(dropped []collector.DroppedSample, views []View) {
 	}
 }
 
-func logDecision(p Plan, va *llmdv1alpha1.VariantAutoscaling, t decision.Target, res pipeline.GroupResult) {
+func logDecision(p decide.Plan, va *llmdv1alpha1.VariantAutoscaling, t decision.Target, res decide.GroupResult) {
 	prev := va.Status.DesiredOptimizedAlloc.NumReplicas
 	level := klog.Level(2)
 	if prev != t.Replicas {
@@ -493,9 +495,9 @@ func logDecision(p Plan, va *llmdv1alpha1.VariantAutoscaling, t decision.Target,
 		"metrics", p.Input.Metrics, "previous", prev, "desired", t.Replicas, "action", t.Action, "rule", t.Rule, "reason", t.Reason)
 }
 
-func groupSample(p Plan, res pipeline.GroupResult) GroupSample {
+func groupSample(p decide.Plan, res decide.GroupResult) GroupSample {
 	g := GroupSample{Labels: [2]string{p.Key.Namespace, p.Key.ModelID},
-		MetricsAvailable: p.Input.Metrics == enforcer.MetricsAvailable && !p.Input.RequestCountMissing()}
+		MetricsAvailable: p.Input.Metrics == decide.MetricsAvailable && !p.Input.RequestCountMissing()}
 	if a, ok := res.Analysis.(analyzer.SpareReporter); ok {
 		g.HasAnalysis = true
 		g.AvgSpareKv, g.AvgSpareQueue = a.Spare()
@@ -503,7 +505,7 @@ func groupSample(p Plan, res pipeline.GroupResult) GroupSample {
 	return g
 }
 
-func anyLimited(plans []Plan) bool {
+func anyLimited(plans []decide.Plan) bool {
 	for _, p := range plans {
 		if p.Input.Config.Saturation.EnableLimiter {
 			return true
@@ -518,7 +520,7 @@ func conditionIs(va *llmdv1alpha1.VariantAutoscaling, condType string, status me
 	return c != nil && c.Status == status && c.Reason == reason
 }
 
-func namespacesOf(views []View) []string {
+func namespacesOf(views []decide.View) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, v := range views {

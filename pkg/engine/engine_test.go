@@ -21,9 +21,8 @@ import (
 	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/enforcer"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -38,8 +37,8 @@ func va(ns, name, model string, cost string, min, max int32) *llmdv1alpha1.Varia
 	}
 }
 
-func resolved(replicas int32, ready ...string) Target {
-	return Target{Resolved: true, SpecReplicas: replicas, ReadyPods: ready}
+func resolved(replicas int32, ready ...string) decide.Target {
+	return decide.Target{Resolved: true, SpecReplicas: replicas, ReadyPods: ready}
 }
 
 func pods(ns string, kv float64, names ...string) map[collector.PodKey]collector.PodMetrics {
@@ -52,93 +51,11 @@ func pods(ns string, kv float64, names ...string) map[collector.PodKey]collector
 
 func defaults(model, ns string) config.Resolved { return config.NewStore().Resolve(model, ns) }
 
-func TestBuildPlans(t *testing.T) {
-	lost := va("prod", "b-h100", "llama", "15", 1, 4)
-	lost.Status.Conditions = []metav1.Condition{{Type: llmdv1alpha1.ConditionTypeMetricsAvailable, Status: metav1.ConditionFalse,
-		LastTransitionTime: metav1.NewTime(t0.Add(-3 * time.Minute)), Reason: "MetricsMissing"}}
-	views := []View{
-		{VA: va("prod", "a-l4", "llama", "5", 1, 4), Target: resolved(2, "l4-1", "l4-2")},
-		{VA: lost, Target: resolved(1, "h100-1")},
-		{VA: va("prod", "gone", "llama", "5", 1, 4), Target: Target{Reason: "TargetNotFound"}},
-		{VA: va("dev", "granite", "granite", "5", 0, 4), Target: resolved(0)},
-		{VA: va("dev", "silent", "mistral", "5", 1, 4), Target: resolved(2, "m-1", "m-2")},
-		{VA: va("dev", "loading", "phi", "5", 1, 4), Target: resolved(2)},
-	}
-	metrics := collector.Result{Pods: pods("prod", 0.5, "l4-1", "l4-2"),
-		Requests: map[time.Duration]map[collector.ModelKey]float64{10 * time.Minute: {{Namespace: "prod", Model: "llama"}: 30}}}
-	metrics.Pods[collector.PodKey{Namespace: "prod", Pod: "h100-1"}] = collector.PodMetrics{HasKvCacheUsage: true} // no queue series: not reporting
-	l4 := metrics.Pods[collector.PodKey{Namespace: "prod", Pod: "l4-1"}]
-	l4.NumGPUBlocks, l4.BlockSize, l4.AvgInputTokens, l4.AvgOutputTokens = 1000, 16, 512, 128
-	metrics.Pods[collector.PodKey{Namespace: "prod", Pod: "l4-1"}] = l4
-
-	plans := BuildPlans(views, metrics, nil, defaults)
-	require.Len(t, plans, 4)
-	assert.Equal(t, GroupKey{"dev", "granite"}, plans[0].Key)
-	assert.Equal(t, GroupKey{"dev", "mistral"}, plans[1].Key)
-	assert.Equal(t, GroupKey{"dev", "phi"}, plans[2].Key)
-	assert.Equal(t, GroupKey{"prod", "llama"}, plans[3].Key)
-
-	assert.Equal(t, enforcer.MetricsAvailable, plans[0].Input.Metrics, "a group at zero has nothing to report")
-	require.NotNil(t, plans[0].Input.RequestsInRetention)
-	assert.Zero(t, *plans[0].Input.RequestsInRetention)
-	assert.Equal(t, enforcer.MetricsMissing, plans[1].Input.Metrics, "Ready pods but no series: a scraping fault")
-	assert.Equal(t, int32(2), plans[1].ReadyPods)
-	assert.Nil(t, plans[1].Input.RequestsInRetention, "no counter with Ready pods is unknown, not 0")
-	assert.Equal(t, enforcer.MetricsAbsent, plans[2].Input.Metrics, "replicas, none Ready, no series")
-
-	llama := plans[3]
-	assert.Equal(t, enforcer.MetricsAvailable, llama.Input.Metrics)
-	require.Len(t, llama.VAs, 2, "the unresolved VA is left out")
-	assert.Equal(t, "a-l4", llama.Input.Group.Variants[0].Name)
-	assert.Equal(t, 5.0, llama.Input.Group.Variants[0].Cost)
-	assert.Len(t, llama.Input.Group.Replicas, 2, "h100-1 lacks the queue series")
-	tok := llama.Input.Group.Replicas[0]
-	assert.Equal(t, "l4-1", tok.Pod)
-	assert.Equal(t, [4]float64{1000, 16, 512, 128}, [4]float64{float64(tok.NumGPUBlocks), float64(tok.BlockSize), tok.AvgInputTokens, tok.AvgOutputTokens},
-		"token analyzer inputs are carried from the collector")
-	assert.Equal(t, 30.0, *llama.Input.RequestsInRetention)
-	assert.Equal(t, t0.Add(-3*time.Minute), llama.Input.MetricsLastSeen)
-
-	unreachable := BuildPlans(views, collector.Result{}, errors.New("down"), defaults)
-	for _, p := range unreachable {
-		assert.Equal(t, enforcer.MetricsUnreachable, p.Input.Metrics)
-		assert.Nil(t, p.Input.RequestsInRetention)
-	}
-}
-
-func TestNextStatusLastUpdateMovesOnlyOnReplicaChange(t *testing.T) {
-	v := va("prod", "a", "m", "5", 1, 4)
-	v.Status.DesiredOptimizedAlloc = llmdv1alpha1.OptimizedAlloc{NumReplicas: 2, Reason: "old", LastUpdate: metav1.NewTime(t0.Add(-time.Hour)), LastRunTime: metav1.NewTime(t0.Add(-time.Minute))}
-	v.Status.Actuation.Applied = true
-	plan := Plan{Key: GroupKey{"prod", "m"}, Input: pipelineInput(enforcer.MetricsAvailable)}
-	res := resultWith(2, "steady now")
-	st := NextStatus(v, plan, res, res.Targets[0], resolved(2, "p1", "p2"), nil, t0)
-	assert.Equal(t, t0.Add(-time.Hour), st.DesiredOptimizedAlloc.LastUpdate.Time, "same replicas, new reason: lastUpdate stays")
-	assert.Equal(t, t0, st.DesiredOptimizedAlloc.LastRunTime.Time)
-	assert.Equal(t, "steady now", st.DesiredOptimizedAlloc.Reason)
-	assert.True(t, st.Actuation.Applied, "fields owned by the controller are kept")
-
-	res = resultWith(3, "scale-up")
-	st = NextStatus(v, plan, res, res.Targets[0], resolved(2, "p1", "p2"), nil, t0)
-	assert.Equal(t, t0, st.DesiredOptimizedAlloc.LastUpdate.Time)
-	assert.Equal(t, int32(3), st.DesiredOptimizedAlloc.NumReplicas)
-	assert.True(t, meta.IsStatusConditionTrue(st.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable))
-	assert.True(t, meta.IsStatusConditionTrue(st.Conditions, llmdv1alpha1.ConditionTypeTargetResolved))
-
-	plan.Input.Metrics = enforcer.MetricsUnreachable
-	st = NextStatus(v, plan, res, res.Targets[0], resolved(2), errors.New("prometheus query kv_cache_usage: connection refused"), t0)
-	c := meta.FindStatusCondition(st.Conditions, llmdv1alpha1.ConditionTypeMetricsAvailable)
-	require.NotNil(t, c)
-	assert.Equal(t, metav1.ConditionFalse, c.Status)
-	assert.Equal(t, llmdv1alpha1.ReasonPrometheusError, c.Reason)
-	assert.Contains(t, c.Message, "connection refused; previous decision held")
-}
-
 // fakes for the engine's seams (unit tests only; test/integration runs the
 // real API server and Prometheus).
-type fakeViews struct{ views []View }
+type fakeViews struct{ views []decide.View }
 
-func (f *fakeViews) Views() ([]View, error) { return f.views, nil }
+func (f *fakeViews) Views() ([]decide.View, error) { return f.views, nil }
 
 type fakeMetrics struct {
 	res collector.Result
@@ -161,14 +78,14 @@ func (f *fakeWriter) WriteStatus(_ context.Context, va *llmdv1alpha1.VariantAuto
 
 func TestRunOnce(t *testing.T) {
 	v := va("prod", "l4", "llama", "5", 1, 5)
-	views := &fakeViews{views: []View{{VA: v, Target: resolved(2, "p1", "p2")}}}
+	views := &fakeViews{views: []decide.View{{VA: v, Target: resolved(2, "p1", "p2")}}}
 	metrics := &fakeMetrics{res: collector.Result{Queries: 6, Pods: pods("prod", 0.78, "p1", "p2"),
 		Requests: map[time.Duration]map[collector.ModelKey]float64{10 * time.Minute: {{Namespace: "prod", Model: "llama"}: 10}}}}
 	writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
 	clk := clocktesting.NewFakeClock(t0)
 	reg := prometheus.NewRegistry()
 	rec := record.NewFakeRecorder(10)
-	e := &Engine{Views: views, Metrics: metrics, Status: writer, Config: percentageStore(t, ""), Pipeline: pipeline.Default(),
+	e := &Engine{Views: views, Metrics: metrics, Status: writer, Config: percentageStore(t, ""), Pipeline: decide.Default(),
 		Recorder: rec, Observe: NewMetrics(reg), Clock: clk, Interval: 30 * time.Second, StatusHeartbeat: 2 * time.Minute}
 
 	c, err := e.RunOnce(context.Background())
@@ -220,8 +137,8 @@ func TestRunOnceUnresolvedTarget(t *testing.T) {
 	v := va("prod", "l4", "llama", "5", 1, 5)
 	writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
 	rec := record.NewFakeRecorder(10)
-	e := &Engine{Views: &fakeViews{views: []View{{VA: v, Target: Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: "Deployment prod/l4 not found"}}}},
-		Metrics: &fakeMetrics{}, Status: writer, Config: config.NewStore(), Pipeline: pipeline.Default(), Recorder: rec,
+	e := &Engine{Views: &fakeViews{views: []decide.View{{VA: v, Target: decide.Target{Reason: llmdv1alpha1.ReasonTargetNotFound, Message: "Deployment prod/l4 not found"}}}},
+		Metrics: &fakeMetrics{}, Status: writer, Config: config.NewStore(), Pipeline: decide.Default(), Recorder: rec,
 		Clock: clocktesting.NewFakeClock(t0), Interval: time.Second, StatusHeartbeat: time.Minute}
 	_, err := e.RunOnce(context.Background())
 	require.NoError(t, err)
@@ -247,9 +164,9 @@ func nextEvent(t *testing.T, rec *record.FakeRecorder) string {
 // the Lease; that replica must not keep exporting the decisions it made.
 func TestRunClearsGaugesWhenItStops(t *testing.T) {
 	v := va("prod", "l4", "llama", "5", 1, 5)
-	e := &Engine{Views: &fakeViews{views: []View{{VA: v, Target: resolved(2, "p1", "p2")}}},
+	e := &Engine{Views: &fakeViews{views: []decide.View{{VA: v, Target: resolved(2, "p1", "p2")}}},
 		Metrics: &fakeMetrics{res: collector.Result{Queries: 6, Pods: pods("prod", 0.5, "p1", "p2")}},
-		Status:  &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}, Config: config.NewStore(), Pipeline: pipeline.Default(),
+		Status:  &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}, Config: config.NewStore(), Pipeline: decide.Default(),
 		Recorder: record.NewFakeRecorder(10), Observe: NewMetrics(prometheus.NewRegistry()), Clock: clocktesting.NewFakeClock(t0),
 		Interval: time.Hour, StatusHeartbeat: 2 * time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -261,87 +178,6 @@ func TestRunClearsGaugesWhenItStops(t *testing.T) {
 	<-done
 	assert.Equal(t, 0, testutil.CollectAndCount(e.Observe.DesiredReplicas), "gone once it stops leading")
 	assert.Equal(t, 0, testutil.CollectAndCount(e.Observe.CurrentReplicas))
-}
-
-func TestBuildPlansFillsAnalyzerInputs(t *testing.T) {
-	l4 := va("prod", "l4", "llama", "5", 1, 4)
-	views := []View{{VA: l4, Target: Target{Resolved: true, SpecReplicas: 2, ReadyPods: []string{"p1", "p2"}, MaxNumSeqs: 64, MaxNumBatchedTokens: 4096,
-		StartupDelay: 95 * time.Second}}}
-	reporting := collector.PodMetrics{HasKvCacheUsage: true, HasQueueLength: true, ArrivalRate: 2.5, AvgTTFTms: 120, AvgITLms: 15, AvgInputTokens: 512, AvgOutputTokens: 128}
-	tests := []struct {
-		name      string
-		metrics   collector.Result
-		err       error
-		wantRate  []float64
-		wantQueue [2]float64
-		// wantGateway is the gateway arrival rate, nil when not reported.
-		wantGateway *float64
-	}{
-		{
-			name: "per-pod rate and latencies, EPP queue of the model in the namespace and unlabelled",
-			metrics: collector.Result{
-				Pods: map[collector.PodKey]collector.PodMetrics{{Namespace: "prod", Pod: "p1"}: reporting, {Namespace: "prod", Pod: "p2"}: reporting},
-				SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{
-					{Namespace: "prod", Model: "llama"}: {Size: 3, Bytes: 300}, {Model: "llama"}: {Size: 1, Bytes: 100},
-					{Namespace: "dev", Model: "llama"}: {Size: 50}, {Namespace: "prod", Model: "other"}: {Size: 70},
-				},
-				GatewayArrivals: map[collector.ModelKey]float64{
-					{Namespace: "prod", Model: "llama"}: 6, {Model: "llama"}: 1.5,
-					{Namespace: "dev", Model: "llama"}: 50, {Namespace: "prod", Model: "other"}: 70,
-				},
-			},
-			wantRate:    []float64{2.5, 2.5},
-			wantQueue:   [2]float64{4, 400},
-			wantGateway: ptr.To(7.5),
-		},
-		{
-			name: "a gateway series at rate 0 is reported, not missing",
-			metrics: collector.Result{
-				Pods:            map[collector.PodKey]collector.PodMetrics{{Namespace: "prod", Pod: "p1"}: reporting, {Namespace: "prod", Pod: "p2"}: reporting},
-				GatewayArrivals: map[collector.ModelKey]float64{{Namespace: "prod", Model: "llama"}: 0, {Namespace: "dev", Model: "llama"}: 9},
-			},
-			wantRate:    []float64{2.5, 2.5},
-			wantGateway: ptr.To(0.0),
-		},
-		{
-			name:      "a pod without the saturation gauges is not a replica, whatever else it reports",
-			metrics:   collector.Result{Pods: map[collector.PodKey]collector.PodMetrics{{Namespace: "prod", Pod: "p1"}: reporting, {Namespace: "prod", Pod: "p2"}: {ArrivalRate: 9}}},
-			wantRate:  []float64{2.5},
-			wantQueue: [2]float64{0, 0},
-		},
-		{
-			name: "metrics unreachable: no queue or arrivals are made up",
-			metrics: collector.Result{SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{{Namespace: "prod", Model: "llama"}: {Size: 3}},
-				GatewayArrivals: map[collector.ModelKey]float64{{Namespace: "prod", Model: "llama"}: 6}},
-			err: errors.New("connection refused"),
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			plans := BuildPlans(views, tt.metrics, tt.err, defaults)
-			require.Len(t, plans, 1)
-			g := plans[0].Input.Group
-			require.Len(t, g.Variants, 1)
-			assert.Equal(t, int64(64), g.Variants[0].MaxNumSeqs, "engine args from the target")
-			assert.Equal(t, int64(4096), g.Variants[0].MaxNumBatchedTokens)
-			assert.Equal(t, 95*time.Second, g.Variants[0].StartupDelay, "start-up delay measured from the target's pods")
-			var rates []float64
-			for _, r := range g.Replicas {
-				rates = append(rates, r.ArrivalRate)
-				assert.Equal(t, 120.0, r.AvgTTFTms)
-				assert.Equal(t, 15.0, r.AvgITLms)
-			}
-			assert.Equal(t, tt.wantRate, rates)
-			assert.Equal(t, tt.wantQueue, [2]float64{g.SchedulerQueueSize, g.SchedulerQueueBytes})
-			if tt.wantGateway == nil {
-				assert.False(t, g.GatewayArrivalsReported, "no series for the group")
-				assert.Zero(t, g.GatewayArrivalRate)
-			} else {
-				assert.True(t, g.GatewayArrivalsReported)
-				assert.Equal(t, *tt.wantGateway, g.GatewayArrivalRate)
-			}
-		})
-	}
 }
 
 type fixedBudget struct {
@@ -362,8 +198,8 @@ func TestRunOnceLimitedGroupGetsTheBudget(t *testing.T) {
 		writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
 		// KV 0.95 on both: saturated, the analyzer asks for more.
 		metrics := &fakeMetrics{res: collector.Result{Pods: pods("prod", 0.95, "p1", "p2")}}
-		return &Engine{Views: &fakeViews{views: []View{{VA: h100.DeepCopy(), Target: resolved(2, "p1", "p2")}}}, Metrics: metrics,
-			Status: writer, Config: store, Pipeline: pipeline.Default(), Budget: b, Clock: clocktesting.NewFakeClock(t0)}, writer
+		return &Engine{Views: &fakeViews{views: []decide.View{{VA: h100.DeepCopy(), Target: resolved(2, "p1", "p2")}}}, Metrics: metrics,
+			Status: writer, Config: store, Pipeline: decide.Default(), Budget: b, Clock: clocktesting.NewFakeClock(t0)}, writer
 	}
 	tests := []struct {
 		name      string
@@ -403,7 +239,7 @@ func TestWindowsRoundedToIdleWindows(t *testing.T) {
 		r.ScaleToZero.RetentionPeriod = config.Duration(periods[model])
 		return r
 	}
-	views := []View{{VA: va("prod", "a", "a", "5", 1, 4), Target: resolved(1, "a-0")},
+	views := []decide.View{{VA: va("prod", "a", "a", "5", 1, 4), Target: resolved(1, "a-0")},
 		{VA: va("prod", "b", "b", "5", 1, 4), Target: resolved(1, "b-0")},
 		{VA: va("prod", "c", "c", "5", 1, 4), Target: resolved(1, "c-0")}}
 	assert.Equal(t, []time.Duration{5 * time.Minute, 10 * time.Minute}, Windows(views, resolve))
@@ -413,7 +249,7 @@ func TestWindowsRoundedToIdleWindows(t *testing.T) {
 		10 * time.Minute: {{Namespace: "prod", Model: "c"}: 9},
 	}}
 	got := map[string]float64{}
-	for _, p := range BuildPlans(views, metrics, nil, resolve) {
+	for _, p := range decide.BuildPlans(views, metrics, nil, resolve) {
 		require.NotNil(t, p.Input.RequestsInRetention, p.Key.ModelID)
 		got[p.Key.ModelID] = *p.Input.RequestsInRetention
 	}

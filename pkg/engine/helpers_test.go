@@ -6,18 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/config"
-	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/enforcer"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
-
-func pipelineInput(m enforcer.MetricsState) pipeline.GroupInput {
-	return pipeline.GroupInput{Metrics: m, Group: decision.Group{ModelID: "m", Namespace: "prod"}}
-}
-
-func resultWith(replicas int32, reason string) pipeline.GroupResult {
-	return pipeline.GroupResult{Analyzer: "saturation-percentage", Targets: []decision.Target{{Variant: "a", Replicas: replicas, Reason: reason, Action: decision.ActionNone, Rule: decision.RuleSteady}}}
-}
 
 // percentageStore selects the percentage analyzer in the saturation
 // ConfigMap's default entry (plus extra lines): the replica counts these

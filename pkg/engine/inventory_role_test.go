@@ -16,8 +16,8 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/inventory"
 )
 
@@ -90,7 +90,7 @@ func TestRoleReachesTheVariant(t *testing.T) {
 			va := roleVA(tc.kind, tc.name)
 			target := inv.Resolve(va)
 			assert.True(t, target.Resolved, target.Message)
-			plans := engine.BuildPlans([]engine.View{{VA: va, Target: target}}, collector.Result{}, nil,
+			plans := decide.BuildPlans([]decide.View{{VA: va, Target: target}}, collector.Result{}, nil,
 				func(m, ns string) config.Resolved { return config.NewStore().Resolve(m, ns) })
 			if assert.Len(t, plans, 1) && assert.Len(t, plans[0].Input.Group.Variants, 1) {
 				assert.Equal(t, tc.want, plans[0].Input.Group.Variants[0].Role)

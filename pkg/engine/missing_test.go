@@ -16,8 +16,8 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 // Series absent while the target's pods are Ready is a scraping fault: the
@@ -27,7 +27,7 @@ import (
 func TestRunOnceMetricsMissingWithReadyPods(t *testing.T) {
 	cases := []struct {
 		name       string
-		target     Target
+		target     decide.Target
 		want       int32
 		wantRule   decision.Rule
 		wantReason string
@@ -36,7 +36,7 @@ func TestRunOnceMetricsMissingWithReadyPods(t *testing.T) {
 		{name: "four Ready pods, no series: held at 4", target: resolved(4, "l-1", "l-2", "l-3", "l-4"),
 			want: 4, wantRule: decision.RuleMetricsMissing, wantReason: llmdv1alpha1.ReasonMetricsMissingWithReadyPods,
 			wantMsg: "variant llama has 4 Ready pods (model \"llama\": 4) but none reports vLLM metrics"},
-		{name: "no Ready pod, no series: retention fallback to zero", target: Target{Resolved: true, SpecReplicas: 4, PendingPods: 4},
+		{name: "no Ready pod, no series: retention fallback to zero", target: decide.Target{Resolved: true, SpecReplicas: 4, PendingPods: 4},
 			want: 0, wantRule: decision.RuleRetention, wantReason: llmdv1alpha1.ReasonMetricsMissing,
 			wantMsg: "no replica of model \"llama\" reports vLLM metrics"},
 	}
@@ -50,9 +50,9 @@ func TestRunOnceMetricsMissingWithReadyPods(t *testing.T) {
 			llama.Status.Conditions = []metav1.Condition{{Type: llmdv1alpha1.ConditionTypeMetricsAvailable, Status: metav1.ConditionFalse,
 				Reason: llmdv1alpha1.ReasonMetricsMissing, LastTransitionTime: hourAgo}}
 			writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
-			e := &Engine{Views: &fakeViews{views: []View{{VA: llama, Target: tc.target}}},
+			e := &Engine{Views: &fakeViews{views: []decide.View{{VA: llama, Target: tc.target}}},
 				Metrics: &fakeMetrics{res: collector.Result{Requests: map[time.Duration]map[collector.ModelKey]float64{10 * time.Minute: {}}}},
-				Status:  writer, Config: store, Pipeline: pipeline.Default(), Observe: NewMetrics(prometheus.NewRegistry()),
+				Status:  writer, Config: store, Pipeline: decide.Default(), Observe: NewMetrics(prometheus.NewRegistry()),
 				Clock: clocktesting.NewFakeClock(t0), Interval: 30 * time.Second, StatusHeartbeat: 2 * time.Minute}
 			c, err := e.RunOnce(context.Background())
 			require.NoError(t, err)

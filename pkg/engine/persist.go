@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
 )
 
@@ -29,12 +30,12 @@ type persistedState struct {
 // EncodeState turns analyzer state into ConfigMap data, one JSON value per
 // group within MaxGroupStateBytes and MaxStateBytes in all. It also returns
 // how many groups were left out for size.
-func EncodeState(state map[GroupKey]any) (map[string]string, int) {
-	keys := make([]GroupKey, 0, len(state))
+func EncodeState(state map[decide.GroupKey]any) (map[string]string, int) {
+	keys := make([]decide.GroupKey, 0, len(state))
 	for k := range state {
 		keys = append(keys, k)
 	}
-	sortGroupKeys(keys)
+	decide.SortGroupKeys(keys)
 	data := map[string]string{}
 	total, dropped := 0, 0
 	for _, k := range keys {
@@ -49,7 +50,7 @@ func EncodeState(state map[GroupKey]any) (map[string]string, int) {
 	return data, dropped
 }
 
-func encodeGroup(k GroupKey, st any) (string, bool) {
+func encodeGroup(k decide.GroupKey, st any) (string, bool) {
 	for {
 		raw, err := json.Marshal(st)
 		if err != nil {
@@ -75,17 +76,17 @@ func encodeGroup(k GroupKey, st any) (string, bool) {
 // DecodeState reads EncodeState's data back; values that do not parse are
 // skipped (their groups start afresh). States stay JSON for the analyzers'
 // analyzer.DecodeState.
-func DecodeState(data map[string]string) map[GroupKey]any {
-	out := make(map[GroupKey]any, len(data))
+func DecodeState(data map[string]string) map[decide.GroupKey]any {
+	out := make(map[decide.GroupKey]any, len(data))
 	for _, v := range data {
 		var p persistedState
 		if err := json.Unmarshal([]byte(v), &p); err != nil || len(p.State) == 0 {
 			continue
 		}
-		out[GroupKey{Namespace: p.Namespace, ModelID: p.ModelID}] = p.State
+		out[decide.GroupKey{Namespace: p.Namespace, ModelID: p.ModelID}] = p.State
 	}
 	return out
 }
 
 // StateDataKey is the group's ConfigMap data key (decision.DataKey).
-func StateDataKey(k GroupKey) string { return decision.DataKey(k.Namespace, k.ModelID) }
+func StateDataKey(k decide.GroupKey) string { return decision.DataKey(k.Namespace, k.ModelID) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/analyzer/planner"
+	"github.com/wva-project/wva/pkg/decide"
 )
 
 func fullPlanner() planner.State {
@@ -30,18 +31,18 @@ func TestEncodeStateBounds(t *testing.T) {
 	require.Greater(t, len(raw), MaxGroupStateBytes, "the test needs a planner state over the bound")
 
 	big := strings.Repeat("x", MaxGroupStateBytes-200) // fits one group, not trimmable
-	many := map[GroupKey]any{}
+	many := map[decide.GroupKey]any{}
 	for i := range 40 {
-		many[GroupKey{Namespace: "prod", ModelID: fmt.Sprintf("m%02d", i)}] = big
+		many[decide.GroupKey{Namespace: "prod", ModelID: fmt.Sprintf("m%02d", i)}] = big
 	}
 	cases := map[string]struct {
-		state       map[GroupKey]any
+		state       map[decide.GroupKey]any
 		wantGroups  int
 		wantDropped int
 	}{
-		"small states round-trip":          {map[GroupKey]any{{"prod", "meta/llama-3.1-8b"}: map[string]int{"n": 1}, {"dev", "m"}: []int{1, 2}}, 2, 0},
-		"planner history trimmed to fit":   {map[GroupKey]any{{"prod", "m"}: full}, 1, 0},
-		"untrimmable over the group bound": {map[GroupKey]any{{"prod", "m"}: strings.Repeat("x", MaxGroupStateBytes)}, 0, 1},
+		"small states round-trip":          {map[decide.GroupKey]any{{Namespace: "prod", ModelID: "meta/llama-3.1-8b"}: map[string]int{"n": 1}, {Namespace: "dev", ModelID: "m"}: []int{1, 2}}, 2, 0},
+		"planner history trimmed to fit":   {map[decide.GroupKey]any{{Namespace: "prod", ModelID: "m"}: full}, 1, 0},
+		"untrimmable over the group bound": {map[decide.GroupKey]any{{Namespace: "prod", ModelID: "m"}: strings.Repeat("x", MaxGroupStateBytes)}, 0, 1},
 		"groups beyond the total bound":    {many, MaxStateBytes / (MaxGroupStateBytes - 200 + 60), 40 - MaxStateBytes/(MaxGroupStateBytes-200+60)},
 	}
 	for name, tc := range cases {
@@ -75,8 +76,8 @@ func TestEncodeStateBounds(t *testing.T) {
 }
 
 func TestStateDataKeyDistinct(t *testing.T) {
-	a := StateDataKey(GroupKey{Namespace: "prod", ModelID: "meta/llama"})
-	b := StateDataKey(GroupKey{Namespace: "prod", ModelID: "meta-llama"})
+	a := StateDataKey(decide.GroupKey{Namespace: "prod", ModelID: "meta/llama"})
+	b := StateDataKey(decide.GroupKey{Namespace: "prod", ModelID: "meta-llama"})
 	assert.NotEqual(t, a, b)
-	assert.Empty(t, validation.IsConfigMapKey(StateDataKey(GroupKey{Namespace: "prod", ModelID: strings.Repeat("é/", 300)})))
+	assert.Empty(t, validation.IsConfigMapKey(StateDataKey(decide.GroupKey{Namespace: "prod", ModelID: strings.Repeat("é/", 300)})))
 }

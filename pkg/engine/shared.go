@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/decide"
 )
 
 // TargetKey is a scale target: namespace, kind and name. The API version is
@@ -56,7 +57,7 @@ func SharedTargets(vas []*llmdv1alpha1.VariantAutoscaling) map[TargetKey][]strin
 // (nothing is counted twice, the model's other variants decide on sound
 // figures), their last decision of record stays in force, as for a target
 // not found, and publishUnresolved reports them. It returns how many it held.
-func holdSharedTargets(views []View) ([]View, int) {
+func holdSharedTargets(views []decide.View) ([]decide.View, int) {
 	var vas []*llmdv1alpha1.VariantAutoscaling
 	for _, v := range views {
 		if v.Target.Resolved {
@@ -83,7 +84,7 @@ func holdSharedTargets(views []View) ([]View, int) {
 		msg := fmt.Sprintf("%s %s is also scaled by %s: its pods would count twice in model %q, and two scalers would fight over it; "+
 			"wva decides for none of them and the last decision stays in force until only one variant targets it",
 			k.Kind, k.Name, strings.Join(others, ", "), v.VA.Spec.ModelID)
-		out[i].Target = Target{Reason: llmdv1alpha1.ReasonSharedScaleTarget, Message: msg}
+		out[i].Target = decide.Target{Reason: llmdv1alpha1.ReasonSharedScaleTarget, Message: msg}
 		held++
 		klog.InfoS("variant held: its scale target is shared", "variant", self, "namespace", v.VA.Namespace,
 			"target", k.Kind+"/"+k.Name, "others", others)

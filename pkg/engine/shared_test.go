@@ -17,7 +17,7 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
-	"github.com/wva-project/wva/pkg/pipeline"
+	"github.com/wva-project/wva/pkg/decide"
 )
 
 // on makes v scale kind/name.
@@ -81,7 +81,7 @@ func TestRunOnceSharedTargetDecidesForNeither(t *testing.T) {
 	a, b := on(va("prod", "a", "llama", "5", 1, 8), "Deployment", "llama"), on(va("prod", "b", "llama", "5", 1, 8), "Deployment", "llama")
 	a.Status.DesiredOptimizedAlloc, b.Status.DesiredOptimizedAlloc = prior, prior
 	c := va("prod", "c", "llama", "15", 1, 8)
-	views := &fakeViews{views: []View{
+	views := &fakeViews{views: []decide.View{
 		{VA: a, Target: resolved(2, "p1", "p2")}, {VA: b, Target: resolved(2, "p1", "p2")}, {VA: c, Target: resolved(1, "c1")},
 	}}
 	// The shared pods are busy: counted twice, they would scale the model up.
@@ -93,7 +93,7 @@ func TestRunOnceSharedTargetDecidesForNeither(t *testing.T) {
 	writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
 	rec := record.NewFakeRecorder(20)
 	clk := clocktesting.NewFakeClock(t0)
-	e := &Engine{Views: views, Metrics: &fakeMetrics{res: res}, Status: writer, Config: percentageStore(t, ""), Pipeline: pipeline.Default(),
+	e := &Engine{Views: views, Metrics: &fakeMetrics{res: res}, Status: writer, Config: percentageStore(t, ""), Pipeline: decide.Default(),
 		Recorder: rec, Observe: NewMetrics(prometheus.NewRegistry()), Clock: clk, Interval: 30 * time.Second, StatusHeartbeat: 2 * time.Minute}
 
 	cyc, err := e.RunOnce(context.Background())
@@ -128,7 +128,7 @@ func TestRunOnceSharedTargetDecidesForNeither(t *testing.T) {
 	assert.Zero(t, countPrefix(drain(rec), "Warning SharedScaleTarget "))
 
 	// b is deleted: a is decided again.
-	views.views = []View{{VA: a, Target: resolved(2, "p1", "p2")}, {VA: c, Target: resolved(1, "c1")}}
+	views.views = []decide.View{{VA: a, Target: resolved(2, "p1", "p2")}, {VA: c, Target: resolved(1, "c1")}}
 	clk.Step(30 * time.Second)
 	cyc, err = e.RunOnce(context.Background())
 	require.NoError(t, err)

@@ -13,8 +13,8 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 // countingAnalyzer remembers how many cycles it has seen, through the
@@ -35,11 +35,11 @@ func (c *countingAnalyzer) AnalyzeState(_ decision.Group, _ config.Resolved, pre
 
 func TestAnalyzerStateCarriedAcrossCycles(t *testing.T) {
 	counter := &countingAnalyzer{}
-	p := pipeline.Default()
+	p := decide.Default()
 	// Under the name the built-in configuration selects.
 	p.Analyzers = map[string]analyzer.Analyzer{counter.Name(): counter}
 	writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
-	e := &Engine{Views: &fakeViews{views: []View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(1, "p1")}}},
+	e := &Engine{Views: &fakeViews{views: []decide.View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(1, "p1")}}},
 		Metrics: &fakeMetrics{res: collector.Result{Pods: pods("prod", 0.5, "p1")}}, Status: writer, Config: config.NewStore(),
 		Pipeline: p, Clock: clocktesting.NewFakeClock(t0), Interval: time.Second, StatusHeartbeat: time.Minute}
 	for range 3 {
@@ -72,14 +72,14 @@ func TestStateSavedBeforeStatuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			counter := &countingAnalyzer{}
-			p := pipeline.Default()
+			p := decide.Default()
 			p.Analyzers = map[string]analyzer.Analyzer{counter.Name(): counter}
 			var log []string
 			var saved []int
-			e := &Engine{Views: &fakeViews{views: []View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(1, "p1")}}},
+			e := &Engine{Views: &fakeViews{views: []decide.View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(1, "p1")}}},
 				Metrics: &fakeMetrics{res: collector.Result{Pods: pods("prod", 0.5, "p1")}}, Status: orderWriter{&log}, Config: config.NewStore(),
 				Pipeline: p, Clock: clocktesting.NewFakeClock(t0), Interval: time.Second, StatusHeartbeat: time.Minute,
-				SaveState: func(_ context.Context, state map[GroupKey]any) error {
+				SaveState: func(_ context.Context, state map[decide.GroupKey]any) error {
 					log = append(log, "state")
 					for _, v := range state {
 						saved = append(saved, v.(int))

@@ -17,18 +17,18 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
-	"github.com/wva-project/wva/pkg/pipeline"
+	"github.com/wva-project/wva/pkg/decide"
 )
 
 // countingViews counts cycles; gate, when set, holds each cycle until it
 // receives (a stalled engine).
 type countingViews struct {
-	views  []View
+	views  []decide.View
 	cycles atomic.Int32
 	gate   chan struct{}
 }
 
-func (f *countingViews) Views() ([]View, error) {
+func (f *countingViews) Views() ([]decide.View, error) {
 	if f.gate != nil {
 		<-f.gate
 	}
@@ -39,7 +39,7 @@ func (f *countingViews) Views() ([]View, error) {
 func testEngine(views ViewSource, clk *clocktesting.FakeClock) *Engine {
 	return &Engine{Views: views,
 		Metrics: &fakeMetrics{res: collector.Result{Queries: 6, Pods: pods("prod", 0.5, "p1", "p2")}},
-		Status:  &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}, Config: config.NewStore(), Pipeline: pipeline.Default(),
+		Status:  &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}, Config: config.NewStore(), Pipeline: decide.Default(),
 		Recorder: record.NewFakeRecorder(100), Observe: NewMetrics(prometheus.NewRegistry()), Clock: clk,
 		Interval: time.Hour, CycleTimeout: time.Minute, StatusHeartbeat: 2 * time.Minute}
 }
@@ -48,7 +48,7 @@ func testEngine(views ViewSource, clk *clocktesting.FakeClock) *Engine {
 // own goroutines while Run runs; under -race this caught the channel being
 // created lazily without a lock. Triggers must not block and must wake Run.
 func TestTriggerConcurrentWithRun(t *testing.T) {
-	views := &countingViews{views: []View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(2, "p1", "p2")}}}
+	views := &countingViews{views: []decide.View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(2, "p1", "p2")}}}
 	e := testEngine(views, clocktesting.NewFakeClock(t0))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -89,7 +89,7 @@ func TestTriggerConcurrentWithRun(t *testing.T) {
 // the leader, its first cycle answers them, not a second one 200ms later
 // (which made a new leader decide twice at once).
 func TestTriggerBeforeRunIsAnsweredByTheFirstCycle(t *testing.T) {
-	views := &countingViews{views: []View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(2, "p1", "p2")}}}
+	views := &countingViews{views: []decide.View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(2, "p1", "p2")}}}
 	e := testEngine(views, clocktesting.NewFakeClock(t0))
 	e.Trigger() // while following
 	ctx, cancel := context.WithCancel(context.Background())
@@ -111,7 +111,7 @@ func TestTriggerBeforeRunIsAnsweredByTheFirstCycle(t *testing.T) {
 func TestLive(t *testing.T) {
 	const bound = 3 * time.Minute
 	clk := clocktesting.NewFakeClock(t0)
-	views := &countingViews{views: []View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(2, "p1", "p2")}}, gate: make(chan struct{})}
+	views := &countingViews{views: []decide.View{{VA: va("prod", "l4", "llama", "5", 1, 5), Target: resolved(2, "p1", "p2")}}, gate: make(chan struct{})}
 	e := testEngine(views, clk)
 
 	clk.Step(time.Hour)

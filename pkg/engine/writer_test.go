@@ -20,8 +20,8 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned/fake"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 func TestWriteStatusRetriesTransientErrors(t *testing.T) {
@@ -183,11 +183,11 @@ func TestFailedWriteServesLastGood(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			e := &Engine{Views: &fakeViews{views: []View{{VA: tc.va, Target: resolved(2, "p1", "p2")}}},
+			e := &Engine{Views: &fakeViews{views: []decide.View{{VA: tc.va, Target: resolved(2, "p1", "p2")}}},
 				// KV 0.78 on both pods decides 3 (TestRunOnce).
 				Metrics: &fakeMetrics{res: collector.Result{Pods: pods("prod", 0.78, "p1", "p2")}},
 				Status:  failingWriter{apierrors.NewInternalError(errors.New("etcd down"))}, Config: percentageStore(t, ""),
-				Pipeline: pipeline.Default(), Observe: NewMetrics(prometheus.NewRegistry()), Clock: clocktesting.NewFakeClock(t0),
+				Pipeline: decide.Default(), Observe: NewMetrics(prometheus.NewRegistry()), Clock: clocktesting.NewFakeClock(t0),
 				Interval: 30 * time.Second, StatusHeartbeat: 2 * time.Minute}
 			c, err := e.RunOnce(context.Background())
 			require.Error(t, err)

@@ -15,15 +15,9 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
-
-func scaleToZeroOn(model, ns string) config.Resolved {
-	r := config.NewStore().Resolve(model, ns)
-	r.ScaleToZero = config.ScaleToZero{Enabled: true, RetentionPeriod: config.Duration(10 * time.Minute)}
-	return r
-}
 
 // wokenVA is a VA decided to 0 fifteen minutes ago, annotated by the fast
 // path.
@@ -37,56 +31,6 @@ func wokenVA(annotation string) *llmdv1alpha1.VariantAutoscaling {
 	return v
 }
 
-// BuildPlans turns the fast path's annotation, the startupProbe allowance
-// and the request counter's presence into the pipeline's inputs.
-func TestBuildPlansScaleToZeroInputs(t *testing.T) {
-	wake := t0.Add(-40 * time.Second)
-	requests := func(n float64) map[time.Duration]map[collector.ModelKey]float64 {
-		return map[time.Duration]map[collector.ModelKey]float64{10 * time.Minute: {{Namespace: "dev", Model: "granite"}: n}}
-	}
-	noSeries := map[time.Duration]map[collector.ModelKey]float64{10 * time.Minute: {}}
-	cases := []struct {
-		name       string
-		va         *llmdv1alpha1.VariantAutoscaling
-		target     Target
-		metrics    collector.Result
-		wantWake   time.Time
-		wantStart  time.Duration
-		wantReqs   *float64
-		wantFault  bool
-		wantQueued float64
-	}{
-		{name: "wake annotation read, pod loading", va: wokenVA(wake.Format(time.RFC3339Nano)),
-			target:   Target{Resolved: true, SpecReplicas: 1, PendingPods: 1, StartupAllowance: 5 * time.Minute},
-			metrics:  collector.Result{Requests: noSeries},
-			wantWake: wake, wantStart: 5 * time.Minute, wantReqs: ptrTo(0.0)},
-		{name: "unreadable annotation is no wake", va: wokenVA("yesterday"), target: resolved(1),
-			metrics: collector.Result{Requests: noSeries}, wantReqs: ptrTo(0.0)},
-		{name: "no series with Ready reporting pods is a fault, not zero", va: wokenVA(""), target: resolved(2, "g-1", "g-2"),
-			metrics: collector.Result{Pods: pods("dev", 0, "g-1", "g-2"), Requests: noSeries}, wantFault: true},
-		{name: "the counter reading 0 is evidence", va: wokenVA(""), target: resolved(2, "g-1", "g-2"),
-			metrics: collector.Result{Pods: pods("dev", 0, "g-1", "g-2"), Requests: requests(0)}, wantReqs: ptrTo(0.0)},
-		{name: "gateway queue reaches the group", va: wokenVA(""), target: resolved(0),
-			metrics:  collector.Result{Requests: noSeries, SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{{Namespace: "dev", Model: "granite"}: {Size: 7}}},
-			wantReqs: ptrTo(0.0), wantQueued: 7},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			plans := BuildPlans([]View{{VA: tc.va, Target: tc.target}}, tc.metrics, nil, scaleToZeroOn)
-			require.Len(t, plans, 1)
-			in := plans[0].Input
-			v := in.Group.Variants[0]
-			assert.True(t, tc.wantWake.Equal(v.ScaledFromZeroAt), "wake %v", v.ScaledFromZeroAt)
-			assert.Equal(t, tc.wantStart, v.StartupAllowance)
-			assert.Equal(t, tc.wantReqs, in.RequestsInRetention)
-			assert.Equal(t, tc.wantFault, in.RequestCountMissing())
-			assert.Equal(t, tc.wantQueued, in.Group.SchedulerQueueSize)
-		})
-	}
-}
-
-func ptrTo[T any](v T) *T { return &v }
-
 // Through a whole engine cycle: a woken group is not sent back to zero, and
 // a missing request counter holds the replicas with MetricsAvailable=False
 // (RequestCountMissing).
@@ -96,15 +40,15 @@ func TestRunOnceScaleToZeroUnderFaults(t *testing.T) {
 	woken := wokenVA(t0.Add(-40 * time.Second).Format(time.RFC3339Nano))
 	llama := va("prod", "llama", "llama", "5", 0, 8)
 	llama.Status.DesiredOptimizedAlloc = llmdv1alpha1.OptimizedAlloc{NumReplicas: 4, LastUpdate: metav1.NewTime(t0.Add(-time.Hour))}
-	views := &fakeViews{views: []View{
-		{VA: woken, Target: Target{Resolved: true, SpecReplicas: 1, PendingPods: 1}},
+	views := &fakeViews{views: []decide.View{
+		{VA: woken, Target: decide.Target{Resolved: true, SpecReplicas: 1, PendingPods: 1}},
 		{VA: llama, Target: resolved(4, "l-1", "l-2", "l-3", "l-4")},
 	}}
 	// Prometheus answers: the llama pods report, but no request series.
 	metrics := &fakeMetrics{res: collector.Result{Pods: pods("prod", 0, "l-1", "l-2", "l-3", "l-4"),
 		Requests: map[time.Duration]map[collector.ModelKey]float64{10 * time.Minute: {}}}}
 	writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
-	e := &Engine{Views: views, Metrics: metrics, Status: writer, Config: store, Pipeline: pipeline.Default(),
+	e := &Engine{Views: views, Metrics: metrics, Status: writer, Config: store, Pipeline: decide.Default(),
 		Observe: NewMetrics(prometheus.NewRegistry()), Clock: clocktesting.NewFakeClock(t0), Interval: 30 * time.Second, StatusHeartbeat: 2 * time.Minute}
 	_, err := e.RunOnce(context.Background())
 	require.NoError(t, err)

@@ -15,10 +15,9 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/controller"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/inventory"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 // Policy names.
@@ -71,16 +70,16 @@ func ParsePolicies(list string) ([]string, error) {
 const staleAfter = 5 * time.Minute
 
 // wvaPolicy is the project's own path, run unchanged: every engine interval
-// it builds the variant group the way pkg/engine does (engine.BuildPlans
+// it builds the variant group the way pkg/engine does (decide.BuildPlans
 // over VAs, their scale targets and a collector.Result made from the
-// simulated Prometheus), runs pipeline.Run, and records the decision of
-// record with engine.NextStatus. The companion controller acts as
+// simulated Prometheus), runs the decide.Pipeline, and records the decision of
+// record with decide.NextStatus. The companion controller acts as
 // pkg/controller's PlanDirectScale says; the HPA (tolerance 0, 30 s
 // scale-down window, as `wva controller` configures it) follows
 // wva_desired_replicas. The analyzer is whatever the ConfigMaps select.
 type wvaPolicy struct {
 	store *config.Store
-	pipe  pipeline.Pipeline
+	pipe  decide.Pipeline
 	vas   []*llmdv1alpha1.VariantAutoscaling
 	// templates are the VAs' targets' pod templates, for the engine args.
 	templates []corev1.PodSpec
@@ -92,7 +91,7 @@ type wvaPolicy struct {
 	// Errors counts cycles where a group's analyzer failed.
 	Errors int
 	// observe, when set, sees every cycle's results (tests, debugging).
-	observe func(now time.Duration, res []pipeline.GroupResult)
+	observe func(now time.Duration, res []decide.GroupResult)
 }
 
 func newWVAPolicy(sc *Scenario) (*wvaPolicy, error) {
@@ -100,7 +99,7 @@ func newWVAPolicy(sc *Scenario) (*wvaPolicy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &wvaPolicy{store: store, pipe: pipeline.Default(), caps: controller.Capabilities{Tolerance: true, ScaleToZero: true}}
+	p := &wvaPolicy{store: store, pipe: decide.Default(), caps: controller.Capabilities{Tolerance: true, ScaleToZero: true}}
 	p.analyzer = store.Resolve(sc.ModelID, sc.Namespace).Analyzer()
 	if _, ok := p.pipe.Analyzers[p.analyzer]; !ok {
 		return nil, fmt.Errorf("policies.wva: the ConfigMaps select analyzer %q, which this build's pipeline does not have (have: %s)",
@@ -123,7 +122,7 @@ func newWVAPolicy(sc *Scenario) (*wvaPolicy, error) {
 	return p, nil
 }
 
-func analyzerNames(p pipeline.Pipeline) []string {
+func analyzerNames(p decide.Pipeline) []string {
 	var names []string
 	for n := range p.Analyzers {
 		names = append(names, n)
@@ -142,8 +141,8 @@ func (p *wvaPolicy) hpa(f *fleet, v int) *HPA {
 func (p *wvaPolicy) engine(f *fleet) {
 	now := f.wallClock()
 	views, metrics := p.collect(f)
-	plans := engine.BuildPlans(views, metrics, nil, p.resolve)
-	inputs := make([]pipeline.GroupInput, len(plans))
+	plans := decide.BuildPlans(views, metrics, nil, p.resolve)
+	inputs := make([]decide.GroupInput, len(plans))
 	for i, pl := range plans {
 		pl.Input.State = p.state
 		inputs[i] = pl.Input
@@ -159,7 +158,7 @@ func (p *wvaPolicy) engine(f *fleet) {
 		p.state = results[i].State
 		for j, va := range pl.VAs {
 			tgt := views[f.sc.variantIndex(va.Name)].Target
-			va.Status = engine.NextStatus(va, pl, results[i], results[i].Targets[j], tgt, nil, now)
+			va.Status = decide.NextStatus(va, pl, results[i], results[i].Targets[j], tgt, nil, now)
 		}
 	}
 	for i, va := range p.vas {
@@ -171,13 +170,13 @@ func (p *wvaPolicy) engine(f *fleet) {
 
 func (p *wvaPolicy) resolve(modelID, ns string) config.Resolved { return p.store.Resolve(modelID, ns) }
 
-// collect is what the adapter hands engine.BuildPlans, nothing added
-// afterwards: per VA the inventory's engine.Target (replicas, Ready pods
+// collect is what the adapter hands decide.BuildPlans, nothing added
+// afterwards: per VA the inventory's decide.Target (replicas, Ready pods
 // with their Ready times, pending pods, the engine args read from the pod template with
 // inventory.EngineArgs, the start-up delay measured with
 // inventory.StartupDelay), and the collector.Result the collector's
 // queries would return from the simulated Prometheus.
-func (p *wvaPolicy) collect(f *fleet) ([]engine.View, collector.Result) {
+func (p *wvaPolicy) collect(f *fleet) ([]decide.View, collector.Result) {
 	window := f.sc.Control.MetricsWindow.D()
 	model := collector.ModelKey{Namespace: f.sc.Namespace, Model: f.sc.ModelID}
 	metrics := collector.Result{
@@ -187,10 +186,10 @@ func (p *wvaPolicy) collect(f *fleet) ([]engine.View, collector.Result) {
 		SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{model: {Size: float64(f.held())}},
 		GatewayArrivals: map[collector.ModelKey]float64{model: f.arrivalsOver(window) / window.Seconds()},
 	}
-	views := make([]engine.View, len(p.vas))
+	views := make([]decide.View, len(p.vas))
 	for i, va := range p.vas {
 		ready := f.readyPods(i)
-		t := engine.Target{Resolved: true, SpecReplicas: f.variants[i].specN, PendingPods: f.pendingPods(i), StartupDelay: startupDelay(ready)}
+		t := decide.Target{Resolved: true, SpecReplicas: f.variants[i].specN, PendingPods: f.pendingPods(i), StartupDelay: startupDelay(ready)}
 		t.MaxNumSeqs, t.MaxNumBatchedTokens = inventory.EngineArgs(&p.templates[i])
 		t.ReadyAt = make(map[string]time.Time, len(ready))
 		for _, pod := range ready {
@@ -200,11 +199,12 @@ func (p *wvaPolicy) collect(f *fleet) ([]engine.View, collector.Result) {
 				metrics.Pods[collector.PodKey{Namespace: va.Namespace, Pod: pod.name}] = pm
 			}
 		}
-		views[i] = engine.View{VA: va, Target: t}
+		views[i] = decide.View{VA: va, Target: t}
 	}
-	for _, w := range engine.Windows(views, p.resolve) {
-		metrics.Requests[w] = map[collector.ModelKey]float64{model: f.completions.over(f.now, w)}
-	}
+	// The request-count window the engine asks the collector for (every VA
+	// here serves the one model).
+	w := collector.IdleWindow(p.resolve(f.sc.ModelID, f.sc.Namespace).ScaleToZero.RetentionPeriod.D())
+	metrics.Requests[w] = map[collector.ModelKey]float64{model: f.completions.over(f.now, w)}
 	return views, metrics
 }
 

@@ -15,9 +15,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/engine"
-	"github.com/wva-project/wva/pkg/pipeline"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -226,7 +225,7 @@ func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
 	assert.ErrorContains(t, err, "kvCacheThreshold=1.5")
 }
 
-// TestWVAInputsAndState checks the input path: engine.BuildPlans, fed the
+// TestWVAInputsAndState checks the input path: decide.BuildPlans, fed the
 // inventory's targets and the collector's result and nothing added after,
 // gives the group what the token and queueing analyzers read, and the
 // queueing analyzer's memory comes back every cycle.
@@ -239,8 +238,8 @@ func TestWVAInputsAndState(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, config.AnalyzerQueueingModel, p.analyzer)
 	cycles := 0
-	var last pipeline.GroupResult
-	p.observe = func(_ time.Duration, res []pipeline.GroupResult) {
+	var last decide.GroupResult
+	p.observe = func(_ time.Duration, res []decide.GroupResult) {
 		cycles++
 		require.Len(t, res, 1)
 		require.NoError(t, res[0].Err)
@@ -251,7 +250,7 @@ func TestWVAInputsAndState(t *testing.T) {
 	f.progress = func(now, _ time.Duration) {
 		if now == 10*time.Minute {
 			views, metrics := p.collect(f)
-			plans := engine.BuildPlans(views, metrics, nil, p.resolve)
+			plans := decide.BuildPlans(views, metrics, nil, p.resolve)
 			require.Len(t, plans, 1)
 			seen = plans[0].Input.Group
 		}

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/decide"
+	"github.com/wva-project/wva/pkg/decide/optimizer"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/optimizer"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 // Output is `wva decide`'s machine-readable result.
@@ -70,13 +70,13 @@ func Decide(s *Snapshot) (Output, error) {
 	if err != nil {
 		return Output{}, err
 	}
-	p := pipeline.Default()
+	p := decide.Default()
 	optName := p.Optimizer.Name()
 	if len(s.Budget) > 0 {
 		p.Budget = decision.Free(s.Budget)
 		optName = optimizer.GreedyByScore{}.Name()
 	}
-	res := p.Run(now, []pipeline.GroupInput{in})[0]
+	res := p.Run(now, []decide.GroupInput{in})[0]
 	if res.Err != nil {
 		return Output{}, res.Err
 	}

@@ -14,9 +14,8 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/enforcer"
-	"github.com/wva-project/wva/pkg/pipeline"
 )
 
 // Snapshot is one variant group at one moment, in YAML or JSON.
@@ -219,7 +218,7 @@ func (s *Snapshot) validateTop(p *problems) {
 		p.bad("modelID", "required")
 	}
 	switch s.Metrics {
-	case "", string(enforcer.MetricsAvailable), string(enforcer.MetricsAbsent), string(enforcer.MetricsMissing), string(enforcer.MetricsUnreachable):
+	case "", string(decide.MetricsAvailable), string(decide.MetricsAbsent), string(decide.MetricsMissing), string(decide.MetricsUnreachable):
 	default:
 		p.bad("metrics", "%s is not one of available, absent, missing, unreachable", QuotedName(s.Metrics))
 	}
@@ -374,14 +373,14 @@ func (s *Snapshot) resolveConfig() (config.Resolved, error) {
 
 // Input converts a validated snapshot into the pipeline's input and the
 // decision time.
-func (s *Snapshot) Input() (pipeline.GroupInput, time.Time, error) {
+func (s *Snapshot) Input() (decide.GroupInput, time.Time, error) {
 	cfg, err := s.resolveConfig()
 	if err != nil {
-		return pipeline.GroupInput{}, time.Time{}, err
+		return decide.GroupInput{}, time.Time{}, err
 	}
-	in := pipeline.GroupInput{
+	in := decide.GroupInput{
 		Config:              cfg,
-		Metrics:             enforcer.MetricsAvailable,
+		Metrics:             decide.MetricsAvailable,
 		RequestsInRetention: s.RequestsInRetention,
 		Group:               decision.Group{ModelID: s.ModelID, Namespace: s.Namespace},
 	}
@@ -395,7 +394,7 @@ func (s *Snapshot) Input() (pipeline.GroupInput, time.Time, error) {
 		in.State = s.State
 	}
 	if s.Metrics != "" {
-		in.Metrics = enforcer.MetricsState(s.Metrics)
+		in.Metrics = decide.MetricsState(s.Metrics)
 	}
 	if s.MetricsLastSeen != nil {
 		in.MetricsLastSeen = *s.MetricsLastSeen

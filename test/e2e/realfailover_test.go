@@ -22,6 +22,7 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer/planner"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/test/fleet"
 	"github.com/wva-project/wva/test/testenv"
@@ -78,7 +79,7 @@ func plannerState(ctx context.Context, t *testing.T, r *rig) planner.State {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, ok := analyzer.DecodeState[planner.State](engine.DecodeState(cm.Data)[engine.GroupKey{Namespace: faultNS, ModelID: plannedModel}])
+	st, ok := analyzer.DecodeState[planner.State](engine.DecodeState(cm.Data)[decide.GroupKey{Namespace: faultNS, ModelID: plannedModel}])
 	if !ok || st.Analyzer != planner.Name || len(st.Plans) == 0 {
 		t.Fatalf("%s: no slo-planner state for %s/%s: %v", adapter.AnalyzerStateConfigMapName, faultNS, plannedModel, cm.Data)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/wva-project/wva/pkg/adapter"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
@@ -125,7 +126,7 @@ func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			v := cm.Data[engine.StateDataKey(engine.GroupKey{Namespace: "prod", ModelID: model})]
+			v := cm.Data[engine.StateDataKey(decide.GroupKey{Namespace: "prod", ModelID: model})]
 			return strings.Contains(v, `"analyzer":"`+config.AnalyzerQueueingModel+`"`), v
 		})
 	})

@@ -19,10 +19,10 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
-	"github.com/wva-project/wva/pkg/pipeline"
 	"github.com/wva-project/wva/test/testenv"
 )
 
@@ -57,12 +57,12 @@ type apiViews struct {
 	wva versioned.Interface
 }
 
-func (v apiViews) Views() ([]engine.View, error) {
+func (v apiViews) Views() ([]decide.View, error) {
 	va, err := v.wva.LlmdV1alpha1().VariantAutoscalings("prod").Get(v.ctx, "llama-l4", metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return []engine.View{{VA: va, Target: engine.Target{Resolved: true, SpecReplicas: 1, ReadyPods: []string{"p1"}}}}, nil
+	return []decide.View{{VA: va, Target: decide.Target{Resolved: true, SpecReplicas: 1, ReadyPods: []string{"p1"}}}}, nil
 }
 
 type fixedMetrics struct{}
@@ -90,7 +90,7 @@ func TestAnalyzerStateSurvivesLeaderChange(t *testing.T) {
 	cms.WaitForCacheSync(ctx.Done())
 
 	newEngine := func() (*engine.Engine, *adapter.StatePersister) {
-		p := pipeline.Default()
+		p := decide.Default()
 		// Under the name the built-in configuration selects.
 		p.Analyzers = map[string]analyzer.Analyzer{rampAnalyzer{}.Name(): rampAnalyzer{}}
 		e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: fixedMetrics{}, Status: engine.ClientStatusWriter{Client: wva},
@@ -166,7 +166,7 @@ func TestAnalyzerStateSavedEachCycle(t *testing.T) {
 	require.NoError(t, err)
 	// A cache that never catches up: it keeps the first copy it is given.
 	stale := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	p := pipeline.Default()
+	p := decide.Default()
 	p.Analyzers = map[string]analyzer.Analyzer{rampAnalyzer{}.Name(): rampAnalyzer{}}
 	e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: fixedMetrics{}, Status: engine.ClientStatusWriter{Client: wva},
 		Config: config.NewStore(), Pipeline: p, Clock: clock.RealClock{}, Interval: time.Second, StatusHeartbeat: time.Minute}

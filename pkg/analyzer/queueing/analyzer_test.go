@@ -13,8 +13,8 @@ import (
 
 	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide/optimizer"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/optimizer"
 )
 
 func qcfg(qm config.QueueingModel) config.Resolved {

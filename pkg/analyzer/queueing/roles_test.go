@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide/optimizer"
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/optimizer"
 )
 
 // prefillPods are prefill replicas at the given arrival rates with the
