@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // EntryError is a rejected ConfigMap entry. Kept says whether an earlier
@@ -275,28 +277,6 @@ func sortedKeys[T any](m map[string]T) []string {
 	return keys
 }
 
-// Resolved is the configuration in force for one variant group, with the
-// entry each part came from (for logs and decision reasons).
-type Resolved struct {
-	Saturation        Saturation
-	SaturationSource  string
-	ScaleToZero       ScaleToZero
-	ScaleToZeroSource string
-	// QueueingModel is nil unless wva-queueing-model-config has an entry
-	// that applies to the group; its presence selects the SLO analyzer.
-	QueueingModel       *QueueingModel
-	QueueingModelSource string
-}
-
-// Analyzer is the analyzer the group runs: the SLO analyzer when the
-// queueing-model ConfigMap applies, else analyzerName.
-func (r Resolved) Analyzer() string {
-	if r.QueueingModel != nil {
-		return AnalyzerQueueingModel
-	}
-	return r.Saturation.AnalyzerName
-}
-
 // Store holds the last valid version of every entry of wva's ConfigMaps:
 // the global ones (in the config namespace) and the namespace-local ones,
 // which override them for the VAs of their namespace. It is safe for
@@ -321,18 +301,18 @@ func (s *Store) Pin(p Pinned) {
 
 // sections is one namespace's three ConfigMaps.
 type sections struct {
-	saturation  section[saturationEntry, Saturation]
-	scaleToZero section[scaleToZeroEntry, ScaleToZero]
-	queueing    section[queueingModelEntry, QueueingModel]
+	saturation  section[saturationEntry, saturation]
+	scaleToZero section[scaleToZeroEntry, scaleToZero]
+	queueing    section[queueingModelEntry, queueingModel]
 }
 
 // newSections names the ConfigMaps prefix+name in errors (prefix "ns/" for
 // namespace-local ones, so their errors and gauges stay apart).
 func newSections(prefix string) sections {
 	return sections{
-		saturation:  section[saturationEntry, Saturation]{configMap: prefix + SaturationConfigMapName, builtin: DefaultSaturation},
-		scaleToZero: section[scaleToZeroEntry, ScaleToZero]{configMap: prefix + ScaleToZeroConfigMapName, builtin: DefaultScaleToZero},
-		queueing:    section[queueingModelEntry, QueueingModel]{configMap: prefix + QueueingModelConfigMapName, builtin: DefaultQueueingModel},
+		saturation:  section[saturationEntry, saturation]{configMap: prefix + SaturationConfigMapName, builtin: defaultSaturation},
+		scaleToZero: section[scaleToZeroEntry, scaleToZero]{configMap: prefix + ScaleToZeroConfigMapName, builtin: defaultScaleToZero},
+		queueing:    section[queueingModelEntry, queueingModel]{configMap: prefix + QueueingModelConfigMapName, builtin: defaultQueueingModel},
 	}
 }
 
@@ -510,27 +490,31 @@ func (s *Store) Remove(configMapName string) {
 }
 
 // Resolve returns the configuration in force for modelID in namespace.
-func (s *Store) Resolve(modelID, namespace string) Resolved {
+func (s *Store) Resolve(modelID, namespace string) params.Resolved {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	var (
+		r   params.Resolved
+		sat saturation
+		stz scaleToZero
+	)
 	l := s.local[namespace]
 	if l == nil {
-		var r Resolved
-		r.Saturation, r.SaturationSource = s.saturation.resolve(modelID, namespace, s.pinned.saturation)
-		r.ScaleToZero, r.ScaleToZeroSource = s.scaleToZero.resolve(modelID, namespace, s.pinned.scaleToZero)
+		sat, r.SaturationSource = s.saturation.resolve(modelID, namespace, s.pinned.saturation)
+		stz, r.ScaleToZeroSource = s.scaleToZero.resolve(modelID, namespace, s.pinned.scaleToZero)
 		if s.queueing.hasEntryFor(modelID, namespace) {
 			qm, src := s.queueing.resolve(modelID, namespace, nil)
-			r.QueueingModel, r.QueueingModelSource = &qm, src
+			r.QueueingModel, r.QueueingModelSource = (*params.QueueingModel)(&qm), src
 		}
-		return r
+	} else {
+		sat, r.SaturationSource = resolveLayered(&s.saturation, &l.saturation, modelID, namespace, s.pinned.saturation)
+		stz, r.ScaleToZeroSource = resolveLayered(&s.scaleToZero, &l.scaleToZero, modelID, namespace, s.pinned.scaleToZero)
+		if s.queueing.hasEntryFor(modelID, namespace) || l.queueing.hasEntryFor(modelID, namespace) {
+			qm, src := resolveLayered(&s.queueing, &l.queueing, modelID, namespace, nil)
+			r.QueueingModel, r.QueueingModelSource = (*params.QueueingModel)(&qm), src
+		}
 	}
-	var r Resolved
-	r.Saturation, r.SaturationSource = resolveLayered(&s.saturation, &l.saturation, modelID, namespace, s.pinned.saturation)
-	r.ScaleToZero, r.ScaleToZeroSource = resolveLayered(&s.scaleToZero, &l.scaleToZero, modelID, namespace, s.pinned.scaleToZero)
-	if s.queueing.hasEntryFor(modelID, namespace) || l.queueing.hasEntryFor(modelID, namespace) {
-		qm, src := resolveLayered(&s.queueing, &l.queueing, modelID, namespace, nil)
-		r.QueueingModel, r.QueueingModelSource = &qm, src
-	}
+	r.Scaling, r.SLO, r.ScaleToZero = sat.Scaling, sat.SLO, params.ScaleToZero(stz)
 	return r
 }
 

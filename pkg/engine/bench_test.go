@@ -15,6 +15,7 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkDecide(b *testing.B) {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
 			views, metrics := fleet(groups)
 			store := config.NewStore()
-			resolve := func(m, ns string) config.Resolved { return store.Resolve(m, ns) }
+			resolve := func(m, ns string) params.Resolved { return store.Resolve(m, ns) }
 			p := pipeline.Default()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -23,6 +23,7 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/enforcer"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
@@ -229,7 +230,7 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 	if e.Observe != nil {
 		e.Observe.SharedTargetVariants.Set(float64(held))
 	}
-	resolve := func(modelID, ns string) config.Resolved { return e.Config.Resolve(modelID, ns) }
+	resolve := func(modelID, ns string) params.Resolved { return e.Config.Resolve(modelID, ns) }
 
 	result := e.collect(ctx, &c, views, resolve, start)
 	plans, now := e.decide(&c, views, result, resolve)
@@ -505,7 +506,7 @@ func groupSample(p Plan, res pipeline.GroupResult) GroupSample {
 
 func anyLimited(plans []Plan) bool {
 	for _, p := range plans {
-		if p.Input.Config.Saturation.EnableLimiter {
+		if p.Input.Config.Scaling.EnableLimiter {
 			return true
 		}
 	}

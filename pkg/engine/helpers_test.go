@@ -7,6 +7,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/enforcer"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
@@ -26,6 +27,6 @@ func percentageStore(t *testing.T, extra string) *config.Store {
 	t.Helper()
 	store := config.NewStore()
 	require.NoError(t, store.Apply(config.SaturationConfigMapName,
-		map[string]string{config.DefaultKey: "analyzerName: " + config.AnalyzerSaturationPercentage + "\n" + extra}))
+		map[string]string{config.DefaultKey: "analyzerName: " + params.AnalyzerSaturationPercentage + "\n" + extra}))
 	return store
 }

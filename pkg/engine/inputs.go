@@ -14,8 +14,8 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/budget"
 	"github.com/wva-project/wva/pkg/collector"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/enforcer"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
@@ -82,7 +82,7 @@ type Plan struct {
 }
 
 // ConfigResolver resolves the configuration in force for a group.
-type ConfigResolver func(modelID, namespace string) config.Resolved
+type ConfigResolver func(modelID, namespace string) params.Resolved
 
 // BuildPlans groups resolved VAs by namespace and modelID and joins them with
 // the cycle's metrics. It is pure: everything it needs is passed in. A

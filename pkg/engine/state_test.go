@@ -14,6 +14,7 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
 
@@ -21,13 +22,13 @@ import (
 // engine's state hand-off.
 type countingAnalyzer struct{ seen []int }
 
-func (c *countingAnalyzer) Name() string { return config.DefaultSaturation().AnalyzerName }
+func (c *countingAnalyzer) Name() string { return params.DefaultScaling().AnalyzerName }
 
-func (c *countingAnalyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+func (c *countingAnalyzer) Analyze(g decision.Group, cfg params.Resolved) (analyzer.Result, error) {
 	return c.AnalyzeState(g, cfg, nil)
 }
 
-func (c *countingAnalyzer) AnalyzeState(_ decision.Group, _ config.Resolved, prev any) (analyzer.Result, error) {
+func (c *countingAnalyzer) AnalyzeState(_ decision.Group, _ params.Resolved, prev any) (analyzer.Result, error) {
 	n, _ := prev.(int)
 	c.seen = append(c.seen, n)
 	return analyzer.Result{Signal: decision.Signal{Reason: "counting"}, State: n + 1}, nil

@@ -16,12 +16,13 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/pipeline"
 )
 
-func scaleToZeroOn(model, ns string) config.Resolved {
+func scaleToZeroOn(model, ns string) params.Resolved {
 	r := config.NewStore().Resolve(model, ns)
-	r.ScaleToZero = config.ScaleToZero{Enabled: true, RetentionPeriod: config.Duration(10 * time.Minute)}
+	r.ScaleToZero = params.ScaleToZero{Enabled: true, RetentionPeriod: params.Duration(10 * time.Minute)}
 	return r
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer/queueing"
 	"github.com/wva-project/wva/pkg/analyzer/saturation"
 	"github.com/wva-project/wva/pkg/analyzer/token"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/enforcer"
 	"github.com/wva-project/wva/pkg/optimizer"
 )
@@ -21,7 +21,7 @@ import (
 // GroupInput is one variant group with what the collector learned about it.
 type GroupInput struct {
 	Group               decision.Group
-	Config              config.Resolved
+	Config              params.Resolved
 	Metrics             enforcer.MetricsState
 	MetricsLastSeen     time.Time
 	RequestsInRetention *float64
@@ -116,7 +116,7 @@ func (p Pipeline) Run(now time.Time, inputs []GroupInput) []GroupResult {
 		for _, part := range splitRoles(in.Group, out.Signal) {
 			reqs = append(reqs, part)
 			reqIndex = append(reqIndex, i)
-			limited = append(limited, in.Config.Saturation.EnableLimiter && p.Budget != nil)
+			limited = append(limited, in.Config.Scaling.EnableLimiter && p.Budget != nil)
 		}
 	}
 	optimized := make([][]decision.Target, len(inputs))

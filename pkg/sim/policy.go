@@ -16,6 +16,7 @@ import (
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/controller"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/inventory"
 	"github.com/wva-project/wva/pkg/pipeline"
@@ -169,7 +170,7 @@ func (p *wvaPolicy) engine(f *fleet) {
 	}
 }
 
-func (p *wvaPolicy) resolve(modelID, ns string) config.Resolved { return p.store.Resolve(modelID, ns) }
+func (p *wvaPolicy) resolve(modelID, ns string) params.Resolved { return p.store.Resolve(modelID, ns) }
 
 // collect is what the adapter hands engine.BuildPlans, nothing added
 // afterwards: per VA the inventory's engine.Target (replicas, Ready pods

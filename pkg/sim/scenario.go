@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -47,7 +48,7 @@ type VariantSpec struct {
 	MaxReplicas     int32   `json:"maxReplicas"`
 	InitialReplicas int32   `json:"initialReplicas"`
 	// StartupDelay is pod creation to Ready (image pull, model load).
-	StartupDelay config.Duration `json:"startupDelay"`
+	StartupDelay params.Duration `json:"startupDelay"`
 	Server       ServerSpec      `json:"server"`
 }
 
@@ -64,8 +65,8 @@ func (v VariantSpec) HardwareDescription() string {
 // and average ITL at or below the targets. Attainment is the fraction of
 // requests that must meet both (0.99).
 type SLO struct {
-	TTFT       config.Duration `json:"ttft"`
-	ITL        config.Duration `json:"itl"`
+	TTFT       params.Duration `json:"ttft"`
+	ITL        params.Duration `json:"itl"`
 	Attainment float64         `json:"attainment"`
 }
 
@@ -73,19 +74,19 @@ type SLO struct {
 type Control struct {
 	// Prometheus scrape interval and the max_over_time window of the
 	// saturation queries.
-	ScrapeInterval config.Duration `json:"scrapeInterval"`
-	MetricsWindow  config.Duration `json:"metricsWindow"`
+	ScrapeInterval params.Duration `json:"scrapeInterval"`
+	MetricsWindow  params.Duration `json:"metricsWindow"`
 	// EngineInterval is the adapter's decision loop (--engine-interval).
-	EngineInterval config.Duration `json:"engineInterval"`
-	HPASyncPeriod  config.Duration `json:"hpaSyncPeriod"`
+	EngineInterval params.Duration `json:"engineInterval"`
+	HPASyncPeriod  params.Duration `json:"hpaSyncPeriod"`
 	// TerminationGrace: a deleted pod drains its requests this long; what
 	// is left is retried on other pods.
-	TerminationGrace config.Duration `json:"terminationGrace"`
+	TerminationGrace params.Duration `json:"terminationGrace"`
 	// ScaleFromZeroDelay: requests held at the gateway of a model at zero
 	// replicas make the fast path scale its cheapest variant to 1 after this.
-	ScaleFromZeroDelay config.Duration `json:"scaleFromZeroDelay"`
+	ScaleFromZeroDelay params.Duration `json:"scaleFromZeroDelay"`
 	// OracleInterval is the oracle's planning interval.
-	OracleInterval config.Duration `json:"oracleInterval"`
+	OracleInterval params.Duration `json:"oracleInterval"`
 	// InitialFleet is what the autoscaling policies start with: "warm"
 	// (default) is the cheapest mix for the highest load of the first
 	// minutes, before any scale-up could land (see OraclePlan.Warm), as if
@@ -95,7 +96,7 @@ type Control struct {
 	// Warmup is a pre-roll: the trace's first Warmup is played before the
 	// measured run (not counted), so every policy starts the measured part
 	// in its own steady state. Default 10m; negative disables it.
-	Warmup config.Duration `json:"warmup,omitempty"`
+	Warmup params.Duration `json:"warmup,omitempty"`
 	// FlowControl makes the endpoint picker hold requests in its own
 	// queue while every ready pod is saturated (llm-d flow control with the
 	// saturation detector's defaults: 5 waiting requests or 80% KV cache),
@@ -118,7 +119,7 @@ type Traffic struct {
 	// multiplies the request rate; Limit truncates (0 = whole trace).
 	TimeScale float64         `json:"timeScale,omitempty"`
 	RateScale float64         `json:"rateScale,omitempty"`
-	Limit     config.Duration `json:"limit,omitempty"`
+	Limit     params.Duration `json:"limit,omitempty"`
 }
 
 // PolicyConfig holds each policy's settings.
@@ -214,9 +215,9 @@ func (s *Scenario) applyDefaults() {
 		s.SLO.Attainment = 0.99
 	}
 	c := &s.Control
-	def := func(d *config.Duration, v time.Duration) {
+	def := func(d *params.Duration, v time.Duration) {
 		if *d == 0 {
-			*d = config.Duration(v)
+			*d = params.Duration(v)
 		}
 	}
 	def(&c.ScrapeInterval, 15*time.Second)
@@ -292,7 +293,7 @@ func (s Scenario) Validate() error {
 	}
 	for _, f := range []struct {
 		name string
-		v    config.Duration
+		v    params.Duration
 	}{{"slo.ttft", s.SLO.TTFT}, {"slo.itl", s.SLO.ITL}} {
 		if err := sloLatencyRange.check(f.name, f.v.D()); err != nil {
 			return err
@@ -304,7 +305,7 @@ func (s Scenario) Validate() error {
 	c := s.Control
 	for _, d := range []struct {
 		name string
-		v    config.Duration
+		v    params.Duration
 		r    durationRange
 	}{
 		{"scrapeInterval", c.ScrapeInterval, scrapeIntervalRange},

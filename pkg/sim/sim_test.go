@@ -16,6 +16,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/pipeline"
 	"github.com/wva-project/wva/pkg/sim/trace"
@@ -26,7 +27,7 @@ func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float
 	t.Helper()
 	sc := DefaultScenario()
 	syn := *sc.Traffic.Synthetic
-	syn.Shape, syn.Duration, syn.BaseRate, syn.PeakRate = shape, config.Duration(d), base, peak
+	syn.Shape, syn.Duration, syn.BaseRate, syn.PeakRate = shape, params.Duration(d), base, peak
 	sc.Traffic.Synthetic = &syn
 	require.NoError(t, sc.Validate())
 	tr, err := sc.LoadTraffic()
@@ -194,7 +195,7 @@ func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
 	sc, tr := shortScenario(t, ShapeSpike, 20*time.Minute, 1.5, 5)
 	rep, err := Run(sc, tr, Options{Policies: []string{PolicyWVA}})
 	require.NoError(t, err)
-	assert.Equal(t, config.AnalyzerSLOPlanner, rep.Analyzer, "the default scenario's ConfigMaps choose the slo-planner")
+	assert.Equal(t, params.AnalyzerSLOPlanner, rep.Analyzer, "the default scenario's ConfigMaps choose the slo-planner")
 	assert.Greater(t, rep.Policies[0].SLOAttainment, 0.95, "wva serves the spike")
 
 	// The project's percentage analyzer, given the seed's thresholds,
@@ -204,7 +205,7 @@ func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
 	}
 	rep, err = Run(sc, tr, Options{Policies: []string{PolicyWVA, PolicyWVAV1}})
 	require.NoError(t, err)
-	assert.Equal(t, config.AnalyzerSaturationPercentage, rep.Analyzer)
+	assert.Equal(t, params.AnalyzerSaturationPercentage, rep.Analyzer)
 	wva, v1 := rep.Policies[0], rep.Policies[1]
 	assert.Positive(t, wva.ScaleEvents)
 	assert.Equal(t, v1.Cost, wva.Cost)
@@ -237,7 +238,7 @@ func TestWVAInputsAndState(t *testing.T) {
 	}
 	p, err := newWVAPolicy(&sc)
 	require.NoError(t, err)
-	assert.Equal(t, config.AnalyzerQueueingModel, p.analyzer)
+	assert.Equal(t, params.AnalyzerQueueingModel, p.analyzer)
 	cycles := 0
 	var last pipeline.GroupResult
 	p.observe = func(_ time.Duration, res []pipeline.GroupResult) {
@@ -315,9 +316,9 @@ func TestFlowControl(t *testing.T) {
 		sc := Scenario{
 			Name: "fc", ModelID: "m", Seed: 2,
 			Variants: []VariantSpec{{Name: "v", Cost: 1, MinReplicas: 1, MaxReplicas: 1, InitialReplicas: 1, Server: spec}},
-			SLO:      SLO{TTFT: config.Duration(2 * time.Second), ITL: config.Duration(100 * time.Millisecond)},
+			SLO:      SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
 			Control:  Control{FlowControl: fc},
-			Traffic: Traffic{Synthetic: &Synthetic{Shape: ShapeSteady, Duration: config.Duration(5 * time.Minute), BaseRate: 3,
+			Traffic: Traffic{Synthetic: &Synthetic{Shape: ShapeSteady, Duration: params.Duration(5 * time.Minute), BaseRate: 3,
 				InputTokens: 800, OutputTokens: 300}},
 		}
 		sc.applyDefaults()

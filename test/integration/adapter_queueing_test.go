@@ -16,7 +16,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/adapter"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
@@ -126,7 +126,7 @@ func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
 				return false, err.Error()
 			}
 			v := cm.Data[engine.StateDataKey(engine.GroupKey{Namespace: "prod", ModelID: model})]
-			return strings.Contains(v, `"analyzer":"`+config.AnalyzerQueueingModel+`"`), v
+			return strings.Contains(v, `"analyzer":"`+params.AnalyzerQueueingModel+`"`), v
 		})
 	})
 
