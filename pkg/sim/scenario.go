@@ -4,7 +4,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,9 +135,12 @@ type PolicyConfig struct {
 // WVAConfig is the data of wva's ConfigMaps (name -> key -> entry), exactly
 // what the adapter reads: the analyzer is chosen there (analyzerName, or an
 // entry in wva-queueing-model-config), so new analyzers need no simulator
-// change.
+// change. wva's latency targets are the scenario's slo (see WVAResolved).
 type WVAConfig struct {
 	ConfigMaps map[string]map[string]string `json:"configMaps"`
+	// attainment, when set, is the sloAttainment wva plans for in place of
+	// the configuration's: the --frontier sweep's knob.
+	attainment float64
 }
 
 // V1Config are the thresholds of the reference percentage analyzer.
@@ -365,7 +370,7 @@ func prefixField(prefix string, err error) error {
 }
 
 func (s Scenario) validatePolicies() error {
-	if _, err := s.WVAStore(); err != nil {
+	if _, err := s.wvaConfig(); err != nil {
 		return err
 	}
 	v := s.Policies.V1
@@ -391,18 +396,87 @@ func (s Scenario) validatePolicies() error {
 	return nil
 }
 
-// WVAStore builds the config store the wva policy resolves from, as the
-// adapter does from its ConfigMaps. Any rejected entry is an error here:
-// a benchmark must not silently run on defaults.
-func (s Scenario) WVAStore() (*config.Store, error) {
-	store := config.NewStore()
-	for name, data := range s.Policies.WVA.ConfigMaps {
-		if err := store.Apply(name, data); err != nil {
-			return nil, fmt.Errorf("policies.wva.configMaps: %w", err)
+// wvaConfig is what the wva policy resolves from: the store the adapter
+// would build from the scenario's ConfigMaps, under the scenario's SLO.
+type wvaConfig struct {
+	store *config.Store
+	slo   SLO
+	// attainmentSet: an entry states sloAttainment, which then holds for
+	// wva (the planner's margin may differ from the yardstick's).
+	attainmentSet bool
+	attainment    float64
+}
+
+// wvaConfig builds the store as the adapter does from its ConfigMaps. Any
+// rejected entry is an error here: a benchmark must not silently run on
+// defaults. The SLO is stated once, in slo: an entry may repeat
+// targetTTFT or targetITL (older scenarios do) only with the same value.
+func (s Scenario) wvaConfig() (wvaConfig, error) {
+	c := wvaConfig{store: config.NewStore(), slo: s.SLO, attainment: s.Policies.WVA.attainment}
+	for _, name := range slices.Sorted(maps.Keys(s.Policies.WVA.ConfigMaps)) {
+		data := s.Policies.WVA.ConfigMaps[name]
+		if err := c.store.Apply(name, data); err != nil {
+			return c, fmt.Errorf("policies.wva.configMaps: %w", err)
+		}
+		if name != config.SaturationConfigMapName {
+			continue
+		}
+		for _, key := range slices.Sorted(maps.Keys(data)) {
+			var stated struct {
+				TTFT       *float64 `json:"targetTTFT"`
+				ITL        *float64 `json:"targetITL"`
+				Attainment *float64 `json:"sloAttainment"`
+			}
+			if err := yaml.Unmarshal([]byte(data[key]), &stated); err != nil {
+				return c, fmt.Errorf("policies.wva.configMaps: %s %q: %w", name, key, err)
+			}
+			for _, f := range []struct {
+				key, field string
+				v          *float64
+				want       time.Duration
+			}{{"targetTTFT", "slo.ttft", stated.TTFT, s.SLO.TTFT.D()}, {"targetITL", "slo.itl", stated.ITL, s.SLO.ITL.D()}} {
+				if f.v != nil && *f.v != ms(f.want) {
+					return c, fmt.Errorf("policies.wva.configMaps: %s %q: %s %g conflicts with %s %s: "+
+						"the scenario states the SLO once, in %s (drop %s from the entry)", name, key, f.key, *f.v, f.field, f.want, f.field, f.key)
+				}
+			}
+			c.attainmentSet = c.attainmentSet || stated.Attainment != nil
 		}
 	}
-	return store, nil
+	r := c.resolve(s.ModelID, s.Namespace)
+	if err := config.Validate(r); err != nil {
+		return c, fmt.Errorf("policies.wva: with slo %s/%s at %g: %w", s.SLO.TTFT, s.SLO.ITL, r.SLO.Attainment, err)
+	}
+	return c, nil
 }
+
+// resolve is the configuration in force for a model: the ConfigMaps'
+// resolution with the scenario's latency targets, and its attainment
+// unless the ConfigMaps or the sweep set wva's own.
+func (c wvaConfig) resolve(modelID, namespace string) params.Resolved {
+	r := c.store.Resolve(modelID, namespace)
+	r.SLO.TargetTTFTms, r.SLO.TargetITLms = ms(c.slo.TTFT.D()), ms(c.slo.ITL.D())
+	switch {
+	case c.attainment > 0:
+		r.SLO.Attainment = c.attainment
+	case !c.attainmentSet:
+		r.SLO.Attainment = c.slo.Attainment
+	}
+	return r
+}
+
+// WVAResolved is the configuration the wva policy runs the scenario's model
+// with.
+func (s Scenario) WVAResolved() (params.Resolved, error) {
+	c, err := s.wvaConfig()
+	if err != nil {
+		return params.Resolved{}, err
+	}
+	return c.resolve(s.ModelID, s.Namespace), nil
+}
+
+// ms is d in milliseconds, the unit of wva's targets.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // LoadTraffic builds the scenario's trace: reads the CSV or generates the
 // synthetic shape, then reshapes it.

@@ -59,18 +59,19 @@ func TestFrontierRanking(t *testing.T) {
 	}
 }
 
-// The wva sweep sets the attainment target the way a user would, in the
-// ConfigMap entry, and leaves the scenario it was given alone.
+// The wva sweep sets the attainment target wva plans for, and leaves the
+// scenario it was given, and the yardstick, alone.
 func TestSetWVAAttainment(t *testing.T) {
 	base := DefaultScenario()
 	run := base
 	require.NoError(t, setWVAAttainment(&run, 0.95))
-	store, err := run.WVAStore()
+	r, err := run.WVAResolved()
 	require.NoError(t, err)
-	assert.InDelta(t, 0.95, store.Resolve(run.ModelID, run.Namespace).SLO.Attainment, 1e-12)
-	orig, err := base.WVAStore()
+	assert.InDelta(t, 0.95, r.SLO.Attainment, 1e-12)
+	assert.InDelta(t, 0.99, run.SLO.Attainment, 1e-12, "the yardstick")
+	orig, err := base.WVAResolved()
 	require.NoError(t, err)
-	assert.InDelta(t, 0.99, orig.Resolve(base.ModelID, base.Namespace).SLO.Attainment, 1e-12)
+	assert.InDelta(t, 0.99, orig.SLO.Attainment, 1e-12)
 }
 
 // A sweep runs each policy at every knob value and attaches the constant
