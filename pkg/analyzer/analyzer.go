@@ -6,8 +6,8 @@ package analyzer
 import (
 	"fmt"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // Result is an analyzer's output: the capacity signal for the optimizer and
@@ -26,7 +26,7 @@ type Result struct {
 // Analyzer quantifies how much capacity a group needs or can give back.
 type Analyzer interface {
 	Name() string
-	Analyze(g decision.Group, cfg config.Resolved) (Result, error)
+	Analyze(g decision.Group, cfg params.Resolved) (Result, error)
 }
 
 // Stateful is an analyzer that carries memory from one cycle to the next as
@@ -36,7 +36,7 @@ type Analyzer interface {
 // Analyze of a Stateful analyzer is AnalyzeState with prev nil.
 type Stateful interface {
 	Analyzer
-	AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (Result, error)
+	AnalyzeState(g decision.Group, cfg params.Resolved, prev any) (Result, error)
 }
 
 // SpareReporter is implemented by analysis details that measure the

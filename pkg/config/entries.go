@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // FieldError names the field, the value and what would be accepted.
@@ -36,22 +38,22 @@ type saturationEntry struct {
 	QueueSpareTrigger    *float64 `json:"queueSpareTrigger,omitempty"`
 	ScaleUpThreshold     *float64 `json:"scaleUpThreshold,omitempty"`
 	ScaleDownBoundary    *float64 `json:"scaleDownBoundary,omitempty"`
-	// ScaleDownStabilizationCycles: see Saturation.
+	// ScaleDownStabilizationCycles: see params.Scaling.
 	ScaleDownStabilizationCycles *int `json:"scaleDownStabilizationCycles,omitempty"`
-	// BacklogDrainSeconds: see Saturation.
+	// BacklogDrainSeconds: see params.Scaling.
 	BacklogDrainSeconds *float64 `json:"backlogDrainSeconds,omitempty"`
 	EnableLimiter       *bool    `json:"enableLimiter,omitempty"`
 	Priority            *float64 `json:"priority,omitempty"`
-	// The slo-planner's objective: see SLO.
-	TargetTTFTms *float64  `json:"targetTTFT,omitempty"`
-	TargetITLms  *float64  `json:"targetITL,omitempty"`
-	Attainment   *float64  `json:"sloAttainment,omitempty"`
-	StartupDelay *Duration `json:"startupDelay,omitempty"`
+	// The slo-planner's objective: see params.SLO.
+	TargetTTFTms *float64         `json:"targetTTFT,omitempty"`
+	TargetITLms  *float64         `json:"targetITL,omitempty"`
+	Attainment   *float64         `json:"sloAttainment,omitempty"`
+	StartupDelay *params.Duration `json:"startupDelay,omitempty"`
 }
 
 func (e saturationEntry) scope() scope { return scopeOf(e.ModelID, e.Namespace) }
 
-func (e saturationEntry) over(base Saturation) Saturation {
+func (e saturationEntry) over(base saturation) saturation {
 	set(&base.AnalyzerName, e.AnalyzerName)
 	set(&base.KvCacheThreshold, e.KvCacheThreshold)
 	set(&base.QueueLengthThreshold, e.QueueLengthThreshold)
@@ -78,15 +80,15 @@ func (e saturationEntry) over(base Saturation) Saturation {
 func NormalizeAnalyzerName(name string) string {
 	switch strings.TrimSpace(name) {
 	case "":
-		return DefaultSaturation().AnalyzerName
+		return params.DefaultScaling().AnalyzerName
 	case "saturation-percentage", "saturation-percentage-based":
-		return AnalyzerSaturationPercentage
+		return params.AnalyzerSaturationPercentage
 	case "saturation", "saturation-token", "saturation-token-based":
-		return AnalyzerSaturationToken
+		return params.AnalyzerSaturationToken
 	case "queueing-model", "slo":
-		return AnalyzerQueueingModel
+		return params.AnalyzerQueueingModel
 	case "slo-planner", "planner":
-		return AnalyzerSLOPlanner
+		return params.AnalyzerSLOPlanner
 	default:
 		return name
 	}
@@ -101,7 +103,7 @@ const MaxScaleDownStabilizationCycles = 240
 const MaxQueueLengthThreshold = 1_000_000
 
 // Validate checks ranges and the relations between thresholds and triggers.
-func (s Saturation) Validate() error {
+func (s saturation) Validate() error {
 	checks := []struct {
 		field string
 		value float64
@@ -139,25 +141,25 @@ func (s Saturation) Validate() error {
 			Reason: fmt.Sprintf("must be in [0, %d]", MaxScaleDownStabilizationCycles)}
 	}
 	switch s.AnalyzerName {
-	case AnalyzerSaturationPercentage, AnalyzerSaturationToken, AnalyzerQueueingModel, AnalyzerSLOPlanner:
+	case params.AnalyzerSaturationPercentage, params.AnalyzerSaturationToken, params.AnalyzerQueueingModel, params.AnalyzerSLOPlanner:
 	default:
 		return &FieldError{Field: "analyzerName", Value: s.AnalyzerName, Reason: fmt.Sprintf(
 			"must be one of %q, %q (or \"saturation\"), %q, %q (or \"\")",
-			AnalyzerSaturationPercentage, AnalyzerSaturationToken, AnalyzerQueueingModel, AnalyzerSLOPlanner)}
+			params.AnalyzerSaturationPercentage, params.AnalyzerSaturationToken, params.AnalyzerQueueingModel, params.AnalyzerSLOPlanner)}
 	}
 	return nil
 }
 
 type scaleToZeroEntry struct {
-	ModelID         *string   `json:"model_id,omitempty"`
-	Namespace       *string   `json:"namespace,omitempty"`
-	Enabled         *bool     `json:"enable_scale_to_zero,omitempty"`
-	RetentionPeriod *Duration `json:"retention_period,omitempty"`
+	ModelID         *string          `json:"model_id,omitempty"`
+	Namespace       *string          `json:"namespace,omitempty"`
+	Enabled         *bool            `json:"enable_scale_to_zero,omitempty"`
+	RetentionPeriod *params.Duration `json:"retention_period,omitempty"`
 }
 
 func (e scaleToZeroEntry) scope() scope { return scopeOf(e.ModelID, e.Namespace) }
 
-func (e scaleToZeroEntry) over(base ScaleToZero) ScaleToZero {
+func (e scaleToZeroEntry) over(base scaleToZero) scaleToZero {
 	set(&base.Enabled, e.Enabled)
 	set(&base.RetentionPeriod, e.RetentionPeriod)
 	return base
@@ -180,7 +182,7 @@ const MinRetentionScrapes = 2
 const MinRetentionPeriod = MinRetentionScrapes * MaxScrapeInterval
 
 // Validate requires a retention period of at least MinRetentionPeriod.
-func (s ScaleToZero) Validate() error {
+func (s scaleToZero) Validate() error {
 	if s.RetentionPeriod.D() < MinRetentionPeriod {
 		return &FieldError{Field: "retention_period", Value: s.RetentionPeriod.String(),
 			Reason: fmt.Sprintf("must be a duration of at least %s such as \"10m\": idle detection counts requests with increase() over it, "+
@@ -200,7 +202,7 @@ type queueingModelEntry struct {
 
 func (e queueingModelEntry) scope() scope { return scopeOf(e.ModelID, e.Namespace) }
 
-func (e queueingModelEntry) over(base QueueingModel) QueueingModel {
+func (e queueingModelEntry) over(base queueingModel) queueingModel {
 	set(&base.SLOMultiplier, e.SLOMultiplier)
 	set(&base.TuningEnabled, e.TuningEnabled)
 	set(&base.TargetTTFTms, e.TargetTTFTms)
@@ -210,7 +212,7 @@ func (e queueingModelEntry) over(base QueueingModel) QueueingModel {
 
 // Validate requires k > 1 (target utilisation 1-1/k must be positive) and
 // non-negative targets (0 = infer).
-func (q QueueingModel) Validate() error {
+func (q queueingModel) Validate() error {
 	if math.IsNaN(q.SLOMultiplier) || q.SLOMultiplier <= 1 || math.IsInf(q.SLOMultiplier, 0) {
 		return &FieldError{Field: "sloMultiplier", Value: q.SLOMultiplier, Reason: "must be a finite number > 1"}
 	}

@@ -184,7 +184,7 @@ func pins(f *File, fileName string, env LookupEnv) (Pinned, error) {
 		if err := decode(sectionSaturation, p.saturation); err != nil {
 			return p, err
 		}
-		if err := p.saturation.over(DefaultSaturation()).Validate(); err != nil {
+		if err := p.saturation.over(defaultSaturation()).Validate(); err != nil {
 			return p, pinError(err, sectionSaturation, origin)
 		}
 	}
@@ -193,7 +193,7 @@ func pins(f *File, fileName string, env LookupEnv) (Pinned, error) {
 		if err := decode(sectionScaleToZero, p.scaleToZero); err != nil {
 			return p, err
 		}
-		if err := p.scaleToZero.over(DefaultScaleToZero()).Validate(); err != nil {
+		if err := p.scaleToZero.over(defaultScaleToZero()).Validate(); err != nil {
 			return p, pinError(err, sectionScaleToZero, origin)
 		}
 	}

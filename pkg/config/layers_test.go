@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // testFlags is a program's flag set: a duration, an int, a list and the
@@ -173,20 +175,20 @@ scaleToZero:
 		want       want
 	}{
 		{name: "built-in defaults", model: "meta/llama",
-			want: want{AnalyzerSLOPlanner, 2000, 100, 0.8, false, 10 * time.Minute, "built-in defaults"}},
+			want: want{params.AnalyzerSLOPlanner, 2000, 100, 0.8, false, 10 * time.Minute, "built-in defaults"}},
 		{name: "ConfigMap default over built-in", configMaps: true, model: "other",
-			want: want{AnalyzerSaturationPercentage, 3000, 100, 0.9, false, 20 * time.Minute, "default"}},
+			want: want{params.AnalyzerSaturationPercentage, 3000, 100, 0.9, false, 20 * time.Minute, "default"}},
 		{name: "ConfigMap override over its default", configMaps: true, model: "meta/llama",
-			want: want{AnalyzerSLOPlanner, 3000, 50, 0.9, false, 20 * time.Minute, "llama"}},
+			want: want{params.AnalyzerSLOPlanner, 3000, 50, 0.9, false, 20 * time.Minute, "llama"}},
 		{name: "config file over ConfigMap default and override", configMaps: true, file: "pins.yaml", model: "meta/llama",
 			// Keys the file does not pin still come from the entries.
-			want: want{AnalyzerSaturationToken, 1500, 50, 0.9, true, 15 * time.Minute, "llama + pinned settings"}},
+			want: want{params.AnalyzerSaturationToken, 1500, 50, 0.9, true, 15 * time.Minute, "llama + pinned settings"}},
 		{name: "environment over config file", configMaps: true, file: "pins.yaml", model: "other",
 			env:  map[string]string{"WVA_SCALE_TO_ZERO": "false", "WVA_SLO_TARGET_TTFT": "800", "WVA_ANALYZER_NAME": "slo-planner", "WVA_SCALE_TO_ZERO_RETENTION_PERIOD": "1h"},
-			want: want{AnalyzerSLOPlanner, 800, 100, 0.9, false, time.Hour, "default + pinned settings"}},
+			want: want{params.AnalyzerSLOPlanner, 800, 100, 0.9, false, time.Hour, "default + pinned settings"}},
 		{name: "environment alone over built-in", model: "meta/llama",
 			env:  map[string]string{"WVA_SCALE_TO_ZERO": "true", "WVA_SLO_TARGET_ITL": "40", "WVA_SLO_STARTUP_DELAY": "2m"},
-			want: want{AnalyzerSLOPlanner, 2000, 40, 0.8, true, 10 * time.Minute, "built-in defaults + pinned settings"}},
+			want: want{params.AnalyzerSLOPlanner, 2000, 40, 0.8, true, 10 * time.Minute, "built-in defaults + pinned settings"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,12 +204,12 @@ scaleToZero:
 				configMaps(s)
 			}
 			r := s.Resolve(tc.model, "prod")
-			got := want{r.Saturation.AnalyzerName, r.Saturation.SLO.TargetTTFTms, r.Saturation.SLO.TargetITLms,
-				r.Saturation.KvCacheThreshold, r.ScaleToZero.Enabled, r.ScaleToZero.RetentionPeriod.D(), r.SaturationSource}
+			got := want{r.Scaling.AnalyzerName, r.SLO.TargetTTFTms, r.SLO.TargetITLms,
+				r.Scaling.KvCacheThreshold, r.ScaleToZero.Enabled, r.ScaleToZero.RetentionPeriod.D(), r.SaturationSource}
 			assert.Equal(t, tc.want, got)
 			if d, ok := tc.env["WVA_SLO_STARTUP_DELAY"]; ok {
 				want, _ := time.ParseDuration(d)
-				assert.Equal(t, want, r.Saturation.SLO.StartupDelay.D())
+				assert.Equal(t, want, r.SLO.StartupDelay.D())
 			}
 		})
 	}
@@ -234,18 +236,18 @@ func TestPinnedSkipsInconsistentEntries(t *testing.T) {
 		"llama":   "model_id: meta/llama\nkvSpareTrigger: 0.3",
 	}))
 	r := s.Resolve("other", "prod")
-	assert.Equal(t, 0.5, r.Saturation.KvCacheThreshold)
-	assert.Equal(t, 0.10, r.Saturation.KvSpareTrigger)
-	assert.Equal(t, 5.0, r.Saturation.QueueLengthThreshold)
+	assert.Equal(t, 0.5, r.Scaling.KvCacheThreshold)
+	assert.Equal(t, 0.10, r.Scaling.KvSpareTrigger)
+	assert.Equal(t, 5.0, r.Scaling.QueueLengthThreshold)
 	assert.Contains(t, r.SaturationSource, `"default" inconsistent with pinned settings, ignored`)
 	r = s.Resolve("meta/llama", "prod")
-	assert.Equal(t, 0.3, r.Saturation.KvSpareTrigger)
+	assert.Equal(t, 0.3, r.Scaling.KvSpareTrigger)
 	assert.Equal(t, "llama + pinned settings", r.SaturationSource)
 
 	require.NoError(t, s.ApplyNamespace("prod", SaturationConfigMapName, map[string]string{"default": "kvSpareTrigger: 0.55"}))
 	r = s.Resolve("other", "prod")
-	assert.Equal(t, 0.5, r.Saturation.KvCacheThreshold)
-	assert.Equal(t, 0.10, r.Saturation.KvSpareTrigger)
+	assert.Equal(t, 0.5, r.Scaling.KvCacheThreshold)
+	assert.Equal(t, 0.10, r.Scaling.KvSpareTrigger)
 	assert.Contains(t, r.SaturationSource, "inconsistent with the layers below, ignored")
 	assert.Contains(t, r.SaturationSource, "+ pinned settings")
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // EntryError is a rejected ConfigMap entry. Kept says whether an earlier
@@ -188,43 +190,6 @@ func (e invalidEntry) appliesTo(modelID, namespace string) bool {
 	return e.sc.ModelID == modelID && (e.sc.Namespace == "" || e.sc.Namespace == namespace)
 }
 
-// resolve layers built-in defaults, the default entry and the most specific
-// override, with pin (nil: none) over each step. It returns the value and
-// the key of the entry that decided it.
-func (s *section[E, V]) resolve(modelID, namespace string, pin *E) (V, string) {
-	base, hasDefault := s.defaultValue()
-	source := "built-in defaults"
-	if hasDefault {
-		source = DefaultKey
-	}
-	if pin != nil {
-		if p := (*pin).over(base); p.Validate() == nil {
-			base = p
-		} else {
-			base = (*pin).over(s.builtin())
-			source = fmt.Sprintf("built-in defaults (%q inconsistent with pinned settings, ignored)", DefaultKey)
-		}
-	}
-	key, ok := s.overrideFor(modelID, namespace)
-	if !ok {
-		return base, pinnedSource(source, pin)
-	}
-	merged := s.entries[key].over(base)
-	if pin != nil {
-		merged = (*pin).over(merged)
-	}
-	if merged.Validate() != nil {
-		// The override was valid against an older default; the current
-		// default (or the pins) make it inconsistent, so it is skipped.
-		with := "default"
-		if pin != nil {
-			with = "default or pinned settings"
-		}
-		return base, pinnedSource(source+fmt.Sprintf(" (override %q inconsistent with %s, ignored)", key, with), pin)
-	}
-	return merged, pinnedSource(key, pin)
-}
-
 // pinnedSource marks a source when pinned settings (--config-file, WVA_*)
 // were applied over it.
 func pinnedSource[E any](source string, pin *E) string {
@@ -268,28 +233,6 @@ func (s *section[E, V]) hasEntryFor(modelID, namespace string) bool {
 	return ok
 }
 
-// Resolved is the configuration in force for one variant group, with the
-// entry each part came from (for logs and decision reasons).
-type Resolved struct {
-	Saturation        Saturation
-	SaturationSource  string
-	ScaleToZero       ScaleToZero
-	ScaleToZeroSource string
-	// QueueingModel is nil unless wva-queueing-model-config has an entry
-	// that applies to the group; its presence selects the SLO analyzer.
-	QueueingModel       *QueueingModel
-	QueueingModelSource string
-}
-
-// Analyzer is the analyzer the group runs: the SLO analyzer when the
-// queueing-model ConfigMap applies, else analyzerName.
-func (r Resolved) Analyzer() string {
-	if r.QueueingModel != nil {
-		return AnalyzerQueueingModel
-	}
-	return r.Saturation.AnalyzerName
-}
-
 // Store holds the last valid version of every entry of wva's ConfigMaps:
 // the global ones (in the config namespace) and the namespace-local ones,
 // which override them for the VAs of their namespace. It is safe for
@@ -314,18 +257,18 @@ func (s *Store) Pin(p Pinned) {
 
 // sections is one namespace's three ConfigMaps.
 type sections struct {
-	saturation  section[saturationEntry, Saturation]
-	scaleToZero section[scaleToZeroEntry, ScaleToZero]
-	queueing    section[queueingModelEntry, QueueingModel]
+	saturation  section[saturationEntry, saturation]
+	scaleToZero section[scaleToZeroEntry, scaleToZero]
+	queueing    section[queueingModelEntry, queueingModel]
 }
 
 // newSections names the ConfigMaps prefix+name in errors (prefix "ns/" for
 // namespace-local ones, so their errors and gauges stay apart).
 func newSections(prefix string) sections {
 	return sections{
-		saturation:  section[saturationEntry, Saturation]{configMap: prefix + SaturationConfigMapName, builtin: DefaultSaturation},
-		scaleToZero: section[scaleToZeroEntry, ScaleToZero]{configMap: prefix + ScaleToZeroConfigMapName, builtin: DefaultScaleToZero},
-		queueing:    section[queueingModelEntry, QueueingModel]{configMap: prefix + QueueingModelConfigMapName, builtin: DefaultQueueingModel},
+		saturation:  section[saturationEntry, saturation]{configMap: prefix + SaturationConfigMapName, builtin: defaultSaturation},
+		scaleToZero: section[scaleToZeroEntry, scaleToZero]{configMap: prefix + ScaleToZeroConfigMapName, builtin: defaultScaleToZero},
+		queueing:    section[queueingModelEntry, queueingModel]{configMap: prefix + QueueingModelConfigMapName, builtin: defaultQueueingModel},
 	}
 }
 
@@ -503,45 +446,48 @@ func (s *Store) Remove(configMapName string) {
 }
 
 // Resolve returns the configuration in force for modelID in namespace.
-func (s *Store) Resolve(modelID, namespace string) Resolved {
+func (s *Store) Resolve(modelID, namespace string) params.Resolved {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	l := s.local[namespace]
-	if l == nil {
-		var r Resolved
-		r.Saturation, r.SaturationSource = s.saturation.resolve(modelID, namespace, s.pinned.saturation)
-		r.ScaleToZero, r.ScaleToZeroSource = s.scaleToZero.resolve(modelID, namespace, s.pinned.scaleToZero)
-		if s.queueing.hasEntryFor(modelID, namespace) {
-			qm, src := s.queueing.resolve(modelID, namespace, nil)
-			r.QueueingModel, r.QueueingModelSource = &qm, src
-		}
-		return r
+	var (
+		r        params.Resolved
+		localSat *section[saturationEntry, saturation]
+		localStz *section[scaleToZeroEntry, scaleToZero]
+		localQM  *section[queueingModelEntry, queueingModel]
+	)
+	if l := s.local[namespace]; l != nil {
+		localSat, localStz, localQM = &l.saturation, &l.scaleToZero, &l.queueing
 	}
-	var r Resolved
-	r.Saturation, r.SaturationSource = resolveLayered(&s.saturation, &l.saturation, modelID, namespace, s.pinned.saturation)
-	r.ScaleToZero, r.ScaleToZeroSource = resolveLayered(&s.scaleToZero, &l.scaleToZero, modelID, namespace, s.pinned.scaleToZero)
-	if s.queueing.hasEntryFor(modelID, namespace) || l.queueing.hasEntryFor(modelID, namespace) {
-		qm, src := resolveLayered(&s.queueing, &l.queueing, modelID, namespace, nil)
-		r.QueueingModel, r.QueueingModelSource = &qm, src
+	sat, src := resolve(&s.saturation, localSat, modelID, namespace, s.pinned.saturation)
+	r.Scaling, r.SLO, r.SaturationSource = sat.Scaling, sat.SLO, src
+	stz, src := resolve(&s.scaleToZero, localStz, modelID, namespace, s.pinned.scaleToZero)
+	r.ScaleToZero, r.ScaleToZeroSource = params.ScaleToZero(stz), src
+	if s.queueing.hasEntryFor(modelID, namespace) || (localQM != nil && localQM.hasEntryFor(modelID, namespace)) {
+		qm, src := resolve(&s.queueing, localQM, modelID, namespace, nil)
+		r.QueueingModel, r.QueueingModelSource = (*params.QueueingModel)(&qm), src
 	}
 	return r
 }
 
-// resolveLayered resolves with a namespace-local ConfigMap: field by field,
-// built-in defaults, then the global default entry, the local default
-// entry, the global override and the local override (each the most
-// specific for the model, as in resolve). A layer that would make the
-// value invalid (it was validated against another base) is skipped and
-// named in the source. The source is the last layer applied; local keys
-// read "<namespace>/<configmap>: <key>". pin (nil: none) is applied over
-// every layer, so a layer inconsistent with it is skipped too.
-func resolveLayered[E entryOf[V], V validator](global, local *section[E, V], modelID, namespace string, pin *E) (V, string) {
+// resolve layers, field by field: built-in defaults, the global default
+// entry, local's default entry, the global override and local's override
+// (each the most specific for the model; local nil: the namespace has no
+// ConfigMap of its own), with pin (nil: none) applied over every layer. A
+// layer that would make the value invalid (it was validated against
+// another base, or the pins contradict it) is skipped and named in the
+// source. The source is the last layer applied; local keys read
+// "<namespace>/<configmap>: <key>".
+func resolve[E entryOf[V], V validator](global, local *section[E, V], modelID, namespace string, pin *E) (V, string) {
 	v, source := global.builtin(), "built-in defaults"
 	if pin != nil {
 		v = (*pin).over(v)
 	}
+	// Without a local ConfigMap, a skipped layer is explained where it is
+	// skipped (note, dropped when a layer above applies); with one, the
+	// skipped layers are listed together.
+	var note string
 	var skipped []string
-	layer := func(s *section[E, V], key string, ok bool) {
+	layer := func(s *section[E, V], key string, ok, override bool) {
 		if !ok {
 			return
 		}
@@ -553,20 +499,38 @@ func resolveLayered[E entryOf[V], V validator](global, local *section[E, V], mod
 		if pin != nil {
 			next = (*pin).over(next)
 		}
-		if next.Validate() != nil {
-			skipped = append(skipped, name)
+		if next.Validate() == nil {
+			v, source, note = next, name, ""
 			return
 		}
-		v, source = next, name
+		switch {
+		case local != nil:
+			skipped = append(skipped, name)
+		case !override:
+			// The default entry fits the built-in defaults it was
+			// validated on: only the pins can contradict it.
+			note = fmt.Sprintf(" (%q inconsistent with pinned settings, ignored)", DefaultKey)
+		default:
+			with := "default"
+			if pin != nil {
+				with = "default or pinned settings"
+			}
+			note += fmt.Sprintf(" (override %q inconsistent with %s, ignored)", key, with)
+		}
 	}
 	_, ok := global.entries[DefaultKey]
-	layer(global, DefaultKey, ok)
-	_, ok = local.entries[DefaultKey]
-	layer(local, DefaultKey, ok)
+	layer(global, DefaultKey, ok, false)
+	if local != nil {
+		_, ok = local.entries[DefaultKey]
+		layer(local, DefaultKey, ok, false)
+	}
 	key, ok := global.overrideFor(modelID, namespace)
-	layer(global, key, ok)
-	key, ok = local.overrideFor(modelID, namespace)
-	layer(local, key, ok)
+	layer(global, key, ok, true)
+	if local != nil {
+		key, ok = local.overrideFor(modelID, namespace)
+		layer(local, key, ok, true)
+	}
+	source += note
 	if len(skipped) > 0 {
 		source += fmt.Sprintf(" (%s inconsistent with the layers below, ignored)", strings.Join(quoteAll(skipped), ", "))
 	}

@@ -9,22 +9,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 func TestBuiltInDefaultsWithoutConfigMaps(t *testing.T) {
 	r := NewStore().Resolve("meta/llama-70b", "prod")
-	assert.Equal(t, DefaultSaturation(), r.Saturation)
+	assert.Equal(t, params.DefaultScaling(), r.Scaling)
+	assert.Equal(t, params.DefaultSLO(), r.SLO)
 	assert.Equal(t, "built-in defaults", r.SaturationSource)
-	assert.Equal(t, 0.80, r.Saturation.KvCacheThreshold)
-	assert.Equal(t, 5.0, r.Saturation.QueueLengthThreshold)
-	assert.Equal(t, 0.10, r.Saturation.KvSpareTrigger)
-	assert.Equal(t, 3.0, r.Saturation.QueueSpareTrigger)
-	assert.Equal(t, 0.85, r.Saturation.ScaleUpThreshold)
-	assert.Equal(t, 0.70, r.Saturation.ScaleDownBoundary)
+	assert.Equal(t, 0.80, r.Scaling.KvCacheThreshold)
+	assert.Equal(t, 5.0, r.Scaling.QueueLengthThreshold)
+	assert.Equal(t, 0.10, r.Scaling.KvSpareTrigger)
+	assert.Equal(t, 3.0, r.Scaling.QueueSpareTrigger)
+	assert.Equal(t, 0.85, r.Scaling.ScaleUpThreshold)
+	assert.Equal(t, 0.70, r.Scaling.ScaleDownBoundary)
 	assert.Equal(t, 10*time.Minute, r.ScaleToZero.RetentionPeriod.D())
 	assert.False(t, r.ScaleToZero.Enabled)
 	assert.Nil(t, r.QueueingModel)
-	assert.Equal(t, AnalyzerSLOPlanner, r.Analyzer())
+	assert.Equal(t, params.AnalyzerSLOPlanner, r.Analyzer())
 }
 
 // The slo-planner is the analyzer wherever no entry names one; the
@@ -35,14 +37,14 @@ func TestDefaultAnalyzerIsThePlanner(t *testing.T) {
 		entries map[string]string // wva-saturation-scaling-config; nil: no ConfigMap
 		want    string
 	}{
-		{"no ConfigMap", nil, AnalyzerSLOPlanner},
-		{"default entry without analyzerName", map[string]string{DefaultKey: "kvCacheThreshold: 0.9"}, AnalyzerSLOPlanner},
-		{"empty analyzerName", map[string]string{DefaultKey: `analyzerName: ""`}, AnalyzerSLOPlanner},
-		{"percentage by name", map[string]string{DefaultKey: "analyzerName: saturation-percentage"}, AnalyzerSaturationPercentage},
+		{"no ConfigMap", nil, params.AnalyzerSLOPlanner},
+		{"default entry without analyzerName", map[string]string{DefaultKey: "kvCacheThreshold: 0.9"}, params.AnalyzerSLOPlanner},
+		{"empty analyzerName", map[string]string{DefaultKey: `analyzerName: ""`}, params.AnalyzerSLOPlanner},
+		{"percentage by name", map[string]string{DefaultKey: "analyzerName: saturation-percentage"}, params.AnalyzerSaturationPercentage},
 		{"percentage for the model only", map[string]string{
-			"llama": "model_id: meta/llama-70b\nanalyzerName: saturation-percentage"}, AnalyzerSaturationPercentage},
+			"llama": "model_id: meta/llama-70b\nanalyzerName: saturation-percentage"}, params.AnalyzerSaturationPercentage},
 		{"percentage elsewhere", map[string]string{
-			"granite": "model_id: ibm/granite\nanalyzerName: saturation-percentage"}, AnalyzerSLOPlanner},
+			"granite": "model_id: ibm/granite\nanalyzerName: saturation-percentage"}, params.AnalyzerSLOPlanner},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,7 +55,7 @@ func TestDefaultAnalyzerIsThePlanner(t *testing.T) {
 			r := s.Resolve("meta/llama-70b", "prod")
 			assert.Equal(t, tc.want, r.Analyzer())
 			// The percentage analyzer's thresholds keep their defaults.
-			assert.Equal(t, 5.0, r.Saturation.QueueLengthThreshold)
+			assert.Equal(t, 5.0, r.Scaling.QueueLengthThreshold)
 		})
 	}
 }
@@ -86,10 +88,10 @@ func TestResolveLookupOrder(t *testing.T) {
 		t.Run(tc.model+"/"+tc.ns, func(t *testing.T) {
 			r := s.Resolve(tc.model, tc.ns)
 			assert.Equal(t, tc.source, r.SaturationSource)
-			assert.Equal(t, tc.kv, r.Saturation.KvCacheThreshold)
-			assert.Equal(t, tc.queue, r.Saturation.QueueLengthThreshold)
+			assert.Equal(t, tc.kv, r.Scaling.KvCacheThreshold)
+			assert.Equal(t, tc.queue, r.Scaling.QueueLengthThreshold)
 			// Fields an override does not set come from the default entry.
-			assert.Equal(t, tc.kvTrigger, r.Saturation.KvSpareTrigger)
+			assert.Equal(t, tc.kvTrigger, r.Scaling.KvSpareTrigger)
 		})
 	}
 }
@@ -167,15 +169,16 @@ func TestInvalidEntryKeepsLastValid(t *testing.T) {
 	assert.Contains(t, err.Error(), `entry "new-bad"`)
 	assert.Contains(t, err.Error(), "(entry ignored)")
 
-	assert.Equal(t, 0.9, s.Resolve("x", "y").Saturation.KvCacheThreshold)
+	assert.Equal(t, 0.9, s.Resolve("x", "y").Scaling.KvCacheThreshold)
 	llama := s.Resolve("meta/llama", "y")
 	assert.Equal(t, "llama", llama.SaturationSource)
-	assert.Equal(t, 8.0, llama.Saturation.QueueLengthThreshold)
+	assert.Equal(t, 8.0, llama.Scaling.QueueLengthThreshold)
 	assert.Equal(t, "default", s.Resolve("gone", "y").SaturationSource, "a key removed from the ConfigMap is forgotten")
 	assert.Equal(t, "default", s.Resolve("new", "y").SaturationSource)
 
 	s.Remove(SaturationConfigMapName)
-	assert.Equal(t, DefaultSaturation(), s.Resolve("meta/llama", "y").Saturation)
+	assert.Equal(t, params.DefaultScaling(), s.Resolve("meta/llama", "y").Scaling)
+	assert.Equal(t, params.DefaultSLO(), s.Resolve("meta/llama", "y").SLO)
 }
 
 func TestOverrideValidatedAgainstDefault(t *testing.T) {
@@ -201,10 +204,10 @@ func TestOverrideInconsistentWithNewDefaultIsIgnored(t *testing.T) {
 	})
 	require.Error(t, err)
 	r := s.Resolve("meta/llama", "ns")
-	assert.Equal(t, 0.5, r.Saturation.KvCacheThreshold)
-	assert.Equal(t, 0.10, r.Saturation.KvSpareTrigger)
+	assert.Equal(t, 0.5, r.Scaling.KvCacheThreshold)
+	assert.Equal(t, 0.10, r.Scaling.KvSpareTrigger)
 	assert.Contains(t, r.SaturationSource, `override "llama" inconsistent with default, ignored`)
-	require.NoError(t, r.Saturation.Validate())
+	require.NoError(t, saturation{r.Scaling, r.SLO}.Validate())
 }
 
 func TestScaleToZeroAndQueueingResolution(t *testing.T) {
@@ -227,7 +230,7 @@ func TestScaleToZeroAndQueueingResolution(t *testing.T) {
 	require.NotNil(t, qm.QueueingModel)
 	assert.Equal(t, 500.0, qm.QueueingModel.TargetTTFTms)
 	assert.Equal(t, 3.0, qm.QueueingModel.SLOMultiplier)
-	assert.Equal(t, AnalyzerQueueingModel, qm.Analyzer())
+	assert.Equal(t, params.AnalyzerQueueingModel, qm.Analyzer())
 }
 
 func TestApplyUnknownConfigMap(t *testing.T) {
@@ -238,12 +241,12 @@ func TestApplyUnknownConfigMap(t *testing.T) {
 
 func TestNormalizeAnalyzerName(t *testing.T) {
 	for in, want := range map[string]string{
-		"":                      AnalyzerSLOPlanner,
-		"slo-planner":           AnalyzerSLOPlanner,
-		"saturation-percentage": AnalyzerSaturationPercentage,
-		"saturation":            AnalyzerSaturationToken,
-		"saturation-token":      AnalyzerSaturationToken,
-		"queueing-model":        AnalyzerQueueingModel,
+		"":                      params.AnalyzerSLOPlanner,
+		"slo-planner":           params.AnalyzerSLOPlanner,
+		"saturation-percentage": params.AnalyzerSaturationPercentage,
+		"saturation":            params.AnalyzerSaturationToken,
+		"saturation-token":      params.AnalyzerSaturationToken,
+		"queueing-model":        params.AnalyzerQueueingModel,
 		"other":                 "other",
 	} {
 		assert.Equal(t, want, NormalizeAnalyzerName(in), in)
@@ -263,10 +266,10 @@ func FuzzApply(f *testing.F) {
 		_ = s.Apply(ScaleToZeroConfigMapName, map[string]string{DefaultKey: stz})
 		_ = s.Apply(QueueingModelConfigMapName, map[string]string{"o": override})
 		r := s.Resolve("m", "ns")
-		require.NoError(t, r.Saturation.Validate())
-		require.NoError(t, r.ScaleToZero.Validate())
+		require.NoError(t, saturation{r.Scaling, r.SLO}.Validate())
+		require.NoError(t, scaleToZero(r.ScaleToZero).Validate())
 		if r.QueueingModel != nil {
-			require.NoError(t, r.QueueingModel.Validate())
+			require.NoError(t, queueingModel(*r.QueueingModel).Validate())
 		}
 	})
 }
@@ -312,7 +315,7 @@ func TestBrokenEntryFallsBackToLastGood(t *testing.T) {
 			err := tc.steps(s)
 			var ee *EntryError
 			require.ErrorAs(t, err, &ee)
-			assert.Equal(t, tc.wantKv, s.Resolve("m", "ns").Saturation.KvCacheThreshold)
+			assert.Equal(t, tc.wantKv, s.Resolve("m", "ns").Scaling.KvCacheThreshold)
 			// The state after SetLastGood, not the first apply's.
 			invalid := s.Invalid()
 			require.Len(t, invalid, 1)
@@ -392,4 +395,59 @@ func TestInvalidForScopesBrokenEntries(t *testing.T) {
 func TestMinRetentionPeriodIsTheRateWindow(t *testing.T) {
 	assert.Equal(t, decision.RateWindow, MinRetentionPeriod)
 	assert.Equal(t, decision.RateWindow, time.Duration(MinRetentionScrapes)*MaxScrapeInterval)
+}
+
+// Without entries, Resolve is params.Defaults, sourced from the built-in
+// defaults.
+func TestResolveWithoutEntriesIsParamsDefaults(t *testing.T) {
+	want := params.Defaults()
+	want.SaturationSource, want.ScaleToZeroSource = "built-in defaults", "built-in defaults"
+	assert.Equal(t, want, NewStore().Resolve("m", "ns"))
+}
+
+// The entry formats are upstream's: every key lands in its resolved field.
+func TestEntryKeysResolve(t *testing.T) {
+	s := NewStore()
+	require.NoError(t, s.Apply(SaturationConfigMapName, map[string]string{DefaultKey: `
+analyzerName: saturation
+kvCacheThreshold: 0.7
+queueLengthThreshold: 6
+kvSpareTrigger: 0.2
+queueSpareTrigger: 4
+scaleUpThreshold: 0.9
+scaleDownBoundary: 0.6
+scaleDownStabilizationCycles: 7
+backlogDrainSeconds: 120
+enableLimiter: true
+priority: 2
+targetTTFT: 1500
+targetITL: 40
+sloAttainment: 0.95
+startupDelay: 3m`}))
+	require.NoError(t, s.Apply(ScaleToZeroConfigMapName, map[string]string{DefaultKey: "enable_scale_to_zero: true\nretention_period: 20m"}))
+	require.NoError(t, s.Apply(QueueingModelConfigMapName, map[string]string{DefaultKey: "sloMultiplier: 4\ntuningEnabled: false\ntargetTTFT: 800\ntargetITL: 30"}))
+	r := s.Resolve("m", "ns")
+	assert.Equal(t, params.Scaling{AnalyzerName: params.AnalyzerSaturationToken, KvCacheThreshold: 0.7, QueueLengthThreshold: 6,
+		KvSpareTrigger: 0.2, QueueSpareTrigger: 4, ScaleUpThreshold: 0.9, ScaleDownBoundary: 0.6, ScaleDownStabilizationCycles: 7,
+		BacklogDrainSeconds: 120, EnableLimiter: true, Priority: 2}, r.Scaling)
+	assert.Equal(t, params.SLO{TargetTTFTms: 1500, TargetITLms: 40, Attainment: 0.95, StartupDelay: params.Duration(3 * time.Minute)}, r.SLO)
+	assert.Equal(t, params.ScaleToZero{Enabled: true, RetentionPeriod: params.Duration(20 * time.Minute)}, r.ScaleToZero)
+	assert.Equal(t, &params.QueueingModel{SLOMultiplier: 4, TuningEnabled: false, TargetTTFTms: 800, TargetITLms: 30}, r.QueueingModel)
+}
+
+// Validate applies the entries' checks to a configuration built elsewhere.
+func TestValidateResolved(t *testing.T) {
+	require.NoError(t, Validate(params.Defaults()))
+	r := params.Defaults()
+	r.SLO.Attainment = 1
+	assert.ErrorContains(t, Validate(r), "sloAttainment=1: must be in [0.5, 0.9999]")
+	r = params.Defaults()
+	r.Scaling.KvSpareTrigger = 0.9
+	assert.ErrorContains(t, Validate(r), "kvSpareTrigger=0.9")
+	r = params.Defaults()
+	r.ScaleToZero.RetentionPeriod = params.Duration(time.Second)
+	assert.ErrorContains(t, Validate(r), "retention_period=1s")
+	r = params.Defaults()
+	r.QueueingModel = &params.QueueingModel{SLOMultiplier: 1}
+	assert.ErrorContains(t, Validate(r), "sloMultiplier=1")
 }

@@ -1,13 +1,9 @@
 // Package config parses wva's ConfigMaps (the same names and entry formats as
 // upstream WVA), validates them, and resolves the configuration in force for
-// one variant group.
+// one variant group into params.Resolved.
 package config
 
-import (
-	"encoding/json"
-	"fmt"
-	"time"
-)
+import "github.com/wva-project/wva/pkg/decision/params"
 
 // ConfigMap names, shared with upstream WVA so existing installs keep working.
 const (
@@ -19,129 +15,37 @@ const (
 	DefaultKey = "default"
 )
 
-// Analyzer names accepted in analyzerName.
-const (
-	AnalyzerSaturationPercentage = "saturation-percentage"
-	AnalyzerSaturationToken      = "saturation-token"
-	AnalyzerQueueingModel        = "queueing-model"
-	AnalyzerSLOPlanner           = "slo-planner"
+// saturation is what one wva-saturation-scaling-config entry resolves to:
+// the scaling settings and the SLO, validated together.
+type saturation struct {
+	params.Scaling
+	SLO params.SLO
+}
+
+func defaultSaturation() saturation {
+	return saturation{Scaling: params.DefaultScaling(), SLO: params.DefaultSLO()}
+}
+
+// scaleToZero and queueingModel carry the validation of their params types.
+type (
+	scaleToZero   params.ScaleToZero
+	queueingModel params.QueueingModel
 )
 
-// Saturation is the resolved saturation-scaling configuration of one group.
-type Saturation struct {
-	AnalyzerName         string  `json:"analyzerName"`
-	KvCacheThreshold     float64 `json:"kvCacheThreshold"`
-	QueueLengthThreshold float64 `json:"queueLengthThreshold"`
-	KvSpareTrigger       float64 `json:"kvSpareTrigger"`
-	QueueSpareTrigger    float64 `json:"queueSpareTrigger"`
-	ScaleUpThreshold     float64 `json:"scaleUpThreshold"`
-	ScaleDownBoundary    float64 `json:"scaleDownBoundary"`
-	// ScaleDownStabilizationCycles (token-based analyzer): spare capacity
-	// is computed from the highest demand of the last this many engine
-	// cycles, the current one included, so a dip right after a burst does
-	// not release replicas the next burst needs. 0 or 1: the current
-	// demand only.
-	ScaleDownStabilizationCycles int `json:"scaleDownStabilizationCycles"`
-	// BacklogDrainSeconds (token-based analyzer): queued requests (in the
-	// model servers and at the EPP) are demand to drain within this many
-	// seconds, not to hold all at once. A queued request then counts for
-	// min(1, T/BacklogDrainSeconds) of its tokens, T being how long a
-	// request holds its KV cache (average output tokens x average ITL):
-	// capacity that serves the backlog's requests at the rate that empties
-	// the queue in BacklogDrainSeconds. 0 (the built-in default, upstream's
-	// behavior): the whole backlog counts as standing demand. A natural
-	// value is the pods' start-up time: capacity ordered now serves from then.
-	BacklogDrainSeconds float64 `json:"backlogDrainSeconds"`
-	EnableLimiter       bool    `json:"enableLimiter"`
-	Priority            float64 `json:"priority"`
-	// SLO is what the slo-planner analyzer plans for: the only knob it has.
-	SLO SLO `json:"slo"`
-}
+func defaultScaleToZero() scaleToZero     { return scaleToZero(params.DefaultScaleToZero()) }
+func defaultQueueingModel() queueingModel { return queueingModel(params.DefaultQueueingModel()) }
 
-// SLO is a latency objective: Attainment of requests must see a time to
-// first token within TargetTTFTms and a mean inter-token latency within
-// TargetITLms.
-type SLO struct {
-	TargetTTFTms float64 `json:"targetTTFT"`
-	TargetITLms  float64 `json:"targetITL"`
-	Attainment   float64 `json:"attainment"`
-	// StartupDelay is a variant's start-up time (pod creation to Ready)
-	// used where none has been measured.
-	StartupDelay Duration `json:"startupDelay"`
-}
-
-// DefaultSLO is an interactive chat objective: 2 s to the first token and
-// 100 ms per token for 99% of requests; start-up 5 minutes until measured.
-func DefaultSLO() SLO {
-	return SLO{TargetTTFTms: 2000, TargetITLms: 100, Attainment: 0.99, StartupDelay: Duration(5 * time.Minute)}
-}
-
-// ScaleToZero is the resolved scale-to-zero configuration of one group.
-type ScaleToZero struct {
-	Enabled         bool     `json:"enableScaleToZero"`
-	RetentionPeriod Duration `json:"retentionPeriod"`
-}
-
-// QueueingModel is the resolved SLO-analyzer configuration of one group.
-// Targets of 0 mean "infer from the learned model".
-type QueueingModel struct {
-	SLOMultiplier float64 `json:"sloMultiplier"`
-	TuningEnabled bool    `json:"tuningEnabled"`
-	TargetTTFTms  float64 `json:"targetTTFT"`
-	TargetITLms   float64 `json:"targetITL"`
-}
-
-// Built-in defaults, used for every field no ConfigMap entry sets. The
-// analyzer is the slo-planner; the thresholds are the design notes'
-// recommended values for the analyzers that read them (selected by name), so
-// a missing ConfigMap never makes every replica look saturated (upstream's
-// zero-value pitfall).
-func DefaultSaturation() Saturation {
-	return Saturation{
-		AnalyzerName:         AnalyzerSLOPlanner,
-		KvCacheThreshold:     0.80,
-		QueueLengthThreshold: 5,
-		KvSpareTrigger:       0.10,
-		QueueSpareTrigger:    3,
-		ScaleUpThreshold:     0.85,
-		ScaleDownBoundary:    0.70,
-		Priority:             1.0,
-		SLO:                  DefaultSLO(),
+// Validate checks a configuration built outside the ConfigMaps (the
+// simulator's) as the ConfigMaps' entries are checked.
+func Validate(r params.Resolved) error {
+	if err := (saturation{Scaling: r.Scaling, SLO: r.SLO}).Validate(); err != nil {
+		return err
 	}
-}
-
-// DefaultScaleToZero is off, with the design notes' 10 minute retention.
-func DefaultScaleToZero() ScaleToZero {
-	return ScaleToZero{RetentionPeriod: Duration(10 * time.Minute)}
-}
-
-// DefaultQueueingModel infers targets with k = 3 (target utilisation ~0.67).
-func DefaultQueueingModel() QueueingModel {
-	return QueueingModel{SLOMultiplier: 3.0, TuningEnabled: true}
-}
-
-// Duration is a time.Duration written as a Go duration string ("10m") in
-// YAML/JSON.
-type Duration time.Duration
-
-// D returns the value as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// MarshalJSON writes the duration as a string such as "10m0s".
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-// UnmarshalJSON accepts a duration string ("90s", "10m").
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string such as \"10m\", got %s", string(b))
+	if err := scaleToZero(r.ScaleToZero).Validate(); err != nil {
+		return err
 	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("want a duration string such as \"10m\", got %q", s)
+	if r.QueueingModel != nil {
+		return queueingModel(*r.QueueingModel).Validate()
 	}
-	*d = Duration(v)
 	return nil
 }

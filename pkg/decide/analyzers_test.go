@@ -12,9 +12,10 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer/token"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
-func tokenConfig(t *testing.T, extra string) config.Resolved {
+func tokenConfig(t *testing.T, extra string) params.Resolved {
 	t.Helper()
 	store := config.NewStore()
 	require.NoError(t, store.Apply(config.SaturationConfigMapName, map[string]string{config.DefaultKey: "analyzerName: saturation\n" + extra}))
@@ -33,11 +34,11 @@ func tokenPods(variant string, usage, queue float64, n int) []decision.ReplicaMe
 
 func TestDefaultRegistersEveryAnalyzer(t *testing.T) {
 	p := Default()
-	for _, name := range []string{config.AnalyzerSaturationPercentage, config.AnalyzerSaturationToken, config.AnalyzerQueueingModel, config.AnalyzerSLOPlanner} {
+	for _, name := range []string{params.AnalyzerSaturationPercentage, params.AnalyzerSaturationToken, params.AnalyzerQueueingModel, params.AnalyzerSLOPlanner} {
 		assert.Contains(t, p.Analyzers, name)
 	}
 	store := config.NewStore()
-	assert.Equal(t, config.AnalyzerSLOPlanner, store.Resolve("m", "ns").Analyzer(), "without ConfigMaps the slo-planner runs")
+	assert.Equal(t, params.AnalyzerSLOPlanner, store.Resolve("m", "ns").Analyzer(), "without ConfigMaps the slo-planner runs")
 	require.NoError(t, store.Apply(config.QueueingModelConfigMapName, map[string]string{config.DefaultKey: "sloMultiplier: 3"}))
 	assert.Equal(t, queueing.Name, store.Resolve("m", "ns").Analyzer(), "the queueing ConfigMap selects the SLO analyzer")
 }
@@ -81,7 +82,7 @@ func TestLimitedModeSharesWhatIsLeft(t *testing.T) {
 	free := tokenConfig(t, "")
 	hi := tokenConfig(t, "enableLimiter: true\npriority: 2")
 	lo := tokenConfig(t, "enableLimiter: true\npriority: 1")
-	mk := func(model string, cfg config.Resolved) GroupInput {
+	mk := func(model string, cfg params.Resolved) GroupInput {
 		// 2 replicas at 12,800 in use + queue 4 * 1,200: D = 2 * 17,600 =
 		// 35,200; RC = 35,200/0.85 - 25,600 = 15,811.76 -> +2 replicas.
 		v := []decision.Variant{{Name: model + "-v", Accelerator: "H100", GPUsPerReplica: 1, Cost: 5, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 2}}

@@ -15,6 +15,7 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer/token"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // benchFleet is 1,000 groups of two variants with five replicas each. Every
@@ -63,18 +64,18 @@ func benchFleet(b *testing.B) []decision.Group {
 	return groups
 }
 
-func benchConfig(name string) config.Resolved {
+func benchConfig(name string) params.Resolved {
 	r := config.NewStore().Resolve("m", "ns")
-	r.Saturation.AnalyzerName = name
+	r.Scaling.AnalyzerName = name
 	if name == queueing.Name {
-		qm := config.DefaultQueueingModel()
+		qm := params.DefaultQueueingModel()
 		r.QueueingModel = &qm
 	}
 	return r
 }
 
 // cycle analyzes every group once, from prev[i] to the returned states.
-func cycle(b *testing.B, a analyzer.Analyzer, cfg config.Resolved, groups []decision.Group, prev []any) []any {
+func cycle(b *testing.B, a analyzer.Analyzer, cfg params.Resolved, groups []decision.Group, prev []any) []any {
 	next := make([]any, len(groups))
 	for i, g := range groups {
 		var res analyzer.Result

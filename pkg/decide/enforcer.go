@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // MetricsState says what the collector could learn about a group this cycle.
@@ -45,7 +45,7 @@ type Input struct {
 	// and with pods reporting (Replicas) it is a scraping fault that holds
 	// the group's replicas (see RequestCountMissing).
 	RequestsInRetention *float64
-	ScaleToZero         config.ScaleToZero
+	ScaleToZero         params.ScaleToZero
 	Variants            []decision.Variant
 	// Replicas are the group's pods reporting metrics; any load on them
 	// (queued requests, KV cache in use) means the group is not idle.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -17,8 +17,8 @@ func ago(d time.Duration) time.Time { return now.Add(-d) }
 
 func f(x float64) *float64 { return &x }
 
-func stz(enabled bool, retention time.Duration) config.ScaleToZero {
-	return config.ScaleToZero{Enabled: enabled, RetentionPeriod: config.Duration(retention)}
+func stz(enabled bool, retention time.Duration) params.ScaleToZero {
+	return params.ScaleToZero{Enabled: enabled, RetentionPeriod: params.Duration(retention)}
 }
 
 type v = decision.Variant

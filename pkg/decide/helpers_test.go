@@ -11,6 +11,7 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 func va(ns, name, model string, cost string, min, max int32) *llmdv1alpha1.VariantAutoscaling {
@@ -35,7 +36,7 @@ func collectedPods(ns string, kv float64, names ...string) map[collector.PodKey]
 	return out
 }
 
-func defaults(model, ns string) config.Resolved { return config.NewStore().Resolve(model, ns) }
+func defaults(model, ns string) params.Resolved { return config.NewStore().Resolve(model, ns) }
 
 func pipelineInput(m MetricsState) GroupInput {
 	return GroupInput{Metrics: m, Group: decision.Group{ModelID: "m", Namespace: "prod"}}
@@ -52,13 +53,13 @@ func percentageStore(t *testing.T, extra string) *config.Store {
 	t.Helper()
 	store := config.NewStore()
 	require.NoError(t, store.Apply(config.SaturationConfigMapName,
-		map[string]string{config.DefaultKey: "analyzerName: " + config.AnalyzerSaturationPercentage + "\n" + extra}))
+		map[string]string{config.DefaultKey: "analyzerName: " + params.AnalyzerSaturationPercentage + "\n" + extra}))
 	return store
 }
 
-func scaleToZeroOn(model, ns string) config.Resolved {
+func scaleToZeroOn(model, ns string) params.Resolved {
 	r := config.NewStore().Resolve(model, ns)
-	r.ScaleToZero = config.ScaleToZero{Enabled: true, RetentionPeriod: config.Duration(10 * time.Minute)}
+	r.ScaleToZero = params.ScaleToZero{Enabled: true, RetentionPeriod: params.Duration(10 * time.Minute)}
 	return r
 }
 

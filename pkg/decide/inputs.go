@@ -8,8 +8,8 @@ import (
 	"k8s.io/klog/v2"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // Target and View are the inventory's output (decision.InventoryTarget,
@@ -53,7 +53,7 @@ type Metrics interface {
 }
 
 // ConfigResolver resolves the configuration in force for a group.
-type ConfigResolver func(modelID, namespace string) config.Resolved
+type ConfigResolver func(modelID, namespace string) params.Resolved
 
 // BuildPlans groups resolved VAs by namespace and modelID and joins them with
 // the cycle's metrics. It is pure: everything it needs is passed in. A

@@ -9,15 +9,15 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer/queueing"
 	"github.com/wva-project/wva/pkg/analyzer/saturation"
 	"github.com/wva-project/wva/pkg/analyzer/token"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide/optimizer"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // GroupInput is one variant group with what the collector learned about it.
 type GroupInput struct {
 	Group               decision.Group
-	Config              config.Resolved
+	Config              params.Resolved
 	Metrics             MetricsState
 	MetricsLastSeen     time.Time
 	RequestsInRetention *float64
@@ -112,7 +112,7 @@ func (p Pipeline) Run(now time.Time, inputs []GroupInput) []GroupResult {
 		for _, part := range splitRoles(in.Group, out.Signal) {
 			reqs = append(reqs, part)
 			reqIndex = append(reqIndex, i)
-			limited = append(limited, in.Config.Saturation.EnableLimiter && p.Budget != nil)
+			limited = append(limited, in.Config.Scaling.EnableLimiter && p.Budget != nil)
 		}
 	}
 	optimized := make([][]decision.Target, len(inputs))

@@ -11,6 +11,7 @@ import (
 	"github.com/wva-project/wva/pkg/analyzer/saturation"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -18,10 +19,10 @@ var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 // percentage is the built-in configuration with the percentage analyzer
 // selected, as a ConfigMap entry does: the design notes' examples below are
 // its decisions (the built-in default is the slo-planner).
-func percentage(t *testing.T) config.Resolved {
+func percentage(t *testing.T) params.Resolved {
 	t.Helper()
 	store := config.NewStore()
-	require.NoError(t, store.Apply(config.SaturationConfigMapName, map[string]string{config.DefaultKey: "analyzerName: " + config.AnalyzerSaturationPercentage}))
+	require.NoError(t, store.Apply(config.SaturationConfigMapName, map[string]string{config.DefaultKey: "analyzerName: " + params.AnalyzerSaturationPercentage}))
 	return store.Resolve("meta/llama-70b", "prod")
 }
 
@@ -213,7 +214,7 @@ func TestAnalyzerNotAvailableFallsBackToPreserve(t *testing.T) {
 		Metrics: MetricsAvailable,
 	}
 	p := Default()
-	delete(p.Analyzers, config.AnalyzerSaturationToken)
+	delete(p.Analyzers, params.AnalyzerSaturationToken)
 	res := p.Run(t0, []GroupInput{in})[0]
 	require.Error(t, res.Err)
 	assert.Contains(t, res.Err.Error(), `analyzer "saturation-token" is not available`)
@@ -243,7 +244,7 @@ func ptr[T any](v T) *T { return &v }
 // idle one with the counter at 0 is.
 func TestScaleToZeroNeedsEvidence(t *testing.T) {
 	cfg := percentage(t)
-	cfg.ScaleToZero = config.ScaleToZero{Enabled: true, RetentionPeriod: config.Duration(10 * time.Minute)}
+	cfg.ScaleToZero = params.ScaleToZero{Enabled: true, RetentionPeriod: params.Duration(10 * time.Minute)}
 	zero := 0.0
 	one := func(extra func(*decision.Variant)) []decision.Variant {
 		v := decision.Variant{Name: "v", Cost: 5, MaxReplicas: 8, CurrentReplicas: 4, DesiredReplicas: 4, LastUpdate: t0.Add(-time.Hour)}

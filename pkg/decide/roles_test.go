@@ -10,6 +10,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // Transition blocking is per role: a variant of one role still applying a
@@ -113,7 +114,7 @@ func TestQueueingScalesTheShortRole(t *testing.T) {
 	store := config.NewStore()
 	require.NoError(t, store.Apply(config.QueueingModelConfigMapName, map[string]string{config.DefaultKey: "targetTTFT: 500"}))
 	cfg := store.Resolve("m", "ns")
-	require.Equal(t, config.AnalyzerQueueingModel, cfg.Analyzer())
+	require.Equal(t, params.AnalyzerQueueingModel, cfg.Analyzer())
 	fleet := func(prefillTTFTms, decodeITLms float64, decode int) decision.Group {
 		g := decision.Group{ModelID: "m", Namespace: "ns", Variants: []decision.Variant{
 			{Name: "prefill", Role: decision.RolePrefill, Cost: 1, MinReplicas: 1, MaxReplicas: 20, CurrentReplicas: 2},

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wva-project/wva/pkg/collector"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // A group scaled 2 -> 3 at KV 0.79, now 0.53 on each of 3 Ready pods; the
@@ -22,7 +22,7 @@ func TestScaleUpAnsweredByTheNewestReplica(t *testing.T) {
 	now := t0
 	decided := now.Add(-22 * time.Second) // the 2 -> 3 decision
 	store := percentageStore(t, "")
-	resolve := func(model, ns string) config.Resolved { return store.Resolve(model, ns) }
+	resolve := func(model, ns string) params.Resolved { return store.Resolve(model, ns) }
 	cases := []struct {
 		name       string
 		thirdReady time.Duration // ago

@@ -11,11 +11,11 @@ import (
 
 	"github.com/wva-project/wva/pkg/analyzer/saturation"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 func TestSetStuckCondition(t *testing.T) {
-	h100 := saturation.Stuck{Variant: "h100", Since: t0.Add(-time.Hour), For: config.Duration(time.Hour), Bound: config.Duration(20 * time.Minute),
+	h100 := saturation.Stuck{Variant: "h100", Since: t0.Add(-time.Hour), For: params.Duration(time.Hour), Bound: params.Duration(20 * time.Minute),
 		Desired: 1, Current: 1, Pending: 1}
 	stuckCond := func(status metav1.ConditionStatus) []metav1.Condition {
 		return []metav1.Condition{{Type: llmdv1alpha1.ConditionTypeTransitionStuck, Status: status, Reason: llmdv1alpha1.ReasonStuckTransition,

@@ -15,18 +15,21 @@ import (
 const module = "github.com/wva-project/wva/"
 
 // decisionPath is the pure decision layer: pure functions over plain
-// values, testable and fuzzable without a cluster.
+// values, testable and fuzzable without a cluster. pkg/snapshot is not in
+// it: it parses its settings with pkg/config, as the adapter does.
 var decisionPath = []string{
-	module + "pkg/decision",
+	module + "pkg/decision/...",
 	module + "pkg/decide/...",
 	module + "pkg/analyzer/...",
 }
 
-// forbidden are the import path prefixes the decision path must not reach.
-// Issue 29 adds k8s.io/api and pkg/config once the analyzers take a plain
-// parameters struct.
+// forbidden are the import path prefixes the decision path must not reach:
+// the cluster, and the ConfigMap parsing (the decision path takes
+// pkg/decision/params).
 var forbidden = []string{
 	"k8s.io/client-go",
+	"k8s.io/api",
+	module + "pkg/config",
 }
 
 func TestDecisionPathImportsNoClient(t *testing.T) {
@@ -39,7 +42,16 @@ func TestDecisionPathImportsNoClient(t *testing.T) {
 func TestForbiddenImportsSeesBudget(t *testing.T) {
 	got := forbiddenImports(t, []string{module + "pkg/budget"}, forbidden)
 	require.NotEmpty(t, got)
-	assert.Contains(t, got[0], module+"pkg/budget -> k8s.io/client-go")
+	assert.Contains(t, strings.Join(got, "\n"), module+"pkg/budget -> k8s.io/client-go")
+}
+
+// ... and it sees pkg/config and k8s.io/api: the snapshot parses its
+// settings with pkg/config, which reads ConfigMaps.
+func TestForbiddenImportsSeesConfig(t *testing.T) {
+	got := forbiddenImports(t, []string{module + "pkg/snapshot"}, forbidden)
+	assert.Contains(t, strings.Join(got, "\n"), module+"pkg/snapshot -> "+module+"pkg/config")
+	got = forbiddenImports(t, []string{module + "pkg/config"}, []string{"k8s.io/api"})
+	assert.Contains(t, strings.Join(got, "\n"), module+"pkg/config -> k8s.io/api/core/v1")
 }
 
 // forbiddenImports lists, for each package matched by patterns, the import

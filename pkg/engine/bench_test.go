@@ -16,6 +16,7 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // fleet builds groups variant groups of two variants with 5 pods each
@@ -49,7 +50,7 @@ func BenchmarkDecide(b *testing.B) {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
 			views, metrics := fleet(groups)
 			store := config.NewStore()
-			resolve := func(m, ns string) config.Resolved { return store.Resolve(m, ns) }
+			resolve := func(m, ns string) params.Resolved { return store.Resolve(m, ns) }
 			p := decide.Default()
 			b.ReportAllocs()
 			for b.Loop() {

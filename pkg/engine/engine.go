@@ -27,6 +27,7 @@ import (
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // ViewSource lists VAs with their resolved targets (from informer caches).
@@ -231,7 +232,7 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 	if e.Observe != nil {
 		e.Observe.SharedTargetVariants.Set(float64(held))
 	}
-	resolve := func(modelID, ns string) config.Resolved { return e.Config.Resolve(modelID, ns) }
+	resolve := func(modelID, ns string) params.Resolved { return e.Config.Resolve(modelID, ns) }
 
 	result := e.collect(ctx, &c, views, resolve, start)
 	plans, now := e.decide(&c, views, result, resolve)
@@ -507,7 +508,7 @@ func groupSample(p decide.Plan, res decide.GroupResult) GroupSample {
 
 func anyLimited(plans []decide.Plan) bool {
 	for _, p := range plans {
-		if p.Input.Config.Saturation.EnableLimiter {
+		if p.Input.Config.Scaling.EnableLimiter {
 			return true
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -49,7 +50,7 @@ func pods(ns string, kv float64, names ...string) map[collector.PodKey]collector
 	return out
 }
 
-func defaults(model, ns string) config.Resolved { return config.NewStore().Resolve(model, ns) }
+func defaults(model, ns string) params.Resolved { return config.NewStore().Resolve(model, ns) }
 
 // fakes for the engine's seams (unit tests only; test/integration runs the
 // real API server and Prometheus).
@@ -234,9 +235,9 @@ func TestRunOnceLimitedGroupGetsTheBudget(t *testing.T) {
 // 4m periods share one 5m request-count query, and each group reads it.
 func TestWindowsRoundedToIdleWindows(t *testing.T) {
 	periods := map[string]time.Duration{"a": 3 * time.Minute, "b": 4 * time.Minute, "c": 10 * time.Minute}
-	resolve := func(model, ns string) config.Resolved {
+	resolve := func(model, ns string) params.Resolved {
 		r := defaults(model, ns)
-		r.ScaleToZero.RetentionPeriod = config.Duration(periods[model])
+		r.ScaleToZero.RetentionPeriod = params.Duration(periods[model])
 		return r
 	}
 	views := []decide.View{{VA: va("prod", "a", "a", "5", 1, 4), Target: resolved(1, "a-0")},

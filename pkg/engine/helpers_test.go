@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // percentageStore selects the percentage analyzer in the saturation
@@ -15,6 +16,6 @@ func percentageStore(t *testing.T, extra string) *config.Store {
 	t.Helper()
 	store := config.NewStore()
 	require.NoError(t, store.Apply(config.SaturationConfigMapName,
-		map[string]string{config.DefaultKey: "analyzerName: " + config.AnalyzerSaturationPercentage + "\n" + extra}))
+		map[string]string{config.DefaultKey: "analyzerName: " + params.AnalyzerSaturationPercentage + "\n" + extra}))
 	return store
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/inventory"
 )
 
@@ -91,7 +92,7 @@ func TestRoleReachesTheVariant(t *testing.T) {
 			target := inv.Resolve(va)
 			assert.True(t, target.Resolved, target.Message)
 			plans := decide.BuildPlans([]decide.View{{VA: va, Target: target}}, collector.Result{}, nil,
-				func(m, ns string) config.Resolved { return config.NewStore().Resolve(m, ns) })
+				func(m, ns string) params.Resolved { return config.NewStore().Resolve(m, ns) })
 			if assert.Len(t, plans, 1) && assert.Len(t, plans[0].Input.Group.Variants, 1) {
 				assert.Equal(t, tc.want, plans[0].Input.Group.Variants[0].Role)
 			}

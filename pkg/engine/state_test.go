@@ -15,19 +15,20 @@ import (
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // countingAnalyzer remembers how many cycles it has seen, through the
 // engine's state hand-off.
 type countingAnalyzer struct{ seen []int }
 
-func (c *countingAnalyzer) Name() string { return config.DefaultSaturation().AnalyzerName }
+func (c *countingAnalyzer) Name() string { return params.DefaultScaling().AnalyzerName }
 
-func (c *countingAnalyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+func (c *countingAnalyzer) Analyze(g decision.Group, cfg params.Resolved) (analyzer.Result, error) {
 	return c.AnalyzeState(g, cfg, nil)
 }
 
-func (c *countingAnalyzer) AnalyzeState(_ decision.Group, _ config.Resolved, prev any) (analyzer.Result, error) {
+func (c *countingAnalyzer) AnalyzeState(_ decision.Group, _ params.Resolved, prev any) (analyzer.Result, error) {
 	n, _ := prev.(int)
 	c.seen = append(c.seen, n)
 	return analyzer.Result{Signal: decision.Signal{Reason: "counting"}, State: n + 1}, nil

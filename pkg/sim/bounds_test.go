@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // TestScenarioBounds: every hostile value of the security review is refused
 // by Validate, naming the field, before any work is allocated.
 func TestScenarioBounds(t *testing.T) {
-	hours := func(h float64) config.Duration { return config.Duration(time.Duration(h * float64(time.Hour))) }
+	hours := func(h float64) params.Duration { return params.Duration(time.Duration(h * float64(time.Hour))) }
 	syn := func(sc *Scenario) *Synthetic { return sc.Traffic.Synthetic }
 	for _, tt := range []struct {
 		name  string

@@ -13,10 +13,10 @@ import (
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/controller"
 	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/inventory"
 )
 
@@ -78,9 +78,9 @@ const staleAfter = 5 * time.Minute
 // scale-down window, as `wva controller` configures it) follows
 // wva_desired_replicas. The analyzer is whatever the ConfigMaps select.
 type wvaPolicy struct {
-	store *config.Store
-	pipe  decide.Pipeline
-	vas   []*llmdv1alpha1.VariantAutoscaling
+	cfg  wvaConfig
+	pipe decide.Pipeline
+	vas  []*llmdv1alpha1.VariantAutoscaling
 	// templates are the VAs' targets' pod templates, for the engine args.
 	templates []corev1.PodSpec
 	caps      controller.Capabilities
@@ -95,12 +95,12 @@ type wvaPolicy struct {
 }
 
 func newWVAPolicy(sc *Scenario) (*wvaPolicy, error) {
-	store, err := sc.WVAStore()
+	cfg, err := sc.wvaConfig()
 	if err != nil {
 		return nil, err
 	}
-	p := &wvaPolicy{store: store, pipe: decide.Default(), caps: controller.Capabilities{Tolerance: true, ScaleToZero: true}}
-	p.analyzer = store.Resolve(sc.ModelID, sc.Namespace).Analyzer()
+	p := &wvaPolicy{cfg: cfg, pipe: decide.Default(), caps: controller.Capabilities{Tolerance: true, ScaleToZero: true}}
+	p.analyzer = cfg.resolve(sc.ModelID, sc.Namespace).Analyzer()
 	if _, ok := p.pipe.Analyzers[p.analyzer]; !ok {
 		return nil, fmt.Errorf("policies.wva: the ConfigMaps select analyzer %q, which this build's pipeline does not have (have: %s)",
 			p.analyzer, strings.Join(analyzerNames(p.pipe), ", "))
@@ -168,7 +168,7 @@ func (p *wvaPolicy) engine(f *fleet) {
 	}
 }
 
-func (p *wvaPolicy) resolve(modelID, ns string) config.Resolved { return p.store.Resolve(modelID, ns) }
+func (p *wvaPolicy) resolve(modelID, ns string) params.Resolved { return p.cfg.resolve(modelID, ns) }
 
 // collect is what the adapter hands decide.BuildPlans, nothing added
 // afterwards: per VA the inventory's decide.Target (replicas, Ready pods

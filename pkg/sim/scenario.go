@@ -4,13 +4,16 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -47,7 +50,7 @@ type VariantSpec struct {
 	MaxReplicas     int32   `json:"maxReplicas"`
 	InitialReplicas int32   `json:"initialReplicas"`
 	// StartupDelay is pod creation to Ready (image pull, model load).
-	StartupDelay config.Duration `json:"startupDelay"`
+	StartupDelay params.Duration `json:"startupDelay"`
 	Server       ServerSpec      `json:"server"`
 }
 
@@ -64,8 +67,8 @@ func (v VariantSpec) HardwareDescription() string {
 // and average ITL at or below the targets. Attainment is the fraction of
 // requests that must meet both (0.99).
 type SLO struct {
-	TTFT       config.Duration `json:"ttft"`
-	ITL        config.Duration `json:"itl"`
+	TTFT       params.Duration `json:"ttft"`
+	ITL        params.Duration `json:"itl"`
 	Attainment float64         `json:"attainment"`
 }
 
@@ -73,19 +76,19 @@ type SLO struct {
 type Control struct {
 	// Prometheus scrape interval and the max_over_time window of the
 	// saturation queries.
-	ScrapeInterval config.Duration `json:"scrapeInterval"`
-	MetricsWindow  config.Duration `json:"metricsWindow"`
+	ScrapeInterval params.Duration `json:"scrapeInterval"`
+	MetricsWindow  params.Duration `json:"metricsWindow"`
 	// EngineInterval is the adapter's decision loop (--engine-interval).
-	EngineInterval config.Duration `json:"engineInterval"`
-	HPASyncPeriod  config.Duration `json:"hpaSyncPeriod"`
+	EngineInterval params.Duration `json:"engineInterval"`
+	HPASyncPeriod  params.Duration `json:"hpaSyncPeriod"`
 	// TerminationGrace: a deleted pod drains its requests this long; what
 	// is left is retried on other pods.
-	TerminationGrace config.Duration `json:"terminationGrace"`
+	TerminationGrace params.Duration `json:"terminationGrace"`
 	// ScaleFromZeroDelay: requests held at the gateway of a model at zero
 	// replicas make the fast path scale its cheapest variant to 1 after this.
-	ScaleFromZeroDelay config.Duration `json:"scaleFromZeroDelay"`
+	ScaleFromZeroDelay params.Duration `json:"scaleFromZeroDelay"`
 	// OracleInterval is the oracle's planning interval.
-	OracleInterval config.Duration `json:"oracleInterval"`
+	OracleInterval params.Duration `json:"oracleInterval"`
 	// InitialFleet is what the autoscaling policies start with: "warm"
 	// (default) is the cheapest mix for the highest load of the first
 	// minutes, before any scale-up could land (see OraclePlan.Warm), as if
@@ -95,7 +98,7 @@ type Control struct {
 	// Warmup is a pre-roll: the trace's first Warmup is played before the
 	// measured run (not counted), so every policy starts the measured part
 	// in its own steady state. Default 10m; negative disables it.
-	Warmup config.Duration `json:"warmup,omitempty"`
+	Warmup params.Duration `json:"warmup,omitempty"`
 	// FlowControl makes the endpoint picker hold requests in its own
 	// queue while every ready pod is saturated (llm-d flow control with the
 	// saturation detector's defaults: 5 waiting requests or 80% KV cache),
@@ -118,7 +121,7 @@ type Traffic struct {
 	// multiplies the request rate; Limit truncates (0 = whole trace).
 	TimeScale float64         `json:"timeScale,omitempty"`
 	RateScale float64         `json:"rateScale,omitempty"`
-	Limit     config.Duration `json:"limit,omitempty"`
+	Limit     params.Duration `json:"limit,omitempty"`
 }
 
 // PolicyConfig holds each policy's settings.
@@ -132,9 +135,12 @@ type PolicyConfig struct {
 // WVAConfig is the data of wva's ConfigMaps (name -> key -> entry), exactly
 // what the adapter reads: the analyzer is chosen there (analyzerName, or an
 // entry in wva-queueing-model-config), so new analyzers need no simulator
-// change.
+// change. wva's latency targets are the scenario's slo (see WVAResolved).
 type WVAConfig struct {
 	ConfigMaps map[string]map[string]string `json:"configMaps"`
+	// attainment, when set, is the sloAttainment wva plans for in place of
+	// the configuration's: the --frontier sweep's knob.
+	attainment float64
 }
 
 // V1Config are the thresholds of the reference percentage analyzer.
@@ -214,9 +220,9 @@ func (s *Scenario) applyDefaults() {
 		s.SLO.Attainment = 0.99
 	}
 	c := &s.Control
-	def := func(d *config.Duration, v time.Duration) {
+	def := func(d *params.Duration, v time.Duration) {
 		if *d == 0 {
-			*d = config.Duration(v)
+			*d = params.Duration(v)
 		}
 	}
 	def(&c.ScrapeInterval, 15*time.Second)
@@ -292,7 +298,7 @@ func (s Scenario) Validate() error {
 	}
 	for _, f := range []struct {
 		name string
-		v    config.Duration
+		v    params.Duration
 	}{{"slo.ttft", s.SLO.TTFT}, {"slo.itl", s.SLO.ITL}} {
 		if err := sloLatencyRange.check(f.name, f.v.D()); err != nil {
 			return err
@@ -304,7 +310,7 @@ func (s Scenario) Validate() error {
 	c := s.Control
 	for _, d := range []struct {
 		name string
-		v    config.Duration
+		v    params.Duration
 		r    durationRange
 	}{
 		{"scrapeInterval", c.ScrapeInterval, scrapeIntervalRange},
@@ -364,7 +370,7 @@ func prefixField(prefix string, err error) error {
 }
 
 func (s Scenario) validatePolicies() error {
-	if _, err := s.WVAStore(); err != nil {
+	if _, err := s.wvaConfig(); err != nil {
 		return err
 	}
 	v := s.Policies.V1
@@ -390,18 +396,87 @@ func (s Scenario) validatePolicies() error {
 	return nil
 }
 
-// WVAStore builds the config store the wva policy resolves from, as the
-// adapter does from its ConfigMaps. Any rejected entry is an error here:
-// a benchmark must not silently run on defaults.
-func (s Scenario) WVAStore() (*config.Store, error) {
-	store := config.NewStore()
-	for name, data := range s.Policies.WVA.ConfigMaps {
-		if err := store.Apply(name, data); err != nil {
-			return nil, fmt.Errorf("policies.wva.configMaps: %w", err)
+// wvaConfig is what the wva policy resolves from: the store the adapter
+// would build from the scenario's ConfigMaps, under the scenario's SLO.
+type wvaConfig struct {
+	store *config.Store
+	slo   SLO
+	// attainmentSet: an entry states sloAttainment, which then holds for
+	// wva (the planner's margin may differ from the yardstick's).
+	attainmentSet bool
+	attainment    float64
+}
+
+// wvaConfig builds the store as the adapter does from its ConfigMaps. Any
+// rejected entry is an error here: a benchmark must not silently run on
+// defaults. The SLO is stated once, in slo: an entry may repeat
+// targetTTFT or targetITL (older scenarios do) only with the same value.
+func (s Scenario) wvaConfig() (wvaConfig, error) {
+	c := wvaConfig{store: config.NewStore(), slo: s.SLO, attainment: s.Policies.WVA.attainment}
+	for _, name := range slices.Sorted(maps.Keys(s.Policies.WVA.ConfigMaps)) {
+		data := s.Policies.WVA.ConfigMaps[name]
+		if err := c.store.Apply(name, data); err != nil {
+			return c, fmt.Errorf("policies.wva.configMaps: %w", err)
+		}
+		if name != config.SaturationConfigMapName {
+			continue
+		}
+		for _, key := range slices.Sorted(maps.Keys(data)) {
+			var stated struct {
+				TTFT       *float64 `json:"targetTTFT"`
+				ITL        *float64 `json:"targetITL"`
+				Attainment *float64 `json:"sloAttainment"`
+			}
+			if err := yaml.Unmarshal([]byte(data[key]), &stated); err != nil {
+				return c, fmt.Errorf("policies.wva.configMaps: %s %q: %w", name, key, err)
+			}
+			for _, f := range []struct {
+				key, field string
+				v          *float64
+				want       time.Duration
+			}{{"targetTTFT", "slo.ttft", stated.TTFT, s.SLO.TTFT.D()}, {"targetITL", "slo.itl", stated.ITL, s.SLO.ITL.D()}} {
+				if f.v != nil && *f.v != ms(f.want) {
+					return c, fmt.Errorf("policies.wva.configMaps: %s %q: %s %g conflicts with %s %s: "+
+						"the scenario states the SLO once, in %s (drop %s from the entry)", name, key, f.key, *f.v, f.field, f.want, f.field, f.key)
+				}
+			}
+			c.attainmentSet = c.attainmentSet || stated.Attainment != nil
 		}
 	}
-	return store, nil
+	r := c.resolve(s.ModelID, s.Namespace)
+	if err := config.Validate(r); err != nil {
+		return c, fmt.Errorf("policies.wva: with slo %s/%s at %g: %w", s.SLO.TTFT, s.SLO.ITL, r.SLO.Attainment, err)
+	}
+	return c, nil
 }
+
+// resolve is the configuration in force for a model: the ConfigMaps'
+// resolution with the scenario's latency targets, and its attainment
+// unless the ConfigMaps or the sweep set wva's own.
+func (c wvaConfig) resolve(modelID, namespace string) params.Resolved {
+	r := c.store.Resolve(modelID, namespace)
+	r.SLO.TargetTTFTms, r.SLO.TargetITLms = ms(c.slo.TTFT.D()), ms(c.slo.ITL.D())
+	switch {
+	case c.attainment > 0:
+		r.SLO.Attainment = c.attainment
+	case !c.attainmentSet:
+		r.SLO.Attainment = c.slo.Attainment
+	}
+	return r
+}
+
+// WVAResolved is the configuration the wva policy runs the scenario's model
+// with.
+func (s Scenario) WVAResolved() (params.Resolved, error) {
+	c, err := s.wvaConfig()
+	if err != nil {
+		return params.Resolved{}, err
+	}
+	return c.resolve(s.ModelID, s.Namespace), nil
+}
+
+// ms is d in milliseconds, the unit of wva's targets.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // LoadTraffic builds the scenario's trace: reads the CSV or generates the
 // synthetic shape, then reshapes it.

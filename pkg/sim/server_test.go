@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -20,8 +20,8 @@ func oneReplica(t *testing.T, spec ServerSpec, replicas int32, rate float64, d t
 	sc := Scenario{
 		Name: "unit", ModelID: "m", Seed: 3,
 		Variants: []VariantSpec{{Name: "v", Cost: 1, MinReplicas: replicas, MaxReplicas: replicas, InitialReplicas: replicas, Server: spec}},
-		SLO:      SLO{TTFT: config.Duration(2 * time.Second), ITL: config.Duration(100 * time.Millisecond)},
-		Traffic: Traffic{Synthetic: &Synthetic{Shape: ShapeSteady, Duration: config.Duration(d), BaseRate: rate,
+		SLO:      SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
+		Traffic: Traffic{Synthetic: &Synthetic{Shape: ShapeSteady, Duration: params.Duration(d), BaseRate: rate,
 			InputTokens: in, OutputTokens: out}},
 	}
 	sc.applyDefaults()
@@ -159,7 +159,7 @@ func TestGatewayDoesNotBlockBehindARequestOnlyAnotherVariantHolds(t *testing.T) 
 			{Name: "small", Cost: 1, MinReplicas: 2, MaxReplicas: 2, InitialReplicas: 2, Server: small},
 			{Name: "large", Cost: 3, MinReplicas: 0, MaxReplicas: 1, Server: large},
 		},
-		SLO:     SLO{TTFT: config.Duration(2 * time.Second), ITL: config.Duration(100 * time.Millisecond)},
+		SLO:     SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
 		Control: Control{FlowControl: true},
 	}
 	sc.applyDefaults()

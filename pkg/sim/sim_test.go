@@ -17,6 +17,7 @@ import (
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -25,7 +26,7 @@ func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float
 	t.Helper()
 	sc := DefaultScenario()
 	syn := *sc.Traffic.Synthetic
-	syn.Shape, syn.Duration, syn.BaseRate, syn.PeakRate = shape, config.Duration(d), base, peak
+	syn.Shape, syn.Duration, syn.BaseRate, syn.PeakRate = shape, params.Duration(d), base, peak
 	sc.Traffic.Synthetic = &syn
 	require.NoError(t, sc.Validate())
 	tr, err := sc.LoadTraffic()
@@ -193,7 +194,7 @@ func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
 	sc, tr := shortScenario(t, ShapeSpike, 20*time.Minute, 1.5, 5)
 	rep, err := Run(sc, tr, Options{Policies: []string{PolicyWVA}})
 	require.NoError(t, err)
-	assert.Equal(t, config.AnalyzerSLOPlanner, rep.Analyzer, "the default scenario's ConfigMaps choose the slo-planner")
+	assert.Equal(t, params.AnalyzerSLOPlanner, rep.Analyzer, "the default scenario's ConfigMaps choose the slo-planner")
 	assert.Greater(t, rep.Policies[0].SLOAttainment, 0.95, "wva serves the spike")
 
 	// The project's percentage analyzer, given the seed's thresholds,
@@ -203,7 +204,7 @@ func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
 	}
 	rep, err = Run(sc, tr, Options{Policies: []string{PolicyWVA, PolicyWVAV1}})
 	require.NoError(t, err)
-	assert.Equal(t, config.AnalyzerSaturationPercentage, rep.Analyzer)
+	assert.Equal(t, params.AnalyzerSaturationPercentage, rep.Analyzer)
 	wva, v1 := rep.Policies[0], rep.Policies[1]
 	assert.Positive(t, wva.ScaleEvents)
 	assert.Equal(t, v1.Cost, wva.Cost)
@@ -236,7 +237,7 @@ func TestWVAInputsAndState(t *testing.T) {
 	}
 	p, err := newWVAPolicy(&sc)
 	require.NoError(t, err)
-	assert.Equal(t, config.AnalyzerQueueingModel, p.analyzer)
+	assert.Equal(t, params.AnalyzerQueueingModel, p.analyzer)
 	cycles := 0
 	var last decide.GroupResult
 	p.observe = func(_ time.Duration, res []decide.GroupResult) {
@@ -314,9 +315,9 @@ func TestFlowControl(t *testing.T) {
 		sc := Scenario{
 			Name: "fc", ModelID: "m", Seed: 2,
 			Variants: []VariantSpec{{Name: "v", Cost: 1, MinReplicas: 1, MaxReplicas: 1, InitialReplicas: 1, Server: spec}},
-			SLO:      SLO{TTFT: config.Duration(2 * time.Second), ITL: config.Duration(100 * time.Millisecond)},
+			SLO:      SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
 			Control:  Control{FlowControl: fc},
-			Traffic: Traffic{Synthetic: &Synthetic{Shape: ShapeSteady, Duration: config.Duration(5 * time.Minute), BaseRate: 3,
+			Traffic: Traffic{Synthetic: &Synthetic{Shape: ShapeSteady, Duration: params.Duration(5 * time.Minute), BaseRate: 3,
 				InputTokens: 800, OutputTokens: 300}},
 		}
 		sc.applyDefaults()
@@ -511,9 +512,10 @@ func TestSpikeOutrunsStartup(t *testing.T) {
 	assert.Greater(t, mixCost(sc.Variants, held), mixCost(sc.Variants, before))
 }
 
-// What the simulator benchmarks is what deploy/default ships: the embedded
-// scenario's wva ConfigMap entries equal the manifests' (deploy/keda is held
-// to deploy/default by test/integration).
+// What the simulator benchmarks is what deploy/default ships: wva's
+// configuration in the embedded scenario (its ConfigMaps under its SLO)
+// resolves to the manifests' (deploy/keda is held to deploy/default by
+// test/integration).
 func TestShippedConfigIsBenchmarked(t *testing.T) {
 	raw, err := os.ReadFile("../../deploy/default/configmaps.yaml")
 	require.NoError(t, err)
@@ -528,9 +530,62 @@ func TestShippedConfigIsBenchmarked(t *testing.T) {
 	}
 	sc := DefaultScenario()
 	require.NotEmpty(t, sc.Policies.WVA.ConfigMaps)
-	for name, data := range sc.Policies.WVA.ConfigMaps {
-		for key, entry := range data {
-			assert.Equal(t, strings.TrimSpace(shipped[name][key]), strings.TrimSpace(entry), "%s %s", name, key)
-		}
+	store := config.NewStore()
+	for name, data := range shipped {
+		require.NoError(t, store.Apply(name, data))
 	}
+	want := store.Resolve(sc.ModelID, sc.Namespace)
+	got, err := sc.WVAResolved()
+	require.NoError(t, err)
+	// The sources name entries; the scenario leaves out the scale-to-zero
+	// ConfigMap, whose shipped entry is the built-in default.
+	want.SaturationSource, got.SaturationSource = "", ""
+	want.ScaleToZeroSource, got.ScaleToZeroSource = "", ""
+	assert.Equal(t, want, got)
+}
+
+// The scenario states the SLO once: moving slo (as --slo-ttft and
+// --slo-itl do) moves wva's targets with the yardstick, and an entry that
+// restates a different target is an error, not a second SLO.
+func TestWVATargetsAreTheScenarioSLO(t *testing.T) {
+	sc := DefaultScenario()
+	sc.SLO.TTFT, sc.SLO.ITL = params.Duration(time.Second), params.Duration(50*time.Millisecond)
+	p, err := newWVAPolicy(&sc)
+	require.NoError(t, err)
+	r := p.resolve(sc.ModelID, sc.Namespace)
+	assert.Equal(t, 1000.0, r.SLO.TargetTTFTms)
+	assert.Equal(t, 50.0, r.SLO.TargetITLms)
+	assert.Equal(t, sc.SLO.Attainment, r.SLO.Attainment)
+
+	cases := []struct {
+		name, entry, err string
+		attainment       float64
+	}{
+		{"no target in the entry", "analyzerName: slo-planner", "", 0.99},
+		{"same targets restated", "targetTTFT: 1000\ntargetITL: 50", "", 0.99},
+		{"wva's own attainment", "sloAttainment: 0.95", "", 0.95},
+		{"conflicting TTFT", "targetTTFT: 2000", `wva-saturation-scaling-config "default": targetTTFT 2000 conflicts with slo.ttft 1s: ` +
+			"the scenario states the SLO once, in slo.ttft (drop targetTTFT from the entry)", 0},
+		{"conflicting ITL", "targetITL: 100", "targetITL 100 conflicts with slo.itl 50ms", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := sc
+			s.Policies.WVA.ConfigMaps = map[string]map[string]string{config.SaturationConfigMapName: {config.DefaultKey: tc.entry}}
+			r, err := s.WVAResolved()
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				assert.ErrorContains(t, s.Validate(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, 1000.0, r.SLO.TargetTTFTms)
+			assert.Equal(t, tc.attainment, r.SLO.Attainment)
+		})
+	}
+
+	// An attainment wva cannot plan for is rejected as the ConfigMap's would be.
+	sc.SLO.Attainment = 1
+	sc.Policies.WVA.ConfigMaps = nil
+	assert.ErrorContains(t, sc.Validate(), "sloAttainment=1: must be in [0.5, 0.9999]")
 }

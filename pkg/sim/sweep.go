@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -70,31 +68,10 @@ func sweeps(base Scenario) map[string]knobSweep {
 	}
 }
 
-// setWVAAttainment sets sloAttainment in the default entry of wva's
-// saturation ConfigMap, as a user would.
+// setWVAAttainment sets the attainment wva plans for, over its
+// configuration's; the yardstick (slo.attainment) stays.
 func setWVAAttainment(sc *Scenario, v float64) error {
-	const cm = "wva-saturation-scaling-config"
-	cms := map[string]map[string]string{}
-	for name, data := range sc.Policies.WVA.ConfigMaps {
-		cms[name] = map[string]string{}
-		for k, e := range data {
-			cms[name][k] = e
-		}
-	}
-	if cms[cm] == nil {
-		cms[cm] = map[string]string{}
-	}
-	entry := map[string]any{}
-	if err := yaml.Unmarshal([]byte(cms[cm]["default"]), &entry); err != nil {
-		return fmt.Errorf("%s default entry: %w", cm, err)
-	}
-	entry["sloAttainment"] = v
-	b, err := yaml.Marshal(entry)
-	if err != nil {
-		return err
-	}
-	cms[cm]["default"] = string(b)
-	sc.Policies.WVA.ConfigMaps = cms
+	sc.Policies.WVA.attainment = v
 	return nil
 }
 

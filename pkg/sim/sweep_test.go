@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 func TestFrontierFill(t *testing.T) {
@@ -59,25 +59,26 @@ func TestFrontierRanking(t *testing.T) {
 	}
 }
 
-// The wva sweep sets the attainment target the way a user would, in the
-// ConfigMap entry, and leaves the scenario it was given alone.
+// The wva sweep sets the attainment target wva plans for, and leaves the
+// scenario it was given, and the yardstick, alone.
 func TestSetWVAAttainment(t *testing.T) {
 	base := DefaultScenario()
 	run := base
 	require.NoError(t, setWVAAttainment(&run, 0.95))
-	store, err := run.WVAStore()
+	r, err := run.WVAResolved()
 	require.NoError(t, err)
-	assert.InDelta(t, 0.95, store.Resolve(run.ModelID, run.Namespace).Saturation.SLO.Attainment, 1e-12)
-	orig, err := base.WVAStore()
+	assert.InDelta(t, 0.95, r.SLO.Attainment, 1e-12)
+	assert.InDelta(t, 0.99, run.SLO.Attainment, 1e-12, "the yardstick")
+	orig, err := base.WVAResolved()
 	require.NoError(t, err)
-	assert.InDelta(t, 0.99, orig.Resolve(base.ModelID, base.Namespace).Saturation.SLO.Attainment, 1e-12)
+	assert.InDelta(t, 0.99, orig.SLO.Attainment, 1e-12)
 }
 
 // A sweep runs each policy at every knob value and attaches the constant
 // fleets' frontier to static-peak.
 func TestSweepFrontiers(t *testing.T) {
 	sc := DefaultScenario()
-	sc.Traffic.Limit = config.Duration(10 * time.Minute)
+	sc.Traffic.Limit = params.Duration(10 * time.Minute)
 	trace, err := sc.LoadTraffic()
 	require.NoError(t, err)
 	rep, err := Run(sc, trace, Options{Policies: []string{PolicyWVA, PolicyKPA, PolicyStaticPeak, PolicyStaticFrontier}})
@@ -104,7 +105,7 @@ func TestSweepFrontiers(t *testing.T) {
 // static-frontier row, one point per row.
 func TestSweepFrontiersWithoutStaticPeak(t *testing.T) {
 	sc := DefaultScenario()
-	sc.Traffic.Limit = config.Duration(10 * time.Minute)
+	sc.Traffic.Limit = params.Duration(10 * time.Minute)
 	trace, err := sc.LoadTraffic()
 	require.NoError(t, err)
 	rep, err := Run(sc, trace, Options{Policies: []string{PolicyStaticFrontier}})

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -32,12 +32,12 @@ type Synthetic struct {
 	// cosine day from BaseRate up to PeakRate and back), bursty (BaseRate
 	// with random bursts up to PeakRate, 3-12 minutes each).
 	Shape    string          `json:"shape"`
-	Duration config.Duration `json:"duration"`
+	Duration params.Duration `json:"duration"`
 	// Rates in requests per second.
 	BaseRate    float64         `json:"baseRate"`
 	PeakRate    float64         `json:"peakRate"`
-	SpikeStart  config.Duration `json:"spikeStart,omitempty"`
-	SpikeLength config.Duration `json:"spikeLength,omitempty"`
+	SpikeStart  params.Duration `json:"spikeStart,omitempty"`
+	SpikeLength params.Duration `json:"spikeLength,omitempty"`
 	// Mean prompt and output lengths in tokens, with lognormal spread Sigma
 	// (0 = 0.8), clipped to [1, Max*].
 	InputTokens     float64 `json:"inputTokens"`

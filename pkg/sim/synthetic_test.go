@@ -7,13 +7,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 func TestSyntheticShapes(t *testing.T) {
 	for _, shape := range Shapes {
 		t.Run(shape, func(t *testing.T) {
-			s := Synthetic{Shape: shape, Duration: config.Duration(30 * time.Minute), BaseRate: 1, PeakRate: 4, InputTokens: 500, OutputTokens: 100}
+			s := Synthetic{Shape: shape, Duration: params.Duration(30 * time.Minute), BaseRate: 1, PeakRate: 4, InputTokens: 500, OutputTokens: 100}
 			tr, err := s.Generate(7)
 			require.NoError(t, err)
 			again, _ := s.Generate(7)
@@ -41,8 +41,8 @@ func TestSyntheticShapes(t *testing.T) {
 			}
 		})
 	}
-	_, err := Synthetic{Shape: "square", Duration: config.Duration(time.Minute), InputTokens: 1, OutputTokens: 1}.Generate(1)
+	_, err := Synthetic{Shape: "square", Duration: params.Duration(time.Minute), InputTokens: 1, OutputTokens: 1}.Generate(1)
 	assert.ErrorContains(t, err, `traffic.synthetic.shape "square"`)
-	_, err = Synthetic{Shape: ShapeRamp, Duration: config.Duration(time.Minute), BaseRate: 2, PeakRate: 1, InputTokens: 1, OutputTokens: 1}.Generate(1)
+	_, err = Synthetic{Shape: ShapeRamp, Duration: params.Duration(time.Minute), BaseRate: 2, PeakRate: 1, InputTokens: 1, OutputTokens: 1}.Generate(1)
 	assert.ErrorContains(t, err, "traffic.synthetic.peakRate: 1 req/s is outside [2 req/s, 100000 req/s]")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // Snapshot is one variant group at one moment, in YAML or JSON.
@@ -87,10 +88,10 @@ type Variant struct {
 	// StartupAllowance is how long a new replica may take to become Ready
 	// ("5m"; the startupProbe's allowance in the adapter); unset: the
 	// enforcer's 10 minute default.
-	StartupAllowance *config.Duration `json:"startupAllowance,omitempty"`
+	StartupAllowance *params.Duration `json:"startupAllowance,omitempty"`
 	// StartupDelay is the measured pod creation to Ready time ("4m") the
 	// slo-planner plans over; unset: the configured startupDelay.
-	StartupDelay *config.Duration `json:"startupDelay,omitempty"`
+	StartupDelay *params.Duration `json:"startupDelay,omitempty"`
 	Replicas     []Replica        `json:"replicas"`
 }
 
@@ -187,7 +188,7 @@ func (s *Snapshot) Validate() error {
 	}
 	if cfg, err := s.resolveConfig(); err != nil {
 		p.errs = append(p.errs, err)
-	} else if len(s.Budget) > 0 && !cfg.Saturation.EnableLimiter {
+	} else if len(s.Budget) > 0 && !cfg.Scaling.EnableLimiter {
 		p.bad("budget", "applies only in limited mode: set config.enableLimiter: true")
 	}
 	return errors.Join(p.errs...)
@@ -324,7 +325,7 @@ func (v Variant) bounds() (int32, int32) {
 
 // resolveConfig feeds the snapshot's settings through the same ConfigMap
 // parser and validation the adapter uses, as the "default" entries.
-func (s *Snapshot) resolveConfig() (config.Resolved, error) {
+func (s *Snapshot) resolveConfig() (params.Resolved, error) {
 	store := config.NewStore()
 	sat := map[string]any{}
 	for k, v := range s.Config {
@@ -332,13 +333,13 @@ func (s *Snapshot) resolveConfig() (config.Resolved, error) {
 	}
 	if s.Analyzer != "" {
 		if prev, ok := sat["analyzerName"]; ok && prev != s.Analyzer {
-			return config.Resolved{}, fmt.Errorf("analyzer: %s conflicts with config.analyzerName %s", QuotedName(s.Analyzer), QuotedName(fmt.Sprint(prev)))
+			return params.Resolved{}, fmt.Errorf("analyzer: %s conflicts with config.analyzerName %s", QuotedName(s.Analyzer), QuotedName(fmt.Sprint(prev)))
 		}
 		sat["analyzerName"] = s.Analyzer
 	}
 	if s.QueueingModel != nil {
-		if name, ok := sat["analyzerName"].(string); ok && config.NormalizeAnalyzerName(name) != config.AnalyzerQueueingModel {
-			return config.Resolved{}, fmt.Errorf("queueingModel: selects the %s analyzer, but the snapshot asks for %s", config.AnalyzerQueueingModel, QuotedName(name))
+		if name, ok := sat["analyzerName"].(string); ok && config.NormalizeAnalyzerName(name) != params.AnalyzerQueueingModel {
+			return params.Resolved{}, fmt.Errorf("queueingModel: selects the %s analyzer, but the snapshot asks for %s", params.AnalyzerQueueingModel, QuotedName(name))
 		}
 	}
 	var errs []error
@@ -349,7 +350,7 @@ func (s *Snapshot) resolveConfig() (config.Resolved, error) {
 		}
 		text, err := yaml.Marshal(entry)
 		if err != nil {
-			return config.Resolved{}, err
+			return params.Resolved{}, err
 		}
 		if err := store.Apply(name, map[string]string{config.DefaultKey: string(text)}); err != nil {
 			errs = append(errs, err)
@@ -359,14 +360,14 @@ func (s *Snapshot) resolveConfig() (config.Resolved, error) {
 		// Present, even empty: the ConfigMap's default entry exists.
 		text, err := yaml.Marshal(s.QueueingModel)
 		if err != nil {
-			return config.Resolved{}, err
+			return params.Resolved{}, err
 		}
 		if err := store.Apply(config.QueueingModelConfigMapName, map[string]string{config.DefaultKey: string(text)}); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
-		return config.Resolved{}, errors.Join(errs...)
+		return params.Resolved{}, errors.Join(errs...)
 	}
 	return store.Resolve(s.ModelID, s.Namespace), nil
 }

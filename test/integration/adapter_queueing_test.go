@@ -16,8 +16,8 @@ import (
 
 	"github.com/wva-project/wva/pkg/adapter"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/test/fakevllm"
 	"github.com/wva-project/wva/test/harness"
@@ -127,7 +127,7 @@ func TestAdapterQueueingModelWithGPULimiter(t *testing.T) {
 				return false, err.Error()
 			}
 			v := cm.Data[engine.StateDataKey(decide.GroupKey{Namespace: "prod", ModelID: model})]
-			return strings.Contains(v, `"analyzer":"`+config.AnalyzerQueueingModel+`"`), v
+			return strings.Contains(v, `"analyzer":"`+params.AnalyzerQueueingModel+`"`), v
 		})
 	})
 

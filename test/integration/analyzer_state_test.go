@@ -21,6 +21,7 @@ import (
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	"github.com/wva-project/wva/test/testenv"
@@ -34,13 +35,13 @@ type rampState struct {
 	Cycles int32 `json:"cycles"`
 }
 
-func (rampAnalyzer) Name() string { return config.DefaultSaturation().AnalyzerName }
+func (rampAnalyzer) Name() string { return params.DefaultScaling().AnalyzerName }
 
-func (r rampAnalyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+func (r rampAnalyzer) Analyze(g decision.Group, cfg params.Resolved) (analyzer.Result, error) {
 	return r.AnalyzeState(g, cfg, nil)
 }
 
-func (rampAnalyzer) AnalyzeState(g decision.Group, _ config.Resolved, prev any) (analyzer.Result, error) {
+func (rampAnalyzer) AnalyzeState(g decision.Group, _ params.Resolved, prev any) (analyzer.Result, error) {
 	st, _ := analyzer.DecodeState[rampState](prev)
 	planned := map[string]int32{}
 	for _, v := range g.Variants {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/test/harness"
 	"github.com/wva-project/wva/test/testenv"
 )
@@ -177,9 +178,10 @@ func TestManifestsDefault(t *testing.T) {
 		}
 	}
 	r := store.Resolve("any/model", "any-namespace")
-	require.Equal(t, config.DefaultSaturation(), r.Saturation)
-	require.Equal(t, config.AnalyzerSLOPlanner, r.Analyzer())
-	require.Equal(t, config.DefaultScaleToZero(), r.ScaleToZero)
+	require.Equal(t, params.DefaultScaling(), r.Scaling)
+	require.Equal(t, params.DefaultSLO(), r.SLO)
+	require.Equal(t, params.AnalyzerSLOPlanner, r.Analyzer())
+	require.Equal(t, params.DefaultScaleToZero(), r.ScaleToZero)
 	require.NotEqual(t, "", r.SaturationSource)
 }
 

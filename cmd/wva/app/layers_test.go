@@ -15,6 +15,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/adapter"
 	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // runAdapterOptions runs `wva adapter args...` through cobra's flag parsing
@@ -71,7 +72,7 @@ controller:
 	require.NoError(t, s.Apply(config.ScaleToZeroConfigMapName, map[string]string{"default": "enable_scale_to_zero: false"}))
 	r := s.Resolve("meta/llama", "prod")
 	assert.True(t, r.ScaleToZero.Enabled, "WVA_SCALE_TO_ZERO over the file and the ConfigMap")
-	assert.Equal(t, config.AnalyzerSaturationToken, r.Saturation.AnalyzerName, "file over the built-in default")
+	assert.Equal(t, params.AnalyzerSaturationToken, r.Scaling.AnalyzerName, "file over the built-in default")
 
 	// Invalid values fail the command, naming the variable.
 	t.Setenv("WVA_SCALE_TO_ZERO", "yes please")

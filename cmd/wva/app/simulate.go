@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim"
 )
 
@@ -184,11 +184,11 @@ func buildScenario(cmd *cobra.Command, o simulateOptions) (sim.Scenario, error) 
 		}
 		if sc.Traffic.Synthetic != nil {
 			syn := *sc.Traffic.Synthetic
-			syn.Duration = config.Duration(o.duration)
+			syn.Duration = params.Duration(o.duration)
 			syn.SpikeStart, syn.SpikeLength = 0, 0
 			sc.Traffic.Synthetic = &syn
 		} else {
-			sc.Traffic.Limit = config.Duration(o.duration)
+			sc.Traffic.Limit = params.Duration(o.duration)
 		}
 	}
 	if changed("time-scale") {
@@ -198,21 +198,21 @@ func buildScenario(cmd *cobra.Command, o simulateOptions) (sim.Scenario, error) 
 		sc.Traffic.RateScale = o.rateScale
 	}
 	if changed("slo-ttft") {
-		sc.SLO.TTFT = config.Duration(o.sloTTFT)
+		sc.SLO.TTFT = params.Duration(o.sloTTFT)
 	}
 	if changed("slo-itl") {
-		sc.SLO.ITL = config.Duration(o.sloITL)
+		sc.SLO.ITL = params.Duration(o.sloITL)
 	}
 	if changed("startup-delay") {
 		if o.startupDelay < 0 {
 			return sc, fmt.Errorf("--startup-delay %s: must be >= 0", o.startupDelay)
 		}
 		for i := range sc.Variants {
-			sc.Variants[i].StartupDelay = config.Duration(o.startupDelay)
+			sc.Variants[i].StartupDelay = params.Duration(o.startupDelay)
 		}
 	}
 	if changed("engine-interval") {
-		sc.Control.EngineInterval = config.Duration(o.engineInterval)
+		sc.Control.EngineInterval = params.Duration(o.engineInterval)
 	}
 	if changed("flow-control") {
 		sc.Control.FlowControl = o.flowControl

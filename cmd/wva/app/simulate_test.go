@@ -68,6 +68,8 @@ func TestSimulateErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n2,abc,3\n"), 0o600))
 	late := filepath.Join(t.TempDir(), "late.csv")
 	require.NoError(t, os.WriteFile(late, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n9300000000,2,3\n"), 0o600))
+	restated := filepath.Join(t.TempDir(), "wva-config.yaml")
+	require.NoError(t, os.WriteFile(restated, []byte("wva-saturation-scaling-config:\n  default: |\n    targetTTFT: 2000\n"), 0o600))
 	centuries := filepath.Join(t.TempDir(), "centuries.csv")
 	require.NoError(t, os.WriteFile(centuries, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n4000000000,2,3\n"), 0o600))
 	for _, tt := range []struct {
@@ -82,6 +84,9 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"--trace", bad, "--shape", "spike"}, "--trace and --shape"},
 		{[]string{"--slo-ttft", "-1s"}, "--slo-ttft: slo.ttft: -1s is outside [1ms, 1h0m0s]"},
 		{[]string{"--slo-itl", "100000h"}, "--slo-itl: slo.itl: 100000h0m0s is outside [1ms, 1h0m0s]"},
+		// --slo-ttft moves wva's target with the yardstick: an entry
+		// restating the old target is a second, conflicting SLO.
+		{[]string{"--slo-ttft", "1s", "--wva-config", restated}, `targetTTFT 2000 conflicts with slo.ttft 1s`},
 		{[]string{"--engine-interval", "1ns"}, "--engine-interval: control.engineInterval: 1ns is outside [1s, 1h0m0s]"},
 		{[]string{"--startup-delay", "100000h"}, "--startup-delay: variants[0].startupDelay: 100000h0m0s is outside [0s, 24h0m0s]"},
 		{[]string{"--base-rate", "1e9"}, "--base-rate: traffic.synthetic.baseRate: 1000000000 req/s is outside [0 req/s, 100000 req/s]"},

@@ -37,12 +37,12 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/analyzer"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // Name is the analyzer's name in configuration and decision reasons.
-const Name = config.AnalyzerSLOPlanner
+const Name = params.AnalyzerSLOPlanner
 
 const (
 	// holdFactor start-up delays (lullUnit) is how long the plan keeps
@@ -207,13 +207,13 @@ type Analyzer struct{}
 func (Analyzer) Name() string { return Name }
 
 // Analyze implements analyzer.Analyzer (no memory of earlier cycles).
-func (a Analyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+func (a Analyzer) Analyze(g decision.Group, cfg params.Resolved) (analyzer.Result, error) {
 	return a.AnalyzeState(g, cfg, nil)
 }
 
 // AnalyzeState implements analyzer.Stateful. The signal is in requests per
 // second and carries the planned mix (Signal.PlannedReplicas).
-func (Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (analyzer.Result, error) {
+func (Analyzer) AnalyzeState(g decision.Group, cfg params.Resolved, prev any) (analyzer.Result, error) {
 	st, ok := analyzer.DecodeState[State](prev)
 	if !ok || st.Analyzer != Name {
 		st = State{}
@@ -221,9 +221,9 @@ func (Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (a
 	if parts := g.ByRole(); len(parts) > 1 {
 		return planRoles(g, parts, cfg, st), nil
 	}
-	slo := cfg.Saturation.SLO
+	slo := cfg.SLO
 	if slo.TargetITLms <= 0 || slo.TargetTTFTms <= 0 {
-		slo = config.DefaultSLO()
+		slo = params.DefaultSLO()
 	}
 	next := State{Analyzer: Name, Variants: map[string]VariantState{}, Input: st.Input, Output: st.Output,
 		HoldFactor: st.HoldFactor, LastRelease: st.LastRelease, FoundAt: st.FoundAt, Found: st.Found,
@@ -234,11 +234,11 @@ func (Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (a
 			next.Found[v.Name] = v.CurrentReplicas
 		}
 	}
-	an, sig := plan(g, slo, cfg.Saturation.Priority, st, &next)
+	an, sig := plan(g, slo, cfg.Scaling.Priority, st, &next)
 	return analyzer.Result{Signal: sig, Details: an, State: next}, nil
 }
 
-func plan(g decision.Group, slo config.SLO, priority float64, st State, next *State) (Analysis, decision.Signal) {
+func plan(g decision.Group, slo params.SLO, priority float64, st State, next *State) (Analysis, decision.Signal) {
 	var an Analysis
 	an.Input, an.Output = requestShape(g, st)
 	next.Input, next.Output = an.Input, an.Output
@@ -490,7 +490,7 @@ const provenShare = 0.5
 // staffed is a rate plus the square-root margin for the SLO's attainment:
 // the requests in service fluctuate by about sqrt(rate * duration) around
 // the mean (in concurrency slots).
-func staffed(rate float64, ref ReplicaCapacity, slo config.SLO) float64 {
+func staffed(rate float64, ref ReplicaCapacity, slo params.SLO) float64 {
 	if rate <= 0 || ref.RequestSeconds <= 0 {
 		return rate
 	}
@@ -559,7 +559,7 @@ func demand(g decision.Group) (float64, string) {
 // replicas (among all when none does): what a lull costs to ride out is
 // the start-up of the capacity it would give back, not of a variant the
 // plan does not use.
-func startupHorizon(variants []decision.Variant, learned map[string]VariantState, slo config.SLO) time.Duration {
+func startupHorizon(variants []decision.Variant, learned map[string]VariantState, slo params.SLO) time.Duration {
 	h := time.Duration(0)
 	for _, holding := range []bool{true, false} {
 		for _, v := range variants {
@@ -577,7 +577,7 @@ func startupHorizon(variants []decision.Variant, learned map[string]VariantState
 
 // startupOf is a variant's measured start-up delay, else the last one
 // measured, else the configured fallback.
-func startupOf(v decision.Variant, vs VariantState, slo config.SLO) time.Duration {
+func startupOf(v decision.Variant, vs VariantState, slo params.SLO) time.Duration {
 	switch {
 	case v.StartupDelay > 0:
 		return v.StartupDelay
@@ -637,7 +637,7 @@ func requestShape(g decision.Group, st State) (in, out float64) {
 // A variant never seen running has an optimistic prior (its KV cache size
 // is unknown until a pod reports it): the plan tries it when it looks
 // cheapest, and what its replicas then show corrects the line.
-func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, slo config.SLO, in, out float64) (VariantAnalysis, VariantState) {
+func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, slo params.SLO, in, out float64) (VariantAnalysis, VariantState) {
 	if v.StartupDelay > 0 {
 		vs.StartupDelay = v.StartupDelay
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // The fit recovers the step-time plane from replicas at varied loads and
@@ -127,10 +127,10 @@ func TestZ(t *testing.T) {
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func cfg() config.Resolved {
-	s := config.DefaultSaturation()
-	s.AnalyzerName = Name
-	return config.Resolved{Saturation: s, ScaleToZero: config.DefaultScaleToZero()}
+func cfg() params.Resolved {
+	r := params.Defaults()
+	r.Scaling.AnalyzerName = Name
+	return r
 }
 
 func fleet(l4, h100 int32, rate float64) decision.Group {
@@ -370,7 +370,7 @@ func TestUnprovenVariantAtFairPrice(t *testing.T) {
 // The horizon is the start-up of the variants holding replicas; a
 // variant's measured start-up is kept while it has no Ready pod.
 func TestStartupHorizon(t *testing.T) {
-	slo := config.DefaultSLO()
+	slo := params.DefaultSLO()
 	v := func(name string, current int32, measured time.Duration) decision.Variant {
 		return decision.Variant{Name: name, MaxReplicas: 4, CurrentReplicas: current, StartupDelay: measured}
 	}

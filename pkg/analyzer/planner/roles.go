@@ -2,8 +2,8 @@ package planner
 
 import (
 	"github.com/wva-project/wva/pkg/analyzer"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // Prefill/decode disaggregation. Prefill and decode variants are not
@@ -37,7 +37,7 @@ func (a RolesAnalysis) Summary() []string {
 
 // planRoles plans each role of a group of more than one role as a group
 // of its own and joins the plans in one signal.
-func planRoles(g decision.Group, parts []decision.RoleGroup, cfg config.Resolved, st State) analyzer.Result {
+func planRoles(g decision.Group, parts []decision.RoleGroup, cfg params.Resolved, st State) analyzer.Result {
 	next := State{Analyzer: Name, Roles: map[decision.Role]State{}}
 	var an RolesAnalysis
 	sigs := make([]decision.Signal, len(parts))
@@ -52,7 +52,7 @@ func planRoles(g decision.Group, parts []decision.RoleGroup, cfg config.Resolved
 		an.Roles = append(an.Roles, RoleAnalysis{Role: p.Role, Analysis: res.Details.(Analysis)})
 		sigs[i] = res.Signal
 	}
-	sig := decision.JoinRoles(decision.Signal{Analyzer: Name, Priority: cfg.Saturation.Priority, CapacityPerReplica: map[string]float64{},
+	sig := decision.JoinRoles(decision.Signal{Analyzer: Name, Priority: cfg.Scaling.Priority, CapacityPerReplica: map[string]float64{},
 		PlannedReplicas: map[string]int32{}}, parts, sigs)
 	return analyzer.Result{Signal: sig, Details: an, State: next}
 }
@@ -80,7 +80,7 @@ func (s State) trimRoles() (any, bool) {
 // the mean TTFT reaches ttftHeadroom of the target; the requests that
 // fluctuate around it are those arriving within that time (RequestSeconds,
 // for the planner's square-root margin).
-func prefillCapacity(v decision.Variant, reps []decision.ReplicaMetrics, slo config.SLO, in float64) ReplicaCapacity {
+func prefillCapacity(v decision.Variant, reps []decision.ReplicaMetrics, slo params.SLO, in float64) ReplicaCapacity {
 	target := ttftHeadroom * slo.TargetTTFTms / 1000
 	mu, learned := decision.PrefillServiceRate(v.Name, reps)
 	bound := "ttft"

@@ -3,8 +3,8 @@ package planner
 import (
 	"time"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 const (
@@ -32,7 +32,7 @@ const (
 // replicas that run twice during their start-up. base is the plan's
 // mixVariant per variant (its Lo and Hi are set here).
 func swapMix(variants []decision.Variant, an []VariantAnalysis, base []mixVariant,
-	keep []int32, need float64, hold time.Duration, young bool, slo config.SLO, next *State, now time.Time) ([]int32, bool) {
+	keep []int32, need float64, hold time.Duration, young bool, slo params.SLO, next *State, now time.Time) ([]int32, bool) {
 	if !next.SwapAt.IsZero() && now.Sub(next.SwapAt) < hold {
 		return nil, false
 	}

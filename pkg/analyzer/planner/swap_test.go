@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // A steady fleet moves to a cheaper mix only when the move pays, toward
@@ -68,7 +68,7 @@ func TestSwapMix(t *testing.T) {
 				an[i].Capacity = caps[v.Name]
 				base[i] = mixVariant{Name: v.Name, Cost: v.Cost, Rate: caps[v.Name].Rate, Min: v.MinReplicas, Max: v.MaxReplicas}
 			}
-			got, ok := swapMix(variants, an, base, tc.keep, tc.need, tc.hold, tc.young, config.DefaultSLO(), next, now)
+			got, ok := swapMix(variants, an, base, tc.keep, tc.need, tc.hold, tc.young, params.DefaultSLO(), next, now)
 			if tc.want == nil {
 				assert.False(t, ok, "no swap, got %v", got)
 				return

@@ -16,12 +16,12 @@ import (
 	"strings"
 
 	"github.com/wva-project/wva/pkg/analyzer"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // Name is the analyzer's name in configuration and decision reasons.
-const Name = config.AnalyzerQueueingModel
+const Name = params.AnalyzerQueueingModel
 
 // Defaults and guards of the analyzer.
 const (
@@ -204,7 +204,7 @@ type Analyzer struct {
 func (Analyzer) Name() string { return Name }
 
 // Analyze implements analyzer.Analyzer (no memory of earlier cycles).
-func (a Analyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+func (a Analyzer) Analyze(g decision.Group, cfg params.Resolved) (analyzer.Result, error) {
 	return a.AnalyzeState(g, cfg, nil)
 }
 
@@ -213,7 +213,7 @@ func (a Analyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Resul
 // RequiredCapacity = max(0, arrival - anticipated supply) and
 // SpareCapacity = max(0, supply - arrival), so a lone variant ends at
 // ceil(arrival / rate) replicas.
-func (a Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (analyzer.Result, error) {
+func (a Analyzer) AnalyzeState(g decision.Group, cfg params.Resolved, prev any) (analyzer.Result, error) {
 	st, ok := analyzer.DecodeState[State](prev)
 	if !ok || st.Analyzer != Name {
 		st = State{}
@@ -223,16 +223,16 @@ func (a Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) 
 	if a.Tuner != nil {
 		tuner = *a.Tuner
 	}
-	qm := config.DefaultQueueingModel()
+	qm := params.DefaultQueueingModel()
 	if cfg.QueueingModel != nil {
 		qm = *cfg.QueueingModel
 	}
 	var an Analysis
 	var sig decision.Signal
 	if parts := g.ByRole(); len(parts) > 1 {
-		an, sig = analyzeRoles(parts, qm, cfg.Saturation.Priority, tuner, &next)
+		an, sig = analyzeRoles(parts, qm, cfg.Scaling.Priority, tuner, &next)
 	} else {
-		an, sig = analyze(g, qm, cfg.Saturation.Priority, tuner, &next)
+		an, sig = analyze(g, qm, cfg.Scaling.Priority, tuner, &next)
 	}
 	return analyzer.Result{Signal: sig, Details: an, State: next}, nil
 }
@@ -256,7 +256,7 @@ func (o groupObs) latencies() (ttft, itl float64, ok bool) {
 
 // analyze sizes every variant, prices unknown ones at the lowest known rate,
 // then compares the group's arrival with its supply.
-func analyze(g decision.Group, qm config.QueueingModel, priority float64, tuner Tuner, st *State) (Analysis, decision.Signal) {
+func analyze(g decision.Group, qm params.QueueingModel, priority float64, tuner Tuner, st *State) (Analysis, decision.Signal) {
 	an := Analysis{SLOMultiplier: qm.SLOMultiplier, TuningEnabled: qm.TuningEnabled, Variants: make([]VariantAnalysis, 0, len(g.Variants))}
 	variants := append([]decision.Variant(nil), g.Variants...)
 	sort.Slice(variants, func(i, j int) bool { return variants[i].Name < variants[j].Name })
@@ -402,7 +402,7 @@ func (o groupObs) workload() (Workload, bool) {
 // analyzeVariant follows the data flow for one variant: workload, the
 // filter's observations, tuning, then targets and the rate per replica.
 // buf is scratch space for the models, grown as needed.
-func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group groupObs, qm config.QueueingModel, tuner Tuner, st *State, buf *[]float64) VariantAnalysis {
+func analyzeVariant(v decision.Variant, reps []decision.ReplicaMetrics, group groupObs, qm params.QueueingModel, tuner Tuner, st *State, buf *[]float64) VariantAnalysis {
 	va := VariantAnalysis{Name: v.Name, Ready: int32(len(reps)), Pending: max(0, v.PendingReplicas), TargetSource: TargetNone}
 	vs := st.Variants[v.Name]
 	va.Server = serverFor(v)
@@ -498,7 +498,7 @@ func (vs *VariantState) settle(current int32) bool {
 // tune seeds the tuner from the first observation, then feeds it this
 // cycle's observations unless tuning is off or the variant is in flux
 // (pending replicas, settling), whose latencies would mislead the filter.
-func (va *VariantAnalysis) tune(v decision.Variant, obs []Observation, settling bool, qm config.QueueingModel, tuner Tuner, vs *VariantState, buf []float64) {
+func (va *VariantAnalysis) tune(v decision.Variant, obs []Observation, settling bool, qm params.QueueingModel, tuner Tuner, vs *VariantState, buf []float64) {
 	if vs.Tuner == nil && len(obs) > 0 {
 		seeded := tuner.Seed(obs[0])
 		vs.Tuner = &seeded
@@ -528,7 +528,7 @@ func (va *VariantAnalysis) tune(v decision.Variant, obs []Observation, settling 
 
 // size picks the latency targets and solves the model for the highest
 // arrival rate per replica that meets them.
-func (va *VariantAnalysis) size(ts TunerState, group groupObs, qm config.QueueingModel, buf []float64) {
+func (va *VariantAnalysis) size(ts TunerState, group groupObs, qm params.QueueingModel, buf []float64) {
 	va.Params, va.Covariance, va.ParamsStdDev, va.TunerUpdates = ts.Params, ts.Covariance, ts.StdDev(), ts.Updates
 	trusted := ts.Updates >= TrustedAfter
 	va.ParamsSource = ParamsSeeded
@@ -562,7 +562,7 @@ func (va *VariantAnalysis) size(ts TunerState, group groupObs, qm config.Queuein
 
 // pickTargets sets the TTFT and ITL targets: explicit, else inferred from
 // trusted parameters, else the observed latencies with headroom.
-func (va *VariantAnalysis) pickTargets(p Params, trusted bool, group groupObs, qm config.QueueingModel) {
+func (va *VariantAnalysis) pickTargets(p Params, trusted bool, group groupObs, qm params.QueueingModel) {
 	inferTTFT, inferITL := InferredTargets(p, va.Workload, qm.SLOMultiplier)
 	obsTTFT, obsITL := va.ObservedTTFTms, va.ObservedITLms
 	if ttft, itl, ok := group.latencies(); obsTTFT <= 0 && ok {

@@ -12,19 +12,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/analyzer"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide/optimizer"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
-func qcfg(qm config.QueueingModel) config.Resolved {
-	r := config.NewStore().Resolve("m", "ns")
+func qcfg(qm params.QueueingModel) params.Resolved {
+	r := params.Defaults()
 	r.QueueingModel = &qm
 	return r
 }
 
-func noTuning() config.Resolved {
-	qm := config.DefaultQueueingModel()
+func noTuning() params.Resolved {
+	qm := params.DefaultQueueingModel()
 	qm.TuningEnabled = false
 	return qcfg(qm)
 }
@@ -124,7 +124,7 @@ func TestTargets(t *testing.T) {
 	observed := g.Replicas[0]
 
 	t.Run("explicit targets win; the one left at 0 is inferred", func(t *testing.T) {
-		qm := config.DefaultQueueingModel()
+		qm := params.DefaultQueueingModel()
 		qm.TuningEnabled, qm.TargetTTFTms = false, 100
 		res, err := Analyzer{}.AnalyzeState(g, qcfg(qm), learned("h100", 1))
 		require.NoError(t, err)
@@ -151,7 +151,7 @@ func TestTargets(t *testing.T) {
 	})
 
 	t.Run("a target below the idle latency sizes at utilization 1-1/k", func(t *testing.T) {
-		qm := config.DefaultQueueingModel()
+		qm := params.DefaultQueueingModel()
 		qm.TuningEnabled, qm.TargetTTFTms = false, 10 // idle TTFT is 36.2 ms
 		res, err := Analyzer{}.AnalyzeState(g, qcfg(qm), learned("h100", 1))
 		require.NoError(t, err)
@@ -164,7 +164,7 @@ func TestTargets(t *testing.T) {
 
 func TestFirstCyclesLearnAndCarryState(t *testing.T) {
 	v := decision.Variant{Name: "h100", Cost: 15, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 2}
-	cfg := qcfg(config.DefaultQueueingModel())
+	cfg := qcfg(params.DefaultQueueingModel())
 	obs := observer(truth, 0.02, 11)
 	var prev any
 	for cycle := range 12 {
@@ -197,7 +197,7 @@ func TestFirstCyclesLearnAndCarryState(t *testing.T) {
 
 func TestTuningGuards(t *testing.T) {
 	v := decision.Variant{Name: "h100", Cost: 15, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 3}
-	cfg := qcfg(config.DefaultQueueingModel())
+	cfg := qcfg(params.DefaultQueueingModel())
 	g := group([]decision.Variant{v}, pods("h100", 4, 4, 4))
 
 	// Last cycle there were 2 replicas: a scale-up, so the tuner waits.
@@ -349,7 +349,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // 1,000 groups of one variant with two replicas: two filter updates (each
 // four model solves) and the capacity search per group.
 func BenchmarkAnalyzer1000Groups(b *testing.B) {
-	cfg := qcfg(config.DefaultQueueingModel())
+	cfg := qcfg(params.DefaultQueueingModel())
 	v := decision.Variant{Name: "h100", Cost: 15, MinReplicas: 1, MaxReplicas: 10, CurrentReplicas: 2}
 	g := group([]decision.Variant{v}, pods("h100", 4, 5))
 	st := learned("h100", 2)

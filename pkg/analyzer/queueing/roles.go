@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // Prefill/decode disaggregation. Prefill and decode variants are
@@ -26,7 +26,7 @@ type RoleAnalysis struct {
 
 // analyzeRoles analyzes each part as a group of its own. The filter state
 // is per variant, and a variant is in one part only, so the parts share it.
-func analyzeRoles(parts []decision.RoleGroup, qm config.QueueingModel, priority float64, tuner Tuner, st *State) (Analysis, decision.Signal) {
+func analyzeRoles(parts []decision.RoleGroup, qm params.QueueingModel, priority float64, tuner Tuner, st *State) (Analysis, decision.Signal) {
 	an := Analysis{SLOMultiplier: qm.SLOMultiplier, TuningEnabled: qm.TuningEnabled}
 	sigs := make([]decision.Signal, len(parts))
 	for i, p := range parts {
@@ -50,7 +50,7 @@ const RatePrefill = "prefill-ttft"
 // (decision.PrefillServiceRate), whose mean TTFT at rate r is 1/(mu - r):
 // the rate at the target is mu - 1/target. The target is the explicit
 // targetTTFT, else the observed TTFT with headroom.
-func (va *VariantAnalysis) sizePrefill(v decision.Variant, reps []decision.ReplicaMetrics, qm config.QueueingModel) {
+func (va *VariantAnalysis) sizePrefill(v decision.Variant, reps []decision.ReplicaMetrics, qm params.QueueingModel) {
 	va.ParamsSource = ParamsNone
 	va.TuningSkipped = "prefill: sized by its TTFT (no ITL to learn from)"
 	var w, ttft float64

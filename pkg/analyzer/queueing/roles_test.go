@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide/optimizer"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // prefillPods are prefill replicas at the given arrival rates with the
@@ -26,8 +26,8 @@ func prefillPods(v string, ttftMs float64, rates ...float64) []decision.ReplicaM
 
 // pdConfig sets an explicit 500 ms TTFT target: a prefill replica's only
 // latency. Decode keeps the inferred ITL target.
-func pdConfig() config.Resolved {
-	qm := config.DefaultQueueingModel()
+func pdConfig() params.Resolved {
+	qm := params.DefaultQueueingModel()
 	qm.TuningEnabled = false
 	qm.TargetTTFTms = 500
 	return qcfg(qm)
@@ -130,7 +130,7 @@ func TestPrefillRate(t *testing.T) {
 		{"no TTFT reported", 500, prefillPods("prefill", 0, 6), 0, RateUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			qm := config.DefaultQueueingModel()
+			qm := params.DefaultQueueingModel()
 			qm.TargetTTFTms = tc.target
 			var va VariantAnalysis
 			va.sizePrefill(v, tc.reps, qm)

@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/analyzer"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // Name is the analyzer's name in configuration and decision reasons.
-const Name = config.AnalyzerSaturationPercentage
+const Name = params.AnalyzerSaturationPercentage
 
 // minNonSaturatedForScaleDown is the pre-condition of the N/(N-1) simulation:
 // with a single non-saturated replica there is nothing to redistribute onto.
@@ -68,8 +68,8 @@ type Stuck struct {
 	// Since is the variant's last decision change, For how long ago that
 	// was and Bound its StuckAfter.
 	Since time.Time       `json:"since"`
-	For   config.Duration `json:"for"`
-	Bound config.Duration `json:"bound"`
+	For   params.Duration `json:"for"`
+	Bound params.Duration `json:"bound"`
 	// Desired, Current, Reporting and Pending are the variant's decided
 	// and spec replicas, its pods reporting metrics and its pods not Ready.
 	Desired   int32 `json:"desired"`
@@ -92,7 +92,7 @@ func StuckVariants(g decision.Group) []Stuck {
 	var out []Stuck
 	for _, v := range sortedVariants(g.Variants) {
 		if transitioning(g, v) && stuck(v, g.Now) {
-			out = append(out, Stuck{Variant: v.Name, Since: v.LastUpdate, For: config.Duration(g.Now.Sub(v.LastUpdate).Round(time.Second)), Bound: config.Duration(StuckAfter(v)),
+			out = append(out, Stuck{Variant: v.Name, Since: v.LastUpdate, For: params.Duration(g.Now.Sub(v.LastUpdate).Round(time.Second)), Bound: params.Duration(StuckAfter(v)),
 				Desired: v.DesiredReplicas, Current: v.CurrentReplicas, Reporting: g.MetricsCount(v.Name), Pending: v.PendingReplicas})
 		}
 	}
@@ -105,13 +105,13 @@ func transitioning(g decision.Group, v decision.Variant) bool {
 }
 
 // IsSaturated says whether one replica is at or above either threshold.
-func IsSaturated(r decision.ReplicaMetrics, cfg config.Saturation) bool {
+func IsSaturated(r decision.ReplicaMetrics, cfg params.Scaling) bool {
 	return r.KvCacheUsage >= cfg.KvCacheThreshold || r.QueueLength >= cfg.QueueLengthThreshold
 }
 
 // AnalyzeReplicas computes spare capacity over the non-saturated replicas and
 // the scale-up and scale-down verdicts. It ignores transition state.
-func AnalyzeReplicas(replicas []decision.ReplicaMetrics, cfg config.Saturation) Analysis {
+func AnalyzeReplicas(replicas []decision.ReplicaMetrics, cfg params.Scaling) Analysis {
 	a := Analysis{TotalReplicas: len(replicas)}
 	var sumSpareKv, sumSpareQueue float64
 	for _, r := range replicas {
@@ -154,7 +154,7 @@ func AnalyzeReplicas(replicas []decision.ReplicaMetrics, cfg config.Saturation) 
 // scaleDownSafe simulates removing one replica: the average load of the
 // non-saturated replicas grows by N/(N-1) and must still leave spare capacity
 // at or above both triggers.
-func scaleDownSafe(a Analysis, cfg config.Saturation) (bool, string) {
+func scaleDownSafe(a Analysis, cfg params.Scaling) (bool, string) {
 	if a.NonSaturated < minNonSaturatedForScaleDown {
 		return false, fmt.Sprintf("headroom ok (avg spare KV %.3f, queue %.2f); scale-down needs >= %d non-saturated replicas, have %d",
 			a.AvgSpareKv, a.AvgSpareQueue, minNonSaturatedForScaleDown, a.NonSaturated)
@@ -247,7 +247,7 @@ func Transition(g decision.Group) (bool, map[string]int32, string) {
 // stands: no Ready transition within the window (or no clock), or the
 // fresh replicas short of headroom themselves. It reads only the pods'
 // Ready times and their metrics, never what a process remembers.
-func Settling(g decision.Group, cfg config.Saturation) string {
+func Settling(g decision.Group, cfg params.Scaling) string {
 	recent, ok := decision.RecentlyReady(g, nil)
 	if !ok {
 		return ""
@@ -271,17 +271,17 @@ func (Analyzer) Name() string { return Name }
 
 // Analyze implements analyzer.Analyzer: the signal is in units of one
 // replica and Details is an Analysis.
-func (a Analyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+func (a Analyzer) Analyze(g decision.Group, cfg params.Resolved) (analyzer.Result, error) {
 	analysis, sig := a.analyze(g, cfg)
 	return analyzer.Result{Signal: sig, Details: analysis}, nil
 }
 
-func (an Analyzer) analyze(g decision.Group, cfg config.Resolved) (Analysis, decision.Signal) {
+func (an Analyzer) analyze(g decision.Group, cfg params.Resolved) (Analysis, decision.Signal) {
 	if parts := g.ByRole(); len(parts) > 1 {
 		return an.analyzeRoles(g, parts, cfg)
 	}
-	a := AnalyzeReplicas(g.Replicas, cfg.Saturation)
-	sig := decision.Signal{Analyzer: Name, Priority: cfg.Saturation.Priority}
+	a := AnalyzeReplicas(g.Replicas, cfg.Scaling)
+	sig := decision.Signal{Analyzer: Name, Priority: cfg.Scaling.Priority}
 	inTransition, held, why := Transition(g)
 	a.Stuck = StuckVariants(g)
 	if inTransition {
@@ -293,7 +293,7 @@ func (an Analyzer) analyze(g decision.Group, cfg config.Resolved) (Analysis, dec
 	}
 	settling := ""
 	if a.ShouldScaleUp {
-		settling = Settling(g, cfg.Saturation)
+		settling = Settling(g, cfg.Scaling)
 	}
 	switch {
 	case settling != "":

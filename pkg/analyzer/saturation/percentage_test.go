@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 func rm(pod, variant string, kv, queue float64) decision.ReplicaMetrics {
@@ -17,7 +17,7 @@ func rm(pod, variant string, kv, queue float64) decision.ReplicaMetrics {
 }
 
 func TestIsSaturated(t *testing.T) {
-	cfg := config.DefaultSaturation()
+	cfg := params.DefaultScaling()
 	cases := []struct {
 		name      string
 		kv, queue float64
@@ -37,11 +37,11 @@ func TestIsSaturated(t *testing.T) {
 }
 
 func TestAnalyzeReplicas(t *testing.T) {
-	cfg := config.DefaultSaturation() // 0.80 / 5 / 0.10 / 3
+	cfg := params.DefaultScaling() // 0.80 / 5 / 0.10 / 3
 	cases := []struct {
 		name         string
 		replicas     []decision.ReplicaMetrics
-		cfg          config.Saturation
+		cfg          params.Scaling
 		nonSat       int
 		spareKv      float64
 		spareQueue   float64
@@ -185,7 +185,7 @@ func TestTransition(t *testing.T) {
 }
 
 func TestAnalyzerSignal(t *testing.T) {
-	cfg := config.Resolved{Saturation: config.DefaultSaturation()}
+	cfg := params.Resolved{Scaling: params.DefaultScaling(), SLO: params.DefaultSLO()}
 	group := func(kv float64) decision.Group {
 		return decision.Group{
 			Variants: []decision.Variant{variant("v", 5, 3, 0)},
@@ -247,7 +247,7 @@ func TestStuckTransitionStopsBlocking(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := decision.Group{Now: tc.now, Replicas: saturated,
 				Variants: []decision.Variant{variant("v1-l4", 5, 2, 2), tc.h100}}
-			res, err := Analyzer{}.Analyze(g, config.Resolved{Saturation: config.DefaultSaturation()})
+			res, err := Analyzer{}.Analyze(g, params.Resolved{Scaling: params.DefaultScaling(), SLO: params.DefaultSLO()})
 			require.NoError(t, err)
 			assert.Equal(t, tc.hold, res.Signal.Hold, res.Signal.Reason)
 			assert.Contains(t, res.Signal.Reason, tc.fragment)
@@ -256,7 +256,7 @@ func TestStuckTransitionStopsBlocking(t *testing.T) {
 				assert.Positive(t, res.Signal.RequiredCapacity, "the saturated L4s ask for capacity")
 				// The engine reads the stuck variant from the analysis.
 				require.Len(t, stuck, 1)
-				assert.Equal(t, Stuck{Variant: "v2-h100", Since: tc.h100.LastUpdate, For: config.Duration(now.Sub(tc.h100.LastUpdate)), Bound: config.Duration(StuckAfter(tc.h100)),
+				assert.Equal(t, Stuck{Variant: "v2-h100", Since: tc.h100.LastUpdate, For: params.Duration(now.Sub(tc.h100.LastUpdate)), Bound: params.Duration(StuckAfter(tc.h100)),
 					Desired: 1, Current: 1, Reporting: 0, Pending: 1}, stuck[0])
 				assert.Contains(t, stuck[0].Message(), "v2-h100 in transition since "+tc.h100.LastUpdate.Format(time.RFC3339))
 			} else {

@@ -1,8 +1,8 @@
 package saturation
 
 import (
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // analyzeRoles analyzes each role of a prefill/decode disaggregated group
@@ -10,8 +10,8 @@ import (
 // transitions: a decode replica starting does not block a prefill
 // scale-up, nor the reverse. Within a role the blocking is the model-wide
 // one of a group of that role alone.
-func (an Analyzer) analyzeRoles(g decision.Group, parts []decision.RoleGroup, cfg config.Resolved) (Analysis, decision.Signal) {
-	a := AnalyzeReplicas(g.Replicas, cfg.Saturation)
+func (an Analyzer) analyzeRoles(g decision.Group, parts []decision.RoleGroup, cfg params.Resolved) (Analysis, decision.Signal) {
+	a := AnalyzeReplicas(g.Replicas, cfg.Scaling)
 	a.Stuck = StuckVariants(g)
 	a.Roles = map[decision.Role]Analysis{}
 	sigs := make([]decision.Signal, len(parts))
@@ -21,7 +21,7 @@ func (an Analyzer) analyzeRoles(g decision.Group, parts []decision.RoleGroup, cf
 		a.InTransition = a.InTransition || ra.InTransition
 		sigs[i] = rs
 	}
-	sig := decision.JoinRoles(decision.Signal{Analyzer: Name, Priority: cfg.Saturation.Priority}, parts, sigs)
+	sig := decision.JoinRoles(decision.Signal{Analyzer: Name, Priority: cfg.Scaling.Priority}, parts, sigs)
 	a.Why = sig.Reason
 	return a, sig
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // The e2e's scale-up: 2 replicas at KV 0.78 asked for a third; on 3 the
@@ -25,7 +25,7 @@ func TestSettling(t *testing.T) {
 		return decision.Group{Now: now, Replicas: replicas,
 			Variants: []decision.Variant{{Name: "v", MinReplicas: 1, MaxReplicas: 4, CurrentReplicas: 3, DesiredReplicas: 3, LastUpdate: at(22 * time.Second), StartupDelay: 8 * time.Second, LastReadyAt: lastReady}}}
 	}
-	cfg := config.Resolved{Saturation: config.DefaultSaturation()}
+	cfg := params.Resolved{Scaling: params.DefaultScaling(), SLO: params.DefaultSLO()}
 	cases := []struct {
 		name     string
 		g        decision.Group
@@ -66,7 +66,7 @@ func TestSettling(t *testing.T) {
 // Settling never turns a scale-down or a steady verdict into anything else.
 func TestSettlingOnlyWithholdsScaleUps(t *testing.T) {
 	now := time.Date(2026, 11, 27, 6, 53, 17, 0, time.UTC)
-	cfg := config.Resolved{Saturation: config.DefaultSaturation()}
+	cfg := params.Resolved{Scaling: params.DefaultScaling(), SLO: params.DefaultSLO()}
 	group := func(kv float64, readyAt time.Time) decision.Group {
 		g := decision.Group{Now: now, Variants: []decision.Variant{{Name: "v", MinReplicas: 1, MaxReplicas: 4, CurrentReplicas: 3, DesiredReplicas: 3, LastReadyAt: readyAt}}}
 		for _, p := range []string{"a", "b", "c"} {

@@ -15,12 +15,12 @@ import (
 	"strings"
 
 	"github.com/wva-project/wva/pkg/analyzer"
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // Name is the analyzer's name in configuration and decision reasons.
-const Name = config.AnalyzerSaturationToken
+const Name = params.AnalyzerSaturationToken
 
 // Constants of the upstream model.
 const (
@@ -239,20 +239,20 @@ type Analyzer struct{}
 func (Analyzer) Name() string { return Name }
 
 // Analyze implements analyzer.Analyzer (no memory of earlier cycles).
-func (a Analyzer) Analyze(g decision.Group, cfg config.Resolved) (analyzer.Result, error) {
+func (a Analyzer) Analyze(g decision.Group, cfg params.Resolved) (analyzer.Result, error) {
 	return a.AnalyzeState(g, cfg, nil)
 }
 
 // AnalyzeState implements analyzer.Stateful: the signal is in tokens,
 // CapacityPerReplica holds each variant's per-replica capacity, Details is
 // an Analysis and State the memory for the next cycle.
-func (Analyzer) AnalyzeState(g decision.Group, cfg config.Resolved, prev any) (analyzer.Result, error) {
+func (Analyzer) AnalyzeState(g decision.Group, cfg params.Resolved, prev any) (analyzer.Result, error) {
 	st, ok := analyzer.DecodeState[State](prev)
 	if !ok || st.Analyzer != Name {
 		st = State{}
 	}
 	next := st.clone(g)
-	a, sig := analyze(g, cfg.Saturation, &next)
+	a, sig := analyze(g, cfg.Scaling, &next)
 	return analyzer.Result{Signal: sig, Details: a, State: next}, nil
 }
 
@@ -355,7 +355,7 @@ func Signals(demand, supply, anticipated, scaleUpThreshold, scaleDownBoundary fl
 
 // analyze runs the chain along the data flow: workload averages, then each
 // replica's capacity, then each variant's, then supply, then the signal.
-func analyze(g decision.Group, cfg config.Saturation, st *State) (Analysis, decision.Signal) {
+func analyze(g decision.Group, cfg params.Scaling, st *State) (Analysis, decision.Signal) {
 	a := Analysis{
 		KvCacheThreshold: cfg.KvCacheThreshold, QueueLengthThreshold: cfg.QueueLengthThreshold,
 		ScaleUpThreshold: cfg.ScaleUpThreshold, ScaleDownBoundary: cfg.ScaleDownBoundary,
@@ -432,7 +432,7 @@ func (a *Analysis) averageITL(replicas []decision.ReplicaMetrics, byName map[str
 
 // replicaCapacities computes each replica's capacity min(k1, k2) and demand,
 // and returns them by variant for the per-variant medians.
-func (a *Analysis) replicaCapacities(replicas []decision.ReplicaMetrics, byName map[string]decision.Variant, cfg config.Saturation, st *State) map[string][]ReplicaCapacity {
+func (a *Analysis) replicaCapacities(replicas []decision.ReplicaMetrics, byName map[string]decision.Variant, cfg params.Scaling, st *State) map[string][]ReplicaCapacity {
 	perVariant := map[string][]ReplicaCapacity{}
 	for _, r := range replicas {
 		v, ok := byName[r.Variant]
@@ -571,7 +571,7 @@ func (st *State) k2(v decision.Variant, queue, tokensInUse, in, out, queueThresh
 
 // signal totals demand and supply (per role when disaggregated) and turns
 // them into the optimizer's signal.
-func (a *Analysis) signal(g decision.Group, cfg config.Saturation, st *State) decision.Signal {
+func (a *Analysis) signal(g decision.Group, cfg params.Scaling, st *State) decision.Signal {
 	sig := decision.Signal{Analyzer: Name, Priority: cfg.Priority, CapacityPerReplica: map[string]float64{}}
 	parts := map[decision.Role]*Totals{}
 	pending := map[decision.Role]int32{}
@@ -715,7 +715,7 @@ func (st *State) peakDemand(role decision.Role, demand float64, cycles int) floa
 // within the window are over the scale-up threshold themselves. It reads
 // only the pods' Ready times and their metrics, so a restarted adapter or
 // a new leader withholds the same.
-func (a *Analysis) settling(g decision.Group, t Totals, cfg config.Saturation) string {
+func (a *Analysis) settling(g decision.Group, t Totals, cfg params.Scaling) string {
 	inRole := map[string]bool{}
 	for _, n := range t.Variants {
 		inRole[n] = true
@@ -758,7 +758,7 @@ func (a *Analysis) hasCapacity(names []string) bool {
 	return false
 }
 
-func (a *Analysis) describe(t Totals, cfg config.Saturation) string {
+func (a *Analysis) describe(t Totals, cfg params.Scaling) string {
 	head := fmt.Sprintf("demand %.0f tokens, supply %.0f (anticipated %.0f), utilization %.3f", t.Demand, t.Supply, t.AnticipatedSupply, t.Utilization)
 	switch {
 	case t.RequiredCapacity > 0:

@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/decide/optimizer"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
-func defaults() config.Resolved {
-	cfg := config.NewStore().Resolve("m", "ns")
-	cfg.Saturation.AnalyzerName = Name
+func defaults() params.Resolved {
+	cfg := params.Defaults()
+	cfg.Scaling.AnalyzerName = Name
 	return cfg // kvCacheThreshold 0.80, queueLengthThreshold 5, 0.85 / 0.70
 }
 
@@ -217,7 +217,7 @@ func TestBacklogDrain(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := defaults()
-			cfg.Saturation.BacklogDrainSeconds = c.drain
+			cfg.Scaling.BacklogDrainSeconds = c.drain
 			res, err := Analyzer{}.AnalyzeState(g, cfg, nil)
 			require.NoError(t, err)
 			a := res.Details.(Analysis)
@@ -569,11 +569,11 @@ func TestMoreDemandNeverFewerReplicas(t *testing.T) {
 			cfg := defaults()
 			if trial%2 == 1 {
 				// With stabilization on, from a remembered lower demand.
-				cfg.Saturation.ScaleDownStabilizationCycles = 10
+				cfg.Scaling.ScaleDownStabilizationCycles = 10
 			}
 			if trial%4 >= 2 {
 				// The backlog drained over 2 minutes (ITL below).
-				cfg.Saturation.BacklogDrainSeconds = 120
+				cfg.Scaling.BacklogDrainSeconds = 120
 				for i := range gg.Replicas {
 					gg.Replicas[i].AvgITLms = 50
 				}
@@ -629,7 +629,7 @@ func TestScaleDownStabilization(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := defaults()
-			cfg.Saturation.ScaleDownStabilizationCycles = c.cycles
+			cfg.Scaling.ScaleDownStabilizationCycles = c.cycles
 			res, err := Analyzer{}.AnalyzeState(g(0.8), cfg, nil)
 			require.NoError(t, err)
 			assert.Zero(t, res.Signal.SpareCapacity)
@@ -662,7 +662,7 @@ func TestNonFiniteITLIgnored(t *testing.T) {
 		a.AvgITLms, b.AvgITLms = 60, bad
 		g.Replicas = []decision.ReplicaMetrics{a, b}
 		cfg := defaults()
-		cfg.Saturation.BacklogDrainSeconds = 120
+		cfg.Scaling.BacklogDrainSeconds = 120
 		res, err := Analyzer{}.AnalyzeState(g, cfg, nil)
 		require.NoError(t, err)
 		an := res.Details.(Analysis)
