@@ -534,9 +534,9 @@ func (a *Analysis) supplies(byName map[string]decision.Variant) {
 // still filling up, not saturated at that token count: typically a pod just
 // Ready to which the endpoint picker releases a held backlog, which chunked
 // prefill admits a few prompts per step. Taken as an observation of k2, its
-// few hundred tokens became the variant's capacity (the median of one
-// replica) and the rolling history, and one such cycle ordered a dozen
-// replicas. Below the share, the chain goes on to history or derivation.
+// few hundred tokens would become the variant's capacity (the median of one
+// replica) and the rolling history, and one such cycle would order replicas
+// by the dozen. Below the share, the chain goes on to history or derivation.
 const MinObservedK2Share = 0.5
 
 func expectedK2(k1, derived float64) float64 {
