@@ -238,182 +238,254 @@ func (Analyzer) AnalyzeState(g decision.Group, cfg params.Resolved, prev any) (a
 	return analyzer.Result{Signal: sig, Details: an, State: next}, nil
 }
 
+// cycle is one planning cycle: its inputs, and what each step derives for
+// the next.
+type cycle struct {
+	g    decision.Group
+	slo  params.SLO
+	st   State
+	next *State
+	an   Analysis
+	// variants are the group's, by name.
+	variants []decision.Variant
+	// caps is each variant's rate per replica at the SLO.
+	caps map[string]ReplicaCapacity
+	// horizon is the start-up delay the plan looks ahead by; ref the
+	// capacity the margin is mostly made of.
+	horizon time.Duration
+	ref     ReplicaCapacity
+	// short says the supply does not cover the staffed demand.
+	short bool
+	// hold is how long the plan keeps its peak.
+	hold time.Duration
+}
+
+// plan sizes the group: what a replica of each variant serves, the demand
+// to serve, the peak to hold through lulls, and the cheapest mix for them.
 func plan(g decision.Group, slo params.SLO, priority float64, st State, next *State) (Analysis, decision.Signal) {
-	var an Analysis
-	an.Input, an.Output = requestShape(g, st)
-	next.Input, next.Output = an.Input, an.Output
+	c := &cycle{g: g, slo: slo, st: st, next: next}
+	c.an.Input, c.an.Output = requestShape(g, st)
+	next.Input, next.Output = c.an.Input, c.an.Output
+	c.variants = append([]decision.Variant(nil), g.Variants...)
+	sort.Slice(c.variants, func(i, j int) bool { return c.variants[i].Name < c.variants[j].Name })
 
-	variants := append([]decision.Variant(nil), g.Variants...)
-	sort.Slice(variants, func(i, j int) bool { return variants[i].Name < variants[j].Name })
+	c.capacities()
+	c.demand()
+	c.holdPeak()
+	counts := c.mix()
+	return c.an, c.signal(counts, priority)
+}
 
-	// Capacity per variant.
-	caps := make(map[string]ReplicaCapacity, len(variants))
-	for _, v := range variants {
-		vs := st.Variants[v.Name]
-		va, nvs := learn(v, g.Replicas, vs, slo, an.Input, an.Output)
+// capacities learns each variant's rate per replica at the SLO.
+func (c *cycle) capacities() {
+	c.caps = make(map[string]ReplicaCapacity, len(c.variants))
+	for _, v := range c.variants {
+		vs := c.st.Variants[v.Name]
+		va, nvs := learn(v, c.g.Replicas, vs, c.slo, c.an.Input, c.an.Output)
 		if v.Role.Normalized() == decision.RolePrefill {
-			va.Capacity = prefillCapacity(v, g.Replicas, slo, an.Input)
+			va.Capacity = prefillCapacity(v, c.g.Replicas, c.slo, c.an.Input)
 		}
-		next.Variants[v.Name] = nvs
-		caps[v.Name] = va.Capacity
-		an.Variants = append(an.Variants, va)
+		c.next.Variants[v.Name] = nvs
+		c.caps[v.Name] = va.Capacity
+		c.an.Variants = append(c.an.Variants, va)
 	}
+	fairPrice(c.variants, c.caps, c.an.Variants)
+}
 
-	fairPrice(variants, caps, an.Variants)
-
-	// Demand.
-	an.ArrivalRate, an.ArrivalSource = demand(g)
-	an.Backlog = g.SchedulerQueueSize
-	for _, r := range g.Replicas {
+// demand is the rate to serve: arrivals, their rise over the start-up
+// delay and the backlog, staffed with the margin for the attainment.
+func (c *cycle) demand() {
+	an := &c.an
+	an.ArrivalRate, an.ArrivalSource = demand(c.g)
+	an.Backlog = c.g.SchedulerQueueSize
+	for _, r := range c.g.Replicas {
 		an.Backlog += r.QueueLength
 	}
-	horizon := startupHorizon(variants, next.Variants, slo)
-	an.Horizon = horizon.String()
+	c.horizon = startupHorizon(c.variants, c.next.Variants, c.slo)
+	an.Horizon = c.horizon.String()
 	// The backlog is drained over one start-up delay: a replica ordered for
-	// it serves while there is still backlog to serve. (Draining the
-	// backlog projected to that time instead ordered 11 replicas on the
-	// spike where 5 serve it.)
-	an.BacklogRate = an.Backlog / horizon.Seconds()
-	an.Rising = rising(st.Plans, g.Now, an.ArrivalRate, horizon)
+	// it serves while there is still backlog to serve. The backlog
+	// projected to the end of the start-up is not the rate to order for:
+	// the replicas already serving drain much of it meanwhile.
+	an.BacklogRate = an.Backlog / c.horizon.Seconds()
+	an.Rising = rising(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon)
 	rate := an.ArrivalRate + an.Rising + an.BacklogRate
-	ref := referenceCapacity(variants, caps)
-	an.Staffed = staffed(rate, ref, slo)
-	an.StaffedArrivals = staffed(an.ArrivalRate, ref, slo)
+	c.ref = referenceCapacity(c.variants, c.caps)
+	an.Staffed = staffed(rate, c.ref, c.slo)
+	an.StaffedArrivals = staffed(an.ArrivalRate, c.ref, c.slo)
+}
 
-	// Hold: the highest plan of the last HoldFactor units of the lull.
-	unit := lullUnit(horizon)
+// holdPeak compares the supply with the demand, adapts the hold to the
+// lulls seen, and holds the highest plan of the hold.
+func (c *cycle) holdPeak() {
+	an := &c.an
+	unit := lullUnit(c.horizon)
+	for _, v := range c.variants {
+		an.Supply += float64(v.CurrentReplicas) * c.caps[v.Name].Rate
+	}
+	c.short = an.Supply+1e-9 < an.Staffed
+	c.adaptHold(unit)
+	c.hold = time.Duration(c.next.HoldFactor * float64(unit))
+	c.next.Rises = rises(c.st.Rises, c.st.Plans, c.g.Now, an.StaffedArrivals, c.ref.Rate, c.horizon, c.hold)
+	if len(c.next.Rises) < 2 {
+		// No burst has come back within the hold: nothing says the
+		// capacity a rise needed will be needed again soon, and a one-off
+		// spike's fleet is not kept for the rest of the hour.
+		c.hold = min(c.hold, time.Duration(shortHoldFactor*float64(unit)))
+	}
+	an.Hold = c.hold.String()
+	c.remember()
+}
+
+// adaptHold doubles the hold when demand comes back over capacity given
+// back within it, and shrinks it when a release held for a whole hold.
+func (c *cycle) adaptHold(unit time.Duration) {
+	next, last := c.next, c.st.LastRelease
 	if next.HoldFactor <= 0 {
 		next.HoldFactor = holdFactor
 	}
-	for _, v := range variants {
-		an.Supply += float64(v.CurrentReplicas) * caps[v.Name].Rate
-	}
-	short := an.Supply+1e-9 < an.Staffed
 	switch {
-	case short && !st.LastRelease.IsZero() && g.Now.Sub(st.LastRelease) < time.Duration(next.HoldFactor*float64(unit)):
+	case c.short && !last.IsZero() && c.g.Now.Sub(last) < time.Duration(next.HoldFactor*float64(unit)):
 		// Demand came back over capacity given back within the hold.
 		next.HoldFactor = min(next.HoldFactor*2, maxHoldFactor)
 		next.LastRelease = time.Time{}
-	case !st.LastRelease.IsZero() && g.Now.Sub(st.LastRelease) >= time.Duration(next.HoldFactor*float64(unit)):
+	case !last.IsZero() && c.g.Now.Sub(last) >= time.Duration(next.HoldFactor*float64(unit)):
 		// A release that held for a whole hold was right.
 		next.HoldFactor = max(next.HoldFactor*0.75, minHoldFactor)
 		next.LastRelease = time.Time{}
 	}
-	hold := time.Duration(next.HoldFactor * float64(unit))
-	next.Rises = rises(st.Rises, st.Plans, g.Now, an.StaffedArrivals, ref.Rate, horizon, hold)
-	if len(next.Rises) < 2 {
-		// No burst has come back within the hold: nothing says the
-		// capacity a rise needed will be needed again soon. (Holding
-		// every rise for twelve start-ups kept a one-off spike's fleet
-		// for the rest of the hour: 44.8 where 32.2 serve as well.)
-		hold = min(hold, time.Duration(shortHoldFactor*float64(unit)))
-	}
-	an.Hold = hold.String()
+}
+
+// remember holds the highest plan of the hold and keeps this cycle's for
+// the next.
+func (c *cycle) remember() {
+	an, next := &c.an, c.next
 	an.Held = an.Staffed
 	// Plans are remembered for the longer of the hold and the trend's
 	// window: a short hold must not starve the trend of history.
-	keep := max(hold, trendWindow(horizon))
-	for _, p := range st.Plans {
-		age := g.Now.Sub(p.At)
+	keep := max(c.hold, trendWindow(c.horizon))
+	for _, p := range c.st.Plans {
+		age := c.g.Now.Sub(p.At)
 		if age < keep {
 			next.Plans = append(next.Plans, p)
 		}
-		if age < hold {
+		if age < c.hold {
 			an.Held = max(an.Held, p.Rate)
 		}
 	}
 	// The hold remembers arrivals, not the backlog: a backlog is drained
-	// once, and holding the rate that drained it kept 9 replicas for 48
-	// minutes on a burst that 5 serve.
-	next.Plans = append(next.Plans, PlanPoint{At: g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate})
+	// once, and the rate that drained it is not needed again.
+	next.Plans = append(next.Plans, PlanPoint{At: c.g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate})
 	if len(next.Plans) > maxHistory {
 		next.Plans = next.Plans[len(next.Plans)-maxHistory:]
 	}
+}
 
-	// Mix.
-	mv := make([]mixVariant, len(variants))
-	for i, v := range variants {
-		mv[i] = mixVariant{Name: v.Name, Cost: v.Cost, Rate: caps[v.Name].Rate, Min: v.MinReplicas, Max: v.MaxReplicas,
+// mix is the replicas of each variant (in c.variants' order): added to
+// cover a lasting shortfall, kept while replicas start, else the cheapest
+// that covers the held plan.
+func (c *cycle) mix() []int32 {
+	mv := make([]mixVariant, len(c.variants))
+	for i, v := range c.variants {
+		mv[i] = mixVariant{Name: v.Name, Cost: v.Cost, Rate: c.caps[v.Name].Rate, Min: v.MinReplicas, Max: v.MaxReplicas,
 			Lo: min(max(v.CurrentReplicas, v.MinReplicas), v.MaxReplicas), Hi: v.MaxReplicas}
 	}
-	counts := make([]int32, len(variants))
-	for i, v := range variants {
+	counts := make([]int32, len(c.variants))
+	for i, v := range c.variants {
 		counts[i] = decision.Clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
 	}
 	switch {
-	case short && lasting(g.Now, st, next, an.Supply, an.Staffed):
-		// Short now: add to cover the present plan (only adds, so
-		// pending replicas are never ordered again). The hold keeps
-		// capacity through lulls; it orders none for a past peak the
-		// fleet was not short of then: that peak was planned in req/s
-		// of another request shape (longer outputs serve fewer req/s).
-		c, ok := cheapestMix(mv, an.Staffed)
-		counts = c
-		an.Why = WhyDemand
-		switch {
-		case an.BacklogRate > an.ArrivalRate*0.1:
-			an.Why = WhyBacklog
-		case an.Supply+1e-9 >= staffed(an.ArrivalRate+an.BacklogRate, ref, slo):
-			an.Why = WhyTrend
-		}
-		if !ok {
-			an.Why = WhyMax
-		}
-	case short:
+	case c.short && lasting(c.g.Now, c.st, c.next, c.an.Supply, c.an.Staffed):
+		return c.order(mv)
+	case c.short:
 		// A small shortfall not yet a metrics window old: hold.
-		an.Why = WhyPersist
-	case pending(variants):
+		c.an.Why = WhyPersist
+	case pending(c.variants):
 		// Replicas still starting have not shown their capacity yet:
 		// give nothing back before they serve.
-		an.Why = WhyHorizon
+		c.an.Why = WhyHorizon
 	default:
-		// Enough now: give back what the held plan does not need.
-		young := g.Now.Sub(next.FoundAt) < hold
-		for i, v := range variants {
-			mv[i].Hi = decision.Clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
-			mv[i].Lo = min(v.MinReplicas, mv[i].Hi)
-			if young {
-				mv[i].Lo = min(max(mv[i].Lo, next.Found[v.Name]), mv[i].Hi)
-			}
-		}
-		keep := counts
-		if c, ok := cheapestMix(mv, an.Held); ok && mixCost(mv, c) < mixCost(mv, counts)-1e-9 {
-			keep = c
-		}
-		swap, swapping := swapMix(variants, an.Variants, mv, keep, an.Held, hold, young, slo, next, g.Now)
-		switch {
-		case swapping:
-			counts = swap
-			an.Why = WhySwap
-		case mixCost(mv, keep) < mixCost(mv, counts)-1e-9:
-			if !completesSwap(variants, keep, next.SwapTo) {
-				next.LastRelease = g.Now
-			}
-			next.SwapTo = nil
-			counts = keep
-			an.Why = WhyDemand
-		default:
-			an.Why = WhyHorizon
-			if an.Held <= an.Staffed+1e-9 {
-				an.Why = WhyDemand
-			}
+		return c.release(mv, counts)
+	}
+	return counts
+}
+
+// order covers the present plan. It only adds, so pending replicas are
+// never ordered again. The hold keeps capacity through lulls; it orders
+// none for a past peak the fleet was not short of then: that peak was
+// planned in req/s of another request shape (longer outputs serve fewer
+// req/s).
+func (c *cycle) order(mv []mixVariant) []int32 {
+	an := &c.an
+	counts, ok := cheapestMix(mv, an.Staffed)
+	an.Why = WhyDemand
+	switch {
+	case an.BacklogRate > an.ArrivalRate*0.1:
+		an.Why = WhyBacklog
+	case an.Supply+1e-9 >= staffed(an.ArrivalRate+an.BacklogRate, c.ref, c.slo):
+		an.Why = WhyTrend
+	}
+	if !ok {
+		an.Why = WhyMax
+	}
+	return counts
+}
+
+// release gives back what the held plan does not need, or moves to a
+// cheaper mix that covers it.
+func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
+	an, next := &c.an, c.next
+	young := c.g.Now.Sub(next.FoundAt) < c.hold
+	for i, v := range c.variants {
+		mv[i].Hi = decision.Clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
+		mv[i].Lo = min(v.MinReplicas, mv[i].Hi)
+		if young {
+			mv[i].Lo = min(max(mv[i].Lo, next.Found[v.Name]), mv[i].Hi)
 		}
 	}
+	keep := counts
+	if m, ok := cheapestMix(mv, an.Held); ok && mixCost(mv, m) < mixCost(mv, counts)-1e-9 {
+		keep = m
+	}
+	swap, swapping := swapMix(c.variants, an.Variants, mv, keep, an.Held, c.hold, young, c.slo, next, c.g.Now)
+	switch {
+	case swapping:
+		an.Why = WhySwap
+		return swap
+	case mixCost(mv, keep) < mixCost(mv, counts)-1e-9:
+		if !completesSwap(c.variants, keep, next.SwapTo) {
+			next.LastRelease = c.g.Now
+		}
+		next.SwapTo = nil
+		an.Why = WhyDemand
+		return keep
+	}
+	an.Why = WhyHorizon
+	if an.Held <= an.Staffed+1e-9 {
+		an.Why = WhyDemand
+	}
+	return counts
+}
+
+// signal is the plan as a signal: the mix, each variant's rate per
+// replica, and the rate it adds or gives back.
+func (c *cycle) signal(counts []int32, priority float64) decision.Signal {
+	an := &c.an
 	sig := decision.Signal{Analyzer: Name, Priority: priority, CapacityPerReplica: map[string]float64{},
 		PlannedReplicas: map[string]int32{}}
-	for i, v := range variants {
-		an.PlanSupply += float64(counts[i]) * caps[v.Name].Rate
+	for i, v := range c.variants {
+		an.PlanSupply += float64(counts[i]) * c.caps[v.Name].Rate
 		an.Variants[i].Planned = counts[i]
 		sig.PlannedReplicas[v.Name] = counts[i]
-		sig.CapacityPerReplica[v.Name] = caps[v.Name].Rate
+		sig.CapacityPerReplica[v.Name] = c.caps[v.Name].Rate
 	}
 	if an.PlanSupply > an.Supply {
 		sig.RequiredCapacity = an.PlanSupply - an.Supply
 	} else {
 		sig.SpareCapacity = an.Supply - an.PlanSupply
 	}
-	sig.Reason = reason(an, variants, counts)
-	return an, sig
+	sig.Reason = reason(*an, c.variants, counts)
+	return sig
 }
 
 func reason(an Analysis, variants []decision.Variant, counts []int32) string {
@@ -590,9 +662,9 @@ func startupOf(v decision.Variant, vs VariantState, slo params.SLO) time.Duratio
 // lullUnit is what the hold counts a lull in: the time capacity given
 // back takes to serve again. That is its start-up, but never less than
 // one metrics window: the demand that needs it back is seen no sooner.
-// (Counted in 30 s start-ups, a bursty hour released its fleet in every
-// lull, and each burst's onset then cost more misses than the SLO allows
-// in the hour: 88.6% met.)
+// Counted in start-ups as short as 30 s, a bursty hour would release its
+// fleet in every lull, and each burst's onset would then cost more misses
+// than the SLO allows.
 func lullUnit(horizon time.Duration) time.Duration { return max(horizon, decision.RateWindow) }
 
 // referenceCapacity is the capacity of the variant with the lowest cost

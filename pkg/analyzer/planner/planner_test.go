@@ -224,8 +224,9 @@ func TestHoldThroughShortLulls(t *testing.T) {
 		held, released time.Duration
 	}{
 		{"a first burst: three start-ups", startup, []segment{{10, 1}, {5, 12}}, 3 * startup, 3*startup + 2*time.Minute},
-		// The first lull gave back the replicas the rise's forecast
-		// added, and the burst came back: the hold also doubles.
+		// The first lull gives back the replicas the rise's forecast
+		// added, and the burst comes back within the hold: the hold
+		// doubles.
 		{"a burst that came back: twelve start-ups or more", startup, []segment{{10, 1}, {5, 12}, {5, 1}, {5, 12}}, 12 * startup, 24*startup + 2*time.Minute},
 		{"a 30 s start-up: three metrics windows", 30 * time.Second, []segment{{10, 1}, {5, 12}}, 3 * time.Minute, 5 * time.Minute},
 	}

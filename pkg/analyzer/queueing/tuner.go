@@ -176,11 +176,7 @@ func (t Tuner) update(s TunerState, o Observation, srv Server, buf []float64) (T
 		srv = t.Server
 	}
 	x := s.Params.vec()
-	// Predict: random walk, P += Q.
-	p := s.Covariance
-	for i := range x {
-		p[i][i] += sq(t.ProcessNoise * x[i])
-	}
+	p := t.predictCovariance(s.Covariance, x)
 	if cap(buf) < srv.MaxBatch+1 {
 		buf = make([]float64, srv.MaxBatch+1)
 	}
@@ -190,7 +186,52 @@ func (t Tuner) update(s TunerState, o Observation, srv Server, buf []float64) (T
 		return t.reject(s, step)
 	}
 	step.Predicted = z
-	// Jacobian H (2x3) by forward differences.
+	h, ok := t.jacobian(x, z, o, srv, buf)
+	if !ok {
+		step.Note = "model cannot evaluate the Jacobian"
+		return t.reject(s, step)
+	}
+	y := [2]float64{o.TTFTms - z[0], o.ITLms - z[1]}
+	ph, si, ok := t.innovationCovariance(p, h, o)
+	if !ok {
+		step.Note = "innovation covariance is singular"
+		return t.reject(s, step)
+	}
+	step.NIS = y[0]*(si[0][0]*y[0]+si[0][1]*y[1]) + y[1]*(si[1][0]*y[0]+si[1][1]*y[1])
+	if !(step.NIS < t.MaxNIS) {
+		step.Note = fmt.Sprintf("innovation rejected: NIS %.2f >= %.3f", step.NIS, t.MaxNIS)
+		return t.reject(s, step)
+	}
+	k := gain(ph, si)
+	x = t.correct(x, k, y)
+	next := s
+	next.Params = t.clamp(paramsOf(x))
+	np := t.updateCovariance(p, h, k, o)
+	next.Covariance = np
+	next.Updates++
+	next.Rejections = 0
+	next.NIS = step.NIS
+	step.Accepted = true
+	if !covarianceOK(np) {
+		next.Covariance = t.initialCovariance(next.Params)
+		next.Resets++
+		step.Reset = true
+		step.Note = "covariance lost positive definiteness: reset"
+	}
+	return next, step
+}
+
+// predictCovariance is the predict step of a random walk: P + Q.
+func (t Tuner) predictCovariance(p [3][3]float64, x [3]float64) [3][3]float64 {
+	for i := range x {
+		p[i][i] += sq(t.ProcessNoise * x[i])
+	}
+	return p
+}
+
+// jacobian is H (2x3), the derivative of h at x (where h(x) = z), by
+// forward differences.
+func (t Tuner) jacobian(x [3]float64, z [2]float64, o Observation, srv Server, buf []float64) ([2][3]float64, bool) {
 	var h [2][3]float64
 	for j := range x {
 		xd := x
@@ -198,15 +239,18 @@ func (t Tuner) update(s TunerState, o Observation, srv Server, buf []float64) (T
 		xd[j] += d
 		zd, ok := t.predict(xd, o, srv, buf)
 		if !ok {
-			step.Note = "model cannot evaluate the Jacobian"
-			return t.reject(s, step)
+			return h, false
 		}
 		for i := range 2 {
 			h[i][j] = (zd[i] - z[i]) / d
 		}
 	}
-	y := [2]float64{o.TTFTms - z[0], o.ITLms - z[1]}
-	// S = H P H^T + R.
+	return h, true
+}
+
+// innovationCovariance returns P H^T and the inverse of the innovation
+// covariance S = H P H^T + R; false when S is singular.
+func (t Tuner) innovationCovariance(p [3][3]float64, h [2][3]float64, o Observation) ([3][2]float64, [2][2]float64, bool) {
 	var ph [3][2]float64 // P H^T
 	for i := range 3 {
 		for k := range 2 {
@@ -227,30 +271,36 @@ func (t Tuner) update(s TunerState, o Observation, srv Server, buf []float64) (T
 	sm[1][1] += sq(t.MeasurementNoise * o.ITLms)
 	det := sm[0][0]*sm[1][1] - sm[0][1]*sm[1][0]
 	if !(det > 0) || !decision.Finite(det) {
-		step.Note = "innovation covariance is singular"
-		return t.reject(s, step)
+		return ph, [2][2]float64{}, false
 	}
 	si := [2][2]float64{{sm[1][1] / det, -sm[0][1] / det}, {-sm[1][0] / det, sm[0][0] / det}}
-	step.NIS = y[0]*(si[0][0]*y[0]+si[0][1]*y[1]) + y[1]*(si[1][0]*y[0]+si[1][1]*y[1])
-	if !(step.NIS < t.MaxNIS) {
-		step.Note = fmt.Sprintf("innovation rejected: NIS %.2f >= %.3f", step.NIS, t.MaxNIS)
-		return t.reject(s, step)
-	}
-	// K = P H^T S^-1 (3x2); x += K y, each step bounded.
+	return ph, si, true
+}
+
+// gain is K = P H^T S^-1 (3x2).
+func gain(ph [3][2]float64, si [2][2]float64) [3][2]float64 {
 	var k [3][2]float64
 	for i := range 3 {
 		for b := range 2 {
 			k[i][b] = ph[i][0]*si[0][b] + ph[i][1]*si[1][b]
 		}
 	}
+	return k
+}
+
+// correct is x + K y, each parameter's step bounded by MaxStep.
+func (t Tuner) correct(x [3]float64, k [3][2]float64, y [2]float64) [3]float64 {
 	for i := range x {
 		dx := k[i][0]*y[0] + k[i][1]*y[1]
 		limit := t.MaxStep * x[i]
 		x[i] += math.Max(-limit, math.Min(limit, dx))
 	}
-	next := s
-	next.Params = t.clamp(paramsOf(x))
-	// Joseph form: P = (I-KH) P (I-KH)^T + K R K^T, symmetric and PSD.
+	return x
+}
+
+// updateCovariance is the Joseph form P = (I-KH) P (I-KH)^T + K R K^T,
+// symmetric and PSD.
+func (t Tuner) updateCovariance(p [3][3]float64, h [2][3]float64, k [3][2]float64, o Observation) [3][3]float64 {
 	var a [3][3]float64
 	for i := range 3 {
 		for j := range 3 {
@@ -280,18 +330,7 @@ func (t Tuner) update(s TunerState, o Observation, srv Server, buf []float64) (T
 			np[i][j], np[j][i] = avg, avg
 		}
 	}
-	next.Covariance = np
-	next.Updates++
-	next.Rejections = 0
-	next.NIS = step.NIS
-	step.Accepted = true
-	if !covarianceOK(np) {
-		next.Covariance = t.initialCovariance(next.Params)
-		next.Resets++
-		step.Reset = true
-		step.Note = "covariance lost positive definiteness: reset"
-	}
-	return next, step
+	return np
 }
 
 // reject keeps the estimate; after ResetAfter consecutive rejections it

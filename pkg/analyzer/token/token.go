@@ -534,9 +534,9 @@ func (a *Analysis) supplies(byName map[string]decision.Variant) {
 // still filling up, not saturated at that token count: typically a pod just
 // Ready to which the endpoint picker releases a held backlog, which chunked
 // prefill admits a few prompts per step. Taken as an observation of k2, its
-// few hundred tokens became the variant's capacity (the median of one
-// replica) and the rolling history, and one such cycle ordered a dozen
-// replicas. Below the share, the chain goes on to history or derivation.
+// few hundred tokens would become the variant's capacity (the median of one
+// replica) and the rolling history, and one such cycle would order replicas
+// by the dozen. Below the share, the chain goes on to history or derivation.
 const MinObservedK2Share = 0.5
 
 func expectedK2(k1, derived float64) float64 {
@@ -573,37 +573,8 @@ func (st *State) k2(v decision.Variant, queue, tokensInUse, in, out, queueThresh
 // them into the optimizer's signal.
 func (a *Analysis) signal(g decision.Group, cfg params.Scaling, st *State) decision.Signal {
 	sig := decision.Signal{Analyzer: Name, Priority: cfg.Priority, CapacityPerReplica: map[string]float64{}}
-	parts := map[decision.Role]*Totals{}
-	pending := map[decision.Role]int32{}
-	for _, vc := range a.Variants {
-		role := vc.Role
-		if !a.Disaggregated {
-			role = decision.RoleBoth
-		}
-		t := parts[role]
-		if t == nil {
-			t = &Totals{Role: role}
-			parts[role] = t
-		}
-		t.Variants = append(t.Variants, vc.Name)
-		t.ReplicaDemand += vc.Demand
-		t.Supply += vc.Supply
-		t.AnticipatedSupply += vc.AnticipatedSupply
-		pending[role] += vc.Pending
-		if vc.PerReplicaCapacity > 0 {
-			sig.CapacityPerReplica[vc.Name] = vc.PerReplicaCapacity
-		}
-	}
-	// Useful capacity ranks variants only when every one has it.
-	useful := map[string]float64{}
-	for _, vc := range a.Variants {
-		if vc.UsefulCapacity > 0 {
-			useful[vc.Name] = vc.UsefulCapacity
-		}
-	}
-	if len(useful) == len(a.Variants) && len(useful) > 0 {
-		sig.UsefulCapacityPerReplica = useful
-	}
+	parts, pending := a.byRole(sig.CapacityPerReplica)
+	sig.UsefulCapacityPerReplica = a.usefulCapacities()
 	a.Total = Totals{Role: decision.RoleBoth}
 	if a.Disaggregated {
 		a.Total.Role = "all"
@@ -614,54 +585,9 @@ func (a *Analysis) signal(g decision.Group, cfg params.Scaling, st *State) decis
 		if t == nil {
 			continue
 		}
-		// EPP queue: prompt tokens land on prefill, prompt and output on
-		// decode (and on whole-request replicas).
-		t.SchedulerQueueDemand = (a.SchedulerQueueIn + a.SchedulerQueueOut) * a.BacklogWeight
-		if role == decision.RolePrefill {
-			t.SchedulerQueueDemand = a.SchedulerQueueIn * a.BacklogWeight
-		}
-		t.Demand = t.ReplicaDemand + t.SchedulerQueueDemand
-		if t.Supply > 0 {
-			t.Utilization = t.Demand / t.Supply
-		}
-		t.PeakDemand = st.peakDemand(role, t.Demand, cfg.ScaleDownStabilizationCycles)
-		t.RequiredCapacity, _ = Signals(t.Demand, t.Supply, t.AnticipatedSupply, cfg.ScaleUpThreshold, cfg.ScaleDownBoundary)
-		_, t.SpareCapacity = Signals(t.PeakDemand, t.Supply, t.AnticipatedSupply, cfg.ScaleUpThreshold, cfg.ScaleDownBoundary)
-		reason := a.describe(*t, cfg)
-		if t.RequiredCapacity > 0 && !a.hasCapacity(t.Variants) {
-			if pending[role] > 0 {
-				// Nothing measured yet and replicas on their way: wait for
-				// them to report instead of adding more on every cycle.
-				t.RequiredCapacity = 0
-				reason = fmt.Sprintf("demand %.0f tokens but no capacity known yet; waiting for %d pending replica(s) to report", t.Demand, pending[role])
-			} else {
-				// No capacity knowledge at all: one replica (the signal is
-				// then in units of one replica) on the cheapest variant.
-				t.RequiredCapacity = 1
-				for _, name := range t.Variants {
-					sig.CapacityPerReplica[name] = 1
-				}
-				reason = fmt.Sprintf("demand %.0f tokens and no capacity known for any variant: adding one replica to measure it", t.Demand)
-			}
-		} else if t.RequiredCapacity > 0 {
-			if s := a.settling(g, *t, cfg); s != "" {
-				t.RequiredCapacity = 0
-				t.Settling = s
-				reason = fmt.Sprintf("demand %.0f tokens, supply %.0f; settling: %s", t.Demand, t.Supply, s)
-			}
-		}
-		a.Total.Variants = append(a.Total.Variants, t.Variants...)
-		a.Total.ReplicaDemand += t.ReplicaDemand
-		a.Total.SchedulerQueueDemand += t.SchedulerQueueDemand
-		a.Total.Demand += t.Demand
-		a.Total.PeakDemand += t.PeakDemand
-		a.Total.Supply += t.Supply
-		a.Total.AnticipatedSupply += t.AnticipatedSupply
-		a.Total.RequiredCapacity += t.RequiredCapacity
-		if t.Settling != "" && !a.Disaggregated {
-			a.Total.Settling = t.Settling
-		}
-		a.Total.SpareCapacity += t.SpareCapacity
+		a.size(role, t, cfg, st)
+		reason := a.withhold(g, t, pending[role], cfg, sig.CapacityPerReplica)
+		a.Total.add(*t, a.Disaggregated)
 		a.Roles = append(a.Roles, *t)
 		if a.Disaggregated {
 			reason = fmt.Sprintf("%s role: %s", role, reason)
@@ -683,6 +609,117 @@ func (a *Analysis) signal(g decision.Group, cfg params.Scaling, st *State) decis
 	sig.RequiredCapacity, sig.SpareCapacity = a.Total.RequiredCapacity, a.Total.SpareCapacity
 	sig.Reason = "token-based: " + a.Why
 	return sig
+}
+
+// byRole sums the variants' demand and supply per role (all as RoleBoth
+// unless disaggregated) and counts their pending replicas; it records each
+// variant's known capacity per replica in perReplica.
+func (a *Analysis) byRole(perReplica map[string]float64) (map[decision.Role]*Totals, map[decision.Role]int32) {
+	parts := map[decision.Role]*Totals{}
+	pending := map[decision.Role]int32{}
+	for _, vc := range a.Variants {
+		role := vc.Role
+		if !a.Disaggregated {
+			role = decision.RoleBoth
+		}
+		t := parts[role]
+		if t == nil {
+			t = &Totals{Role: role}
+			parts[role] = t
+		}
+		t.Variants = append(t.Variants, vc.Name)
+		t.ReplicaDemand += vc.Demand
+		t.Supply += vc.Supply
+		t.AnticipatedSupply += vc.AnticipatedSupply
+		pending[role] += vc.Pending
+		if vc.PerReplicaCapacity > 0 {
+			perReplica[vc.Name] = vc.PerReplicaCapacity
+		}
+	}
+	return parts, pending
+}
+
+// usefulCapacities is each variant's useful capacity per replica, nil
+// unless every variant has one: it ranks variants only when all have it.
+func (a *Analysis) usefulCapacities() map[string]float64 {
+	useful := map[string]float64{}
+	for _, vc := range a.Variants {
+		if vc.UsefulCapacity > 0 {
+			useful[vc.Name] = vc.UsefulCapacity
+		}
+	}
+	if len(useful) == len(a.Variants) && len(useful) > 0 {
+		return useful
+	}
+	return nil
+}
+
+// size adds the endpoint picker's queue to a role's demand and derives
+// the capacity it requires and the capacity its peak leaves spare.
+func (a *Analysis) size(role decision.Role, t *Totals, cfg params.Scaling, st *State) {
+	// EPP queue: prompt tokens land on prefill, prompt and output on
+	// decode (and on whole-request replicas).
+	t.SchedulerQueueDemand = (a.SchedulerQueueIn + a.SchedulerQueueOut) * a.BacklogWeight
+	if role == decision.RolePrefill {
+		t.SchedulerQueueDemand = a.SchedulerQueueIn * a.BacklogWeight
+	}
+	t.Demand = t.ReplicaDemand + t.SchedulerQueueDemand
+	if t.Supply > 0 {
+		t.Utilization = t.Demand / t.Supply
+	}
+	t.PeakDemand = st.peakDemand(role, t.Demand, cfg.ScaleDownStabilizationCycles)
+	t.RequiredCapacity, _ = Signals(t.Demand, t.Supply, t.AnticipatedSupply, cfg.ScaleUpThreshold, cfg.ScaleDownBoundary)
+	_, t.SpareCapacity = Signals(t.PeakDemand, t.Supply, t.AnticipatedSupply, cfg.ScaleUpThreshold, cfg.ScaleDownBoundary)
+}
+
+// withhold adjusts a role's required capacity where it cannot be trusted
+// yet (no capacity known, replicas settling) and returns the role's
+// reason. With no capacity known and no replica pending it asks for one
+// replica: the signal is then in replicas, so it sets the role's
+// variants' capacity per replica to 1 in perReplica.
+func (a *Analysis) withhold(g decision.Group, t *Totals, pending int32, cfg params.Scaling, perReplica map[string]float64) string {
+	reason := a.describe(*t, cfg)
+	if t.RequiredCapacity <= 0 {
+		return reason
+	}
+	if !a.hasCapacity(t.Variants) {
+		if pending > 0 {
+			// Nothing measured yet and replicas on their way: wait for
+			// them to report instead of adding more on every cycle.
+			t.RequiredCapacity = 0
+			return fmt.Sprintf("demand %.0f tokens but no capacity known yet; waiting for %d pending replica(s) to report", t.Demand, pending)
+		}
+		// No capacity knowledge at all: one replica (the signal is
+		// then in units of one replica) on the cheapest variant.
+		t.RequiredCapacity = 1
+		for _, name := range t.Variants {
+			perReplica[name] = 1
+		}
+		return fmt.Sprintf("demand %.0f tokens and no capacity known for any variant: adding one replica to measure it", t.Demand)
+	}
+	if s := a.settling(g, *t, cfg); s != "" {
+		t.RequiredCapacity = 0
+		t.Settling = s
+		return fmt.Sprintf("demand %.0f tokens, supply %.0f; settling: %s", t.Demand, t.Supply, s)
+	}
+	return reason
+}
+
+// add sums a role's totals into the group's; the settling reason is the
+// group's only when it has one role.
+func (t *Totals) add(r Totals, disaggregated bool) {
+	t.Variants = append(t.Variants, r.Variants...)
+	t.ReplicaDemand += r.ReplicaDemand
+	t.SchedulerQueueDemand += r.SchedulerQueueDemand
+	t.Demand += r.Demand
+	t.PeakDemand += r.PeakDemand
+	t.Supply += r.Supply
+	t.AnticipatedSupply += r.AnticipatedSupply
+	t.RequiredCapacity += r.RequiredCapacity
+	if r.Settling != "" && !disaggregated {
+		t.Settling = r.Settling
+	}
+	t.SpareCapacity += r.SpareCapacity
 }
 
 // peakDemand records this cycle's demand of a role and returns the highest
