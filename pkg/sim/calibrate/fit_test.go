@@ -1,0 +1,59 @@
+package calibrate
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// closedForm is a model with a known answer: a replica whose prompt is one
+// step and whose decode steps carry every sequence's KV.
+func closedForm(p Params, in, out int32, c int) (Predicted, error) {
+	kv := float64(c) * (float64(in) + float64(out)/2)
+	itl := p.Alpha + p.Beta*float64(c) + p.Gamma*kv
+	ttft := p.Alpha + p.Beta*float64(in) + p.Gamma*kv
+	e2e := ttft + float64(out-1)*itl
+	return Predicted{TTFTMs: ttft, ITLMs: itl, OutputTokensPerSecond: float64(c) * float64(out) / e2e * 1000}, nil
+}
+
+func TestFitRecoversKnownParameters(t *testing.T) {
+	for _, want := range []Params{
+		{Alpha: 18.4, Beta: 0.0776, Gamma: 2.45e-5},
+		{Alpha: 28.3, Beta: 0.1048, Gamma: 4.74e-5},
+		{Alpha: 6, Beta: 0.02, Gamma: 1e-6},
+	} {
+		t.Run(fmt.Sprintf("%+v", want), func(t *testing.T) {
+			var points []Point
+			for i, c := range []int{1, 5, 25, 50} {
+				pred, err := closedForm(want, 5000, 500, c)
+				require.NoError(t, err)
+				points = append(points, Point{Source: fmt.Sprintf("p#%d", i+1), Concurrency: c, InputTokens: 5000, OutputTokens: 500,
+					TTFTMs: pred.TTFTMs, ITLMs: pred.ITLMs, OutputTokensPerSecond: pred.OutputTokensPerSecond})
+			}
+			got, err := Fit(points, closedForm)
+			require.NoError(t, err)
+			assert.InEpsilon(t, want.Alpha, got.Params.Alpha, 0.01)
+			assert.InEpsilon(t, want.Beta, got.Params.Beta, 0.01)
+			assert.InEpsilon(t, want.Gamma, got.Params.Gamma, 0.02)
+			assert.Less(t, got.Worst(), 0.005)
+			assert.Len(t, got.Points, 4)
+		})
+	}
+}
+
+func TestFitRefusesRateDrivenRuns(t *testing.T) {
+	_, err := Fit([]Point{{Source: "r.json#1", RequestRate: 2, InputTokens: 100, OutputTokens: 100, TTFTMs: 1, ITLMs: 1, OutputTokensPerSecond: 1}}, closedForm)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "r.json#1: driven by a request rate")
+	_, err = Fit(nil, closedForm)
+	require.Error(t, err)
+}
+
+func TestFitReportsTheModelsFailure(t *testing.T) {
+	failing := func(Params, int32, int32, int) (Predicted, error) { return Predicted{}, fmt.Errorf("exceeds the KV cache") }
+	_, err := Fit([]Point{{Source: "f#1", Concurrency: 1, InputTokens: 100, OutputTokens: 100, TTFTMs: 1, ITLMs: 1, OutputTokensPerSecond: 1}}, failing)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "f#1: exceeds the KV cache")
+}
