@@ -52,7 +52,9 @@ func TestFitRefusesRateDrivenRuns(t *testing.T) {
 }
 
 func TestFitReportsTheModelsFailure(t *testing.T) {
-	failing := func(Params, int32, int32, int) (Predicted, error) { return Predicted{}, fmt.Errorf("exceeds the KV cache") }
+	failing := func(Params, int32, int32, int) (Predicted, error) {
+		return Predicted{}, fmt.Errorf("exceeds the KV cache")
+	}
 	_, err := Fit([]Point{{Source: "f#1", Concurrency: 1, InputTokens: 100, OutputTokens: 100, TTFTMs: 1, ITLMs: 1, OutputTokensPerSecond: 1}}, failing)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "f#1: exceeds the KV cache")
