@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/config"
 )
 
@@ -14,4 +15,13 @@ import (
 func TestIdleWindowAtTheRetentionFloor(t *testing.T) {
 	assert.Equal(t, RateWindow, config.MinRetentionPeriod)
 	assert.Equal(t, RateWindow, IdleWindow(config.MinRetentionPeriod), "the shortest period's idle window is not widened")
+}
+
+// A variant's spec.scaleToZeroRetention has the ConfigMap's floor, and its
+// ceiling is the longest idle window: the window counting requests always
+// covers the retention (a longer one would be counted over less).
+func TestVariantRetentionBounds(t *testing.T) {
+	assert.Equal(t, config.MinRetentionPeriod, llmdv1alpha1.MinScaleToZeroRetention)
+	assert.Equal(t, IdleWindows[len(IdleWindows)-1], llmdv1alpha1.MaxScaleToZeroRetention)
+	assert.Equal(t, llmdv1alpha1.MaxScaleToZeroRetention, IdleWindow(llmdv1alpha1.MaxScaleToZeroRetention))
 }

@@ -78,6 +78,7 @@ func BuildPlans(views []View, metrics Metrics, metricsErr error, resolve ConfigR
 		members := byKey[k]
 		sort.Slice(members, func(i, j int) bool { return members[i].VA.Name < members[j].VA.Name })
 		cfg := resolve(k.ModelID, k.Namespace)
+		cfg.ScaleToZero.RetentionPeriod = GroupRetention(cfg.ScaleToZero.RetentionPeriod, members)
 		p := Plan{Key: k, Input: GroupInput{
 			Group:  decision.Group{ModelID: k.ModelID, Namespace: k.Namespace},
 			Config: cfg,
@@ -129,6 +130,26 @@ func BuildPlans(views []View, metrics Metrics, metricsErr error, resolve ConfigR
 		plans = append(plans, p)
 	}
 	return plans
+}
+
+// GroupRetention is a group's scale-to-zero retention: the longest among
+// its variants', each variant's spec.scaleToZeroRetention when set, else
+// the ConfigMap's (base). The group goes to zero as one, so no variant
+// reaches zero before its own retention has passed without requests.
+func GroupRetention(base params.Duration, members []View) params.Duration {
+	out, anyBase := params.Duration(0), len(members) == 0
+	for _, m := range members {
+		d, ok := m.VA.RetentionOverride()
+		if !ok {
+			anyBase = true
+			continue
+		}
+		out = max(out, params.Duration(d))
+	}
+	if anyBase {
+		out = max(out, base)
+	}
+	return out
 }
 
 // VariantCost is spec.variantCost, or the CRD default for a value the

@@ -231,6 +231,23 @@ func TestRunOnceLimitedGroupGetsTheBudget(t *testing.T) {
 	}
 }
 
+// A variant's spec.scaleToZeroRetention adds its window: the group's
+// retention (decide.GroupRetention) is then counted over the window the
+// collector queried.
+func TestWindowsCoverVariantRetention(t *testing.T) {
+	long := va("prod", "long", "m", "5", 0, 4)
+	long.Spec.ScaleToZeroRetention = &metav1.Duration{Duration: 25 * time.Minute}
+	views := []decide.View{{VA: va("prod", "plain", "m", "5", 0, 4), Target: resolved(1, "p-0")}, {VA: long, Target: resolved(1, "l-0")}}
+	assert.Equal(t, []time.Duration{10 * time.Minute, 30 * time.Minute}, Windows(views, defaults))
+
+	metrics := collector.Result{Requests: map[time.Duration]map[collector.ModelKey]float64{
+		10 * time.Minute: {{Namespace: "prod", Model: "m"}: 0}, 30 * time.Minute: {{Namespace: "prod", Model: "m"}: 6}}}
+	plans := decide.BuildPlans(views, metrics, nil, defaults)
+	require.Len(t, plans, 1)
+	require.NotNil(t, plans[0].Input.RequestsInRetention)
+	assert.Equal(t, 6.0, *plans[0].Input.RequestsInRetention, "counted over the 25m retention's 30m window")
+}
+
 // Retention periods are counted over their idle window: models with 3m and
 // 4m periods share one 5m request-count query, and each group reads it.
 func TestWindowsRoundedToIdleWindows(t *testing.T) {

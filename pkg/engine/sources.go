@@ -13,15 +13,22 @@ import (
 
 // Windows lists the distinct request-count windows the plans' groups need
 // (each retention period rounded up by collector.IdleWindow, so at most
-// len(collector.IdleWindows)), so the collector queries each once.
+// len(collector.IdleWindows)), so the collector queries each once. A group's
+// retention (decide.GroupRetention) is its ConfigMap's or one of its
+// variants' spec.scaleToZeroRetention, so both are listed for every view.
 func Windows(views []decide.View, resolve decide.ConfigResolver) []time.Duration {
 	seen := map[time.Duration]bool{}
 	var out []time.Duration
-	for _, v := range views {
-		w := collector.IdleWindow(resolve(v.VA.Spec.ModelID, v.VA.Namespace).ScaleToZero.RetentionPeriod.D())
-		if !seen[w] {
+	add := func(d time.Duration) {
+		if w := collector.IdleWindow(d); !seen[w] {
 			seen[w] = true
 			out = append(out, w)
+		}
+	}
+	for _, v := range views {
+		add(resolve(v.VA.Spec.ModelID, v.VA.Namespace).ScaleToZero.RetentionPeriod.D())
+		if d, ok := v.VA.RetentionOverride(); ok {
+			add(d)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 // ErrNotManaged: the object does not opt in (no llm-d.ai/managed="true"),
@@ -105,8 +106,9 @@ func (s OptInSource) Managed() bool {
 }
 
 // Variant builds the in-memory VA for an opted-in object: same name,
-// namespace and UID, the object's scale target and replica bounds, model
-// and cost from the annotations. It returns ErrNotManaged for objects that
+// namespace and UID, the object's scale target and replica bounds, model,
+// cost, GPUs per replica, scale-to-zero retention and role from the
+// annotations. It returns ErrNotManaged for objects that
 // do not opt in and a descriptive error for bad annotations or spec.
 func (s OptInSource) Variant() (*llmdv1alpha1.VariantAutoscaling, error) {
 	if !s.Managed() {
@@ -127,7 +129,7 @@ func (s OptInSource) Variant() (*llmdv1alpha1.VariantAutoscaling, error) {
 		cost = llmdv1alpha1.DefaultVariantCost
 	}
 	minReplicas := s.Min
-	return &llmdv1alpha1.VariantAutoscaling{
+	va := &llmdv1alpha1.VariantAutoscaling{
 		TypeMeta: metav1.TypeMeta{APIVersion: llmdv1alpha1.SchemeGroupVersion.String(), Kind: "VariantAutoscaling"},
 		ObjectMeta: metav1.ObjectMeta{Name: s.Ref.Name, Namespace: s.Ref.Namespace, UID: s.Ref.UID, CreationTimestamp: s.Created,
 			Annotations: map[string]string{kinds[s.Ref.Kind].annotation: s.Ref.Name}},
@@ -138,7 +140,60 @@ func (s OptInSource) Variant() (*llmdv1alpha1.VariantAutoscaling, error) {
 			MaxReplicas:    s.Max,
 			VariantCost:    cost,
 		},
-	}, nil
+	}
+	// The optional annotations: any bad one rejects the object whole, so a
+	// variant never runs on some of its settings.
+	if v, ok := s.annotation(llmdv1alpha1.AnnotationGPUsPerReplica); ok {
+		gpus, err := llmdv1alpha1.ParseGPUsPerReplica(v)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", llmdv1alpha1.AnnotationGPUsPerReplica, err)
+		}
+		va.Spec.GPUsPerReplica = &gpus
+	}
+	if v, ok := s.annotation(llmdv1alpha1.AnnotationScaleToZeroRetention); ok {
+		d, err := llmdv1alpha1.ParseScaleToZeroRetention(v)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", llmdv1alpha1.AnnotationScaleToZeroRetention, err)
+		}
+		va.Spec.ScaleToZeroRetention = &metav1.Duration{Duration: d}
+	}
+	if v, ok := s.annotation(llmdv1alpha1.AnnotationRole); ok {
+		role, err := parseRole(v)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", llmdv1alpha1.AnnotationRole, err)
+		}
+		va.Annotations[llmdv1alpha1.AnnotationRole] = string(role)
+	}
+	return va, nil
+}
+
+// annotation is an optional annotation's trimmed value; absent and blank
+// are unset.
+func (s OptInSource) annotation(key string) (string, bool) {
+	v := strings.TrimSpace(s.Annotations[key])
+	return v, v != ""
+}
+
+// parseRole reads the llm-d.ai/role annotation with the pod label's values
+// (any case): unlike the label, where any other value means "both", an
+// annotation set on purpose and misspelt is reported.
+func parseRole(v string) (decision.Role, error) {
+	switch r := decision.Role(strings.ToLower(v)); r {
+	case decision.RolePrefill, decision.RoleDecode, decision.RoleBoth:
+		return r, nil
+	}
+	return "", fmt.Errorf("invalid role %q: must be %q, %q or %q", v, decision.RolePrefill, decision.RoleDecode, decision.RoleBoth)
+}
+
+// RoleOverride is the role an opted-in object's llm-d.ai/role annotation
+// gives its variant; false for a VA and for an object without it (the pod
+// template's label decides).
+func RoleOverride(va *llmdv1alpha1.VariantAutoscaling) (decision.Role, bool) {
+	if !IsOptedIn(va) {
+		return "", false
+	}
+	r, ok := va.Annotations[llmdv1alpha1.AnnotationRole]
+	return decision.Role(r), ok
 }
 
 // FromHPA is HPASource(h).Variant().

@@ -117,6 +117,9 @@ func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) decision.Inve
 	t.MaxNumSeqs, t.MaxNumBatchedTokens = EngineArgs(&st.Template)
 	t.StartupAllowance = StartupAllowance(&st.Template)
 	t.Role = RoleOf(st.TemplateLabels)
+	if r, ok := RoleOverride(va); ok {
+		t.Role = r
+	}
 	// The serving pods (an LWS's leaders) are the replicas the engine counts.
 	pods, err := inv.Pods.Pods(va.Namespace).List(st.ServingSelector)
 	if err != nil {

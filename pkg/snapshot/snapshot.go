@@ -133,7 +133,7 @@ const (
 const (
 	maxReplicaCount = 10_000    // min/max/current/desired/pendingReplicas
 	maxGPUs         = 1_000_000 // budget per accelerator
-	maxGPUsPerRep   = 1024
+	maxGPUsPerRep   = llmdv1alpha1.MaxGPUsPerReplica
 	maxCost         = llmdv1alpha1.MaxVariantCost
 	maxNumSeqs      = 1e6
 )

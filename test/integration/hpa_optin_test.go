@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,6 +131,55 @@ func TestHPAOptInByAnnotations(t *testing.T) {
 			v, err := served()
 			return err == nil && v == 3, fmt_(v, err)
 		})
+	})
+
+	setAnnotation := func(key, value string) {
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			h, err := cs.AutoscalingV2().HorizontalPodAutoscalers("prod").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			h.Annotations[key] = value
+			_, err = cs.AutoscalingV2().HorizontalPodAutoscalers("prod").Update(ctx, h, metav1.UpdateOptions{})
+			return err
+		}))
+	}
+
+	t.Run("a bad llm-d.ai/gpus-per-replica leaves the HPA out with InvalidAnnotations; a good one is served", func(t *testing.T) {
+		setAnnotation(llmdv1alpha1.AnnotationGPUsPerReplica, "many")
+		testenv.Eventually(ctx, t, "InvalidAnnotations Event naming the annotation", func() (bool, string) {
+			evs := events(llmdv1alpha1.ReasonInvalidAnnotations)
+			return len(evs) == 1 && evs[0].Type == corev1.EventTypeWarning &&
+				strings.Contains(evs[0].Message, llmdv1alpha1.AnnotationGPUsPerReplica) && strings.Contains(evs[0].Message, `"many"`), fmt_(evs, nil)
+		})
+		testenv.Eventually(ctx, t, "not served on its other annotations", func() (bool, string) {
+			_, err := served()
+			return apierrors.IsNotFound(err), fmt_(nil, err)
+		})
+		setAnnotation(llmdv1alpha1.AnnotationGPUsPerReplica, "4")
+		testenv.Eventually(ctx, t, "served again with gpus-per-replica 4", func() (bool, string) {
+			v, err := served()
+			return err == nil && v == 3, fmt_(v, err)
+		})
+	})
+
+	// The API server enforces spec.scaleToZeroRetention's bounds (the CEL
+	// rule the annotation's parse mirrors); dry runs store nothing.
+	t.Run("the CRD validates scaleToZeroRetention", func(t *testing.T) {
+		for value, ok := range map[string]bool{"30m": true, "1m": true, "168h": true, "30s": false, "169h": false} {
+			d, err := time.ParseDuration(value)
+			require.NoError(t, err)
+			va := newVA("prod", "retention-check", model, "5", 0, 2)
+			va.Spec.ScaleTargetRef.Name = "retention-check"
+			va.Spec.ScaleToZeroRetention = &metav1.Duration{Duration: d}
+			_, err = wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, va, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if ok {
+				assert.NoError(t, err, value)
+			} else {
+				assert.True(t, apierrors.IsInvalid(err), "%s: %v", value, err)
+				assert.ErrorContains(t, err, "scaleToZeroRetention must be a duration from 1m to 168h", value)
+			}
+		}
 	})
 
 	t.Run("removing llm-d.ai/managed stops wva serving it; the Deployment stays", func(t *testing.T) {

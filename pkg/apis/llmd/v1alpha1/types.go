@@ -198,6 +198,17 @@ type VariantAutoscalingSpec struct {
 	// +optional
 	GPUsPerReplica *int32 `json:"gpusPerReplica,omitempty"`
 
+	// scaleToZeroRetention, when set, replaces the scale-to-zero retention
+	// period of the wva-model-scale-to-zero-config ConfigMap for this
+	// variant: its model group goes to zero only after no request for the
+	// longest retention among its variants. A duration such as "30m",
+	// from 1m to 168h (7 days, the longest request-count window).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('168h')",message="scaleToZeroRetention must be a duration from 1m to 168h"
+	// +optional
+	ScaleToZeroRetention *metav1.Duration `json:"scaleToZeroRetention,omitempty"`
+
 	// gpuMemoryPerReplica is the GPU memory used by one replica.
 	// +optional
 	GPUMemoryPerReplica *resource.Quantity `json:"gpuMemoryPerReplica,omitempty"`
@@ -391,6 +402,55 @@ func ParseVariantCost(s string) (float64, error) {
 		return 0, fmt.Errorf("invalid variantCost %q: must be at most %s", s, strconv.FormatFloat(MaxVariantCost, 'f', -1, 64))
 	}
 	return v, nil
+}
+
+// MaxGPUsPerReplica bounds the llm-d.ai/gpus-per-replica annotation and a
+// snapshot's gpusPerReplica: far above any real replica, low enough that
+// replicas times GPUs stay exact.
+const MaxGPUsPerReplica = 1024
+
+// ParseGPUsPerReplica parses the llm-d.ai/gpus-per-replica annotation: a
+// whole number in [0, MaxGPUsPerReplica], as spec.gpusPerReplica (0, like
+// the field unset, is unknown and counts as 1 GPU).
+func ParseGPUsPerReplica(s string) (int32, error) {
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || v < 0 || v > MaxGPUsPerReplica {
+		return 0, fmt.Errorf("invalid gpusPerReplica %q: must be a whole number in [0, %d]", s, MaxGPUsPerReplica)
+	}
+	return int32(v), nil
+}
+
+// Bounds of spec.scaleToZeroRetention (and
+// llm-d.ai/scale-to-zero-retention): the shortest is the ConfigMap's
+// shortest retention_period (config.MinRetentionPeriod), the longest the
+// collector's longest request-count window (collector.IdleWindows), so the
+// window counting requests always covers the retention. Tests keep them
+// equal.
+const (
+	MinScaleToZeroRetention = time.Minute
+	MaxScaleToZeroRetention = 7 * 24 * time.Hour
+)
+
+// ParseScaleToZeroRetention parses a retention such as "30m": a Go
+// duration in [MinScaleToZeroRetention, MaxScaleToZeroRetention], as the
+// CRD validates spec.scaleToZeroRetention.
+func ParseScaleToZeroRetention(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < MinScaleToZeroRetention || d > MaxScaleToZeroRetention {
+		return 0, fmt.Errorf("invalid scaleToZeroRetention %q: must be a duration from %s to %s such as \"30m\"",
+			s, MinScaleToZeroRetention, MaxScaleToZeroRetention)
+	}
+	return d, nil
+}
+
+// RetentionOverride is spec.scaleToZeroRetention when set to a value the
+// CRD accepts; false otherwise (the ConfigMap's retention applies).
+func (va *VariantAutoscaling) RetentionOverride() (time.Duration, bool) {
+	r := va.Spec.ScaleToZeroRetention
+	if r == nil || r.Duration < MinScaleToZeroRetention || r.Duration > MaxScaleToZeroRetention {
+		return 0, false
+	}
+	return r.Duration, true
 }
 
 // GroupVersionKind returns the group/version/kind of the referenced

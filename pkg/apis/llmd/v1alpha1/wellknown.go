@@ -97,6 +97,16 @@ const (
 	// AnnotationVariantCost is the variant's cost per replica (optional,
 	// default DefaultVariantCost).
 	AnnotationVariantCost = "llm-d.ai/variant-cost"
+	// AnnotationGPUsPerReplica is the variant's spec.gpusPerReplica
+	// (optional; ParseGPUsPerReplica).
+	AnnotationGPUsPerReplica = "llm-d.ai/gpus-per-replica"
+	// AnnotationScaleToZeroRetention is the variant's
+	// spec.scaleToZeroRetention (optional; ParseScaleToZeroRetention).
+	AnnotationScaleToZeroRetention = "llm-d.ai/scale-to-zero-retention"
+	// AnnotationRole is the variant's role, as LabelRole on its pod
+	// template (which it overrides): "prefill", "decode" or "both";
+	// optional, any other value is rejected.
+	AnnotationRole = LabelRole
 	// AnnotationFromHPA marks the in-memory VariantAutoscaling wva builds
 	// from an opted-in HPA (value: the HPA's name). It never reaches the
 	// API server: such a variant has no VA object to write status to.

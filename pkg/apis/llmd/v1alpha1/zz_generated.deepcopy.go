@@ -145,6 +145,11 @@ func (in *VariantAutoscalingSpec) DeepCopyInto(out *VariantAutoscalingSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.ScaleToZeroRetention != nil {
+		in, out := &in.ScaleToZeroRetention, &out.ScaleToZeroRetention
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.GPUMemoryPerReplica != nil {
 		in, out := &in.GPUMemoryPerReplica, &out.GPUMemoryPerReplica
 		x := (*in).DeepCopy()
