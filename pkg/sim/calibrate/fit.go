@@ -4,16 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
-// Params are the service model's per-step costs in milliseconds: a step
+// Params are the service model's per-step costs in milliseconds. A step
 // that batches B tokens over sequences holding K KV tokens takes
-// Alpha + Beta*B + Gamma*K.
+// Alpha + Beta*B + Gamma*K (additive), or with an Overhead, the roofline
+// Overhead + max(Alpha + Gamma*K, Beta*B): reading the weights and the KV
+// or computing the tokens, whichever is longer.
 type Params struct {
-	Alpha float64 `json:"alpha"`
-	Beta  float64 `json:"beta"`
-	Gamma float64 `json:"gamma"`
+	Overhead float64 `json:"overhead,omitempty"`
+	Alpha    float64 `json:"alpha"`
+	Beta     float64 `json:"beta"`
+	Gamma    float64 `json:"gamma"`
 }
 
 // Predicted is what the model says a benchmark point measures.
@@ -61,19 +65,21 @@ func (r Result) Worst() float64 {
 
 // Limits of a fit: each parameter stays within a factor of 1e3 of its
 // start (a fit that runs further is modelling something else), and the
-// search stops at steps under 0.1%.
+// search stops when its simplex spans under 0.1%.
 const (
 	maxLogSpan  = 6.9 // ln(1000)
 	minLogStep  = 1e-3
-	maxFitEvals = 2000
+	maxFitEvals = 4000
+	maxRestarts = 8
 )
 
 // Fit finds the parameters whose predictions are nearest the measured
 // points, in the least-squares sense over relative errors of TTFT, ITL and
-// output throughput. The model is a discrete-event simulation, piecewise
-// smooth at best, so the search is a derivative-free pattern search in
-// log space: each parameter stays positive and scales, not offsets, move it.
-func Fit(points []Point, model Model) (Result, error) {
+// output throughput; roofline fits an Overhead too. The model is a
+// discrete-event simulation, piecewise smooth at best, so the search is
+// derivative-free (Nelder-Mead) in log space: each parameter stays
+// positive and scales, not offsets, move it.
+func Fit(points []Point, model Model, roofline bool) (Result, error) {
 	if len(points) == 0 {
 		return Result{}, errors.New("no benchmark points to fit")
 	}
@@ -82,9 +88,9 @@ func Fit(points []Point, model Model) (Result, error) {
 			return Result{}, fmt.Errorf("%s: driven by a request rate (%.3g req/s): only concurrency-driven runs can be fitted (`vllm bench serve --max-concurrency`, AIPerf/genai-perf --concurrency)", p.Source, p.RequestRate)
 		}
 	}
-	start := initialGuess(points)
+	start := initialGuess(points, roofline)
 	evals := 0
-	cost := func(x [3]float64) float64 {
+	cost := func(x []float64) float64 {
 		evals++
 		fits, err := predictAll(points, model, fromLog(x))
 		if err != nil {
@@ -96,8 +102,18 @@ func Fit(points []Point, model Model) (Result, error) {
 		}
 		return sum
 	}
-	x0 := toLog(start)
-	best := patternSearch(x0, cost)
+	// Restarted from its own answer until a restart gains nothing: a kink
+	// of the roofline's max can stall one pass with its step shrunk.
+	best := toLog(start)
+	bestCost := cost(best)
+	for restart := 0; restart < maxRestarts && evals < maxFitEvals; restart++ {
+		x := nelderMead(best, toLog(start), cost, maxFitEvals-evals)
+		c := cost(x)
+		if c >= bestCost*(1-1e-9) {
+			break
+		}
+		best, bestCost = x, c
+	}
 	p := fromLog(best)
 	fits, err := predictAll(points, model, p)
 	if err != nil {
@@ -107,9 +123,10 @@ func Fit(points []Point, model Model) (Result, error) {
 }
 
 // initialGuess reads the parameters off the lightest and heaviest points:
-// at one sequence a decode step is about Alpha (plus its KV term), a
-// prompt costs about Beta per token, and ITL grows with the KV held.
-func initialGuess(points []Point) Params {
+// at one sequence a decode step is about Alpha (plus its KV term and the
+// overhead), a prompt costs about Beta per token, and ITL grows with the
+// KV held.
+func initialGuess(points []Point, roofline bool) Params {
 	sorted := append([]Point(nil), points...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Concurrency < sorted[j].Concurrency })
 	lo, hi := sorted[0], sorted[len(sorted)-1]
@@ -121,7 +138,11 @@ func initialGuess(points []Point) Params {
 	if kvHi > kvLo && hi.ITLMs > lo.ITLMs {
 		gamma = 0.5 * (hi.ITLMs - lo.ITLMs) / (kvHi - kvLo)
 	}
-	return Params{Alpha: alpha, Beta: beta, Gamma: math.Max(gamma, 1e-9)}
+	p := Params{Alpha: alpha, Beta: beta, Gamma: math.Max(gamma, 1e-9)}
+	if roofline {
+		p.Overhead, p.Alpha, p.Beta = 0.4*lo.ITLMs, 0.5*lo.ITLMs, math.Max(lo.TTFTMs/lo.InputTokens, 1e-4)
+	}
+	return p
 }
 
 func predictAll(points []Point, model Model, p Params) ([]PointFit, error) {
@@ -139,39 +160,115 @@ func predictAll(points []Point, model Model, p Params) ([]PointFit, error) {
 	return fits, nil
 }
 
-func toLog(p Params) [3]float64 {
-	return [3]float64{math.Log(p.Alpha), math.Log(p.Beta), math.Log(p.Gamma)}
-}
-
-func fromLog(x [3]float64) Params {
-	return Params{Alpha: math.Exp(x[0]), Beta: math.Exp(x[1]), Gamma: math.Exp(x[2])}
-}
-
-// patternSearch is Hooke and Jeeves' search: probe each coordinate up and
-// down, keep what lowers the cost, and halve the step when nothing does.
-func patternSearch(x0 [3]float64, cost func([3]float64) float64) [3]float64 {
-	x, fx := x0, cost(x0)
-	step := 0.5
-	evals := 1
-	for step >= minLogStep && evals < maxFitEvals {
-		improved := false
-		for i := range x {
-			for _, dir := range []float64{1, -1} {
-				y := x
-				y[i] += dir * step
-				if math.Abs(y[i]-x0[i]) > maxLogSpan {
-					continue
-				}
-				evals++
-				if fy := cost(y); fy < fx {
-					x, fx, improved = y, fy, true
-					break
-				}
-			}
-		}
-		if !improved {
-			step /= 2
-		}
+// toLog is the search's coordinates: the logs of Alpha, Beta, Gamma and,
+// for a roofline, Overhead.
+func toLog(p Params) []float64 {
+	x := []float64{math.Log(p.Alpha), math.Log(p.Beta), math.Log(p.Gamma)}
+	if p.Overhead > 0 {
+		x = append(x, math.Log(p.Overhead))
 	}
 	return x
+}
+
+func fromLog(x []float64) Params {
+	p := Params{Alpha: math.Exp(x[0]), Beta: math.Exp(x[1]), Gamma: math.Exp(x[2])}
+	if len(x) > 3 {
+		p.Overhead = math.Exp(x[3])
+	}
+	return p
+}
+
+// nelderMead minimizes cost from x0 with Nelder and Mead's simplex
+// (reflect, expand, contract, shrink), which follows the ridges a
+// coordinate search stalls on (an overhead traded against the weight
+// reads). Points farther than maxLogSpan from origin cost +Inf.
+func nelderMead(x0, origin []float64, cost func([]float64) float64, budget int) []float64 {
+	n := len(x0)
+	f := func(x []float64) float64 {
+		for i := range x {
+			if math.Abs(x[i]-origin[i]) > maxLogSpan {
+				return math.Inf(1)
+			}
+		}
+		return cost(x)
+	}
+	simplex := make([][]float64, n+1)
+	values := make([]float64, n+1)
+	for i := range simplex {
+		simplex[i] = slices.Clone(x0)
+		if i > 0 {
+			simplex[i][i-1] += 0.5
+		}
+		values[i] = f(simplex[i])
+	}
+	evals := n + 1
+	towards := func(from, to []float64, t float64) []float64 {
+		y := make([]float64, n)
+		for i := range y {
+			y[i] = from[i] + t*(to[i]-from[i])
+		}
+		return y
+	}
+	for evals < budget {
+		order := make([]int, n+1)
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return values[order[a]] < values[order[b]] })
+		sorted, vals := make([][]float64, n+1), make([]float64, n+1)
+		for i, o := range order {
+			sorted[i], vals[i] = simplex[o], values[o]
+		}
+		simplex, values = sorted, vals
+		size := 0.0
+		for _, x := range simplex[1:] {
+			for i := range x {
+				size = math.Max(size, math.Abs(x[i]-simplex[0][i]))
+			}
+		}
+		if size < minLogStep {
+			break
+		}
+		centroid := make([]float64, n)
+		for _, x := range simplex[:n] {
+			for i := range x {
+				centroid[i] += x[i] / float64(n)
+			}
+		}
+		worst := simplex[n]
+		reflected := towards(centroid, worst, -1)
+		fr := f(reflected)
+		evals++
+		switch {
+		case fr < values[0]:
+			expanded := towards(centroid, worst, -2)
+			evals++
+			if fe := f(expanded); fe < fr {
+				simplex[n], values[n] = expanded, fe
+			} else {
+				simplex[n], values[n] = reflected, fr
+			}
+		case fr < values[n-1]:
+			simplex[n], values[n] = reflected, fr
+		default:
+			contracted := towards(centroid, worst, 0.5)
+			evals++
+			if fc := f(contracted); fc < values[n] {
+				simplex[n], values[n] = contracted, fc
+				continue
+			}
+			for i := 1; i <= n; i++ {
+				simplex[i] = towards(simplex[0], simplex[i], 0.5)
+				values[i] = f(simplex[i])
+				evals++
+			}
+		}
+	}
+	best := 0
+	for i := range values {
+		if values[i] < values[best] {
+			best = i
+		}
+	}
+	return simplex[best]
 }

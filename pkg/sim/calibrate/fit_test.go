@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,9 +12,15 @@ import (
 // closedForm is a model with a known answer: a replica whose prompt is one
 // step and whose decode steps carry every sequence's KV.
 func closedForm(p Params, in, out int32, c int) (Predicted, error) {
+	step := func(batched, kv float64) float64 {
+		if p.Overhead > 0 {
+			return p.Overhead + math.Max(p.Alpha+p.Gamma*kv, p.Beta*batched)
+		}
+		return p.Alpha + p.Beta*batched + p.Gamma*kv
+	}
 	kv := float64(c) * (float64(in) + float64(out)/2)
-	itl := p.Alpha + p.Beta*float64(c) + p.Gamma*kv
-	ttft := p.Alpha + p.Beta*float64(in) + p.Gamma*kv
+	itl := step(float64(c), kv)
+	ttft := step(float64(in), kv)
 	e2e := ttft + float64(out-1)*itl
 	return Predicted{TTFTMs: ttft, ITLMs: itl, OutputTokensPerSecond: float64(c) * float64(out) / e2e * 1000}, nil
 }
@@ -23,6 +30,7 @@ func TestFitRecoversKnownParameters(t *testing.T) {
 		{Alpha: 18.4, Beta: 0.0776, Gamma: 2.45e-5},
 		{Alpha: 28.3, Beta: 0.1048, Gamma: 4.74e-5},
 		{Alpha: 6, Beta: 0.02, Gamma: 1e-6},
+		{Overhead: 8.1, Alpha: 10.5, Beta: 0.0798, Gamma: 2e-5},
 	} {
 		t.Run(fmt.Sprintf("%+v", want), func(t *testing.T) {
 			var points []Point
@@ -32,22 +40,29 @@ func TestFitRecoversKnownParameters(t *testing.T) {
 				points = append(points, Point{Source: fmt.Sprintf("p#%d", i+1), Concurrency: c, InputTokens: 5000, OutputTokens: 500,
 					TTFTMs: pred.TTFTMs, ITLMs: pred.ITLMs, OutputTokensPerSecond: pred.OutputTokensPerSecond})
 			}
-			got, err := Fit(points, closedForm)
+			// The 500-token prompt tells a roofline's overhead from its
+			// weight reads.
+			pred, err := closedForm(want, 500, 2000, 1)
 			require.NoError(t, err)
+			points = append(points, Point{Source: "p#5", Concurrency: 1, InputTokens: 500, OutputTokens: 2000,
+				TTFTMs: pred.TTFTMs, ITLMs: pred.ITLMs, OutputTokensPerSecond: pred.OutputTokensPerSecond})
+			got, err := Fit(points, closedForm, want.Overhead > 0)
+			require.NoError(t, err)
+			assert.InEpsilon(t, want.Overhead+1, got.Params.Overhead+1, 0.01)
 			assert.InEpsilon(t, want.Alpha, got.Params.Alpha, 0.01)
 			assert.InEpsilon(t, want.Beta, got.Params.Beta, 0.01)
 			assert.InEpsilon(t, want.Gamma, got.Params.Gamma, 0.02)
 			assert.Less(t, got.Worst(), 0.005)
-			assert.Len(t, got.Points, 4)
+			assert.Len(t, got.Points, 5)
 		})
 	}
 }
 
 func TestFitRefusesRateDrivenRuns(t *testing.T) {
-	_, err := Fit([]Point{{Source: "r.json#1", RequestRate: 2, InputTokens: 100, OutputTokens: 100, TTFTMs: 1, ITLMs: 1, OutputTokensPerSecond: 1}}, closedForm)
+	_, err := Fit([]Point{{Source: "r.json#1", RequestRate: 2, InputTokens: 100, OutputTokens: 100, TTFTMs: 1, ITLMs: 1, OutputTokensPerSecond: 1}}, closedForm, false)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "r.json#1: driven by a request rate")
-	_, err = Fit(nil, closedForm)
+	_, err = Fit(nil, closedForm, false)
 	require.Error(t, err)
 }
 
@@ -55,7 +70,7 @@ func TestFitReportsTheModelsFailure(t *testing.T) {
 	failing := func(Params, int32, int32, int) (Predicted, error) {
 		return Predicted{}, fmt.Errorf("exceeds the KV cache")
 	}
-	_, err := Fit([]Point{{Source: "f#1", Concurrency: 1, InputTokens: 100, OutputTokens: 100, TTFTMs: 1, ITLMs: 1, OutputTokensPerSecond: 1}}, failing)
+	_, err := Fit([]Point{{Source: "f#1", Concurrency: 1, InputTokens: 100, OutputTokens: 100, TTFTMs: 1, ITLMs: 1, OutputTokensPerSecond: 1}}, failing, false)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "f#1: exceeds the KV cache")
 }
