@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -40,7 +41,7 @@ type pod struct {
 }
 
 type variantState struct {
-	spec   *VariantSpec
+	spec   *scenario.VariantSpec
 	index  int
 	specN  int32  // Deployment spec.replicas
 	pods   []*pod // non-terminating pods (pending and ready), oldest first
@@ -83,7 +84,7 @@ type controlPlane interface {
 // Prometheus and the control loop, driven by one event loop over a
 // simulated clock.
 type fleet struct {
-	sc    *Scenario
+	sc    *scenario.Scenario
 	trace *trace.Trace
 	ctl   controlPlane
 	now   time.Duration
@@ -127,7 +128,7 @@ type fleet struct {
 	progress    func(now, end time.Duration)
 }
 
-func newFleet(sc *Scenario, trace *trace.Trace, ctl controlPlane, initial []int32) *fleet {
+func newFleet(sc *scenario.Scenario, trace *trace.Trace, ctl controlPlane, initial []int32) *fleet {
 	return newFleetWarm(sc, trace, ctl, initial, warmup{})
 }
 
@@ -159,7 +160,7 @@ func withWarmup(tr *trace.Trace, d time.Duration) (*trace.Trace, warmup) {
 	return out, w
 }
 
-func newFleetWarm(sc *Scenario, tr *trace.Trace, ctl controlPlane, initial []int32, w warmup) *fleet {
+func newFleetWarm(sc *scenario.Scenario, tr *trace.Trace, ctl controlPlane, initial []int32, w warmup) *fleet {
 	f := &fleet{sc: sc, trace: tr, ctl: ctl, fastPath: never, nextReady: never, nextGrace: never,
 		controlStart: sc.Control.MetricsWindow.D(), origin: w.origin, skip: w.skip}
 	measured := trace.Trace{Requests: slices.Clone(tr.Requests[w.skip:])}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -32,7 +33,7 @@ type frontierFleet struct {
 // cheapest for its capacity level. Mixes of no capacity are left out.
 // Costs increase strictly along the result; more than maxRows are thinned
 // evenly along it, keeping the first and the last.
-func staticFrontier(sc *Scenario, stats trace.Stats, maxCost float64, maxRows int) []frontierFleet {
+func staticFrontier(sc *scenario.Scenario, stats trace.Stats, maxCost float64, maxRows int) []frontierFleet {
 	in := int32(math.Round(math.Max(1, stats.MeanInputTokens)))
 	out := int32(math.Round(math.Max(1, stats.MeanOutputTokens)))
 	capacity := make([]float64, len(sc.Variants))
@@ -86,7 +87,7 @@ func staticFrontier(sc *Scenario, stats trace.Stats, maxCost float64, maxRows in
 
 // frontierName is a static-frontier row's policy name:
 // static:<n>x<variant>+<m>x<variant>, every variant in scenario order.
-func frontierName(sc *Scenario, mix []int32) string {
+func frontierName(sc *scenario.Scenario, mix []int32) string {
 	parts := make([]string, len(mix))
 	for v, n := range mix {
 		parts[v] = fmt.Sprintf("%dx%s", n, sc.Variants[v].Name)
@@ -101,7 +102,7 @@ func IsFrontierRow(policy string) bool { return strings.HasPrefix(policy, "stati
 // completes under a standing backlog of identical requests (in prompt and
 // out output tokens): measured on the server model over 5 simulated
 // minutes after 1 of warm-up. 0 when such a request cannot fit.
-func serverThroughput(spec ServerSpec, in, out int32) float64 {
+func serverThroughput(spec scenario.ServerSpec, in, out int32) float64 {
 	s := newServer(spec)
 	if !s.fits(in, out) {
 		return 0

@@ -3,6 +3,8 @@ package sim
 import (
 	"math"
 	"time"
+
+	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
 // Knative Pod Autoscaler (KPA) defaults, as Knative documents them
@@ -100,7 +102,7 @@ func kpaDecide(p kpaParams, st *kpaState, now time.Duration, stable, panicC floa
 // (the fast path) wakes the cheapest variant to the count the buffered
 // requests ask for.
 type kpaPolicy struct {
-	cfg     KPAConfig
+	cfg     scenario.KPAConfig
 	params  []kpaParams
 	states  []kpaState
 	samples [][]kpaSample
@@ -112,10 +114,10 @@ type kpaSample struct {
 	c  float64
 }
 
-func newKPAPolicy(sc *Scenario) *kpaPolicy {
+func newKPAPolicy(sc *scenario.Scenario) *kpaPolicy {
 	p := &kpaPolicy{cfg: sc.Policies.KPA}
 	for _, v := range sc.Variants {
-		p.params = append(p.params, kpaParams{target: p.cfg.perPodTarget(v), min: v.MinReplicas, max: v.MaxReplicas})
+		p.params = append(p.params, kpaParams{target: perPodTarget(p.cfg, v), min: v.MinReplicas, max: v.MaxReplicas})
 		p.states = append(p.states, newKPAState())
 	}
 	p.samples = make([][]kpaSample, len(sc.Variants))
@@ -124,7 +126,7 @@ func newKPAPolicy(sc *Scenario) *kpaPolicy {
 
 // perPodTarget is the concurrency one pod is sized for: the target
 // (default: half the server's --max-num-seqs) times the utilization.
-func (c KPAConfig) perPodTarget(v VariantSpec) float64 {
+func perPodTarget(c scenario.KPAConfig, v scenario.VariantSpec) float64 {
 	t := c.TargetConcurrency
 	if t == 0 {
 		t = float64(v.Server.MaxNumSeqs) / 2

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -93,7 +94,7 @@ type OraclePlan struct {
 }
 
 // PlanOracle computes the oracle's plan for a trace.
-func PlanOracle(sc *Scenario, tr *trace.Trace) OraclePlan {
+func PlanOracle(sc *scenario.Scenario, tr *trace.Trace) OraclePlan {
 	interval := sc.Control.OracleInterval.D()
 	end := costHorizon(tr, interval)
 	n := int(end / interval)
@@ -155,7 +156,7 @@ func PlanOracle(sc *Scenario, tr *trace.Trace) OraclePlan {
 // planInterval is the cheapest mix whose replay of reqs (arrivals relative
 // to the interval's start) meets the SLO; infeasible when even the maxima
 // do not (the maxima are then returned).
-func planInterval(sc *Scenario, reqs *trace.Trace) (mix []int32, infeasible bool, replays int) {
+func planInterval(sc *scenario.Scenario, reqs *trace.Trace) (mix []int32, infeasible bool, replays int) {
 	if len(reqs.Requests) == 0 {
 		mix, _ = cheapestMix(sc.Variants, func([]int32) bool { return true })
 		return mix, false, 0
@@ -186,7 +187,7 @@ func planInterval(sc *Scenario, reqs *trace.Trace) (mix []int32, infeasible bool
 
 // idleMet counts the requests that meet the SLO each alone on an idle
 // replica.
-func idleMet(spec ServerSpec, reqs []trace.Request, slo SLO) int {
+func idleMet(spec scenario.ServerSpec, reqs []trace.Request, slo scenario.SLO) int {
 	met := 0
 	for _, r := range reqs {
 		srv := newServer(spec)
@@ -220,7 +221,7 @@ func idleMet(spec ServerSpec, reqs []trace.Request, slo SLO) int {
 	return met
 }
 
-func mixCost(variants []VariantSpec, mix []int32) float64 {
+func mixCost(variants []scenario.VariantSpec, mix []int32) float64 {
 	var c float64
 	for v, n := range mix {
 		c += float64(n) * variants[v].Cost
@@ -234,7 +235,7 @@ func mixCost(variants []VariantSpec, mix []int32) float64 {
 // count of the other variants it bisects on the first variant's count,
 // only below the best cost found so far. ok is false when no mix passes;
 // the maxima are then returned.
-func cheapestMix(variants []VariantSpec, passes func(mix []int32) bool) ([]int32, bool) {
+func cheapestMix(variants []scenario.VariantSpec, passes func(mix []int32) bool) ([]int32, bool) {
 	nv := len(variants)
 	best := make([]int32, nv)
 	bestCost, bestCount := math.Inf(1), int32(math.MaxInt32)
@@ -315,7 +316,7 @@ const maxRepairs = 12
 //     attainment target, give the intervals with the most requests over
 //     their share of misses the next costlier mix that passes step 1's
 //     test, and replay again (at most maxRepairs replays).
-func (plan *OraclePlan) MakeFeasible(sc *Scenario, tr *trace.Trace) {
+func (plan *OraclePlan) MakeFeasible(sc *scenario.Scenario, tr *trace.Trace) {
 	if plan.Feasible || len(plan.Replicas) == 0 {
 		return
 	}
@@ -334,15 +335,15 @@ func (plan *OraclePlan) MakeFeasible(sc *Scenario, tr *trace.Trace) {
 // SLO).
 type feasibility struct {
 	plan   *OraclePlan
-	sc     *Scenario
-	replay Scenario
+	sc     *scenario.Scenario
+	replay scenario.Scenario
 	need   []float64
 }
 
 // newFeasibility computes each interval's need as the per-interval test
 // does: the attainment target times the requests that meet the SLO alone
 // on an idle replica, rounded down.
-func newFeasibility(plan *OraclePlan, sc *Scenario) *feasibility {
+func newFeasibility(plan *OraclePlan, sc *scenario.Scenario) *feasibility {
 	n := len(plan.Replicas)
 	fz := &feasibility{plan: plan, sc: sc, replay: replayScenario(sc), need: make([]float64, n)}
 	for i := range n {
@@ -492,7 +493,7 @@ func (fz *feasibility) raiseWorst(missed []int, excess float64) {
 
 // replayScenario is the scenario the plan is replayed with: replicas serve
 // the moment the plan asks for them.
-func replayScenario(sc *Scenario) Scenario {
+func replayScenario(sc *scenario.Scenario) scenario.Scenario {
 	scn := *sc
 	scn.Variants = slices.Clone(sc.Variants)
 	for v := range scn.Variants {
@@ -504,7 +505,7 @@ func replayScenario(sc *Scenario) Scenario {
 
 // newPlanFleet is the fleet that replays a plan: replicas change at
 // interval starts and serve at once.
-func newPlanFleet(sc *Scenario, trace *trace.Trace, replicas [][]int32, interval time.Duration) *fleet {
+func newPlanFleet(sc *scenario.Scenario, trace *trace.Trace, replicas [][]int32, interval time.Duration) *fleet {
 	scn := replayScenario(sc)
 	initial := make([]int32, len(sc.Variants))
 	if len(replicas) > 0 {
@@ -518,7 +519,7 @@ func newPlanFleet(sc *Scenario, trace *trace.Trace, replicas [][]int32, interval
 // handOver replays interval prevReqs with fleet prev from empty, then
 // interval reqs with mix (arrivals of both relative to their own interval's
 // start), and counts reqs' requests that meet the SLO.
-func handOver(scn *Scenario, interval time.Duration, prevReqs, reqs *trace.Trace, prev, mix []int32) float64 {
+func handOver(scn *scenario.Scenario, interval time.Duration, prevReqs, reqs *trace.Trace, prev, mix []int32) float64 {
 	tr := &trace.Trace{Requests: make([]trace.Request, 0, len(prevReqs.Requests)+len(reqs.Requests))}
 	tr.Requests = append(tr.Requests, prevReqs.Requests...)
 	for _, r := range reqs.Requests {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -16,15 +17,15 @@ import (
 // interval from an empty fleet, which ignores the backlog handed over and
 // on the embedded default met only ~94.7% replayed).
 func TestOracleMeetsTheSLO(t *testing.T) {
-	spike := func(t *testing.T) (Scenario, trace.Trace) {
-		return shortScenario(t, ShapeSpike, 20*time.Minute, 1.5, 8)
+	spike := func(t *testing.T) (scenario.Scenario, trace.Trace) {
+		return shortScenario(t, scenario.ShapeSpike, 20*time.Minute, 1.5, 8)
 	}
 	for _, tc := range []struct {
 		name string
-		load func(t *testing.T) (Scenario, trace.Trace)
+		load func(t *testing.T) (scenario.Scenario, trace.Trace)
 	}{
-		{"embedded default", func(t *testing.T) (Scenario, trace.Trace) {
-			sc := DefaultScenario()
+		{"embedded default", func(t *testing.T) (scenario.Scenario, trace.Trace) {
+			sc := scenario.DefaultScenario()
 			tr, err := sc.LoadTraffic()
 			require.NoError(t, err)
 			return sc, tr
@@ -58,7 +59,7 @@ func TestOracleMeetsTheSLO(t *testing.T) {
 // once, however many of the repair replays search it again (a 10-minute
 // trace once reported hundreds).
 func TestOracleCountsEachInfeasibleIntervalOnce(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeSteady, 10*time.Minute, 20, 20)
+	sc, tr := shortScenario(t, scenario.ShapeSteady, 10*time.Minute, 20, 20)
 	for v := range sc.Variants {
 		sc.Variants[v].MaxReplicas = 1
 	}
@@ -67,4 +68,50 @@ func TestOracleCountsEachInfeasibleIntervalOnce(t *testing.T) {
 	intervals := len(plan.Replicas)
 	assert.Positive(t, plan.Infeasible)
 	assert.LessOrEqual(t, plan.Infeasible, intervals, "%d infeasible of %d intervals after %d repairs", plan.Infeasible, intervals, plan.Repairs)
+}
+
+// TestManyVariants: the oracle's exact mix search is exponential in the
+// variants, so a scenario with 20 is refused, and within the bounds the
+// search tests at most MaxMixSearch fleets per interval.
+func TestManyVariants(t *testing.T) {
+	def := scenario.DefaultScenario()
+	sc := def
+	sc.Variants = nil
+	for i := range 20 {
+		v := def.Variants[i%2]
+		v.Name = string(rune('a'+i)) + "-" + v.Name
+		v.MinReplicas, v.MaxReplicas, v.InitialReplicas = 0, 4, 0
+		sc.Variants = append(sc.Variants, v)
+	}
+	assert.ErrorContains(t, sc.Validate(), "variants: 20 variants: at most 8")
+
+	sc.Variants = sc.Variants[:scenario.MaxVariants]
+	assert.ErrorContains(t, sc.Validate(), "variants: the oracle would test up to 3.12e+05 fleets per interval")
+
+	for i := range sc.Variants {
+		sc.Variants[i].MaxReplicas = 2
+	}
+	require.NoError(t, sc.Validate())
+	bound := scenario.MixSearch(sc.Variants)
+	assert.InDelta(t, 6561, bound, 0) // 3^7 mixes x 3 bisection steps
+	for _, tt := range []struct {
+		name   string
+		passes func(mix []int32) bool
+	}{
+		{"nothing passes", func([]int32) bool { return false }},
+		{"everything passes", func([]int32) bool { return true }},
+		{"only the maxima pass", func(mix []int32) bool {
+			var n int32
+			for _, r := range mix {
+				n += r
+			}
+			return n >= 16
+		}},
+		{"the first variant is useless", func(mix []int32) bool { return mix[scenario.MaxVariants-1] >= 2 }},
+	} {
+		calls := 0
+		cheapestMix(sc.Variants, func(mix []int32) bool { calls++; return tt.passes(mix) })
+		assert.LessOrEqual(t, float64(calls), bound, tt.name)
+	}
+	assert.InDelta(t, 78, scenario.MixSearch(def.Variants), 0, "the embedded scenario")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -90,7 +91,7 @@ func TestKPADecide(t *testing.T) {
 // for 5 minutes) the KPA adds replicas within a minute of its start and
 // holds more during the spike than before it.
 func TestKPAScalesUpUnderSpike(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeSpike, 30*time.Minute, 1.5, 6)
+	sc, tr := shortScenario(t, scenario.ShapeSpike, 30*time.Minute, 1.5, 6)
 	f := newFleet(&sc, &tr, newKPAPolicy(&sc), []int32{1, 0})
 	f.run()
 	before, during := peakAround(f.timeline, 10*time.Minute, time.Minute)
@@ -105,7 +106,7 @@ func TestKPAScalesUpUnderSpike(t *testing.T) {
 // constant, at most frontierMaxRows, within 1.5x static-peak's cost, and
 // their costs increase along the frontier.
 func TestStaticFrontier(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeBursty, 15*time.Minute, 1.5, 5)
+	sc, tr := shortScenario(t, scenario.ShapeBursty, 15*time.Minute, 1.5, 5)
 	rep, err := Run(sc, tr, Options{Policies: []string{PolicyStaticPeak, PolicyStaticFrontier}})
 	require.NoError(t, err)
 	require.Equal(t, PolicyStaticPeak, rep.Policies[0].Policy)
@@ -130,7 +131,7 @@ func TestStaticFrontier(t *testing.T) {
 // TestStaticFrontierIsTheCheapestPerCapacity checks the unthinned frontier
 // against every mix: none costing as much or less has more capacity.
 func TestStaticFrontierIsTheCheapestPerCapacity(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	stats := trace.Stats{MeanInputTokens: 1000, MeanOutputTokens: 200}
 	l40s, h100 := serverThroughput(sc.Variants[0].Server, 1000, 200), serverThroughput(sc.Variants[1].Server, 1000, 200)
 	require.Greater(t, l40s, 0.0)
@@ -157,24 +158,24 @@ func TestStaticFrontierIsTheCheapestPerCapacity(t *testing.T) {
 }
 
 func TestKPAConfig(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	assert.InDelta(t, 0.7, sc.Policies.KPA.TargetUtilization, 1e-12)
 	// The default target is half of each variant's --max-num-seqs.
-	assert.InDelta(t, 64*0.7, sc.Policies.KPA.perPodTarget(sc.Variants[0]), 1e-9)
-	assert.InDelta(t, 128*0.7, sc.Policies.KPA.perPodTarget(sc.Variants[1]), 1e-9)
+	assert.InDelta(t, 64*0.7, perPodTarget(sc.Policies.KPA, sc.Variants[0]), 1e-9)
+	assert.InDelta(t, 128*0.7, perPodTarget(sc.Policies.KPA, sc.Variants[1]), 1e-9)
 	for _, tt := range []struct {
-		cfg  KPAConfig
+		cfg  scenario.KPAConfig
 		want string
 	}{
-		{KPAConfig{TargetConcurrency: -1, TargetUtilization: 0.7}, "policies.kpa.targetConcurrency: -1 is outside [0, 1000000]"},
-		{KPAConfig{TargetConcurrency: 10, TargetUtilization: 1.5}, "policies.kpa.targetUtilization: 1.5 is outside (0, 1]"},
+		{scenario.KPAConfig{TargetConcurrency: -1, TargetUtilization: 0.7}, "policies.kpa.targetConcurrency: -1 is outside [0, 1000000]"},
+		{scenario.KPAConfig{TargetConcurrency: 10, TargetUtilization: 1.5}, "policies.kpa.targetUtilization: 1.5 is outside (0, 1]"},
 	} {
 		sc.Policies.KPA = tt.cfg
 		assert.ErrorContains(t, sc.Validate(), tt.want)
 	}
-	sc.Policies.KPA = KPAConfig{TargetConcurrency: 20, TargetUtilization: 1}
+	sc.Policies.KPA = scenario.KPAConfig{TargetConcurrency: 20, TargetUtilization: 1}
 	require.NoError(t, sc.Validate())
-	assert.InDelta(t, 20, sc.Policies.KPA.perPodTarget(sc.Variants[1]), 1e-9)
+	assert.InDelta(t, 20, perPodTarget(sc.Policies.KPA, sc.Variants[1]), 1e-9)
 }
 
 // peakAround is the most replicas (all variants) held before start and in

@@ -18,6 +18,7 @@ import (
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/inventory"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
 // Policy names.
@@ -78,7 +79,7 @@ const staleAfter = 5 * time.Minute
 // scale-down window, as `wva controller` configures it) follows
 // wva_desired_replicas. The analyzer is whatever the ConfigMaps select.
 type wvaPolicy struct {
-	cfg  wvaConfig
+	cfg  scenario.WVAResolver
 	pipe decide.Pipeline
 	vas  []*llmdv1alpha1.VariantAutoscaling
 	// templates are the VAs' targets' pod templates, for the engine args.
@@ -94,13 +95,13 @@ type wvaPolicy struct {
 	observe func(now time.Duration, res []decide.GroupResult)
 }
 
-func newWVAPolicy(sc *Scenario) (*wvaPolicy, error) {
-	cfg, err := sc.wvaConfig()
+func newWVAPolicy(sc *scenario.Scenario) (*wvaPolicy, error) {
+	cfg, err := sc.WVAResolver()
 	if err != nil {
 		return nil, err
 	}
 	p := &wvaPolicy{cfg: cfg, pipe: decide.Default(), caps: controller.Capabilities{Tolerance: true, ScaleToZero: true}}
-	p.analyzer = cfg.resolve(sc.ModelID, sc.Namespace).Analyzer()
+	p.analyzer = cfg.Resolve(sc.ModelID, sc.Namespace).Analyzer()
 	if _, ok := p.pipe.Analyzers[p.analyzer]; !ok {
 		return nil, fmt.Errorf("policies.wva: the ConfigMaps select analyzer %q, which this build's pipeline does not have (have: %s)",
 			p.analyzer, strings.Join(analyzerNames(p.pipe), ", "))
@@ -157,7 +158,7 @@ func (p *wvaPolicy) engine(f *fleet) {
 		}
 		p.state = results[i].State
 		for j, va := range pl.VAs {
-			tgt := views[f.sc.variantIndex(va.Name)].Target
+			tgt := views[f.sc.VariantIndex(va.Name)].Target
 			va.Status = decide.NextStatus(va, pl, results[i], results[i].Targets[j], tgt, nil, now)
 		}
 	}
@@ -168,7 +169,7 @@ func (p *wvaPolicy) engine(f *fleet) {
 	}
 }
 
-func (p *wvaPolicy) resolve(modelID, ns string) params.Resolved { return p.cfg.resolve(modelID, ns) }
+func (p *wvaPolicy) resolve(modelID, ns string) params.Resolved { return p.cfg.Resolve(modelID, ns) }
 
 // collect is what the adapter hands decide.BuildPlans, nothing added
 // afterwards: per VA the inventory's decide.Target (replicas, Ready pods
@@ -210,7 +211,7 @@ func (p *wvaPolicy) collect(f *fleet) ([]decide.View, collector.Result) {
 
 // podTemplate is the variant's Deployment pod template as far as the
 // inventory reads it: the vLLM engine args.
-func podTemplate(modelID string, s ServerSpec) corev1.PodSpec {
+func podTemplate(modelID string, s scenario.ServerSpec) corev1.PodSpec {
 	args := []string{"serve", modelID}
 	if s.MaxNumSeqs > 0 {
 		args = append(args, "--max-num-seqs", strconv.Itoa(int(s.MaxNumSeqs)))
@@ -282,7 +283,7 @@ func (p *wvaPolicy) scaleFromZero(f *fleet) {
 	}
 }
 
-func cheapestVariant(sc *Scenario) int {
+func cheapestVariant(sc *scenario.Scenario) int {
 	best := -1
 	for i, v := range sc.Variants {
 		if v.MaxReplicas < 1 {
@@ -311,7 +312,7 @@ func cheapestVariant(sc *Scenario) int {
 // Its decision reaches the same HPA as wva's (tolerance 0, 30 s window),
 // so the two differ only in how they decide.
 type v1Policy struct {
-	cfg     V1Config
+	cfg     scenario.V1Config
 	desired []int32
 	decided bool
 }
@@ -368,7 +369,7 @@ func observeV1(f *fleet) v1Observation {
 // v1Decide is one cycle of the percentage analyzer. desired is the
 // decision of record of the previous cycle (0 before any), updated in
 // place.
-func v1Decide(c V1Config, variants []VariantSpec, o v1Observation, desired []int32) {
+func v1Decide(c scenario.V1Config, variants []scenario.VariantSpec, o v1Observation, desired []int32) {
 	n := len(variants)
 	current, reporting, pending := o.current, o.reporting, o.pending
 	// Model-level transition blocking.

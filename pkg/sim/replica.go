@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
 // ReplicaPoint is one replica driven at a fixed concurrency, as AIPerf,
@@ -38,7 +40,7 @@ func replicaRequests(concurrency int) int { return max(8*concurrency, 64) }
 // identical requests of in prompt and out output tokens. It refuses a
 // request the replica's KV cache cannot hold, as vLLM refuses a request
 // over its max model length.
-func BenchReplica(spec ServerSpec, in, out int32, concurrency int) (ReplicaPoint, error) {
+func BenchReplica(spec scenario.ServerSpec, in, out int32, concurrency int) (ReplicaPoint, error) {
 	switch {
 	case concurrency < 1 || concurrency > MaxBenchConcurrency:
 		return ReplicaPoint{}, fmt.Errorf("concurrency %d: must be in [1, %d]", concurrency, MaxBenchConcurrency)
@@ -47,7 +49,7 @@ func BenchReplica(spec ServerSpec, in, out int32, concurrency int) (ReplicaPoint
 	case out < 1 || out > MaxBenchTokens:
 		return ReplicaPoint{}, fmt.Errorf("output tokens %d: must be in [1, %d]", out, MaxBenchTokens)
 	}
-	spec = spec.withDefaults()
+	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
 		return ReplicaPoint{}, err
 	}
@@ -141,7 +143,7 @@ type ReplicaVariant struct {
 
 // BenchScenario benchmarks one replica of each of the scenario's variants
 // (or of the one named) at each concurrency.
-func BenchScenario(sc Scenario, variant string, in, out int32, concurrencies []int) (ReplicaReport, error) {
+func BenchScenario(sc scenario.Scenario, variant string, in, out int32, concurrencies []int) (ReplicaReport, error) {
 	var rep ReplicaReport
 	for _, v := range sc.Variants {
 		if variant != "" && v.Name != variant {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
 // At concurrency 1 the engine serves one request at a time, so the figures
@@ -12,7 +14,7 @@ import (
 // token budget), then each output token one decode step whose attention
 // reads the context so far.
 func TestBenchReplicaOneClientFollowsTheStepFormula(t *testing.T) {
-	spec := ServerSpec{Alpha: 20, Beta: 0.05, Gamma: 0.001, NumGPUBlocks: 4096, BlockSize: 16, MaxNumSeqs: 64, MaxNumBatchedTokens: 8192}
+	spec := scenario.ServerSpec{Alpha: 20, Beta: 0.05, Gamma: 0.001, NumGPUBlocks: 4096, BlockSize: 16, MaxNumSeqs: 64, MaxNumBatchedTokens: 8192}
 	const in, out = 1000, 101
 	p, err := BenchReplica(spec, in, out, 1)
 	require.NoError(t, err)
@@ -33,7 +35,7 @@ func TestBenchReplicaOneClientFollowsTheStepFormula(t *testing.T) {
 // inter-token latency grows, up to the batch limit (maxNumSeqs); beyond it
 // the batch is the same and the rest wait, so TTFT climbs.
 func TestBenchReplicaConcurrencyTradesLatencyForThroughput(t *testing.T) {
-	spec := ServerSpec{Alpha: 20, Beta: 0.05, Gamma: 0.0001, NumGPUBlocks: 20000, BlockSize: 16, MaxNumSeqs: 16, MaxNumBatchedTokens: 4096}
+	spec := scenario.ServerSpec{Alpha: 20, Beta: 0.05, Gamma: 0.0001, NumGPUBlocks: 20000, BlockSize: 16, MaxNumSeqs: 16, MaxNumBatchedTokens: 4096}
 	var prev ReplicaPoint
 	for i, c := range []int{1, 4, 16} {
 		p, err := BenchReplica(spec, 500, 200, c)
@@ -54,7 +56,7 @@ func TestBenchReplicaConcurrencyTradesLatencyForThroughput(t *testing.T) {
 }
 
 func TestBenchReplicaRefusesWhatAReplicaCannotServe(t *testing.T) {
-	spec := ServerSpec{Alpha: 20, Beta: 0.05, NumGPUBlocks: 100, BlockSize: 16}
+	spec := scenario.ServerSpec{Alpha: 20, Beta: 0.05, NumGPUBlocks: 100, BlockSize: 16}
 	for _, tc := range []struct {
 		name            string
 		in, out         int32
@@ -77,7 +79,7 @@ func TestBenchReplicaRefusesWhatAReplicaCannotServe(t *testing.T) {
 }
 
 func TestBenchScenarioNamesEachVariantsHardware(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	sc.Variants[0].Hardware = "4 x L40S 48GB, FP8, TP4, vLLM"
 	rep, err := BenchScenario(sc, "", 1000, 100, []int{1, 8})
 	require.NoError(t, err)
@@ -121,9 +123,9 @@ var nimLlama33on2xH100 = []publishedPoint{
 // The calibrated fleet's H100 variant reproduces NIM's table within 20% on
 // ITL and output tokens/s and 30% on TTFT at every point.
 func TestCalibratedH100ReproducesNIM(t *testing.T) {
-	sc, err := LoadScenario("scenarios/llama-3.3-70b.yaml")
+	sc, err := scenario.LoadScenario("scenario/scenarios/llama-3.3-70b.yaml")
 	require.NoError(t, err)
-	h100 := sc.Variants[sc.variantIndex("llama-70b-h100")]
+	h100 := sc.Variants[sc.VariantIndex("llama-70b-h100")]
 	require.Equal(t, "2 x H100 80GB, FP8, TP2 (NIM 1.8.0 calibrated)", h100.Hardware)
 	for _, want := range nimLlama33on2xH100 {
 		got, err := BenchReplica(h100.Server, want.in, want.out, want.concurrency)
@@ -139,8 +141,8 @@ func TestCalibratedH100ReproducesNIM(t *testing.T) {
 // The uncalibrated default fleet's H100 is far from NIM's table at
 // concurrency 25, so the check above can fail.
 func TestDefaultH100MissesNIM(t *testing.T) {
-	sc := DefaultScenario()
-	h100 := sc.Variants[sc.variantIndex("llama-70b-h100")]
+	sc := scenario.DefaultScenario()
+	h100 := sc.Variants[sc.VariantIndex("llama-70b-h100")]
 	got, err := BenchReplica(h100.Server, 5000, 500, 25)
 	require.NoError(t, err)
 	assert.Greater(t, got.ITLMs, 38.75*1.2)

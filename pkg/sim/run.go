@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -93,7 +94,7 @@ type VariantBrief struct {
 // Run simulates every policy on the trace (in parallel, each on its own
 // copy of the fleet; results do not depend on scheduling) and computes the
 // oracle.
-func Run(sc Scenario, trace trace.Trace, opts Options) (Report, error) {
+func Run(sc scenario.Scenario, trace trace.Trace, opts Options) (Report, error) {
 	start := time.Now()
 	if err := sc.Validate(); err != nil {
 		return Report{}, err
@@ -131,7 +132,7 @@ func Run(sc Scenario, trace trace.Trace, opts Options) (Report, error) {
 // controlPlanes builds every policy's control plane before any simulation,
 // so configuration errors fail fast. The oracle and static policies need
 // none of their own here (they are set per row).
-func controlPlanes(sc *Scenario, policies []string, rep *Report) (map[string]controlPlane, error) {
+func controlPlanes(sc *scenario.Scenario, policies []string, rep *Report) (map[string]controlPlane, error) {
 	ctls := make(map[string]controlPlane, len(policies))
 	for _, name := range policies {
 		switch name {
@@ -163,9 +164,9 @@ func controlPlanes(sc *Scenario, policies []string, rep *Report) (map[string]con
 // oraclePlan is the oracle's plan when a row or a warm start needs it (the
 // static fleets and the warm fleet are sized from it), else nil. Only the
 // oracle's own row needs it repaired to meet the SLO when replayed.
-func oraclePlan(sc *Scenario, trace *trace.Trace, policies []string) *OraclePlan {
+func oraclePlan(sc *scenario.Scenario, trace *trace.Trace, policies []string) *OraclePlan {
 	if !slices.Contains(policies, PolicyOracle) && !slices.Contains(policies, PolicyStaticPeak) &&
-		!slices.Contains(policies, PolicyStaticFrontier) && sc.Control.InitialFleet != InitialFleetWarm {
+		!slices.Contains(policies, PolicyStaticFrontier) && sc.Control.InitialFleet != scenario.InitialFleetWarm {
 		return nil
 	}
 	p := PlanOracle(sc, trace)
@@ -184,7 +185,7 @@ type reportRow struct {
 
 // reportRows lists the report's rows: one per policy, static-frontier
 // expanded into its fleets.
-func reportRows(sc *Scenario, stats trace.Stats, policies []string, plan *OraclePlan) []reportRow {
+func reportRows(sc *scenario.Scenario, stats trace.Stats, policies []string, plan *OraclePlan) []reportRow {
 	var rows []reportRow
 	for _, name := range policies {
 		if name != PolicyStaticFrontier {
@@ -200,7 +201,7 @@ func reportRows(sc *Scenario, stats trace.Stats, policies []string, plan *Oracle
 
 // runRows simulates the rows in parallel, at most GOMAXPROCS at a time,
 // reporting the simulated time done over all rows to progress.
-func runRows(sc *Scenario, trace *trace.Trace, rows []reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, progress func(float64)) []PolicySummary {
+func runRows(sc *scenario.Scenario, trace *trace.Trace, rows []reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, progress func(float64)) []PolicySummary {
 	var progressed atomic.Int64
 	total := int64(len(rows)) * int64(horizon)
 	report := func(delta time.Duration) {
@@ -216,7 +217,7 @@ func runRows(sc *Scenario, trace *trace.Trace, rows []reportRow, ctls map[string
 }
 
 // runRow simulates one row on its own fleet and summarizes it.
-func runRow(sc *Scenario, trace *trace.Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, report func(time.Duration)) PolicySummary {
+func runRow(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, report func(time.Duration)) PolicySummary {
 	name := r.policy
 	t0 := time.Now()
 	f := rowFleet(sc, trace, r, ctls, plan)
@@ -240,7 +241,7 @@ func runRow(sc *Scenario, trace *trace.Trace, r reportRow, ctls map[string]contr
 // rowFleet builds the row's fleet: the oracle's plan replayed from time 0
 // with no start-up delay, a static fleet, or a policy's control plane from
 // the scenario's (or the warm) initial fleet after the warm-up.
-func rowFleet(sc *Scenario, trace *trace.Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan) *fleet {
+func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan) *fleet {
 	name := r.policy
 	scn := *sc
 	initial := make([]int32, len(sc.Variants))
@@ -261,7 +262,7 @@ func rowFleet(sc *Scenario, trace *trace.Trace, r reportRow, ctls map[string]con
 	default:
 		for v, spec := range sc.Variants {
 			initial[v] = spec.InitialReplicas
-			if sc.Control.InitialFleet == InitialFleetWarm {
+			if sc.Control.InitialFleet == scenario.InitialFleetWarm {
 				initial[v] = plan.Warm[v]
 			}
 		}
@@ -280,7 +281,7 @@ func rowFleet(sc *Scenario, trace *trace.Trace, r reportRow, ctls map[string]con
 
 // oracleSummary replaces the replayed cost with the plan's and says what the
 // oracle's figures mean.
-func oracleSummary(s *PolicySummary, sc *Scenario, plan *OraclePlan) {
+func oracleSummary(s *PolicySummary, sc *scenario.Scenario, plan *OraclePlan) {
 	s.Cost = plan.Cost
 	s.ReplicaHours = planReplicaHours(sc, plan)
 	s.Plan = plan
@@ -316,7 +317,7 @@ func (p *replayPolicy) engine(f *fleet) {
 	}
 }
 
-func planReplicaHours(sc *Scenario, plan *OraclePlan) map[string]float64 {
+func planReplicaHours(sc *scenario.Scenario, plan *OraclePlan) map[string]float64 {
 	out := map[string]float64{}
 	for _, mix := range plan.Replicas {
 		for v, n := range mix {

@@ -8,23 +8,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/decision/params"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
-var testSpec = ServerSpec{Alpha: 20, Beta: 0.07, Gamma: 0.0005, NumGPUBlocks: 12288, BlockSize: 16, MaxNumSeqs: 256, MaxNumBatchedTokens: 8192}
+var testSpec = scenario.ServerSpec{Alpha: 20, Beta: 0.07, Gamma: 0.0005, NumGPUBlocks: 12288, BlockSize: 16, MaxNumSeqs: 256, MaxNumBatchedTokens: 8192}
 
 // oneReplica runs a fixed fleet of replicas of one variant on a steady
 // Poisson trace and returns the summary.
-func oneReplica(t *testing.T, spec ServerSpec, replicas int32, rate float64, d time.Duration, in, out float64) (PolicySummary, *fleet) {
+func oneReplica(t *testing.T, spec scenario.ServerSpec, replicas int32, rate float64, d time.Duration, in, out float64) (PolicySummary, *fleet) {
 	t.Helper()
-	sc := Scenario{
+	sc := scenario.Scenario{
 		Name: "unit", ModelID: "m", Seed: 3,
-		Variants: []VariantSpec{{Name: "v", Cost: 1, MinReplicas: replicas, MaxReplicas: replicas, InitialReplicas: replicas, Server: spec}},
-		SLO:      SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
-		Traffic: Traffic{Synthetic: &Synthetic{Shape: ShapeSteady, Duration: params.Duration(d), BaseRate: rate,
+		Variants: []scenario.VariantSpec{{Name: "v", Cost: 1, MinReplicas: replicas, MaxReplicas: replicas, InitialReplicas: replicas, Server: spec}},
+		SLO:      scenario.SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
+		Traffic: scenario.Traffic{Synthetic: &scenario.Synthetic{Shape: scenario.ShapeSteady, Duration: params.Duration(d), BaseRate: rate,
 			InputTokens: in, OutputTokens: out}},
 	}
-	sc.applyDefaults()
+	sc.ApplyDefaults()
 	require.NoError(t, sc.Validate())
 	tr, err := sc.LoadTraffic()
 	require.NoError(t, err)
@@ -79,7 +80,7 @@ func TestServerPreemptsWhenKVIsExhausted(t *testing.T) {
 }
 
 func TestServerSchedule(t *testing.T) {
-	spec := ServerSpec{Alpha: 10, Beta: 0.1, Gamma: 0.01, NumGPUBlocks: 100, BlockSize: 16, MaxNumSeqs: 2, MaxNumBatchedTokens: 512}
+	spec := scenario.ServerSpec{Alpha: 10, Beta: 0.1, Gamma: 0.01, NumGPUBlocks: 100, BlockSize: 16, MaxNumSeqs: 2, MaxNumBatchedTokens: 512}
 	s := newServer(spec)
 	mk := func(id, in, out int32) *seq {
 		return &seq{req: id, input: in, output: out, prompt: in, firstToken: -1}
@@ -126,7 +127,7 @@ func TestServerSchedule(t *testing.T) {
 func TestServerPreemptionIsNewestFirst(t *testing.T) {
 	// 3 blocks of 4 tokens; two requests fill them, the older one needs a
 	// new block: the newer one is preempted back to the head of the queue.
-	spec := ServerSpec{Alpha: 1, NumGPUBlocks: 3, BlockSize: 4, MaxNumSeqs: 8, MaxNumBatchedTokens: 100}
+	spec := scenario.ServerSpec{Alpha: 1, NumGPUBlocks: 3, BlockSize: 4, MaxNumSeqs: 8, MaxNumBatchedTokens: 100}
 	s := newServer(spec)
 	old := &seq{req: 0, input: 8, output: 5, prompt: 8, firstToken: -1}
 	young := &seq{req: 1, input: 4, output: 5, prompt: 4, firstToken: -1}
@@ -150,19 +151,19 @@ func TestServerPreemptionIsNewestFirst(t *testing.T) {
 // at the gateway without stalling those behind it (vLLM's router sends a
 // request where it fits); a request no variant can hold is refused.
 func TestGatewayDoesNotBlockBehindARequestOnlyAnotherVariantHolds(t *testing.T) {
-	small := ServerSpec{Alpha: 20, Beta: 0.05, NumGPUBlocks: 1024, BlockSize: 16, MaxNumSeqs: 64, MaxNumBatchedTokens: 4096}
+	small := scenario.ServerSpec{Alpha: 20, Beta: 0.05, NumGPUBlocks: 1024, BlockSize: 16, MaxNumSeqs: 64, MaxNumBatchedTokens: 4096}
 	large := small
 	large.NumGPUBlocks = 16384
-	sc := Scenario{
+	sc := scenario.Scenario{
 		Name: "unit", ModelID: "m", Seed: 1,
-		Variants: []VariantSpec{
+		Variants: []scenario.VariantSpec{
 			{Name: "small", Cost: 1, MinReplicas: 2, MaxReplicas: 2, InitialReplicas: 2, Server: small},
 			{Name: "large", Cost: 3, MinReplicas: 0, MaxReplicas: 1, Server: large},
 		},
-		SLO:     SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
-		Control: Control{FlowControl: true},
+		SLO:     scenario.SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
+		Control: scenario.Control{FlowControl: true},
 	}
-	sc.applyDefaults()
+	sc.ApplyDefaults()
 	tr := trace.Trace{Requests: []trace.Request{
 		{Arrival: 0, Input: 100_000, Output: 10},   // only "large" can hold it, and it has no replica
 		{Arrival: 0, Input: 1_000_000, Output: 10}, // no variant can hold it

@@ -18,13 +18,14 @@ import (
 	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/decision/params"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // shortScenario is the default scenario with a shorter synthetic trace.
-func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float64) (Scenario, trace.Trace) {
+func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float64) (scenario.Scenario, trace.Trace) {
 	t.Helper()
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	syn := *sc.Traffic.Synthetic
 	syn.Shape, syn.Duration, syn.BaseRate, syn.PeakRate = shape, params.Duration(d), base, peak
 	sc.Traffic.Synthetic = &syn
@@ -35,17 +36,17 @@ func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float
 }
 
 func TestDefaultScenario(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	assert.Len(t, sc.Variants, 2)
-	assert.Less(t, len(DefaultScenarioYAML), 200<<10)
+	assert.Less(t, len(scenario.DefaultScenarioYAML), 200<<10)
 	tr, err := sc.LoadTraffic()
 	require.NoError(t, err)
 	assert.InDelta(t, 60, tr.Duration().Minutes(), 1)
 }
 
 func TestDeterministic(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeBursty, 20*time.Minute, 2, 8)
-	run := func(sc Scenario, tr trace.Trace) ([]byte, []byte) {
+	sc, tr := shortScenario(t, scenario.ShapeBursty, 20*time.Minute, 2, 8)
+	run := func(sc scenario.Scenario, tr trace.Trace) ([]byte, []byte) {
 		rep, err := Run(sc, tr, Options{})
 		require.NoError(t, err)
 		rep.Elapsed = 0
@@ -82,7 +83,7 @@ func TestDeterministic(t *testing.T) {
 // plan that meets the SLO too, and the fixed fleet is one the search could
 // have found.
 func TestOracleIsALowerBound(t *testing.T) {
-	for _, shape := range []string{ShapeSteady, ShapeSpike, ShapeRamp} {
+	for _, shape := range []string{scenario.ShapeSteady, scenario.ShapeSpike, scenario.ShapeRamp} {
 		t.Run(shape, func(t *testing.T) {
 			sc, tr := shortScenario(t, shape, 20*time.Minute, 1.5, 5)
 			rep, err := Run(sc, tr, Options{})
@@ -142,7 +143,7 @@ func meetsEveryInterval(f *fleet) bool {
 }
 
 func TestCheapestMix(t *testing.T) {
-	vs := []VariantSpec{{Name: "a", Cost: 8, MaxReplicas: 10}, {Name: "b", Cost: 20, MaxReplicas: 4}}
+	vs := []scenario.VariantSpec{{Name: "a", Cost: 8, MaxReplicas: 10}, {Name: "b", Cost: 20, MaxReplicas: 4}}
 	calls := 0
 	covers := func(capacity []float64, demand float64) func([]int32) bool {
 		return func(mix []int32) bool {
@@ -169,7 +170,7 @@ func TestCheapestMix(t *testing.T) {
 	assert.Equal(t, []int32{1, 0}, mix, "minReplicas hold when idle")
 
 	// Against brute force over every mix: same cost, far fewer tests.
-	vs = []VariantSpec{{Name: "a", Cost: 8, MaxReplicas: 24}, {Name: "b", Cost: 20, MaxReplicas: 12}}
+	vs = []scenario.VariantSpec{{Name: "a", Cost: 8, MaxReplicas: 24}, {Name: "b", Cost: 20, MaxReplicas: 12}}
 	for demand := 0.0; demand <= 60; demand += 1.7 {
 		calls = 0
 		mix, ok := cheapestMix(vs, covers([]float64{1, 2.4}, demand))
@@ -191,7 +192,7 @@ func TestCheapestMix(t *testing.T) {
 }
 
 func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeSpike, 20*time.Minute, 1.5, 5)
+	sc, tr := shortScenario(t, scenario.ShapeSpike, 20*time.Minute, 1.5, 5)
 	rep, err := Run(sc, tr, Options{Policies: []string{PolicyWVA}})
 	require.NoError(t, err)
 	assert.Equal(t, params.AnalyzerSLOPlanner, rep.Analyzer, "the default scenario's ConfigMaps choose the slo-planner")
@@ -231,7 +232,7 @@ func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
 // gives the group what the token and queueing analyzers read, and the
 // queueing analyzer's memory comes back every cycle.
 func TestWVAInputsAndState(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeSteady, 15*time.Minute, 3, 3)
+	sc, tr := shortScenario(t, scenario.ShapeSteady, 15*time.Minute, 3, 3)
 	sc.Policies.WVA.ConfigMaps = map[string]map[string]string{
 		config.QueueingModelConfigMapName: {"default": "targetTTFT: 1000\ntargetITL: 60"},
 	}
@@ -312,15 +313,15 @@ func TestFlowControl(t *testing.T) {
 	spec := testSpec
 	spec.NumGPUBlocks = 400
 	run := func(fc bool) (PolicySummary, int) {
-		sc := Scenario{
+		sc := scenario.Scenario{
 			Name: "fc", ModelID: "m", Seed: 2,
-			Variants: []VariantSpec{{Name: "v", Cost: 1, MinReplicas: 1, MaxReplicas: 1, InitialReplicas: 1, Server: spec}},
-			SLO:      SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
-			Control:  Control{FlowControl: fc},
-			Traffic: Traffic{Synthetic: &Synthetic{Shape: ShapeSteady, Duration: params.Duration(5 * time.Minute), BaseRate: 3,
+			Variants: []scenario.VariantSpec{{Name: "v", Cost: 1, MinReplicas: 1, MaxReplicas: 1, InitialReplicas: 1, Server: spec}},
+			SLO:      scenario.SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
+			Control:  scenario.Control{FlowControl: fc},
+			Traffic: scenario.Traffic{Synthetic: &scenario.Synthetic{Shape: scenario.ShapeSteady, Duration: params.Duration(5 * time.Minute), BaseRate: 3,
 				InputTokens: 800, OutputTokens: 300}},
 		}
-		sc.applyDefaults()
+		sc.ApplyDefaults()
 		tr, err := sc.LoadTraffic()
 		require.NoError(t, err)
 		f := newFleet(&sc, &tr, staticPolicy{}, []int32{1})
@@ -366,13 +367,13 @@ func TestScenarioValidation(t *testing.T) {
 		{"variants: [{name: a, maxReplicas: 1, server: {alpha: 0, numGPUBlocks: 1}}]\n", "variants[0].server.alpha: 0 ms is outside [0.01 ms, 60000 ms]"},
 		{"variantz: []\n", "unknown field"},
 	} {
-		_, err := ParseScenario([]byte(tt.yaml))
+		_, err := scenario.ParseScenario([]byte(tt.yaml))
 		assert.ErrorContains(t, err, tt.want, tt.yaml)
 	}
 }
 
 func TestRender(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeSpike, 15*time.Minute, 1.5, 5)
+	sc, tr := shortScenario(t, scenario.ShapeSpike, 15*time.Minute, 1.5, 5)
 	rep, err := Run(sc, tr, Options{})
 	require.NoError(t, err)
 	var text, html stringsBuilder
@@ -399,7 +400,7 @@ func TestRender(t *testing.T) {
 // TestRenderHTMLEscapes renders names from user files that carry markup:
 // they show as text, never as elements.
 func TestRenderHTMLEscapes(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeSpike, 10*time.Minute, 1, 5)
+	sc, tr := shortScenario(t, scenario.ShapeSpike, 10*time.Minute, 1, 5)
 	rep, err := Run(sc, tr, Options{Policies: []string{PolicyWVA, PolicyKPA}})
 	require.NoError(t, err)
 	rep.Scenario = `chat & "bursts"`
@@ -432,7 +433,7 @@ func (s *stringsBuilder) String() string              { return string(s.b) }
 // the default scenario's rate (tens of replicas), every policy and the
 // oracle, as `wva simulate` does.
 func BenchmarkSimulateHour(b *testing.B) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	sc.Traffic.RateScale = 5
 	tr, err := sc.LoadTraffic()
 	require.NoError(b, err)
@@ -460,9 +461,9 @@ func BenchmarkSimulateHour(b *testing.B) {
 // lost whatever the policy does afterwards. More than 1% of the hour's
 // requests means 99% needs capacity held ahead of the spike.
 func TestSpikeOutrunsStartup(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	syn := *sc.Traffic.Synthetic
-	syn.Shape = ShapeSpike
+	syn.Shape = scenario.ShapeSpike
 	sc.Traffic.Synthetic = &syn
 	tr, err := sc.LoadTraffic()
 	require.NoError(t, err)
@@ -472,7 +473,7 @@ func TestSpikeOutrunsStartup(t *testing.T) {
 	// peak held throughout.
 	assert.Greater(t, plan.StartupCost, plan.Cost)
 	assert.LessOrEqual(t, plan.StartupCost, mixCost(sc.Variants, plan.Peak)*float64(len(plan.Replicas))*plan.Interval.Hours()+1e-9)
-	start := time.Duration(syn.withDefaults().SpikeStart)
+	start := time.Duration(syn.WithDefaults().SpikeStart)
 	before := plan.Replicas[int(start/plan.Interval)-1]
 	var fastest time.Duration = -1
 	for _, v := range sc.Variants {
@@ -528,7 +529,7 @@ func TestShippedConfigIsBenchmarked(t *testing.T) {
 		require.NoError(t, yaml.Unmarshal([]byte(doc), &cm))
 		shipped[cm.Metadata.Name] = cm.Data
 	}
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	require.NotEmpty(t, sc.Policies.WVA.ConfigMaps)
 	store := config.NewStore()
 	for name, data := range shipped {
@@ -548,7 +549,7 @@ func TestShippedConfigIsBenchmarked(t *testing.T) {
 // --slo-itl do) moves wva's targets with the yardstick, and an entry that
 // restates a different target is an error, not a second SLO.
 func TestWVATargetsAreTheScenarioSLO(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	sc.SLO.TTFT, sc.SLO.ITL = params.Duration(time.Second), params.Duration(50*time.Millisecond)
 	p, err := newWVAPolicy(&sc)
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -40,16 +41,16 @@ const staticKnob = "constant fleet"
 type knobSweep struct {
 	knob   string
 	values []float64
-	set    func(sc *Scenario, v float64) error
+	set    func(sc *scenario.Scenario, v float64) error
 }
 
 // sweeps are the knobs --frontier moves: wva's attainment target (its one
 // knob), the KV threshold of the reference analyzers, the queue-threshold
 // and KPA targets as multiples of the scenario's. Constant fleets are
 // swept by size by the static-frontier rows themselves.
-func sweeps(base Scenario) map[string]knobSweep {
+func sweeps(base scenario.Scenario) map[string]knobSweep {
 	// wva-throughput embeds wva-v1's policy: both read policies.v1.
-	kvThreshold := knobSweep{"kvCacheThreshold", []float64{0.4, 0.5, 0.6, 0.7, 0.8, 0.9}, func(sc *Scenario, v float64) error {
+	kvThreshold := knobSweep{"kvCacheThreshold", []float64{0.4, 0.5, 0.6, 0.7, 0.8, 0.9}, func(sc *scenario.Scenario, v float64) error {
 		sc.Policies.V1.KvCacheThreshold = v
 		return nil
 	}}
@@ -57,11 +58,11 @@ func sweeps(base Scenario) map[string]knobSweep {
 		PolicyWVA:           {"sloAttainment", []float64{0.9, 0.95, 0.98, 0.99, 0.995, 0.999}, setWVAAttainment},
 		PolicyWVAV1:         kvThreshold,
 		PolicyWVAThroughput: kvThreshold,
-		PolicyQueueThreshold: {"targetWaitingPerReplica (x scenario)", []float64{0.125, 0.25, 0.5, 1, 2, 4}, func(sc *Scenario, v float64) error {
+		PolicyQueueThreshold: {"targetWaitingPerReplica (x scenario)", []float64{0.125, 0.25, 0.5, 1, 2, 4}, func(sc *scenario.Scenario, v float64) error {
 			sc.Policies.QueueThreshold.TargetWaitingPerReplica = base.Policies.QueueThreshold.TargetWaitingPerReplica * v
 			return nil
 		}},
-		PolicyKPA: {"targetUtilization", []float64{0.2, 0.35, 0.5, 0.7, 0.85, 1}, func(sc *Scenario, v float64) error {
+		PolicyKPA: {"targetUtilization", []float64{0.2, 0.35, 0.5, 0.7, 0.85, 1}, func(sc *scenario.Scenario, v float64) error {
 			sc.Policies.KPA.TargetUtilization = v
 			return nil
 		}},
@@ -70,8 +71,8 @@ func sweeps(base Scenario) map[string]knobSweep {
 
 // setWVAAttainment sets the attainment wva plans for, over its
 // configuration's; the yardstick (slo.attainment) stays.
-func setWVAAttainment(sc *Scenario, v float64) error {
-	sc.Policies.WVA.attainment = v
+func setWVAAttainment(sc *scenario.Scenario, v float64) error {
+	sc.Policies.WVA.SetAttainment(v)
 	return nil
 }
 
@@ -80,7 +81,7 @@ func setWVAAttainment(sc *Scenario, v float64) error {
 // frontier is read from the report's static rows (static-peak and the
 // static-frontier rows) and attached to static-peak's row, or to the first
 // static-frontier row without static-peak.
-func SweepFrontiers(sc Scenario, trace trace.Trace, rep *Report) error {
+func SweepFrontiers(sc scenario.Scenario, trace trace.Trace, rep *Report) error {
 	sw := sweeps(sc)
 	for i := range rep.Policies {
 		p := &rep.Policies[i]

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/decision/params"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
 func TestFrontierFill(t *testing.T) {
@@ -62,7 +63,7 @@ func TestFrontierRanking(t *testing.T) {
 // The wva sweep sets the attainment target wva plans for, and leaves the
 // scenario it was given, and the yardstick, alone.
 func TestSetWVAAttainment(t *testing.T) {
-	base := DefaultScenario()
+	base := scenario.DefaultScenario()
 	run := base
 	require.NoError(t, setWVAAttainment(&run, 0.95))
 	r, err := run.WVAResolved()
@@ -77,7 +78,7 @@ func TestSetWVAAttainment(t *testing.T) {
 // A sweep runs each policy at every knob value and attaches the constant
 // fleets' frontier to static-peak.
 func TestSweepFrontiers(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	sc.Traffic.Limit = params.Duration(10 * time.Minute)
 	trace, err := sc.LoadTraffic()
 	require.NoError(t, err)
@@ -104,7 +105,7 @@ func TestSweepFrontiers(t *testing.T) {
 // Without static-peak, the constant fleets' frontier is kept on the first
 // static-frontier row, one point per row.
 func TestSweepFrontiersWithoutStaticPeak(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	sc.Traffic.Limit = params.Duration(10 * time.Minute)
 	trace, err := sc.LoadTraffic()
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
 type simulateOptions struct {
@@ -67,7 +68,7 @@ Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,Genera
 	f := cmd.Flags()
 	f.StringVar(&o.scenario, "scenario", "", "scenario file (YAML/JSON); default: the embedded scenario")
 	f.StringVar(&o.trace, "trace", "", "CSV trace (TIMESTAMP,ContextTokens,GeneratedTokens) instead of the scenario's traffic")
-	f.StringVar(&o.shape, "shape", "", "synthetic traffic shape instead of the scenario's: "+strings.Join(sim.Shapes, ", "))
+	f.StringVar(&o.shape, "shape", "", "synthetic traffic shape instead of the scenario's: "+strings.Join(scenario.Shapes, ", "))
 	f.Float64Var(&o.baseRate, "base-rate", 0, "synthetic base rate, requests/s (default: the scenario's)")
 	f.Float64Var(&o.peakRate, "peak-rate", 0, "synthetic peak rate, requests/s (default: the scenario's)")
 	f.DurationVar(&o.duration, "duration", 0, "truncate the trace (or the synthetic traffic's length)")
@@ -145,11 +146,11 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	return nil
 }
 
-func buildScenario(cmd *cobra.Command, o simulateOptions) (sim.Scenario, error) {
-	sc := sim.DefaultScenario()
+func buildScenario(cmd *cobra.Command, o simulateOptions) (scenario.Scenario, error) {
+	sc := scenario.DefaultScenario()
 	if o.scenario != "" {
 		var err error
-		if sc, err = sim.LoadScenario(o.scenario); err != nil {
+		if sc, err = scenario.LoadScenario(o.scenario); err != nil {
 			return sc, err
 		}
 	}
@@ -162,7 +163,7 @@ func buildScenario(cmd *cobra.Command, o simulateOptions) (sim.Scenario, error) 
 	}
 	if o.shape != "" || changed("base-rate") || changed("peak-rate") {
 		if sc.Traffic.Synthetic == nil {
-			def := sim.DefaultScenario()
+			def := scenario.DefaultScenario()
 			sc.Traffic.Synthetic = def.Traffic.Synthetic
 		}
 		syn := *sc.Traffic.Synthetic
@@ -253,7 +254,7 @@ var fieldFlags = map[string]string{
 
 // flagError names the flag that set the field a validation error is about.
 func flagError(changed func(string) bool, err error) error {
-	var fe *sim.FieldError
+	var fe *scenario.FieldError
 	if !errors.As(err, &fe) {
 		return err
 	}

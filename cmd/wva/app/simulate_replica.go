@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/snapshot"
 )
 
@@ -72,9 +73,9 @@ func runSimulateReplica(cmd *cobra.Command, o simulateReplicaOptions) error {
 	if err != nil {
 		return err
 	}
-	sc := sim.DefaultScenario()
+	sc := scenario.DefaultScenario()
 	if o.scenario != "" {
-		if sc, err = sim.LoadScenario(o.scenario); err != nil {
+		if sc, err = scenario.LoadScenario(o.scenario); err != nil {
 			return err
 		}
 	}

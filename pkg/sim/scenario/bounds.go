@@ -1,4 +1,4 @@
-package sim
+package scenario
 
 import (
 	"fmt"
@@ -124,10 +124,10 @@ var (
 	countRange           = floatRange{lo: 0, hi: 1e6}
 )
 
-// mixSearch is how many fleets cheapestMix may test per interval: every
+// MixSearch is how many fleets cheapestMix may test per interval: every
 // mix of the variants but the first, times the bisection steps on the
 // first (at most bits.Len(range)+1). Saturates rather than overflowing.
-func mixSearch(variants []VariantSpec) float64 {
+func MixSearch(variants []VariantSpec) float64 {
 	n := 1.0
 	for i, v := range variants {
 		span := float64(v.MaxReplicas) - float64(v.MinReplicas) + 1

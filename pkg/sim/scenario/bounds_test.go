@@ -1,4 +1,4 @@
-package sim
+package scenario
 
 import (
 	"errors"
@@ -75,52 +75,6 @@ func TestScenarioBounds(t *testing.T) {
 			assert.Equal(t, tt.field, fe.Field)
 		})
 	}
-}
-
-// TestManyVariants: the oracle's exact mix search is exponential in the
-// variants, so a scenario with 20 is refused, and within the bounds the
-// search tests at most MaxMixSearch fleets per interval.
-func TestManyVariants(t *testing.T) {
-	def := DefaultScenario()
-	sc := def
-	sc.Variants = nil
-	for i := range 20 {
-		v := def.Variants[i%2]
-		v.Name = string(rune('a'+i)) + "-" + v.Name
-		v.MinReplicas, v.MaxReplicas, v.InitialReplicas = 0, 4, 0
-		sc.Variants = append(sc.Variants, v)
-	}
-	assert.ErrorContains(t, sc.Validate(), "variants: 20 variants: at most 8")
-
-	sc.Variants = sc.Variants[:MaxVariants]
-	assert.ErrorContains(t, sc.Validate(), "variants: the oracle would test up to 3.12e+05 fleets per interval")
-
-	for i := range sc.Variants {
-		sc.Variants[i].MaxReplicas = 2
-	}
-	require.NoError(t, sc.Validate())
-	bound := mixSearch(sc.Variants)
-	assert.InDelta(t, 6561, bound, 0) // 3^7 mixes x 3 bisection steps
-	for _, tt := range []struct {
-		name   string
-		passes func(mix []int32) bool
-	}{
-		{"nothing passes", func([]int32) bool { return false }},
-		{"everything passes", func([]int32) bool { return true }},
-		{"only the maxima pass", func(mix []int32) bool {
-			var n int32
-			for _, r := range mix {
-				n += r
-			}
-			return n >= 16
-		}},
-		{"the first variant is useless", func(mix []int32) bool { return mix[MaxVariants-1] >= 2 }},
-	} {
-		calls := 0
-		cheapestMix(sc.Variants, func(mix []int32) bool { calls++; return tt.passes(mix) })
-		assert.LessOrEqual(t, float64(calls), bound, tt.name)
-	}
-	assert.InDelta(t, 78, mixSearch(def.Variants), 0, "the embedded scenario")
 }
 
 // TestShippedScenariosValidate loads every scenario the repository ships,

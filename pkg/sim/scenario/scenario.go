@@ -1,4 +1,4 @@
-package sim
+package scenario
 
 import (
 	_ "embed"
@@ -143,6 +143,10 @@ type WVAConfig struct {
 	attainment float64
 }
 
+// SetAttainment sets the sloAttainment wva plans for in place of the
+// configuration's (the yardstick, slo.attainment, stays).
+func (c *WVAConfig) SetAttainment(v float64) { c.attainment = v }
+
 // V1Config are the thresholds of the reference percentage analyzer.
 type V1Config struct {
 	KvCacheThreshold     float64 `json:"kvCacheThreshold"`
@@ -176,7 +180,7 @@ func ParseScenario(data []byte) (Scenario, error) {
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
 		return Scenario{}, fmt.Errorf("scenario: %w", err)
 	}
-	s.applyDefaults()
+	s.ApplyDefaults()
 	return s, s.Validate()
 }
 
@@ -202,7 +206,8 @@ func LoadScenario(path string) (Scenario, error) {
 	return s, nil
 }
 
-func (s *Scenario) applyDefaults() {
+// ApplyDefaults fills what the scenario leaves unset (ParseScenario does).
+func (s *Scenario) ApplyDefaults() {
 	if s.ModelID == "" {
 		s.ModelID = "model"
 	}
@@ -211,7 +216,7 @@ func (s *Scenario) applyDefaults() {
 	}
 	for i := range s.Variants {
 		v := &s.Variants[i]
-		v.Server = v.Server.withDefaults()
+		v.Server = v.Server.WithDefaults()
 		if v.Accelerator == "" {
 			v.Accelerator = v.Name
 		}
@@ -292,7 +297,7 @@ func (s Scenario) Validate() error {
 			return prefixField(at, err)
 		}
 	}
-	if n := mixSearch(s.Variants); n > MaxMixSearch {
+	if n := MixSearch(s.Variants); n > MaxMixSearch {
 		return fmt.Errorf("variants: the oracle would test up to %.3g fleets per interval (every mix of minReplicas..maxReplicas of "+
 			"variants[1:], times the bisection steps on variants[0]): at most %d; narrow the replica ranges or drop variants", n, MaxMixSearch)
 	}
@@ -370,7 +375,7 @@ func prefixField(prefix string, err error) error {
 }
 
 func (s Scenario) validatePolicies() error {
-	if _, err := s.wvaConfig(); err != nil {
+	if _, err := s.WVAResolver(); err != nil {
 		return err
 	}
 	v := s.Policies.V1
@@ -396,9 +401,9 @@ func (s Scenario) validatePolicies() error {
 	return nil
 }
 
-// wvaConfig is what the wva policy resolves from: the store the adapter
+// WVAResolver is what the wva policy resolves from: the store the adapter
 // would build from the scenario's ConfigMaps, under the scenario's SLO.
-type wvaConfig struct {
+type WVAResolver struct {
 	store *config.Store
 	slo   SLO
 	// attainmentSet: an entry states sloAttainment, which then holds for
@@ -407,12 +412,12 @@ type wvaConfig struct {
 	attainment    float64
 }
 
-// wvaConfig builds the store as the adapter does from its ConfigMaps. Any
+// WVAResolver builds the store as the adapter does from its ConfigMaps. Any
 // rejected entry is an error here: a benchmark must not silently run on
 // defaults. The SLO is stated once, in slo: an entry may repeat
 // targetTTFT or targetITL (older scenarios do) only with the same value.
-func (s Scenario) wvaConfig() (wvaConfig, error) {
-	c := wvaConfig{store: config.NewStore(), slo: s.SLO, attainment: s.Policies.WVA.attainment}
+func (s Scenario) WVAResolver() (WVAResolver, error) {
+	c := WVAResolver{store: config.NewStore(), slo: s.SLO, attainment: s.Policies.WVA.attainment}
 	for _, name := range slices.Sorted(maps.Keys(s.Policies.WVA.ConfigMaps)) {
 		data := s.Policies.WVA.ConfigMaps[name]
 		if err := c.store.Apply(name, data); err != nil {
@@ -443,17 +448,17 @@ func (s Scenario) wvaConfig() (wvaConfig, error) {
 			c.attainmentSet = c.attainmentSet || stated.Attainment != nil
 		}
 	}
-	r := c.resolve(s.ModelID, s.Namespace)
+	r := c.Resolve(s.ModelID, s.Namespace)
 	if err := config.Validate(r); err != nil {
 		return c, fmt.Errorf("policies.wva: with slo %s/%s at %g: %w", s.SLO.TTFT, s.SLO.ITL, r.SLO.Attainment, err)
 	}
 	return c, nil
 }
 
-// resolve is the configuration in force for a model: the ConfigMaps'
+// Resolve is the configuration in force for a model: the ConfigMaps'
 // resolution with the scenario's latency targets, and its attainment
 // unless the ConfigMaps or the sweep set wva's own.
-func (c wvaConfig) resolve(modelID, namespace string) params.Resolved {
+func (c WVAResolver) Resolve(modelID, namespace string) params.Resolved {
 	r := c.store.Resolve(modelID, namespace)
 	r.SLO.TargetTTFTms, r.SLO.TargetITLms = ms(c.slo.TTFT.D()), ms(c.slo.ITL.D())
 	switch {
@@ -468,11 +473,11 @@ func (c wvaConfig) resolve(modelID, namespace string) params.Resolved {
 // WVAResolved is the configuration the wva policy runs the scenario's model
 // with.
 func (s Scenario) WVAResolved() (params.Resolved, error) {
-	c, err := s.wvaConfig()
+	c, err := s.WVAResolver()
 	if err != nil {
 		return params.Resolved{}, err
 	}
-	return c.resolve(s.ModelID, s.Namespace), nil
+	return c.Resolve(s.ModelID, s.Namespace), nil
 }
 
 // ms is d in milliseconds, the unit of wva's targets.
@@ -506,7 +511,8 @@ func (s Scenario) LoadTraffic() (trace.Trace, error) {
 	return t.Reshape(s.Traffic.TimeScale, s.Traffic.RateScale, s.Traffic.Limit.D(), s.Seed)
 }
 
-func (s Scenario) variantIndex(name string) int {
+// VariantIndex is the index of the named variant, -1 when there is none.
+func (s Scenario) VariantIndex(name string) int {
 	for i, v := range s.Variants {
 		if v.Name == name {
 			return i

@@ -1,4 +1,4 @@
-package sim
+package scenario
 
 import (
 	"fmt"
@@ -47,9 +47,9 @@ type Synthetic struct {
 	MaxOutputTokens int32   `json:"maxOutputTokens,omitempty"`
 }
 
-// withDefaults places an unspecified spike in the second third of the
+// WithDefaults places an unspecified spike in the second third of the
 // duration, lasting a sixth of it.
-func (s Synthetic) withDefaults() Synthetic {
+func (s Synthetic) WithDefaults() Synthetic {
 	if s.Shape == ShapeSpike && s.SpikeLength == 0 && s.SpikeStart == 0 {
 		s.SpikeStart, s.SpikeLength = s.Duration/3, s.Duration/6
 	}
@@ -59,7 +59,7 @@ func (s Synthetic) withDefaults() Synthetic {
 // Validate names the first bad field; numbers must lie in their ranges
 // (bounds.go) and the requests drawn are bounded before any is drawn.
 func (s Synthetic) Validate() error {
-	s = s.withDefaults()
+	s = s.WithDefaults()
 	known := false
 	for _, k := range Shapes {
 		known = known || s.Shape == k
@@ -120,7 +120,7 @@ func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 	if err := s.Validate(); err != nil {
 		return trace.Trace{}, err
 	}
-	s = s.withDefaults()
+	s = s.WithDefaults()
 	rng := rand.New(rand.NewPCG(seed, 0x73796e7468))
 	d := s.Duration.D()
 	var bursts []burst
