@@ -30,6 +30,7 @@ import (
 	"strings"
 
 	"github.com/wva-project/wva/pkg/sim"
+	simreport "github.com/wva-project/wva/pkg/sim/report"
 )
 
 // workload is one row group of the policy table: `wva simulate` with args.
@@ -335,7 +336,7 @@ func frontierRow(workload string, rep sim.Report) string {
 		return cost(p.Frontier.CostAt95) + " / " + cost(p.Frontier.CostAt99)
 	}
 	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", workload, cell(sim.PolicyWVA), cell(sim.PolicyWVAV1),
-		cell(sim.PolicyWVAThroughput), cell(sim.PolicyQueueThreshold), cell(sim.PolicyKPA), cell(sim.PolicyStaticPeak), sim.FrontierRanking(rep))
+		cell(sim.PolicyWVAThroughput), cell(sim.PolicyQueueThreshold), cell(sim.PolicyKPA), cell(sim.PolicyStaticPeak), simreport.FrontierRanking(rep))
 }
 
 func cost(c *float64) string {

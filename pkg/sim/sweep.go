@@ -3,10 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
@@ -14,8 +11,8 @@ import (
 
 // Attainment levels a frontier reports the cost of.
 const (
-	frontierLow  = 0.95
-	frontierHigh = 0.99
+	FrontierLow  = 0.95
+	FrontierHigh = 0.99
 )
 
 // Frontier is one policy's cost against attainment as its one knob moves:
@@ -34,8 +31,8 @@ type FrontierPoint struct {
 	Attainment float64 `json:"attainment"`
 }
 
-// staticKnob names the constant fleets' frontier (swept by size).
-const staticKnob = "constant fleet"
+// StaticKnob names the constant fleets' frontier (swept by size).
+const StaticKnob = "constant fleet"
 
 // knobSweep is how one policy's knob is set on a scenario.
 type knobSweep struct {
@@ -101,7 +98,7 @@ func SweepFrontiers(sc scenario.Scenario, trace trace.Trace, rep *Report) error 
 			}
 			f.Points = append(f.Points, FrontierPoint{Knob: v, Cost: r.Policies[0].Cost, Attainment: r.Policies[0].SLOAttainment})
 		}
-		f.fill()
+		f.Fill()
 		p.Frontier = f
 	}
 	var static *Frontier
@@ -109,7 +106,7 @@ func SweepFrontiers(sc scenario.Scenario, trace trace.Trace, rep *Report) error 
 	for i, p := range rep.Policies {
 		if p.Policy == PolicyStaticPeak || IsFrontierRow(p.Policy) {
 			if static == nil {
-				static = &Frontier{Knob: staticKnob}
+				static = &Frontier{Knob: StaticKnob}
 			}
 			static.Points = append(static.Points, FrontierPoint{Knob: p.MeanReplicas, Cost: p.Cost, Attainment: p.SLOAttainment})
 			if owner < 0 || p.Policy == PolicyStaticPeak {
@@ -119,24 +116,14 @@ func SweepFrontiers(sc scenario.Scenario, trace trace.Trace, rep *Report) error 
 	}
 	if static != nil {
 		sort.Slice(static.Points, func(i, j int) bool { return static.Points[i].Cost < static.Points[j].Cost })
-		static.fill()
+		static.Fill()
 		rep.Policies[owner].Frontier = static
 	}
 	return nil
 }
 
-// frontierSeriesName names a frontier in the text and HTML reports: the
-// policy's, or "constant fleets" for the static rows' (whichever row holds
-// it).
-func frontierSeriesName(p PolicySummary) string {
-	if p.Frontier.Knob == staticKnob {
-		return "constant fleets"
-	}
-	return p.Policy
-}
-
-// fill sets the cheapest cost reaching each attainment level.
-func (f *Frontier) fill() {
+// Fill sets the cheapest cost reaching each attainment level.
+func (f *Frontier) Fill() {
 	at := func(level float64) *float64 {
 		best := math.Inf(1)
 		for _, p := range f.Points {
@@ -149,60 +136,5 @@ func (f *Frontier) fill() {
 		}
 		return &best
 	}
-	f.CostAt95, f.CostAt99 = at(frontierLow), at(frontierHigh)
-}
-
-// adaptivePolicies are the policies goal 4 ranks wva among.
-var adaptivePolicies = []string{PolicyWVA, PolicyWVAV1, PolicyWVAThroughput, PolicyQueueThreshold, PolicyKPA}
-
-// FrontierRanking says, per level, whether wva's cost to reach it is the
-// lowest of the adaptive policies that reach it.
-func FrontierRanking(rep Report) string {
-	var parts []string
-	for _, level := range []struct {
-		name string
-		cost func(*Frontier) *float64
-	}{
-		{"95%", func(f *Frontier) *float64 { return f.CostAt95 }},
-		{"99%", func(f *Frontier) *float64 { return f.CostAt99 }},
-	} {
-		// The adaptive policies reaching the level, in report order.
-		var wva *float64
-		var peers []PolicySummary
-		for _, p := range rep.Policies {
-			if p.Frontier == nil || !slices.Contains(adaptivePolicies, p.Policy) || level.cost(p.Frontier) == nil {
-				continue
-			}
-			if p.Policy == PolicyWVA {
-				wva = level.cost(p.Frontier)
-			} else {
-				peers = append(peers, p)
-			}
-		}
-		var cheaper []string
-		for _, p := range peers {
-			if c := level.cost(p.Frontier); wva == nil || *c < *wva-1e-9 {
-				cheaper = append(cheaper, fmt.Sprintf("%s %.1f", p.Policy, *c))
-			}
-		}
-		switch {
-		case wva == nil && len(peers) == 0:
-			parts = append(parts, level.name+": no adaptive policy reaches it")
-		case wva == nil:
-			parts = append(parts, level.name+": wva never reaches it (reached by "+strings.Join(cheaper, ", ")+")")
-		case len(cheaper) == 0:
-			parts = append(parts, fmt.Sprintf("%s: wva cheapest (%.1f)", level.name, *wva))
-		default:
-			parts = append(parts, fmt.Sprintf("%s: wva %.1f, cheaper: %s", level.name, *wva, strings.Join(cheaper, ", ")))
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-// frontierCost formats a frontier cost, "-" where never reached.
-func frontierCost(c *float64) string {
-	if c == nil {
-		return "-"
-	}
-	return strconv.FormatFloat(*c, 'f', 1, 64)
+	f.CostAt95, f.CostAt99 = at(FrontierLow), at(FrontierHigh)
 }

@@ -26,36 +26,9 @@ func TestFrontierFill(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := Frontier{Points: tc.points}
-			f.fill()
+			f.Fill()
 			assert.Equal(t, tc.at95, f.CostAt95)
 			assert.Equal(t, tc.at99, f.CostAt99)
-		})
-	}
-}
-
-func costOf(v float64) *float64 { return &v }
-
-func TestFrontierRanking(t *testing.T) {
-	row := func(policy string, at95, at99 *float64) PolicySummary {
-		return PolicySummary{Policy: policy, Frontier: &Frontier{CostAt95: at95, CostAt99: at99}}
-	}
-	cases := []struct {
-		name string
-		rows []PolicySummary
-		want string
-	}{
-		{"wva cheapest", []PolicySummary{row("wva", costOf(40), costOf(50)), row("kpa", costOf(60), nil)},
-			"95%: wva cheapest (40.0); 99%: wva cheapest (50.0)"},
-		{"a peer is cheaper", []PolicySummary{row("wva", costOf(40), costOf(50)), row("kpa", costOf(30), costOf(70))},
-			"95%: wva 40.0, cheaper: kpa 30.0; 99%: wva cheapest (50.0)"},
-		{"wva never reaches it", []PolicySummary{row("wva", costOf(40), nil), row("queue-threshold", costOf(45), costOf(80))},
-			"95%: wva cheapest (40.0); 99%: wva never reaches it (reached by queue-threshold 80.0)"},
-		{"constant fleets are not adaptive", []PolicySummary{row("wva", nil, nil), row("static-peak", costOf(10), costOf(20))},
-			"95%: no adaptive policy reaches it; 99%: no adaptive policy reaches it"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, FrontierRanking(Report{Policies: tc.rows}))
 		})
 	}
 }
@@ -115,9 +88,11 @@ func TestSweepFrontiersWithoutStaticPeak(t *testing.T) {
 	require.Greater(t, len(rep.Policies), 1)
 	f := rep.Policies[0].Frontier
 	require.NotNil(t, f, rep.Policies[0].Policy)
-	assert.Equal(t, staticKnob, f.Knob)
+	assert.Equal(t, StaticKnob, f.Knob)
 	assert.Len(t, f.Points, len(rep.Policies))
 	for _, p := range rep.Policies[1:] {
 		assert.Nil(t, p.Frontier, p.Policy)
 	}
 }
+
+func costOf(v float64) *float64 { return &v }

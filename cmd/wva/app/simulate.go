@@ -14,6 +14,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/report"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
@@ -122,7 +123,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 		if err != nil {
 			return err
 		}
-		if err := sim.RenderHTML(f, rep); err != nil {
+		if err := report.RenderHTML(f, rep); err != nil {
 			f.Close()
 			return err
 		}
@@ -136,7 +137,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	if err := sim.RenderText(out, rep); err != nil {
+	if err := report.RenderText(out, rep); err != nil {
 		return err
 	}
 	if o.htmlOut != "" {

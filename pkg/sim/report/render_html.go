@@ -1,4 +1,4 @@
-package sim
+package report
 
 import (
 	"bytes"
@@ -9,10 +9,12 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/wva-project/wva/pkg/sim"
 )
 
 var policyColors = map[string]string{
-	PolicyWVA: "#1f77b4", PolicyWVAV1: "#ff7f0e", PolicyWVAThroughput: "#8c564b", PolicyQueueThreshold: "#2ca02c", PolicyKPA: "#d62728", PolicyStaticPeak: "#9467bd", PolicyOracle: "#555555",
+	sim.PolicyWVA: "#1f77b4", sim.PolicyWVAV1: "#ff7f0e", sim.PolicyWVAThroughput: "#8c564b", sim.PolicyQueueThreshold: "#2ca02c", sim.PolicyKPA: "#d62728", sim.PolicyStaticPeak: "#9467bd", sim.PolicyOracle: "#555555",
 }
 
 var variantColors = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948"}
@@ -28,7 +30,7 @@ func policyColor(name string) string {
 // charts (load, replicas per variant, KV usage, TTFT over time). No
 // external script or style. html/template escapes every value (scenario,
 // policy and variant names come from user files).
-func RenderHTML(w io.Writer, rep Report) error {
+func RenderHTML(w io.Writer, rep sim.Report) error {
 	view := reportView{Report: rep}
 	for i, v := range rep.Variants {
 		view.VariantRows = append(view.VariantRows, variantView{VariantBrief: v, Color: variantColors[i%len(variantColors)]})
@@ -50,7 +52,7 @@ func RenderHTML(w io.Writer, rep Report) error {
 	// Charts leave out the static-frontier rows (constant fleets, in the
 	// table).
 	for _, p := range rep.Policies {
-		if IsFrontierRow(p.Policy) {
+		if sim.IsFrontierRow(p.Policy) {
 			continue
 		}
 		var ss []chartSeries
@@ -70,11 +72,11 @@ func RenderHTML(w io.Writer, rep Report) error {
 	}
 	var total, kv, ttft []chartSeries
 	for _, p := range rep.Policies {
-		if IsFrontierRow(p.Policy) {
+		if sim.IsFrontierRow(p.Policy) {
 			continue
 		}
 		c := policyColor(p.Policy)
-		t := chartSeries{name: p.Policy, color: c, step: true, dashed: p.Policy == PolicyOracle}
+		t := chartSeries{name: p.Policy, color: c, step: true, dashed: p.Policy == sim.PolicyOracle}
 		k := chartSeries{name: p.Policy, color: c}
 		q := chartSeries{name: p.Policy, color: c}
 		for _, tp := range p.Timeline {
@@ -89,7 +91,7 @@ func RenderHTML(w io.Writer, rep Report) error {
 			}
 		}
 		total, kv = append(total, t), append(kv, k)
-		if p.Policy != PolicyOracle {
+		if p.Policy != sim.PolicyOracle {
 			ttft = append(ttft, q)
 		}
 	}
@@ -130,7 +132,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 }).Parse(reportTemplateText))
 
 type reportView struct {
-	Report
+	sim.Report
 	VariantRows []variantView
 	PolicyRows  []rowView
 	Load        *chartView
@@ -143,12 +145,12 @@ type reportView struct {
 }
 
 type variantView struct {
-	VariantBrief
+	sim.VariantBrief
 	Color string
 }
 
 type rowView struct {
-	PolicySummary
+	sim.PolicySummary
 	Color string
 }
 
@@ -156,7 +158,7 @@ type rowView struct {
 // against attainment in %, in knob order (the constant fleets by cost);
 // wva's is drawn bold. The x axis starts low enough for every point and
 // at most at 90%, so the 95% and 99% marks always show.
-func frontierChart(rep Report) chartView {
+func frontierChart(rep sim.Report) chartView {
 	var ss []chartSeries
 	xmin := 90.0
 	for _, p := range rep.Policies {
@@ -164,14 +166,14 @@ func frontierChart(rep Report) chartView {
 		if f == nil {
 			continue
 		}
-		s := chartSeries{name: frontierSeriesName(p), color: policyColor(p.Policy), bold: p.Policy == PolicyWVA}
-		if f.Knob == staticKnob {
-			s.color, s.dashed = policyColor(PolicyStaticPeak), true
+		s := chartSeries{name: frontierSeriesName(p), color: policyColor(p.Policy), bold: p.Policy == sim.PolicyWVA}
+		if f.Knob == sim.StaticKnob {
+			s.color, s.dashed = policyColor(sim.PolicyStaticPeak), true
 		}
 		for _, pt := range f.Points {
 			s.x, s.y = append(s.x, 100*pt.Attainment), append(s.y, pt.Cost)
 			knob := fmt.Sprintf("%s=%g", f.Knob, pt.Knob)
-			if f.Knob == staticKnob {
+			if f.Knob == sim.StaticKnob {
 				knob = fmt.Sprintf("%.1f replicas", pt.Knob)
 			}
 			s.dots = append(s.dots, fmt.Sprintf("%s, %s: cost %.1f, attainment %.2f%%", s.name, knob, pt.Cost, 100*pt.Attainment))
@@ -181,12 +183,12 @@ func frontierChart(rep Report) chartView {
 	}
 	xmin = math.Max(0, math.Floor(xmin/10)*10)
 	return svgChart(chartSpec{title: "Cost against SLO attainment, each policy's knob swept (bold: wva; dashed lines: 95% and 99%)", xmin: xmin, xmax: 100,
-		width: 1000, height: 320, vlines: []float64{100 * frontierLow, 100 * frontierHigh}, legend: true, xlabel: "SLO attainment %", ylabel: "cost"}, ss)
+		width: 1000, height: 320, vlines: []float64{100 * sim.FrontierLow, 100 * sim.FrontierHigh}, legend: true, xlabel: "SLO attainment %", ylabel: "cost"}, ss)
 }
 
 type minutePoint struct{ minute, rate float64 }
 
-func minuteBuckets(tl []TimePoint) []minutePoint {
+func minuteBuckets(tl []sim.TimePoint) []minutePoint {
 	var out []minutePoint
 	sum, n := 0.0, 0
 	cur := -1

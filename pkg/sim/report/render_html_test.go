@@ -1,4 +1,4 @@
-package sim
+package report
 
 import (
 	"encoding/xml"
@@ -9,43 +9,45 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/sim"
 )
 
 // TestRenderHTMLFrontier renders reports with and without frontiers: with
 // one, a well-formed SVG chart has one series per swept policy with a dot
 // per run, wva's drawn bold, the 95% and 99% marks and both axis labels.
 func TestRenderHTMLFrontier(t *testing.T) {
-	sweep := func(knob string, n int, cost float64) *Frontier {
-		f := &Frontier{Knob: knob}
+	sweep := func(knob string, n int, cost float64) *sim.Frontier {
+		f := &sim.Frontier{Knob: knob}
 		for i := range n {
-			f.Points = append(f.Points, FrontierPoint{Knob: float64(i), Cost: cost + 5*float64(i), Attainment: 0.82 + 0.03*float64(i)})
+			f.Points = append(f.Points, sim.FrontierPoint{Knob: float64(i), Cost: cost + 5*float64(i), Attainment: 0.82 + 0.03*float64(i)})
 		}
-		f.fill()
+		f.Fill()
 		return f
 	}
 	cases := []struct {
 		name   string
-		rows   []PolicySummary
+		rows   []sim.PolicySummary
 		series map[string]int // series name -> points; nil: no chart
 		xmin   string         // the x axis's first tick
 	}{
-		{"no frontier", []PolicySummary{{Policy: PolicyWVA}, {Policy: PolicyKPA}}, nil, ""},
-		{"swept policies and the constant fleets", []PolicySummary{
-			{Policy: PolicyWVA, Frontier: sweep("sloAttainment", 6, 20)},
-			{Policy: PolicyKPA, Frontier: sweep("targetUtilization", 6, 25)},
-			{Policy: PolicyStaticPeak, Frontier: sweep(staticKnob, 3, 30)},
+		{"no frontier", []sim.PolicySummary{{Policy: sim.PolicyWVA}, {Policy: sim.PolicyKPA}}, nil, ""},
+		{"swept policies and the constant fleets", []sim.PolicySummary{
+			{Policy: sim.PolicyWVA, Frontier: sweep("sloAttainment", 6, 20)},
+			{Policy: sim.PolicyKPA, Frontier: sweep("targetUtilization", 6, 25)},
+			{Policy: sim.PolicyStaticPeak, Frontier: sweep(sim.StaticKnob, 3, 30)},
 			{Policy: "static:2xl40s+1xa100"},
-			{Policy: PolicyOracle},
-		}, map[string]int{PolicyWVA: 6, PolicyKPA: 6, "constant fleets": 3}, "80"},
-		{"a name with markup is text", []PolicySummary{
-			{Policy: "<b>mine</b>", Frontier: &Frontier{Knob: "x", Points: []FrontierPoint{{Cost: 3, Attainment: 0.05}}}},
+			{Policy: sim.PolicyOracle},
+		}, map[string]int{sim.PolicyWVA: 6, sim.PolicyKPA: 6, "constant fleets": 3}, "80"},
+		{"a name with markup is text", []sim.PolicySummary{
+			{Policy: "<b>mine</b>", Frontier: &sim.Frontier{Knob: "x", Points: []sim.FrontierPoint{{Cost: 3, Attainment: 0.05}}}},
 		}, map[string]int{"&lt;b&gt;mine&lt;/b&gt;": 1}, "0"},
 	}
 	seriesRE := regexp.MustCompile(`<g class="series" data-series="([^"]*)">(.*?)</g>`)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
-			require.NoError(t, RenderHTML(&b, Report{Scenario: "s", Policies: tc.rows}))
+			require.NoError(t, RenderHTML(&b, sim.Report{Scenario: "s", Policies: tc.rows}))
 			out := b.String()
 			_, chart, found := strings.Cut(out, "<h2>Cost against attainment (--frontier)</h2>")
 			if tc.series == nil {
@@ -68,7 +70,7 @@ func TestRenderHTMLFrontier(t *testing.T) {
 			got := map[string]int{}
 			for _, m := range seriesRE.FindAllStringSubmatch(chart, -1) {
 				got[m[1]] = strings.Count(m[2], "<circle")
-				if m[1] == PolicyWVA {
+				if m[1] == sim.PolicyWVA {
 					assert.Contains(t, m[2], `stroke-width="3"`, "wva is bold")
 				} else {
 					assert.Contains(t, m[2], `stroke-width="1.4"`)

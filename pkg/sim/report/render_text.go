@@ -1,4 +1,4 @@
-package sim
+package report
 
 import (
 	"fmt"
@@ -7,10 +7,12 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/wva-project/wva/pkg/sim"
 )
 
 // RenderText writes the comparison table and a replicas-vs-load chart.
-func RenderText(w io.Writer, rep Report) error {
+func RenderText(w io.Writer, rep sim.Report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Scenario: %s\n", rep.Scenario)
 	st := rep.Stats
@@ -80,11 +82,11 @@ func seconds(s float64) string {
 }
 
 // policyMarks are the chart's marks, in drawing priority (first on top).
-var policyMarks = map[string]byte{PolicyWVA: 'W', PolicyWVAV1: '1', PolicyWVAThroughput: 't', PolicyQueueThreshold: 'q', PolicyKPA: 'k', PolicyStaticPeak: 's', PolicyOracle: 'o'}
+var policyMarks = map[string]byte{sim.PolicyWVA: 'W', sim.PolicyWVAV1: '1', sim.PolicyWVAThroughput: 't', sim.PolicyQueueThreshold: 'q', sim.PolicyKPA: 'k', sim.PolicyStaticPeak: 's', sim.PolicyOracle: 'o'}
 
 // asciiChart draws total replicas per policy (one mark each) over the load
 // (shaded, right axis). The static-frontier rows (flat lines) are left out.
-func asciiChart(rep Report, width, height int) string {
+func asciiChart(rep sim.Report, width, height int) string {
 	if len(rep.Policies) == 0 || rep.Horizon <= 0 {
 		return ""
 	}
@@ -112,7 +114,7 @@ func asciiChart(rep Report, width, height int) string {
 	reps := map[string][]float64{}
 	var maxRep float64 = 1
 	for _, p := range rep.Policies {
-		if IsFrontierRow(p.Policy) {
+		if sim.IsFrontierRow(p.Policy) {
 			continue
 		}
 		r := make([]float64, width)
@@ -154,7 +156,7 @@ func asciiChart(rep Report, width, height int) string {
 	}
 	for i := len(rep.Policies) - 1; i >= 0; i-- {
 		p := rep.Policies[i]
-		if IsFrontierRow(p.Policy) {
+		if sim.IsFrontierRow(p.Policy) {
 			continue
 		}
 		mark, ok := policyMarks[p.Policy]
@@ -187,7 +189,7 @@ func asciiChart(rep Report, width, height int) string {
 	return b.String()
 }
 
-func hasFrontier(rep Report) bool {
+func hasFrontier(rep sim.Report) bool {
 	for _, p := range rep.Policies {
 		if p.Frontier != nil {
 			return true
@@ -197,8 +199,8 @@ func hasFrontier(rep Report) bool {
 }
 
 // points lists a frontier's runs as knob=cost@attainment.
-func points(f *Frontier) string {
-	if f.Knob == staticKnob {
+func points(f *sim.Frontier) string {
+	if f.Knob == sim.StaticKnob {
 		return fmt.Sprintf("%d fleets", len(f.Points))
 	}
 	parts := make([]string, len(f.Points))
