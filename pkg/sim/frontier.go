@@ -5,8 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
-	"time"
 
+	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
@@ -38,7 +38,7 @@ func staticFrontier(sc *scenario.Scenario, stats trace.Stats, maxCost float64, m
 	out := int32(math.Round(math.Max(1, stats.MeanOutputTokens)))
 	capacity := make([]float64, len(sc.Variants))
 	for v, spec := range sc.Variants {
-		capacity[v] = serverThroughput(spec.Server, in, out)
+		capacity[v] = fleet.ServerThroughput(spec.Server, in, out)
 	}
 	var all []frontierFleet
 	mix := make([]int32, len(sc.Variants))
@@ -97,34 +97,3 @@ func frontierName(sc *scenario.Scenario, mix []int32) string {
 
 // IsFrontierRow says whether a report row is one of static-frontier's.
 func IsFrontierRow(policy string) bool { return strings.HasPrefix(policy, "static:") }
-
-// serverThroughput is the requests per second one replica of the server
-// completes under a standing backlog of identical requests (in prompt and
-// out output tokens): measured on the server model over 5 simulated
-// minutes after 1 of warm-up. 0 when such a request cannot fit.
-func serverThroughput(spec scenario.ServerSpec, in, out int32) float64 {
-	s := newServer(spec)
-	if !s.fits(in, out) {
-		return 0
-	}
-	const warm, span = time.Minute, 5 * time.Minute
-	var now, t0 time.Duration
-	var base int64
-	marked := false
-	var done []*seq
-	for now < warm+span {
-		for s.numWaiting() < int(spec.MaxNumSeqs) {
-			s.enqueue(&seq{arrival: now, input: in, output: out, prompt: in, firstToken: -1})
-		}
-		if !marked && now >= warm {
-			marked, t0, base = true, now, s.finished
-		}
-		d, ok := s.schedule()
-		if !ok {
-			return 0
-		}
-		now += d
-		done = s.complete(now, done[:0])
-	}
-	return float64(s.finished-base) / (now - t0).Seconds()
-}

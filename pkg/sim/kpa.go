@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
@@ -134,29 +135,30 @@ func perPodTarget(c scenario.KPAConfig, v scenario.VariantSpec) float64 {
 	return t * c.TargetUtilization
 }
 
-func (p *kpaPolicy) start(*fleet)                                {}
-func (p *kpaPolicy) hpa(*fleet, int) *HPA                        { return nil }
-func (p *kpaPolicy) metric(*fleet, int) (float64, float64, bool) { return 0, 0, false }
+func (p *kpaPolicy) Start(*fleet.Fleet)                                {}
+func (p *kpaPolicy) HPA(*fleet.Fleet, int) *fleet.HPA                  { return nil }
+func (p *kpaPolicy) Metric(*fleet.Fleet, int) (float64, float64, bool) { return 0, 0, false }
 
-// enginePeriod makes the fleet call engine every second (the KPA's
+// EnginePeriod makes the fleet call Engine every second (the KPA's
 // metric scrape) instead of every control.engineInterval.
-func (p *kpaPolicy) enginePeriod() time.Duration { return kpaScrape }
+func (p *kpaPolicy) EnginePeriod() time.Duration { return kpaScrape }
 
-func (p *kpaPolicy) engine(f *fleet) {
+func (p *kpaPolicy) Engine(f *fleet.Fleet) {
 	var pods int
-	for _, vs := range f.variants {
-		pods += len(vs.pods)
+	nv := len(f.Scenario().Variants)
+	for v := range nv {
+		pods += f.Pods(v)
 	}
-	for v, vs := range f.variants {
+	for v := range nv {
 		var c float64
-		for _, pod := range f.readyPods(v) {
-			c += float64(len(pod.srv.running) + pod.srv.numWaiting())
+		for _, pod := range f.ReadyPods(v) {
+			c += float64(pod.Running() + pod.Waiting())
 		}
 		if pods > 0 {
-			c += float64(f.held()) * float64(len(vs.pods)) / float64(pods)
+			c += float64(f.Held()) * float64(f.Pods(v)) / float64(pods)
 		}
-		s := append(p.samples[v], kpaSample{at: f.now, c: c})
-		for len(s) > 0 && f.now-s[0].at >= kpaStableWindow {
+		s := append(p.samples[v], kpaSample{at: f.Now(), c: c})
+		for len(s) > 0 && f.Now()-s[0].at >= kpaStableWindow {
 			s = s[1:]
 		}
 		p.samples[v] = s
@@ -165,10 +167,10 @@ func (p *kpaPolicy) engine(f *fleet) {
 	if p.ticks%int(kpaTick/kpaScrape) != 0 {
 		return
 	}
-	for v, vs := range f.variants {
-		stable, panicC := windowMean(p.samples[v], f.now, kpaStableWindow), windowMean(p.samples[v], f.now, kpaPanicWindow)
-		ready := int32(len(f.readyPods(v)))
-		f.setReplicas(v, kpaDecide(p.params[v], &p.states[v], f.now, stable, panicC, ready, vs.specN))
+	for v := range nv {
+		stable, panicC := windowMean(p.samples[v], f.Now(), kpaStableWindow), windowMean(p.samples[v], f.Now(), kpaPanicWindow)
+		ready := int32(len(f.ReadyPods(v)))
+		f.SetReplicas(v, kpaDecide(p.params[v], &p.states[v], f.Now(), stable, panicC, ready, f.SpecReplicas(v)))
 	}
 }
 
@@ -188,11 +190,11 @@ func windowMean(s []kpaSample, now, window time.Duration) float64 {
 
 // scaleFromZero is the activator: it buffers the model's requests and
 // has the cheapest variant scaled to what they ask for (at least one).
-func (p *kpaPolicy) scaleFromZero(f *fleet) {
-	v := cheapestVariant(f.sc)
+func (p *kpaPolicy) ScaleFromZero(f *fleet.Fleet) {
+	v := cheapestVariant(f.Scenario())
 	if v < 0 {
 		return
 	}
-	n := int32(math.Ceil(float64(f.held()) / p.params[v].target))
-	f.setReplicas(v, min(max(n, 1), p.params[v].max))
+	n := int32(math.Ceil(float64(f.Held()) / p.params[v].target))
+	f.SetReplicas(v, min(max(n, 1), p.params[v].max))
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
@@ -96,7 +97,7 @@ type OraclePlan struct {
 // PlanOracle computes the oracle's plan for a trace.
 func PlanOracle(sc *scenario.Scenario, tr *trace.Trace) OraclePlan {
 	interval := sc.Control.OracleInterval.D()
-	end := costHorizon(tr, interval)
+	end := fleet.CostHorizon(tr, interval)
 	n := int(end / interval)
 	plan := OraclePlan{Interval: interval, Replicas: make([][]int32, n), Demand: make([]float64, n)}
 	buckets := make([]trace.Trace, n)
@@ -163,7 +164,7 @@ func planInterval(sc *scenario.Scenario, reqs *trace.Trace) (mix []int32, infeas
 	}
 	var alone int
 	for _, v := range sc.Variants {
-		alone = max(alone, idleMet(v.Server, reqs.Requests, sc.SLO))
+		alone = max(alone, fleet.IdleMet(v.Server, reqs.Requests, sc.SLO))
 	}
 	// Rounded down: every interval may miss at least one request, so the
 	// per-interval test is no stricter than the whole run's where requests
@@ -171,54 +172,13 @@ func planInterval(sc *scenario.Scenario, reqs *trace.Trace) (mix []int32, infeas
 	need := math.Floor(sc.SLO.Attainment*float64(alone) + 1e-9)
 	passes := func(mix []int32) bool {
 		replays++
-		f := newFleet(sc, reqs, staticPolicy{}, mix)
-		f.run()
-		met := 0
-		for i := range f.results {
-			if f.met(i) {
-				met++
-			}
-		}
+		f := fleet.New(sc, reqs, staticPolicy{}, mix)
+		f.Run()
+		met := f.MetCount()
 		return float64(met) >= need-1e-9
 	}
 	mix, ok := cheapestMix(sc.Variants, passes)
 	return mix, !ok, replays
-}
-
-// idleMet counts the requests that meet the SLO each alone on an idle
-// replica.
-func idleMet(spec scenario.ServerSpec, reqs []trace.Request, slo scenario.SLO) int {
-	met := 0
-	for _, r := range reqs {
-		srv := newServer(spec)
-		in, out := max(r.Input, 1), max(r.Output, 1)
-		if !srv.fits(in, out) {
-			continue
-		}
-		q := &seq{input: in, output: out, prompt: in, firstToken: -1}
-		srv.enqueue(q)
-		var now time.Duration
-		var done []*seq
-		for len(done) == 0 {
-			d, ok := srv.schedule()
-			if !ok {
-				break
-			}
-			now += d
-			done = srv.complete(now, done)
-		}
-		if len(done) == 0 {
-			continue
-		}
-		itl := time.Duration(0)
-		if out > 1 {
-			itl = (now - q.firstToken) / time.Duration(out-1)
-		}
-		if q.firstToken <= slo.TTFT.D() && itl <= slo.ITL.D() {
-			met++
-		}
-	}
-	return met
 }
 
 func mixCost(variants []scenario.VariantSpec, mix []int32) float64 {
@@ -349,7 +309,7 @@ func newFeasibility(plan *OraclePlan, sc *scenario.Scenario) *feasibility {
 	for i := range n {
 		var alone int
 		for _, v := range sc.Variants {
-			alone = max(alone, idleMet(v.Server, plan.buckets[i].Requests, sc.SLO))
+			alone = max(alone, fleet.IdleMet(v.Server, plan.buckets[i].Requests, sc.SLO))
 		}
 		fz.need[i] = math.Floor(sc.SLO.Attainment*float64(alone) + 1e-9)
 	}
@@ -450,10 +410,10 @@ func (fz *feasibility) replayMisses(tr *trace.Trace) (missed []int, met int) {
 	plan := fz.plan
 	n := len(plan.Replicas)
 	f := newPlanFleet(fz.sc, tr, plan.Replicas, plan.Interval)
-	f.run()
+	f.Run()
 	missed = make([]int, n)
 	for k, r := range tr.Requests {
-		if f.met(k) {
+		if f.Met(k) {
 			met++
 			continue
 		}
@@ -505,14 +465,14 @@ func replayScenario(sc *scenario.Scenario) scenario.Scenario {
 
 // newPlanFleet is the fleet that replays a plan: replicas change at
 // interval starts and serve at once.
-func newPlanFleet(sc *scenario.Scenario, trace *trace.Trace, replicas [][]int32, interval time.Duration) *fleet {
+func newPlanFleet(sc *scenario.Scenario, trace *trace.Trace, replicas [][]int32, interval time.Duration) *fleet.Fleet {
 	scn := replayScenario(sc)
 	initial := make([]int32, len(sc.Variants))
 	if len(replicas) > 0 {
 		copy(initial, replicas[0])
 	}
-	f := newFleet(&scn, trace, &replayPolicy{plan: &OraclePlan{Interval: interval, Replicas: replicas}}, initial)
-	f.controlStart = 0
+	f := fleet.New(&scn, trace, &replayPolicy{plan: &OraclePlan{Interval: interval, Replicas: replicas}}, initial)
+	f.SetControlStart(0)
 	return f
 }
 
@@ -526,17 +486,11 @@ func handOver(scn *scenario.Scenario, interval time.Duration, prevReqs, reqs *tr
 		r.Arrival += interval
 		tr.Requests = append(tr.Requests, r)
 	}
-	f := newFleetWarm(scn, tr, &replayPolicy{plan: &OraclePlan{Interval: interval, Replicas: [][]int32{prev, mix}}}, prev,
-		warmup{origin: interval, skip: len(prevReqs.Requests)})
-	f.controlStart = 0
-	f.run()
-	met := 0
-	for k := f.skip; k < len(f.results); k++ {
-		if f.met(k) {
-			met++
-		}
-	}
-	return float64(met)
+	f := fleet.NewWarm(scn, tr, &replayPolicy{plan: &OraclePlan{Interval: interval, Replicas: [][]int32{prev, mix}}}, prev,
+		fleet.Warmup{Origin: interval, Skip: len(prevReqs.Requests)})
+	f.SetControlStart(0)
+	f.Run()
+	return float64(f.MetCount())
 }
 
 type atomicCounter struct{ n atomic.Int64 }

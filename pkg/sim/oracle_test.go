@@ -39,7 +39,7 @@ func TestOracleMeetsTheSLO(t *testing.T) {
 			require.Len(t, rep.Policies, 1)
 			o := rep.Policies[0]
 			bound := newPlanFleet(&sc, &tr, o.Plan.Bound, o.Plan.Interval)
-			bound.run()
+			bound.Run()
 			t.Logf("cost %.2f (lower bound %.2f, whose plan replayed meets %.4f), attainment %.4f, %d replays of the plan",
 				o.Cost, o.LowerBound, summarize("bound", bound).SLOAttainment, o.SLOAttainment, o.Plan.Repairs)
 			assert.True(t, o.Plan.Feasible)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
@@ -92,9 +93,9 @@ func TestKPADecide(t *testing.T) {
 // holds more during the spike than before it.
 func TestKPAScalesUpUnderSpike(t *testing.T) {
 	sc, tr := shortScenario(t, scenario.ShapeSpike, 30*time.Minute, 1.5, 6)
-	f := newFleet(&sc, &tr, newKPAPolicy(&sc), []int32{1, 0})
-	f.run()
-	before, during := peakAround(f.timeline, 10*time.Minute, time.Minute)
+	f := fleet.New(&sc, &tr, newKPAPolicy(&sc), []int32{1, 0})
+	f.Run()
+	before, during := peakAround(f.Summarize().Timeline, 10*time.Minute, time.Minute)
 	t.Logf("replicas: at most %d before the spike, %d in its first minute", before, during)
 	assert.Greater(t, during, before)
 	s := summarize(PolicyKPA, f)
@@ -133,7 +134,7 @@ func TestStaticFrontier(t *testing.T) {
 func TestStaticFrontierIsTheCheapestPerCapacity(t *testing.T) {
 	sc := scenario.DefaultScenario()
 	stats := trace.Stats{MeanInputTokens: 1000, MeanOutputTokens: 200}
-	l40s, h100 := serverThroughput(sc.Variants[0].Server, 1000, 200), serverThroughput(sc.Variants[1].Server, 1000, 200)
+	l40s, h100 := fleet.ServerThroughput(sc.Variants[0].Server, 1000, 200), fleet.ServerThroughput(sc.Variants[1].Server, 1000, 200)
 	require.Greater(t, l40s, 0.0)
 	require.Greater(t, h100, l40s, "the H100 serves more")
 	const maxCost = 120
@@ -180,7 +181,7 @@ func TestKPAConfig(t *testing.T) {
 
 // peakAround is the most replicas (all variants) held before start and in
 // the window after it.
-func peakAround(timeline []TimePoint, start, window time.Duration) (before, during int32) {
+func peakAround(timeline []fleet.TimePoint, start, window time.Duration) (before, during int32) {
 	for _, tp := range timeline {
 		var total int32
 		for _, r := range tp.Replicas {

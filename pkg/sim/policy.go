@@ -18,6 +18,7 @@ import (
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/inventory"
+	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
@@ -132,15 +133,15 @@ func analyzerNames(p decide.Pipeline) []string {
 	return names
 }
 
-func (p *wvaPolicy) start(*fleet) {}
+func (p *wvaPolicy) Start(*fleet.Fleet) {}
 
-func (p *wvaPolicy) hpa(f *fleet, v int) *HPA {
-	spec := f.sc.Variants[v]
-	return &HPA{Behavior: WVAControllerBehavior(), Min: spec.MinReplicas, Max: spec.MaxReplicas}
+func (p *wvaPolicy) HPA(f *fleet.Fleet, v int) *fleet.HPA {
+	spec := f.Scenario().Variants[v]
+	return &fleet.HPA{Behavior: fleet.WVAControllerBehavior(), Min: spec.MinReplicas, Max: spec.MaxReplicas}
 }
 
-func (p *wvaPolicy) engine(f *fleet) {
-	now := f.wallClock()
+func (p *wvaPolicy) Engine(f *fleet.Fleet) {
+	now := f.WallClock()
 	views, metrics := p.collect(f)
 	plans := decide.BuildPlans(views, metrics, nil, p.resolve)
 	inputs := make([]decide.GroupInput, len(plans))
@@ -150,7 +151,7 @@ func (p *wvaPolicy) engine(f *fleet) {
 	}
 	results := p.pipe.Run(now, inputs)
 	if p.observe != nil {
-		p.observe(f.now, results)
+		p.observe(f.Now(), results)
 	}
 	for i, pl := range plans {
 		if results[i].Err != nil {
@@ -158,13 +159,13 @@ func (p *wvaPolicy) engine(f *fleet) {
 		}
 		p.state = results[i].State
 		for j, va := range pl.VAs {
-			tgt := views[f.sc.VariantIndex(va.Name)].Target
+			tgt := views[f.Scenario().VariantIndex(va.Name)].Target
 			va.Status = decide.NextStatus(va, pl, results[i], results[i].Targets[j], tgt, nil, now)
 		}
 	}
 	for i, va := range p.vas {
-		if ds, ok := controller.PlanDirectScale(va, p.caps, f.variants[i].specN, now, staleAfter); ok {
-			f.setReplicas(i, ds.Replicas)
+		if ds, ok := controller.PlanDirectScale(va, p.caps, f.SpecReplicas(i), now, staleAfter); ok {
+			f.SetReplicas(i, ds.Replicas)
 		}
 	}
 }
@@ -177,35 +178,35 @@ func (p *wvaPolicy) resolve(modelID, ns string) params.Resolved { return p.cfg.R
 // inventory.EngineArgs, the start-up delay measured with
 // inventory.StartupDelay), and the collector.Result the collector's
 // queries would return from the simulated Prometheus.
-func (p *wvaPolicy) collect(f *fleet) ([]decide.View, collector.Result) {
-	window := f.sc.Control.MetricsWindow.D()
-	model := collector.ModelKey{Namespace: f.sc.Namespace, Model: f.sc.ModelID}
+func (p *wvaPolicy) collect(f *fleet.Fleet) ([]decide.View, collector.Result) {
+	window := f.Scenario().Control.MetricsWindow.D()
+	model := collector.ModelKey{Namespace: f.Scenario().Namespace, Model: f.Scenario().ModelID}
 	metrics := collector.Result{
 		Pods:     map[collector.PodKey]collector.PodMetrics{},
 		Requests: map[time.Duration]map[collector.ModelKey]float64{},
 		// The EPP's flow-control queue and its request counter's rate.
-		SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{model: {Size: float64(f.held())}},
-		GatewayArrivals: map[collector.ModelKey]float64{model: f.arrivalsOver(window) / window.Seconds()},
+		SchedulerQueues: map[collector.ModelKey]collector.EPPQueue{model: {Size: float64(f.Held())}},
+		GatewayArrivals: map[collector.ModelKey]float64{model: f.ArrivalsOver(window) / window.Seconds()},
 	}
 	views := make([]decide.View, len(p.vas))
 	for i, va := range p.vas {
-		ready := f.readyPods(i)
-		t := decide.Target{Resolved: true, SpecReplicas: f.variants[i].specN, PendingPods: f.pendingPods(i), StartupDelay: startupDelay(ready)}
+		ready := f.ReadyPods(i)
+		t := decide.Target{Resolved: true, SpecReplicas: f.SpecReplicas(i), PendingPods: f.PendingPods(i), StartupDelay: startupDelay(ready)}
 		t.MaxNumSeqs, t.MaxNumBatchedTokens = inventory.EngineArgs(&p.templates[i])
 		t.ReadyAt = make(map[string]time.Time, len(ready))
 		for _, pod := range ready {
-			t.ReadyPods = append(t.ReadyPods, pod.name)
-			t.ReadyAt[pod.name] = Epoch.Add(pod.readyAt)
-			if pm, ok := podMetrics(pod, f.now, window); ok {
-				metrics.Pods[collector.PodKey{Namespace: va.Namespace, Pod: pod.name}] = pm
+			t.ReadyPods = append(t.ReadyPods, pod.Name())
+			t.ReadyAt[pod.Name()] = fleet.Epoch.Add(pod.ReadyAt())
+			if pm, ok := podMetrics(pod, f.Now(), window); ok {
+				metrics.Pods[collector.PodKey{Namespace: va.Namespace, Pod: pod.Name()}] = pm
 			}
 		}
 		views[i] = decide.View{VA: va, Target: t}
 	}
 	// The request-count window the engine asks the collector for (every VA
 	// here serves the one model).
-	w := collector.IdleWindow(p.resolve(f.sc.ModelID, f.sc.Namespace).ScaleToZero.RetentionPeriod.D())
-	metrics.Requests[w] = map[collector.ModelKey]float64{model: f.completions.over(f.now, w)}
+	w := collector.IdleWindow(p.resolve(f.Scenario().ModelID, f.Scenario().Namespace).ScaleToZero.RetentionPeriod.D())
+	metrics.Requests[w] = map[collector.ModelKey]float64{model: f.CompletionsOver(w)}
 	return views, metrics
 }
 
@@ -224,50 +225,46 @@ func podTemplate(modelID string, s scenario.ServerSpec) corev1.PodSpec {
 
 // startupDelay is the inventory's measurement over the variant's Ready
 // pods: the median from creation to the Ready transition, 0 with none.
-func startupDelay(ready []*pod) time.Duration {
+func startupDelay[P interface {
+	Name() string
+	Created() time.Duration
+	ReadyAt() time.Duration
+}](ready []P) time.Duration {
 	pods := make([]*corev1.Pod, len(ready))
 	for i, p := range ready {
 		pods[i] = &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: p.name, CreationTimestamp: metav1.NewTime(Epoch.Add(p.created))},
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name(), CreationTimestamp: metav1.NewTime(fleet.Epoch.Add(p.Created()))},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
-				Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(Epoch.Add(p.readyAt)),
+				Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(fleet.Epoch.Add(p.ReadyAt())),
 			}}},
 		}
 	}
 	return inventory.StartupDelay(pods)
 }
 
-// arrivalsOver counts the trace's requests that arrived in (now-window, now].
-func (f *fleet) arrivalsOver(window time.Duration) float64 {
-	reqs := f.trace.Requests
-	hi := sort.Search(len(reqs), func(i int) bool { return reqs[i].Arrival > f.now })
-	lo := sort.Search(len(reqs), func(i int) bool { return reqs[i].Arrival > f.now-window })
-	return float64(hi - lo)
-}
-
 // podMetrics is what the collector returns for a pod: max_over_time of KV
 // usage and queue length over the window, the KV geometry
 // (vllm:cache_config_info), the 5m token averages, and over the window the
 // arrival rate and the mean TTFT and ITL (zero without two samples).
-func podMetrics(p *pod, now, window time.Duration) (collector.PodMetrics, bool) {
-	kv, waiting, ok := p.prom.maxOverTime(now, window)
+func podMetrics(p *fleet.Pod, now, window time.Duration) (collector.PodMetrics, bool) {
+	kv, waiting, ok := p.MaxOverTime(now, window)
 	if !ok {
 		return collector.PodMetrics{}, false
 	}
 	pm := collector.PodMetrics{
 		KvCacheUsage: kv, HasKvCacheUsage: true, QueueLength: waiting, HasQueueLength: true,
-		NumGPUBlocks: int64(p.srv.spec.NumGPUBlocks), BlockSize: int64(p.srv.spec.BlockSize),
+		NumGPUBlocks: int64(p.Server().NumGPUBlocks), BlockSize: int64(p.Server().BlockSize),
 	}
-	if in, out, ok := p.prom.tokenAverages(now); ok {
+	if in, out, ok := p.TokenAverages(now); ok {
 		pm.AvgInputTokens, pm.AvgOutputTokens = in, out
 	}
-	if w, ok := p.prom.rates(now, window); ok {
-		pm.ArrivalRate, pm.AvgTTFTms, pm.AvgITLms = w.arrivalRate, w.ttft*1000, w.itl*1000
+	if arrivalRate, ttft, itl, ok := p.Rates(now, window); ok {
+		pm.ArrivalRate, pm.AvgTTFTms, pm.AvgITLms = arrivalRate, ttft*1000, itl*1000
 	}
 	return pm, true
 }
 
-func (p *wvaPolicy) metric(_ *fleet, v int) (float64, float64, bool) {
+func (p *wvaPolicy) Metric(_ *fleet.Fleet, v int) (float64, float64, bool) {
 	alloc := p.vas[v].Status.DesiredOptimizedAlloc
 	if alloc.LastRunTime.IsZero() {
 		return 0, 0, false // 503 from the adapter: the HPA holds
@@ -277,9 +274,9 @@ func (p *wvaPolicy) metric(_ *fleet, v int) (float64, float64, bool) {
 
 // scaleFromZero is `wva scale-from-zero`: the cheapest variant that may
 // have a replica goes to one.
-func (p *wvaPolicy) scaleFromZero(f *fleet) {
-	if v := cheapestVariant(f.sc); v >= 0 {
-		f.setReplicas(v, 1)
+func (p *wvaPolicy) ScaleFromZero(f *fleet.Fleet) {
+	if v := cheapestVariant(f.Scenario()); v >= 0 {
+		f.SetReplicas(v, 1)
 	}
 }
 
@@ -317,25 +314,25 @@ type v1Policy struct {
 	decided bool
 }
 
-func (p *v1Policy) start(f *fleet) { p.desired = make([]int32, len(f.variants)) }
+func (p *v1Policy) Start(f *fleet.Fleet) { p.desired = make([]int32, len(f.Scenario().Variants)) }
 
-func (p *v1Policy) hpa(f *fleet, v int) *HPA {
-	spec := f.sc.Variants[v]
-	return &HPA{Behavior: WVAControllerBehavior(), Min: spec.MinReplicas, Max: spec.MaxReplicas}
+func (p *v1Policy) HPA(f *fleet.Fleet, v int) *fleet.HPA {
+	spec := f.Scenario().Variants[v]
+	return &fleet.HPA{Behavior: fleet.WVAControllerBehavior(), Min: spec.MinReplicas, Max: spec.MaxReplicas}
 }
 
-func (p *v1Policy) metric(_ *fleet, v int) (float64, float64, bool) {
+func (p *v1Policy) Metric(_ *fleet.Fleet, v int) (float64, float64, bool) {
 	return float64(p.desired[v]), 1, p.decided
 }
 
-func (p *v1Policy) scaleFromZero(f *fleet) {
-	if v := cheapestVariant(f.sc); v >= 0 {
-		f.setReplicas(v, 1)
+func (p *v1Policy) ScaleFromZero(f *fleet.Fleet) {
+	if v := cheapestVariant(f.Scenario()); v >= 0 {
+		f.SetReplicas(v, 1)
 	}
 }
 
-func (p *v1Policy) engine(f *fleet) {
-	v1Decide(p.cfg, f.sc.Variants, observeV1(f), p.desired)
+func (p *v1Policy) Engine(f *fleet.Fleet) {
+	v1Decide(p.cfg, f.Scenario().Variants, observeV1(f), p.desired)
 	p.decided = true
 }
 
@@ -349,15 +346,15 @@ type v1Observation struct {
 
 type v1Replica struct{ kv, queue float64 }
 
-func observeV1(f *fleet) v1Observation {
-	n := len(f.variants)
+func observeV1(f *fleet.Fleet) v1Observation {
+	n := len(f.Scenario().Variants)
 	o := v1Observation{current: make([]int32, n), reporting: make([]int32, n), pending: make([]int32, n)}
-	window := f.sc.Control.MetricsWindow.D()
-	for i, vs := range f.variants {
-		o.current[i] = vs.specN
-		o.pending[i] = f.pendingPods(i)
-		for _, pod := range f.readyPods(i) {
-			if kv, q, ok := pod.prom.maxOverTime(f.now, window); ok {
+	window := f.Scenario().Control.MetricsWindow.D()
+	for i := range n {
+		o.current[i] = f.SpecReplicas(i)
+		o.pending[i] = f.PendingPods(i)
+		for _, pod := range f.ReadyPods(i) {
+			if kv, q, ok := pod.MaxOverTime(f.Now(), window); ok {
 				o.reporting[i]++
 				o.replicas = append(o.replicas, v1Replica{kv, q})
 			}
@@ -457,31 +454,31 @@ type queuePolicy struct {
 	target float64
 }
 
-func (p *queuePolicy) start(*fleet)  {}
-func (p *queuePolicy) engine(*fleet) {}
+func (p *queuePolicy) Start(*fleet.Fleet)  {}
+func (p *queuePolicy) Engine(*fleet.Fleet) {}
 
-func (p *queuePolicy) hpa(f *fleet, v int) *HPA {
-	spec := f.sc.Variants[v]
-	return &HPA{Behavior: DefaultHPABehavior(), Min: max(1, spec.MinReplicas), Max: spec.MaxReplicas}
+func (p *queuePolicy) HPA(f *fleet.Fleet, v int) *fleet.HPA {
+	spec := f.Scenario().Variants[v]
+	return &fleet.HPA{Behavior: fleet.DefaultHPABehavior(), Min: max(1, spec.MinReplicas), Max: spec.MaxReplicas}
 }
 
-func (p *queuePolicy) metric(f *fleet, v int) (float64, float64, bool) {
+func (p *queuePolicy) Metric(f *fleet.Fleet, v int) (float64, float64, bool) {
 	var sum float64
-	for _, pod := range f.readyPods(v) {
-		if s, ok := pod.prom.latest(f.now); ok {
-			sum += s.waiting
+	for _, pod := range f.ReadyPods(v) {
+		if _, waiting, ok := pod.Latest(f.Now()); ok {
+			sum += waiting
 		}
 	}
 	return sum, p.target, true
 }
 
-func (p *queuePolicy) scaleFromZero(*fleet) {}
+func (p *queuePolicy) ScaleFromZero(*fleet.Fleet) {}
 
 // staticPolicy keeps the replicas it starts with.
 type staticPolicy struct{}
 
-func (staticPolicy) start(*fleet)                                {}
-func (staticPolicy) engine(*fleet)                               {}
-func (staticPolicy) hpa(*fleet, int) *HPA                        { return nil }
-func (staticPolicy) metric(*fleet, int) (float64, float64, bool) { return 0, 0, false }
-func (staticPolicy) scaleFromZero(*fleet)                        {}
+func (staticPolicy) Start(*fleet.Fleet)                                {}
+func (staticPolicy) Engine(*fleet.Fleet)                               {}
+func (staticPolicy) HPA(*fleet.Fleet, int) *fleet.HPA                  { return nil }
+func (staticPolicy) Metric(*fleet.Fleet, int) (float64, float64, bool) { return 0, 0, false }
+func (staticPolicy) ScaleFromZero(*fleet.Fleet)                        {}

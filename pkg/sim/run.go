@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
@@ -54,10 +55,10 @@ type PolicySummary struct {
 	// SLO when replayed (0 for other policies).
 	LowerBound float64 `json:"lowerBound,omitempty"`
 	// EngineSteps is how many server iterations were simulated.
-	EngineSteps int64       `json:"engineSteps"`
-	Elapsed     float64     `json:"-"`
-	Timeline    []TimePoint `json:"-"`
-	Plan        *OraclePlan `json:"-"`
+	EngineSteps int64             `json:"engineSteps"`
+	Elapsed     float64           `json:"-"`
+	Timeline    []fleet.TimePoint `json:"-"`
+	Plan        *OraclePlan       `json:"-"`
 	variants    []string
 }
 
@@ -105,7 +106,7 @@ func Run(sc scenario.Scenario, trace trace.Trace, opts Options) (Report, error) 
 	}
 	rep := Report{Scenario: sc.Name, Trace: trace.Name, Stats: trace.Stats(),
 		SLO:     SLOSummary{TTFT: sc.SLO.TTFT.D().Seconds(), ITL: sc.SLO.ITL.D().Seconds(), Attainment: sc.SLO.Attainment},
-		Horizon: costHorizon(&trace, sc.Control.OracleInterval.D())}
+		Horizon: fleet.CostHorizon(&trace, sc.Control.OracleInterval.D())}
 	for _, v := range sc.Variants {
 		rep.Variants = append(rep.Variants, VariantBrief{Name: v.Name, Accelerator: v.Accelerator, Cost: v.Cost, StartupDelay: v.StartupDelay.D().Seconds()})
 	}
@@ -132,8 +133,8 @@ func Run(sc scenario.Scenario, trace trace.Trace, opts Options) (Report, error) 
 // controlPlanes builds every policy's control plane before any simulation,
 // so configuration errors fail fast. The oracle and static policies need
 // none of their own here (they are set per row).
-func controlPlanes(sc *scenario.Scenario, policies []string, rep *Report) (map[string]controlPlane, error) {
-	ctls := make(map[string]controlPlane, len(policies))
+func controlPlanes(sc *scenario.Scenario, policies []string, rep *Report) (map[string]fleet.Policy, error) {
+	ctls := make(map[string]fleet.Policy, len(policies))
 	for _, name := range policies {
 		switch name {
 		case PolicyWVA:
@@ -201,7 +202,7 @@ func reportRows(sc *scenario.Scenario, stats trace.Stats, policies []string, pla
 
 // runRows simulates the rows in parallel, at most GOMAXPROCS at a time,
 // reporting the simulated time done over all rows to progress.
-func runRows(sc *scenario.Scenario, trace *trace.Trace, rows []reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, progress func(float64)) []PolicySummary {
+func runRows(sc *scenario.Scenario, trace *trace.Trace, rows []reportRow, ctls map[string]fleet.Policy, plan *OraclePlan, horizon time.Duration, progress func(float64)) []PolicySummary {
 	var progressed atomic.Int64
 	total := int64(len(rows)) * int64(horizon)
 	report := func(delta time.Duration) {
@@ -217,18 +218,18 @@ func runRows(sc *scenario.Scenario, trace *trace.Trace, rows []reportRow, ctls m
 }
 
 // runRow simulates one row on its own fleet and summarizes it.
-func runRow(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, report func(time.Duration)) PolicySummary {
+func runRow(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]fleet.Policy, plan *OraclePlan, horizon time.Duration, report func(time.Duration)) PolicySummary {
 	name := r.policy
 	t0 := time.Now()
 	f := rowFleet(sc, trace, r, ctls, plan)
 	var last time.Duration
-	f.progress = func(now, end time.Duration) {
+	f.SetProgress(func(now, end time.Duration) {
 		if now-last >= time.Minute || now >= end {
 			report(min(now, end) - last)
 			last = min(now, end)
 		}
-	}
-	f.run()
+	})
+	f.Run()
 	report(horizon - last)
 	s := summarize(r.name, f)
 	s.Elapsed = time.Since(t0).Seconds()
@@ -241,11 +242,11 @@ func runRow(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[str
 // rowFleet builds the row's fleet: the oracle's plan replayed from time 0
 // with no start-up delay, a static fleet, or a policy's control plane from
 // the scenario's (or the warm) initial fleet after the warm-up.
-func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan) *fleet {
+func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]fleet.Policy, plan *OraclePlan) *fleet.Fleet {
 	name := r.policy
 	scn := *sc
 	initial := make([]int32, len(sc.Variants))
-	var ctl controlPlane
+	var ctl fleet.Policy
 	switch name {
 	case PolicyStaticPeak:
 		copy(initial, plan.Peak)
@@ -269,13 +270,13 @@ func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[s
 		ctl = ctls[name]
 	}
 	if name == PolicyOracle {
-		f := newFleet(&scn, trace, ctl, initial)
-		f.controlStart = 0
+		f := fleet.New(&scn, trace, ctl, initial)
+		f.SetControlStart(0)
 		return f
 	}
-	warmTrace, w := withWarmup(trace, sc.Control.Warmup.D())
-	f := newFleetWarm(&scn, warmTrace, ctl, initial, w)
-	f.controlStart = sc.Control.MetricsWindow.D()
+	warmTrace, w := fleet.WithWarmup(trace, sc.Control.Warmup.D())
+	f := fleet.NewWarm(&scn, warmTrace, ctl, initial, w)
+	f.SetControlStart(sc.Control.MetricsWindow.D())
 	return f
 }
 
@@ -302,18 +303,18 @@ type replayPolicy struct {
 	at   int
 }
 
-func (p *replayPolicy) start(*fleet)                                {}
-func (p *replayPolicy) hpa(*fleet, int) *HPA                        { return nil }
-func (p *replayPolicy) metric(*fleet, int) (float64, float64, bool) { return 0, 0, false }
-func (p *replayPolicy) scaleFromZero(*fleet)                        {}
-func (p *replayPolicy) engine(f *fleet) {
-	i := int(f.now / p.plan.Interval)
+func (p *replayPolicy) Start(*fleet.Fleet)                                {}
+func (p *replayPolicy) HPA(*fleet.Fleet, int) *fleet.HPA                  { return nil }
+func (p *replayPolicy) Metric(*fleet.Fleet, int) (float64, float64, bool) { return 0, 0, false }
+func (p *replayPolicy) ScaleFromZero(*fleet.Fleet)                        {}
+func (p *replayPolicy) Engine(f *fleet.Fleet) {
+	i := int(f.Now() / p.plan.Interval)
 	if i >= len(p.plan.Replicas) || i == p.at {
 		return
 	}
 	p.at = i
 	for v, n := range p.plan.Replicas[i] {
-		f.setReplicas(v, n)
+		f.SetReplicas(v, n)
 	}
 }
 
@@ -327,71 +328,10 @@ func planReplicaHours(sc *scenario.Scenario, plan *OraclePlan) map[string]float6
 	return out
 }
 
-func summarize(name string, f *fleet) PolicySummary {
-	s := PolicySummary{Policy: name, ReplicaHours: map[string]float64{}, Requests: len(f.results) - f.skip, Timeline: f.timeline,
-		Preemptions: f.preemptions, EngineSteps: f.steps64}
-	for _, vs := range f.variants {
-		s.ScaleEvents += vs.events
-		s.variants = append(s.variants, vs.spec.Name)
-	}
-	for _, p := range f.pods {
-		end := f.costEnd
-		if p.gone {
-			end = min(end, p.goneAt)
-		}
-		start := max(p.created, f.origin)
-		if end <= start {
-			continue
-		}
-		hours := (end - start).Hours()
-		spec := f.sc.Variants[p.variant]
-		s.ReplicaHours[spec.Name] += hours
-		s.Cost += hours * spec.Cost
-	}
-	var total float64
-	for _, h := range s.ReplicaHours {
-		total += h
-	}
-	if f.costEnd > f.origin {
-		s.MeanReplicas = total / (f.costEnd - f.origin).Hours()
-	}
-	for _, tp := range f.timeline {
-		var n int32
-		for _, r := range tp.Replicas {
-			n += r
-		}
-		s.MaxReplicas = max(s.MaxReplicas, n)
-	}
-	ttft := make([]float64, 0, len(f.results))
-	itl := make([]float64, 0, len(f.results))
-	met := 0
-	for i, r := range f.results {
-		if i < f.skip {
-			continue
-		}
-		switch r.state {
-		case reqRejected:
-			s.Rejected++
-			continue
-		case reqDone:
-		default:
-			s.Unfinished++
-			continue
-		}
-		ttft = append(ttft, float64(r.ttft))
-		if f.trace.Requests[i].Output > 1 {
-			itl = append(itl, float64(r.itl))
-		}
-		if f.met(i) {
-			met++
-		}
-	}
-	if s.Requests > 0 {
-		s.SLOAttainment = float64(met) / float64(s.Requests)
-	}
-	slices.Sort(ttft)
-	slices.Sort(itl)
-	s.TTFTp50, s.TTFTp99 = percentileSorted(ttft, 0.50), percentileSorted(ttft, 0.99)
-	s.ITLp50, s.ITLp99 = percentileSorted(itl, 0.50), percentileSorted(itl, 0.99)
-	return s
+func summarize(name string, f *fleet.Fleet) PolicySummary {
+	o := f.Summarize()
+	return PolicySummary{Policy: name, Cost: o.Cost, ReplicaHours: o.ReplicaHours, Requests: o.Requests, SLOAttainment: o.SLOAttainment,
+		TTFTp50: o.TTFTp50, TTFTp99: o.TTFTp99, ITLp50: o.ITLp50, ITLp99: o.ITLp99, ScaleEvents: o.ScaleEvents,
+		MeanReplicas: o.MeanReplicas, MaxReplicas: o.MaxReplicas, Preemptions: o.Preemptions, Rejected: o.Rejected,
+		Unfinished: o.Unfinished, EngineSteps: o.EngineSteps, Timeline: o.Timeline, variants: o.Variants}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/decision/params"
+	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
@@ -52,7 +53,7 @@ func TestDeterministic(t *testing.T) {
 		rep.Elapsed = 0
 		summary, err := json.Marshal(rep)
 		require.NoError(t, err)
-		var timelines [][]TimePoint
+		var timelines [][]fleet.TimePoint
 		for _, p := range rep.Policies {
 			timelines = append(timelines, p.Timeline)
 		}
@@ -109,10 +110,10 @@ func TestOracleIsALowerBound(t *testing.T) {
 					if a+b == 0 {
 						continue
 					}
-					f := newFleet(&sc, &tr, staticPolicy{}, []int32{a, b})
-					f.run()
+					f := fleet.New(&sc, &tr, staticPolicy{}, []int32{a, b})
+					f.Run()
 					s := summarize("fixed", f)
-					if meetsEveryInterval(f) && (best < 0 || s.Cost < best) {
+					if meetsEveryInterval(f, &tr) && (best < 0 || s.Cost < best) {
 						best = s.Cost
 					}
 				}
@@ -124,18 +125,18 @@ func TestOracleIsALowerBound(t *testing.T) {
 	}
 }
 
-func meetsEveryInterval(f *fleet) bool {
-	interval := f.sc.Control.OracleInterval.D()
+func meetsEveryInterval(f *fleet.Fleet, tr *trace.Trace) bool {
+	interval := f.Scenario().Control.OracleInterval.D()
 	met, total := map[int]int{}, map[int]int{}
-	for i := range f.results {
-		k := int(f.trace.Requests[i].Arrival / interval)
+	for i := range tr.Requests {
+		k := int(tr.Requests[i].Arrival / interval)
 		total[k]++
-		if f.met(i) {
+		if f.Met(i) {
 			met[k]++
 		}
 	}
 	for k, n := range total {
-		if float64(met[k]) < f.sc.SLO.Attainment*float64(n) {
+		if float64(met[k]) < f.Scenario().SLO.Attainment*float64(n) {
 			return false
 		}
 	}
@@ -247,17 +248,17 @@ func TestWVAInputsAndState(t *testing.T) {
 		require.NoError(t, res[0].Err)
 		last = res[0]
 	}
-	f := newFleet(&sc, &tr, p, []int32{3, 0})
+	f := fleet.New(&sc, &tr, p, []int32{3, 0})
 	var seen decision.Group
-	f.progress = func(now, _ time.Duration) {
+	f.SetProgress(func(now, _ time.Duration) {
 		if now == 10*time.Minute {
 			views, metrics := p.collect(f)
 			plans := decide.BuildPlans(views, metrics, nil, p.resolve)
 			require.Len(t, plans, 1)
 			seen = plans[0].Input.Group
 		}
-	}
-	f.run()
+	})
+	f.Run()
 	assert.Greater(t, cycles, 20)
 	require.NotNil(t, last.State, "the analyzer's state is carried")
 	require.NotEmpty(t, seen.Replicas)
@@ -300,50 +301,13 @@ func TestStartupDelayMeasured(t *testing.T) {
 		{"median", [][2]time.Duration{{0, 2 * time.Minute}, {time.Minute, 2 * time.Minute}, {time.Minute, 5 * time.Minute}}, 2 * time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var ready []*pod
+			var ready []readyPod
 			for i, c := range tc.pods {
-				ready = append(ready, &pod{name: fmt.Sprintf("p-%d", i), created: c[0], readyAt: c[1], ready: true})
+				ready = append(ready, readyPod{name: fmt.Sprintf("p-%d", i), created: c[0], readyAt: c[1]})
 			}
 			assert.Equal(t, tc.want, startupDelay(ready))
 		})
 	}
-}
-
-func TestFlowControl(t *testing.T) {
-	spec := testSpec
-	spec.NumGPUBlocks = 400
-	run := func(fc bool) (PolicySummary, int) {
-		sc := scenario.Scenario{
-			Name: "fc", ModelID: "m", Seed: 2,
-			Variants: []scenario.VariantSpec{{Name: "v", Cost: 1, MinReplicas: 1, MaxReplicas: 1, InitialReplicas: 1, Server: spec}},
-			SLO:      scenario.SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
-			Control:  scenario.Control{FlowControl: fc},
-			Traffic: scenario.Traffic{Synthetic: &scenario.Synthetic{Shape: scenario.ShapeSteady, Duration: params.Duration(5 * time.Minute), BaseRate: 3,
-				InputTokens: 800, OutputTokens: 300}},
-		}
-		sc.ApplyDefaults()
-		tr, err := sc.LoadTraffic()
-		require.NoError(t, err)
-		f := newFleet(&sc, &tr, staticPolicy{}, []int32{1})
-		maxWaiting, maxHeld := 0, 0
-		f.progress = func(time.Duration, time.Duration) {
-			maxWaiting = max(maxWaiting, f.pods[0].srv.numWaiting())
-			maxHeld = max(maxHeld, len(f.gateway))
-		}
-		f.run()
-		if fc {
-			assert.LessOrEqual(t, maxWaiting, fcQueueDepth+2, "the server queue stays near the saturation threshold (preempted requests come back to it)")
-			assert.Positive(t, maxHeld, "the rest waits at the gateway")
-		} else {
-			assert.Greater(t, maxWaiting, fcQueueDepth)
-			assert.Zero(t, maxHeld)
-		}
-		return summarize("fc", f), maxHeld
-	}
-	off, _ := run(false)
-	on, _ := run(true)
-	assert.Equal(t, off.Requests, on.Requests)
-	assert.Zero(t, on.Unfinished)
 }
 
 func TestParsePolicies(t *testing.T) {
@@ -426,12 +390,12 @@ func TestSpikeOutrunsStartup(t *testing.T) {
 	}
 	ready := start + fastest
 	lostWith := func(fleetMix []int32) int {
-		f := newFleet(&sc, &tr, staticPolicy{}, fleetMix)
-		f.run()
+		f := fleet.New(&sc, &tr, staticPolicy{}, fleetMix)
+		f.Run()
 		lost := 0
 		for i, r := range tr.Requests {
-			res := f.results[i]
-			late := res.state != reqDone || float64(res.ttft) > sc.SLO.TTFT.D().Seconds()
+			ttft, done := f.TTFT(i)
+			late := !done || ttft > sc.SLO.TTFT.D().Seconds()
 			if r.Arrival >= start && r.Arrival+sc.SLO.TTFT.D() <= ready && late {
 				lost++
 			}
@@ -533,3 +497,13 @@ func TestWVATargetsAreTheScenarioSLO(t *testing.T) {
 	sc.Policies.WVA.ConfigMaps = nil
 	assert.ErrorContains(t, sc.Validate(), "sloAttainment=1: must be in [0.5, 0.9999]")
 }
+
+// readyPod is a Ready pod as startupDelay reads it.
+type readyPod struct {
+	name             string
+	created, readyAt time.Duration
+}
+
+func (p readyPod) Name() string           { return p.name }
+func (p readyPod) Created() time.Duration { return p.created }
+func (p readyPod) ReadyAt() time.Duration { return p.readyAt }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/fit"
+	"github.com/wva-project/wva/pkg/sim/fleet"
 )
 
 // Upstream WVA's throughput analyzer (internal/engines/analyzers/throughput,
@@ -269,14 +270,14 @@ type tpState struct {
 	hasB  bool
 }
 
-func (p *throughputPolicy) start(f *fleet) {
-	p.v1Policy.start(f)
-	p.variants = make([]tpState, len(f.variants))
+func (p *throughputPolicy) Start(f *fleet.Fleet) {
+	p.v1Policy.Start(f)
+	p.variants = make([]tpState, len(f.Scenario().Variants))
 }
 
-func (p *throughputPolicy) engine(f *fleet) {
+func (p *throughputPolicy) Engine(f *fleet.Fleet) {
 	sat := slices.Clone(p.desired)
-	v1Decide(p.cfg, f.sc.Variants, observeV1(f), sat)
+	v1Decide(p.cfg, f.Scenario().Variants, observeV1(f), sat)
 	d, ok := throughputDecide(p.observe(f))
 	p.desired = combineTargets(sat, d.Targets, ok)
 	p.decided = true
@@ -286,30 +287,30 @@ func (p *throughputPolicy) engine(f *fleet) {
 // the instant KV usage, the mean ITL over the metrics window and the 5m
 // token averages (healthy = all three present); the EPP's arrivals and
 // flow-control queue; vLLM's completions.
-func (p *throughputPolicy) observe(f *fleet) tpInput {
-	window := f.sc.Control.MetricsWindow.D()
+func (p *throughputPolicy) observe(f *fleet.Fleet) tpInput {
+	window := f.Scenario().Control.MetricsWindow.D()
 	in := tpInput{
-		ArrivalRate:    f.arrivalsOver(window) / window.Seconds(),
-		CompletionRate: f.completions.over(f.now, window) / window.Seconds(),
-		QueueSize:      float64(f.held()),
+		ArrivalRate:    f.ArrivalsOver(window) / window.Seconds(),
+		CompletionRate: f.CompletionsOver(window) / window.Seconds(),
+		QueueSize:      float64(f.Held()),
 	}
 	var olSum float64
 	var olN int
-	for v, spec := range f.sc.Variants {
+	for v, spec := range f.Scenario().Variants {
 		st := &p.variants[v]
 		tv := tpVariant{Cost: spec.Cost, Min: spec.MinReplicas, Max: spec.MaxReplicas,
-			Pending: f.pendingPods(v), KVMax: float64(spec.Server.KVCapacityTokens())}
+			Pending: f.PendingPods(v), KVMax: float64(spec.Server.KVCapacityTokens())}
 		var current []itlObs
 		var il, ol float64
-		for _, pod := range f.readyPods(v) {
+		for _, pod := range f.ReadyPods(v) {
 			tv.Ready++
-			s, ok := pod.prom.latest(f.now)
-			w, okRate := pod.prom.rates(f.now, window)
-			pin, pout, okTok := pod.prom.tokenAverages(f.now)
-			if !ok || !okRate || !okTok || !(w.itl > 0) {
+			kv, _, ok := pod.Latest(f.Now())
+			_, _, itl, okRate := pod.Rates(f.Now(), window)
+			pin, pout, okTok := pod.TokenAverages(f.Now())
+			if !ok || !okRate || !okTok || !(itl > 0) {
 				continue
 			}
-			current = append(current, itlObs{k: s.kv, itl: w.itl, at: f.now})
+			current = append(current, itlObs{k: kv, itl: itl, at: f.Now()})
 			il, ol = il+pin, ol+pout
 		}
 		if len(current) > 0 {
@@ -325,7 +326,7 @@ func (p *throughputPolicy) observe(f *fleet) tpInput {
 				st.window.add(o)
 			}
 		}
-		st.window.prune(f.now)
+		st.window.prune(f.Now())
 		pinned := tpBaselineITL
 		if st.hasB {
 			pinned = st.lastB

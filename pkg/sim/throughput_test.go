@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
@@ -175,9 +176,9 @@ func TestCombineTargets(t *testing.T) {
 func TestThroughputPolicyScalesUpUnderSpike(t *testing.T) {
 	sc, tr := shortScenario(t, scenario.ShapeSpike, 30*time.Minute, 1.5, 6)
 	p := &throughputPolicy{v1Policy: v1Policy{cfg: sc.Policies.V1}}
-	f := newFleet(&sc, &tr, p, []int32{1, 0})
-	f.run()
-	before, during := peakAround(f.timeline, 10*time.Minute, 3*time.Minute)
+	f := fleet.New(&sc, &tr, p, []int32{1, 0})
+	f.Run()
+	before, during := peakAround(f.Summarize().Timeline, 10*time.Minute, 3*time.Minute)
 	t.Logf("replicas: at most %d before the spike, %d in its first 3 minutes", before, during)
 	assert.Greater(t, during, before)
 	assert.True(t, p.variants[0].hasShape)

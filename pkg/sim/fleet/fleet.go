@@ -1,4 +1,4 @@
-package sim
+package fleet
 
 import (
 	"container/heap"
@@ -21,10 +21,10 @@ const drainLimit = 15 * time.Minute
 
 const never = time.Duration(math.MaxInt64)
 
-// pod is one replica of a variant: Pending (loading the model) until
+// Pod is one replica of a variant: Pending (loading the model) until
 // readyAt, then Ready and routable, then Terminating (draining) once
 // deleted, then gone.
-type pod struct {
+type Pod struct {
 	id          int
 	name        string
 	variant     int
@@ -44,7 +44,7 @@ type variantState struct {
 	spec   *scenario.VariantSpec
 	index  int
 	specN  int32  // Deployment spec.replicas
-	pods   []*pod // non-terminating pods (pending and ready), oldest first
+	pods   []*Pod // non-terminating pods (pending and ready), oldest first
 	hpa    *HPA
 	events int
 }
@@ -61,32 +61,32 @@ const (
 	reqRejected = 2
 )
 
-// controlPlane is one policy's emulated control plane: what runs every
+// Policy is one policy's emulated control plane: what runs every
 // engine interval, what each variant's HPA reads, and the fast path from
 // zero.
-type controlPlane interface {
-	// start runs before the first event; the initial replicas exist.
-	start(f *fleet)
-	// engine runs every engine interval (or every enginePeriod() of a
+type Policy interface {
+	// Start runs before the first event; the initial replicas exist.
+	Start(f *Fleet)
+	// Engine runs every engine interval (or every EnginePeriod() of a
 	// control plane that has one).
-	engine(f *fleet)
-	// hpa returns the HPA behavior and minimum of a variant; nil for none.
-	hpa(f *fleet, v int) *HPA
-	// metric is what variant v's HPA reads: the summed metric and the
+	Engine(f *Fleet)
+	// HPA returns the HPA behavior and minimum of a variant; nil for none.
+	HPA(f *Fleet, v int) *HPA
+	// Metric is what variant v's HPA reads: the summed metric and the
 	// AverageValue target; ok=false when there is no value.
-	metric(f *fleet, v int) (usage, target float64, ok bool)
-	// scaleFromZero is called when requests wait at the gateway of a model
+	Metric(f *Fleet, v int) (usage, target float64, ok bool)
+	// ScaleFromZero is called when requests wait at the gateway of a model
 	// whose variants are all at zero replicas.
-	scaleFromZero(f *fleet)
+	ScaleFromZero(f *Fleet)
 }
 
-// fleet is one policy's simulation: the pods of every variant, the router,
+// Fleet is one policy's simulation: the pods of every variant, the router,
 // Prometheus and the control loop, driven by one event loop over a
 // simulated clock.
-type fleet struct {
+type Fleet struct {
 	sc    *scenario.Scenario
 	trace *trace.Trace
-	ctl   controlPlane
+	ctl   Policy
 	now   time.Duration
 	// origin is where measurement starts: the first `skip` requests of the
 	// trace are a warm-up pre-roll played before it and not counted.
@@ -97,9 +97,9 @@ type fleet struct {
 	preemptionsAtOrigin int64
 
 	variants []*variantState
-	pods     []*pod // every pod ever created, by id
-	live     []*pod // not gone: pending, ready, terminating
-	routable []*pod // ready and not terminating
+	pods     []*Pod // every pod ever created, by id
+	live     []*Pod // not gone: pending, ready, terminating
+	routable []*Pod // ready and not terminating
 	steps    stepHeap
 	gateway  []*seq
 	// parked are held at the gateway too, with flow control, for a variant
@@ -128,22 +128,22 @@ type fleet struct {
 	progress    func(now, end time.Duration)
 }
 
-func newFleet(sc *scenario.Scenario, trace *trace.Trace, ctl controlPlane, initial []int32) *fleet {
-	return newFleetWarm(sc, trace, ctl, initial, warmup{})
+func New(sc *scenario.Scenario, trace *trace.Trace, ctl Policy, initial []int32) *Fleet {
+	return NewWarm(sc, trace, ctl, initial, Warmup{})
 }
 
-// warmup is a pre-roll: the trace passed to the fleet starts with skip
-// requests played during [0, origin), not measured.
-type warmup struct {
-	origin time.Duration
-	skip   int
+// Warmup is a pre-roll: the trace passed to the fleet starts with Skip
+// requests played during [0, Origin), not measured.
+type Warmup struct {
+	Origin time.Duration
+	Skip   int
 }
 
-// withWarmup prepends the first d of the trace to it (the measured part
+// WithWarmup prepends the first d of the trace to it (the measured part
 // then starts at d) and returns the longer trace and the warm-up.
-func withWarmup(tr *trace.Trace, d time.Duration) (*trace.Trace, warmup) {
+func WithWarmup(tr *trace.Trace, d time.Duration) (*trace.Trace, Warmup) {
 	if d <= 0 {
-		return tr, warmup{}
+		return tr, Warmup{}
 	}
 	out := &trace.Trace{Name: tr.Name}
 	for _, r := range tr.Requests {
@@ -152,7 +152,7 @@ func withWarmup(tr *trace.Trace, d time.Duration) (*trace.Trace, warmup) {
 		}
 		out.Requests = append(out.Requests, r)
 	}
-	w := warmup{origin: d, skip: len(out.Requests)}
+	w := Warmup{Origin: d, Skip: len(out.Requests)}
 	for _, r := range tr.Requests {
 		r.Arrival += d
 		out.Requests = append(out.Requests, r)
@@ -160,14 +160,14 @@ func withWarmup(tr *trace.Trace, d time.Duration) (*trace.Trace, warmup) {
 	return out, w
 }
 
-func newFleetWarm(sc *scenario.Scenario, tr *trace.Trace, ctl controlPlane, initial []int32, w warmup) *fleet {
-	f := &fleet{sc: sc, trace: tr, ctl: ctl, fastPath: never, nextReady: never, nextGrace: never,
-		controlStart: sc.Control.MetricsWindow.D(), origin: w.origin, skip: w.skip}
-	measured := trace.Trace{Requests: slices.Clone(tr.Requests[w.skip:])}
+func NewWarm(sc *scenario.Scenario, tr *trace.Trace, ctl Policy, initial []int32, w Warmup) *Fleet {
+	f := &Fleet{sc: sc, trace: tr, ctl: ctl, fastPath: never, nextReady: never, nextGrace: never,
+		controlStart: sc.Control.MetricsWindow.D(), origin: w.Origin, skip: w.Skip}
+	measured := trace.Trace{Requests: slices.Clone(tr.Requests[w.Skip:])}
 	for i := range measured.Requests {
-		measured.Requests[i].Arrival -= w.origin
+		measured.Requests[i].Arrival -= w.Origin
 	}
-	f.costEnd = w.origin + costHorizon(&measured, sc.Control.OracleInterval.D())
+	f.costEnd = w.Origin + CostHorizon(&measured, sc.Control.OracleInterval.D())
 	f.seqs = make([]seq, len(tr.Requests))
 	f.results = make([]reqResult, len(tr.Requests))
 	for i := range sc.Variants {
@@ -192,7 +192,7 @@ func newFleetWarm(sc *scenario.Scenario, tr *trace.Trace, ctl controlPlane, init
 			p.ready = true
 			f.routable = append(f.routable, p)
 		}
-		vs.hpa = ctl.hpa(f, i)
+		vs.hpa = ctl.HPA(f, i)
 		if vs.hpa != nil && n == 0 {
 			// The HPA may bring a variant that starts at zero up by itself.
 			vs.hpa.scaledToZero = true
@@ -202,18 +202,18 @@ func newFleetWarm(sc *scenario.Scenario, tr *trace.Trace, ctl controlPlane, init
 	return f
 }
 
-// costHorizon is the end of the trace rounded up to the oracle's interval:
-// every policy and the oracle pay for [0, costHorizon).
-func costHorizon(trace *trace.Trace, interval time.Duration) time.Duration {
+// CostHorizon is the end of the trace rounded up to the oracle's interval:
+// every policy and the oracle pay for [0, CostHorizon).
+func CostHorizon(trace *trace.Trace, interval time.Duration) time.Duration {
 	d := trace.Duration() + time.Nanosecond
 	return (d + interval - 1) / interval * interval
 }
 
-// wallClock maps simulated time to the time handed to the pipeline.
-func (f *fleet) wallClock() time.Time { return Epoch.Add(f.now) }
+// WallClock maps simulated time to the time handed to the pipeline.
+func (f *Fleet) WallClock() time.Time { return Epoch.Add(f.now) }
 
-func (f *fleet) newPod(vs *variantState) *pod {
-	p := &pod{id: len(f.pods), variant: vs.index, created: f.now, readyAt: f.now + vs.spec.StartupDelay.D(),
+func (f *Fleet) newPod(vs *variantState) *Pod {
+	p := &Pod{id: len(f.pods), variant: vs.index, created: f.now, readyAt: f.now + vs.spec.StartupDelay.D(),
 		srv: newServer(vs.spec.Server), heapIndex: -1}
 	p.name = fmt.Sprintf("%s-%d", vs.spec.Name, p.id)
 	f.pods = append(f.pods, p)
@@ -222,11 +222,11 @@ func (f *fleet) newPod(vs *variantState) *pod {
 	return p
 }
 
-// setReplicas is a write to the scale subresource; the ReplicaSet
+// SetReplicas is a write to the scale subresource; the ReplicaSet
 // controller reconciles at once: new pods start Pending; on scale-down
 // Pending pods go first (newest first), then Ready pods that have been
 // ready the shortest time.
-func (f *fleet) setReplicas(v int, n int32) {
+func (f *Fleet) SetReplicas(v int, n int32) {
 	vs := f.variants[v]
 	n = min(max(n, 0), vs.spec.MaxReplicas)
 	if n == vs.specN {
@@ -258,7 +258,7 @@ func (f *fleet) setReplicas(v int, n int32) {
 	f.refreshNextReady()
 }
 
-func (f *fleet) terminate(p *pod) {
+func (f *Fleet) terminate(p *Pod) {
 	p.terminating = true
 	if i := slices.Index(f.routable, p); i >= 0 {
 		f.routable = slices.Delete(f.routable, i, i+1)
@@ -271,7 +271,7 @@ func (f *fleet) terminate(p *pod) {
 	f.nextGrace = min(f.nextGrace, p.deadline)
 }
 
-func (f *fleet) remove(p *pod) {
+func (f *Fleet) remove(p *Pod) {
 	p.gone, p.goneAt = true, f.now
 	if i := slices.Index(f.live, p); i >= 0 {
 		f.live = slices.Delete(f.live, i, i+1)
@@ -282,7 +282,7 @@ func (f *fleet) remove(p *pod) {
 	f.refreshNextGrace()
 }
 
-func (f *fleet) markReady(p *pod) {
+func (f *Fleet) markReady(p *Pod) {
 	p.ready = true
 	f.routable = append(f.routable, p)
 	parked, held := f.parked, f.gateway
@@ -295,12 +295,12 @@ func (f *fleet) markReady(p *pod) {
 	}
 }
 
-// held counts the requests waiting at the gateway: the endpoint picker's
+// Held counts the requests waiting at the gateway: the endpoint picker's
 // flow-control queue.
-func (f *fleet) held() int { return len(f.gateway) + len(f.parked) }
+func (f *Fleet) Held() int { return len(f.gateway) + len(f.parked) }
 
 // canHold says whether some ready pod's KV cache can hold the request.
-func (f *fleet) canHold(q *seq) bool {
+func (f *Fleet) canHold(q *seq) bool {
 	for _, p := range f.routable {
 		if p.srv.fits(q.input, q.output) {
 			return true
@@ -315,7 +315,7 @@ const (
 	fcKVUsage    = 0.8
 )
 
-func saturated(p *pod) bool {
+func saturated(p *Pod) bool {
 	return p.srv.numWaiting() >= fcQueueDepth || p.srv.kvUsage() >= fcKVUsage
 }
 
@@ -323,7 +323,7 @@ func saturated(p *pod) bool {
 // some ready pod that can take the head request is not saturated. Parked
 // requests go first, where a pod now holds them; a head no ready pod can
 // hold is parked, and the queue goes on behind it.
-func (f *fleet) release() {
+func (f *Fleet) release() {
 	if len(f.parked) > 0 {
 		kept := f.parked[:0]
 		for _, q := range f.parked {
@@ -352,7 +352,7 @@ func (f *fleet) release() {
 	}
 }
 
-func (f *fleet) refreshNextReady() {
+func (f *Fleet) refreshNextReady() {
 	f.nextReady = never
 	for _, p := range f.live {
 		if !p.ready && !p.terminating {
@@ -361,7 +361,7 @@ func (f *fleet) refreshNextReady() {
 	}
 }
 
-func (f *fleet) refreshNextGrace() {
+func (f *Fleet) refreshNextGrace() {
 	f.nextGrace = never
 	for _, p := range f.live {
 		if p.terminating {
@@ -378,8 +378,8 @@ func (f *fleet) refreshNextGrace() {
 // With flow control, a request that finds every pod saturated waits at
 // the gateway, behind any request already waiting there; one that no ready
 // pod can hold is parked there until a pod that can is ready.
-func (f *fleet) route(q *seq) {
-	var best *pod
+func (f *Fleet) route(q *seq) {
+	var best *Pod
 	fc := f.sc.Control.FlowControl
 	if !fc || len(f.gateway) == 0 {
 		best = f.pick(q, fc)
@@ -398,7 +398,7 @@ func (f *fleet) route(q *seq) {
 	f.dispatch(best, q)
 }
 
-func (f *fleet) dispatch(p *pod, q *seq) {
+func (f *Fleet) dispatch(p *Pod, q *seq) {
 	p.srv.enqueue(q)
 	if !p.srv.busy {
 		f.startStep(p)
@@ -407,13 +407,13 @@ func (f *fleet) dispatch(p *pod, q *seq) {
 
 // pick scores the ready pods that can hold the request (skipping saturated
 // ones when unsaturated is set) and returns the best, or nil.
-func (f *fleet) pick(q *seq, unsaturated bool) *pod {
+func (f *Fleet) pick(q *seq, unsaturated bool) *Pod {
 	minW, maxW := math.MaxInt, -1
 	for _, p := range f.routable {
 		w := p.srv.numWaiting()
 		minW, maxW = min(minW, w), max(maxW, w)
 	}
-	var best *pod
+	var best *Pod
 	bestScore := math.Inf(-1)
 	for _, p := range f.routable {
 		if !p.srv.fits(q.input, q.output) || (unsaturated && saturated(p)) {
@@ -432,7 +432,7 @@ func (f *fleet) pick(q *seq, unsaturated bool) *pod {
 	return best
 }
 
-func (f *fleet) totalSpec() int32 {
+func (f *Fleet) totalSpec() int32 {
 	var n int32
 	for _, vs := range f.variants {
 		n += vs.specN
@@ -440,7 +440,7 @@ func (f *fleet) totalSpec() int32 {
 	return n
 }
 
-func (f *fleet) startStep(p *pod) {
+func (f *Fleet) startStep(p *Pod) {
 	d, ok := p.srv.schedule()
 	if !ok {
 		return
@@ -450,7 +450,7 @@ func (f *fleet) startStep(p *pod) {
 	heap.Push(&f.steps, p)
 }
 
-func (f *fleet) completeStep(p *pod) {
+func (f *Fleet) completeStep(p *Pod) {
 	p.srv.busy = false
 	f.doneBuf = p.srv.complete(f.now, f.doneBuf[:0])
 	for _, q := range f.doneBuf {
@@ -461,12 +461,12 @@ func (f *fleet) completeStep(p *pod) {
 		return
 	}
 	f.startStep(p)
-	if f.sc.Control.FlowControl && f.held() > 0 && !saturated(p) {
+	if f.sc.Control.FlowControl && f.Held() > 0 && !saturated(p) {
 		f.release()
 	}
 }
 
-func (f *fleet) finish(q *seq) {
+func (f *Fleet) finish(q *seq) {
 	f.inFlight--
 	f.completions.add(f.now)
 	if int(q.req) < f.skip {
@@ -481,14 +481,14 @@ func (f *fleet) finish(q *seq) {
 	f.bucketTTFT = append(f.bucketTTFT, float64(r.ttft))
 }
 
-// met says whether request i finished within the SLO.
-func (f *fleet) met(i int) bool {
+// Met says whether request i finished within the SLO.
+func (f *Fleet) Met(i int) bool {
 	r := f.results[i]
 	slo := f.sc.SLO
 	return r.state == reqDone && float64(r.ttft) <= slo.TTFT.D().Seconds()+1e-9 && float64(r.itl) <= slo.ITL.D().Seconds()+1e-9
 }
 
-func (f *fleet) arrive() {
+func (f *Fleet) arrive() {
 	r := f.trace.Requests[f.next]
 	q := &f.seqs[f.next]
 	*q = seq{req: int32(f.next), arrival: r.Arrival, input: max(r.Input, 1), output: max(r.Output, 1), firstToken: -1}
@@ -505,7 +505,7 @@ func (f *fleet) arrive() {
 
 // expireGrace ends the grace period of terminating pods: what they still
 // hold is retried on other pods (context recomputed there).
-func (f *fleet) expireGrace() {
+func (f *Fleet) expireGrace() {
 	for _, p := range slices.Clone(f.live) {
 		if p.terminating && p.deadline <= f.now {
 			for _, q := range p.srv.evict() {
@@ -518,7 +518,7 @@ func (f *fleet) expireGrace() {
 	f.refreshNextGrace()
 }
 
-func (f *fleet) readyDue() {
+func (f *Fleet) readyDue() {
 	for _, p := range slices.Clone(f.live) {
 		if !p.ready && !p.terminating && p.readyAt <= f.now {
 			f.markReady(p)
@@ -527,7 +527,7 @@ func (f *fleet) readyDue() {
 	f.refreshNextReady()
 }
 
-func (f *fleet) scrape() {
+func (f *Fleet) scrape() {
 	for _, p := range f.routable {
 		s := p.srv
 		p.prom.add(sample{at: f.now, kv: s.kvUsage(), waiting: float64(s.numWaiting()), running: float64(len(s.running)),
@@ -536,19 +536,19 @@ func (f *fleet) scrape() {
 	}
 }
 
-func (f *fleet) syncHPAs() {
+func (f *Fleet) syncHPAs() {
 	for i, vs := range f.variants {
 		if vs.hpa == nil {
 			continue
 		}
-		usage, target, ok := f.ctl.metric(f, i)
-		f.setReplicas(i, vs.hpa.Sync(f.now, vs.specN, usage, target, ok))
+		usage, target, ok := f.ctl.Metric(f, i)
+		f.SetReplicas(i, vs.hpa.Sync(f.now, vs.specN, usage, target, ok))
 	}
 }
 
-// readyPods are the variant's Ready, non-terminating pods.
-func (f *fleet) readyPods(v int) []*pod {
-	var out []*pod
+// ReadyPods are the variant's Ready, non-terminating pods.
+func (f *Fleet) ReadyPods(v int) []*Pod {
+	var out []*Pod
 	for _, p := range f.variants[v].pods {
 		if p.ready {
 			out = append(out, p)
@@ -557,7 +557,7 @@ func (f *fleet) readyPods(v int) []*pod {
 	return out
 }
 
-func (f *fleet) pendingPods(v int) int32 {
+func (f *Fleet) PendingPods(v int) int32 {
 	var n int32
 	for _, p := range f.variants[v].pods {
 		if !p.ready {
@@ -567,10 +567,10 @@ func (f *fleet) pendingPods(v int) int32 {
 	return n
 }
 
-// run drives the event loop until every request has finished (or the drain
+// Run drives the event loop until every request has finished (or the drain
 // limit past the trace).
-func (f *fleet) run() {
-	f.ctl.start(f)
+func (f *Fleet) Run() {
+	f.ctl.Start(f)
 	sc := f.sc.Control
 	hardEnd := f.costEnd + drainLimit
 	// The simulated fleet has no history: the control loop starts once the
@@ -578,9 +578,9 @@ func (f *fleet) run() {
 	f.nextEngine = f.controlStart
 	f.nextHPA = f.controlStart + sc.HPASyncPeriod.D()/2
 	engineEvery := sc.EngineInterval.D()
-	if c, ok := f.ctl.(interface{ enginePeriod() time.Duration }); ok {
+	if c, ok := f.ctl.(interface{ EnginePeriod() time.Duration }); ok {
 		// A control plane with a cadence of its own (the KPA's 1 s scrape).
-		engineEvery = c.enginePeriod()
+		engineEvery = c.EnginePeriod()
 	}
 	for {
 		tArr := never
@@ -603,14 +603,14 @@ func (f *fleet) run() {
 		case f.nextGrace:
 			f.expireGrace()
 		case tStep:
-			p := heap.Pop(&f.steps).(*pod)
+			p := heap.Pop(&f.steps).(*Pod)
 			f.completeStep(p)
 		case tArr:
 			f.arrive()
 		case f.fastPath:
 			f.fastPath = never
-			if f.totalSpec() == 0 && f.held() > 0 {
-				f.ctl.scaleFromZero(f)
+			if f.totalSpec() == 0 && f.Held() > 0 {
+				f.ctl.ScaleFromZero(f)
 			}
 		case f.nextScrape:
 			f.scrape()
@@ -620,7 +620,7 @@ func (f *fleet) run() {
 				f.progress(f.now-f.origin, f.costEnd-f.origin)
 			}
 		case f.nextEngine:
-			f.ctl.engine(f)
+			f.ctl.Engine(f)
 			f.nextEngine += engineEvery
 		case f.nextHPA:
 			f.syncHPAs()
@@ -654,7 +654,7 @@ type TimePoint struct {
 	TTFTp99 float64 `json:"ttftP99"`
 }
 
-func (f *fleet) recordTimePoint() {
+func (f *Fleet) recordTimePoint() {
 	if f.now < f.origin {
 		f.bucketArr = 0
 		f.bucketTTFT = f.bucketTTFT[:0]
@@ -669,7 +669,7 @@ func (f *fleet) recordTimePoint() {
 		return
 	}
 	at := f.now - f.origin
-	tp := TimePoint{At: at, Seconds: at.Seconds(), Waiting: f.held()}
+	tp := TimePoint{At: at, Seconds: at.Seconds(), Waiting: f.Held()}
 	interval := f.sc.Control.ScrapeInterval.D()
 	if len(f.timeline) > 0 {
 		interval = at - f.timeline[len(f.timeline)-1].At
@@ -717,7 +717,7 @@ func percentileSorted(xs []float64, p float64) float64 {
 
 // stepHeap orders pods by the end of their step in flight (then by id, so
 // runs are deterministic).
-type stepHeap []*pod
+type stepHeap []*Pod
 
 func (h stepHeap) Len() int { return len(h) }
 func (h stepHeap) Less(i, j int) bool {
@@ -731,7 +731,7 @@ func (h stepHeap) Swap(i, j int) {
 	h[i].heapIndex, h[j].heapIndex = i, j
 }
 func (h *stepHeap) Push(x any) {
-	p := x.(*pod)
+	p := x.(*Pod)
 	p.heapIndex = len(*h)
 	*h = append(*h, p)
 }

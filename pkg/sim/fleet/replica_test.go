@@ -1,4 +1,4 @@
-package sim
+package fleet
 
 import (
 	"testing"
@@ -123,7 +123,7 @@ var nimLlama33on2xH100 = []publishedPoint{
 // The calibrated fleet's H100 variant reproduces NIM's table within 20% on
 // ITL and output tokens/s and 30% on TTFT at every point.
 func TestCalibratedH100ReproducesNIM(t *testing.T) {
-	sc, err := scenario.LoadScenario("scenario/scenarios/llama-3.3-70b.yaml")
+	sc, err := scenario.LoadScenario("../scenario/scenarios/llama-3.3-70b.yaml")
 	require.NoError(t, err)
 	h100 := sc.Variants[sc.VariantIndex("llama-70b-h100")]
 	require.Equal(t, "2 x H100 80GB, FP8, TP2 (NIM 1.8.0 calibrated)", h100.Hardware)

@@ -1,4 +1,4 @@
-package sim
+package fleet
 
 import (
 	"testing"
@@ -16,7 +16,7 @@ var testSpec = scenario.ServerSpec{Alpha: 20, Beta: 0.07, Gamma: 0.0005, NumGPUB
 
 // oneReplica runs a fixed fleet of replicas of one variant on a steady
 // Poisson trace and returns the summary.
-func oneReplica(t *testing.T, spec scenario.ServerSpec, replicas int32, rate float64, d time.Duration, in, out float64) (PolicySummary, *fleet) {
+func oneReplica(t *testing.T, spec scenario.ServerSpec, replicas int32, rate float64, d time.Duration, in, out float64) (Summary, *Fleet) {
 	t.Helper()
 	sc := scenario.Scenario{
 		Name: "unit", ModelID: "m", Seed: 3,
@@ -29,9 +29,9 @@ func oneReplica(t *testing.T, spec scenario.ServerSpec, replicas int32, rate flo
 	require.NoError(t, sc.Validate())
 	tr, err := sc.LoadTraffic()
 	require.NoError(t, err)
-	f := newFleet(&sc, &tr, staticPolicy{}, []int32{replicas})
-	f.run()
-	return summarize("static", f), f
+	f := New(&sc, &tr, static{}, []int32{replicas})
+	f.Run()
+	return f.Summarize(), f
 }
 
 // Little's law: the time-average number of requests in the system (sampled
@@ -171,10 +171,56 @@ func TestGatewayDoesNotBlockBehindARequestOnlyAnotherVariantHolds(t *testing.T) 
 	for i := 1; i <= 50; i++ {
 		tr.Requests = append(tr.Requests, trace.Request{Arrival: time.Duration(i) * time.Second, Input: 500, Output: 50})
 	}
-	f := newFleet(&sc, &tr, staticPolicy{}, []int32{2, 0})
-	f.run()
-	s := summarize("static", f)
+	f := New(&sc, &tr, static{}, []int32{2, 0})
+	f.Run()
+	s := f.Summarize()
 	assert.Equal(t, 1, s.Rejected, "the request no variant can hold is refused")
 	assert.Equal(t, 1, s.Unfinished, "the request only the absent variant holds still waits")
 	assert.Equal(t, 50, int(float64(len(tr.Requests))*s.SLOAttainment+0.5), "every small request is served, within the SLO")
+}
+
+// static keeps the replicas it starts with.
+type static struct{}
+
+func (static) Start(*Fleet)                                {}
+func (static) Engine(*Fleet)                               {}
+func (static) HPA(*Fleet, int) *HPA                        { return nil }
+func (static) Metric(*Fleet, int) (float64, float64, bool) { return 0, 0, false }
+func (static) ScaleFromZero(*Fleet)                        {}
+
+func TestFlowControl(t *testing.T) {
+	spec := testSpec
+	spec.NumGPUBlocks = 400
+	run := func(fc bool) (Summary, int) {
+		sc := scenario.Scenario{
+			Name: "fc", ModelID: "m", Seed: 2,
+			Variants: []scenario.VariantSpec{{Name: "v", Cost: 1, MinReplicas: 1, MaxReplicas: 1, InitialReplicas: 1, Server: spec}},
+			SLO:      scenario.SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
+			Control:  scenario.Control{FlowControl: fc},
+			Traffic: scenario.Traffic{Synthetic: &scenario.Synthetic{Shape: scenario.ShapeSteady, Duration: params.Duration(5 * time.Minute), BaseRate: 3,
+				InputTokens: 800, OutputTokens: 300}},
+		}
+		sc.ApplyDefaults()
+		tr, err := sc.LoadTraffic()
+		require.NoError(t, err)
+		f := New(&sc, &tr, static{}, []int32{1})
+		maxWaiting, maxHeld := 0, 0
+		f.SetProgress(func(time.Duration, time.Duration) {
+			maxWaiting = max(maxWaiting, f.pods[0].srv.numWaiting())
+			maxHeld = max(maxHeld, len(f.gateway))
+		})
+		f.Run()
+		if fc {
+			assert.LessOrEqual(t, maxWaiting, fcQueueDepth+2, "the server queue stays near the saturation threshold (preempted requests come back to it)")
+			assert.Positive(t, maxHeld, "the rest waits at the gateway")
+		} else {
+			assert.Greater(t, maxWaiting, fcQueueDepth)
+			assert.Zero(t, maxHeld)
+		}
+		return f.Summarize(), maxHeld
+	}
+	off, _ := run(false)
+	on, _ := run(true)
+	assert.Equal(t, off.Requests, on.Requests)
+	assert.Zero(t, on.Unfinished)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/fleet"
 )
 
 var policyColors = map[string]string{
@@ -188,7 +189,7 @@ func frontierChart(rep sim.Report) chartView {
 
 type minutePoint struct{ minute, rate float64 }
 
-func minuteBuckets(tl []sim.TimePoint) []minutePoint {
+func minuteBuckets(tl []fleet.TimePoint) []minutePoint {
 	var out []minutePoint
 	sum, n := 0.0, 0
 	cur := -1
