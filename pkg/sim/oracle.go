@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/sim/fleet"
+	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
@@ -172,7 +173,7 @@ func planInterval(sc *scenario.Scenario, reqs *trace.Trace) (mix []int32, infeas
 	need := math.Floor(sc.SLO.Attainment*float64(alone) + 1e-9)
 	passes := func(mix []int32) bool {
 		replays++
-		f := fleet.New(sc, reqs, staticPolicy{}, mix)
+		f := fleet.New(sc, reqs, policies.Static{}, mix)
 		f.Run()
 		met := f.MetCount()
 		return float64(met) >= need-1e-9

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
@@ -34,7 +35,7 @@ func TestOracleMeetsTheSLO(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc, tr := tc.load(t)
-			rep, err := Run(sc, tr, Options{Policies: []string{PolicyOracle}})
+			rep, err := Run(sc, tr, Options{Policies: []string{policies.PolicyOracle}})
 			require.NoError(t, err)
 			require.Len(t, rep.Policies, 1)
 			o := rep.Policies[0]

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/sim/fleet"
+	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
@@ -100,9 +101,9 @@ func Run(sc scenario.Scenario, trace trace.Trace, opts Options) (Report, error) 
 	if err := sc.Validate(); err != nil {
 		return Report{}, err
 	}
-	policies := opts.Policies
-	if len(policies) == 0 {
-		policies = AllPolicies
+	names := opts.Policies
+	if len(names) == 0 {
+		names = policies.AllPolicies
 	}
 	rep := Report{Scenario: sc.Name, Trace: trace.Name, Stats: trace.Stats(),
 		SLO:     SLOSummary{TTFT: sc.SLO.TTFT.D().Seconds(), ITL: sc.SLO.ITL.D().Seconds(), Attainment: sc.SLO.Attainment},
@@ -110,12 +111,12 @@ func Run(sc scenario.Scenario, trace trace.Trace, opts Options) (Report, error) 
 	for _, v := range sc.Variants {
 		rep.Variants = append(rep.Variants, VariantBrief{Name: v.Name, Accelerator: v.Accelerator, Cost: v.Cost, StartupDelay: v.StartupDelay.D().Seconds()})
 	}
-	ctls, err := controlPlanes(&sc, policies, &rep)
+	ctls, err := controlPlanes(&sc, names, &rep)
 	if err != nil {
 		return Report{}, err
 	}
-	plan := oraclePlan(&sc, &trace, policies)
-	rows := reportRows(&sc, rep.Stats, policies, plan)
+	plan := oraclePlan(&sc, &trace, names)
+	rows := reportRows(&sc, rep.Stats, names, plan)
 	summaries := runRows(&sc, &trace, rows, ctls, plan, rep.Horizon, opts.Progress)
 	if plan != nil && plan.Cost > 0 {
 		for i := range summaries {
@@ -133,28 +134,28 @@ func Run(sc scenario.Scenario, trace trace.Trace, opts Options) (Report, error) 
 // controlPlanes builds every policy's control plane before any simulation,
 // so configuration errors fail fast. The oracle and static policies need
 // none of their own here (they are set per row).
-func controlPlanes(sc *scenario.Scenario, policies []string, rep *Report) (map[string]fleet.Policy, error) {
-	ctls := make(map[string]fleet.Policy, len(policies))
-	for _, name := range policies {
+func controlPlanes(sc *scenario.Scenario, names []string, rep *Report) (map[string]fleet.Policy, error) {
+	ctls := make(map[string]fleet.Policy, len(names))
+	for _, name := range names {
 		switch name {
-		case PolicyWVA:
-			p, err := newWVAPolicy(sc)
+		case policies.PolicyWVA:
+			p, err := policies.NewWVA(sc)
 			if err != nil {
 				return nil, err
 			}
 			ctls[name] = p
-			rep.Analyzer = p.analyzer
-		case PolicyWVAV1:
-			ctls[name] = &v1Policy{cfg: sc.Policies.V1}
-		case PolicyWVAThroughput:
-			ctls[name] = &throughputPolicy{v1Policy: v1Policy{cfg: sc.Policies.V1}}
-		case PolicyQueueThreshold:
-			ctls[name] = &queuePolicy{target: sc.Policies.QueueThreshold.TargetWaitingPerReplica}
-		case PolicyKPA:
-			ctls[name] = newKPAPolicy(sc)
-		case PolicyStaticPeak, PolicyStaticFrontier:
-			ctls[name] = staticPolicy{}
-		case PolicyOracle:
+			rep.Analyzer = p.Analyzer()
+		case policies.PolicyWVAV1:
+			ctls[name] = policies.NewV1(sc.Policies.V1)
+		case policies.PolicyWVAThroughput:
+			ctls[name] = policies.NewThroughput(sc.Policies.V1)
+		case policies.PolicyQueueThreshold:
+			ctls[name] = policies.NewQueueThreshold(sc.Policies.QueueThreshold.TargetWaitingPerReplica)
+		case policies.PolicyKPA:
+			ctls[name] = policies.NewKPA(sc)
+		case policies.PolicyStaticPeak, policies.PolicyStaticFrontier:
+			ctls[name] = policies.Static{}
+		case policies.PolicyOracle:
 		default:
 			return nil, fmt.Errorf("unknown policy %q", name)
 		}
@@ -165,13 +166,13 @@ func controlPlanes(sc *scenario.Scenario, policies []string, rep *Report) (map[s
 // oraclePlan is the oracle's plan when a row or a warm start needs it (the
 // static fleets and the warm fleet are sized from it), else nil. Only the
 // oracle's own row needs it repaired to meet the SLO when replayed.
-func oraclePlan(sc *scenario.Scenario, trace *trace.Trace, policies []string) *OraclePlan {
-	if !slices.Contains(policies, PolicyOracle) && !slices.Contains(policies, PolicyStaticPeak) &&
-		!slices.Contains(policies, PolicyStaticFrontier) && sc.Control.InitialFleet != scenario.InitialFleetWarm {
+func oraclePlan(sc *scenario.Scenario, trace *trace.Trace, names []string) *OraclePlan {
+	if !slices.Contains(names, policies.PolicyOracle) && !slices.Contains(names, policies.PolicyStaticPeak) &&
+		!slices.Contains(names, policies.PolicyStaticFrontier) && sc.Control.InitialFleet != scenario.InitialFleetWarm {
 		return nil
 	}
 	p := PlanOracle(sc, trace)
-	if slices.Contains(policies, PolicyOracle) {
+	if slices.Contains(names, policies.PolicyOracle) {
 		p.MakeFeasible(sc, trace)
 	}
 	return &p
@@ -186,10 +187,10 @@ type reportRow struct {
 
 // reportRows lists the report's rows: one per policy, static-frontier
 // expanded into its fleets.
-func reportRows(sc *scenario.Scenario, stats trace.Stats, policies []string, plan *OraclePlan) []reportRow {
+func reportRows(sc *scenario.Scenario, stats trace.Stats, names []string, plan *OraclePlan) []reportRow {
 	var rows []reportRow
-	for _, name := range policies {
-		if name != PolicyStaticFrontier {
+	for _, name := range names {
+		if name != policies.PolicyStaticFrontier {
 			rows = append(rows, reportRow{name: name, policy: name})
 			continue
 		}
@@ -233,7 +234,7 @@ func runRow(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[str
 	report(horizon - last)
 	s := summarize(r.name, f)
 	s.Elapsed = time.Since(t0).Seconds()
-	if name == PolicyOracle {
+	if name == policies.PolicyOracle {
 		oracleSummary(&s, sc, plan)
 	}
 	return s
@@ -248,13 +249,13 @@ func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[s
 	initial := make([]int32, len(sc.Variants))
 	var ctl fleet.Policy
 	switch name {
-	case PolicyStaticPeak:
+	case policies.PolicyStaticPeak:
 		copy(initial, plan.Peak)
-		ctl = staticPolicy{}
-	case PolicyStaticFrontier:
+		ctl = policies.Static{}
+	case policies.PolicyStaticFrontier:
 		copy(initial, r.fixed)
-		ctl = staticPolicy{}
-	case PolicyOracle:
+		ctl = policies.Static{}
+	case policies.PolicyOracle:
 		// The plan replayed: replicas change at interval starts and
 		// serve at once.
 		scn = replayScenario(sc)
@@ -269,7 +270,7 @@ func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[s
 		}
 		ctl = ctls[name]
 	}
-	if name == PolicyOracle {
+	if name == policies.PolicyOracle {
 		f := fleet.New(&scn, trace, ctl, initial)
 		f.SetControlStart(0)
 		return f

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
@@ -52,14 +53,14 @@ func sweeps(base scenario.Scenario) map[string]knobSweep {
 		return nil
 	}}
 	return map[string]knobSweep{
-		PolicyWVA:           {"sloAttainment", []float64{0.9, 0.95, 0.98, 0.99, 0.995, 0.999}, setWVAAttainment},
-		PolicyWVAV1:         kvThreshold,
-		PolicyWVAThroughput: kvThreshold,
-		PolicyQueueThreshold: {"targetWaitingPerReplica (x scenario)", []float64{0.125, 0.25, 0.5, 1, 2, 4}, func(sc *scenario.Scenario, v float64) error {
+		policies.PolicyWVA:           {"sloAttainment", []float64{0.9, 0.95, 0.98, 0.99, 0.995, 0.999}, setWVAAttainment},
+		policies.PolicyWVAV1:         kvThreshold,
+		policies.PolicyWVAThroughput: kvThreshold,
+		policies.PolicyQueueThreshold: {"targetWaitingPerReplica (x scenario)", []float64{0.125, 0.25, 0.5, 1, 2, 4}, func(sc *scenario.Scenario, v float64) error {
 			sc.Policies.QueueThreshold.TargetWaitingPerReplica = base.Policies.QueueThreshold.TargetWaitingPerReplica * v
 			return nil
 		}},
-		PolicyKPA: {"targetUtilization", []float64{0.2, 0.35, 0.5, 0.7, 0.85, 1}, func(sc *scenario.Scenario, v float64) error {
+		policies.PolicyKPA: {"targetUtilization", []float64{0.2, 0.35, 0.5, 0.7, 0.85, 1}, func(sc *scenario.Scenario, v float64) error {
 			sc.Policies.KPA.TargetUtilization = v
 			return nil
 		}},
@@ -104,12 +105,12 @@ func SweepFrontiers(sc scenario.Scenario, trace trace.Trace, rep *Report) error 
 	var static *Frontier
 	owner := -1
 	for i, p := range rep.Policies {
-		if p.Policy == PolicyStaticPeak || IsFrontierRow(p.Policy) {
+		if p.Policy == policies.PolicyStaticPeak || IsFrontierRow(p.Policy) {
 			if static == nil {
 				static = &Frontier{Knob: StaticKnob}
 			}
 			static.Points = append(static.Points, FrontierPoint{Knob: p.MeanReplicas, Cost: p.Cost, Attainment: p.SLOAttainment})
-			if owner < 0 || p.Policy == PolicyStaticPeak {
+			if owner < 0 || p.Policy == policies.PolicyStaticPeak {
 				owner = i
 			}
 		}

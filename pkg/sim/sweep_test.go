@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/decision/params"
+	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
@@ -55,15 +56,15 @@ func TestSweepFrontiers(t *testing.T) {
 	sc.Traffic.Limit = params.Duration(10 * time.Minute)
 	trace, err := sc.LoadTraffic()
 	require.NoError(t, err)
-	rep, err := Run(sc, trace, Options{Policies: []string{PolicyWVA, PolicyKPA, PolicyStaticPeak, PolicyStaticFrontier}})
+	rep, err := Run(sc, trace, Options{Policies: []string{policies.PolicyWVA, policies.PolicyKPA, policies.PolicyStaticPeak, policies.PolicyStaticFrontier}})
 	require.NoError(t, err)
 	require.NoError(t, SweepFrontiers(sc, trace, &rep))
 	for _, p := range rep.Policies {
 		switch {
-		case p.Policy == PolicyWVA || p.Policy == PolicyKPA:
+		case p.Policy == policies.PolicyWVA || p.Policy == policies.PolicyKPA:
 			require.NotNil(t, p.Frontier, p.Policy)
 			assert.Len(t, p.Frontier.Points, 6, p.Policy)
-		case p.Policy == PolicyStaticPeak:
+		case p.Policy == policies.PolicyStaticPeak:
 			require.NotNil(t, p.Frontier)
 			assert.Greater(t, len(p.Frontier.Points), 1)
 		default:
@@ -82,7 +83,7 @@ func TestSweepFrontiersWithoutStaticPeak(t *testing.T) {
 	sc.Traffic.Limit = params.Duration(10 * time.Minute)
 	trace, err := sc.LoadTraffic()
 	require.NoError(t, err)
-	rep, err := Run(sc, trace, Options{Policies: []string{PolicyStaticFrontier}})
+	rep, err := Run(sc, trace, Options{Policies: []string{policies.PolicyStaticFrontier}})
 	require.NoError(t, err)
 	require.NoError(t, SweepFrontiers(sc, trace, &rep))
 	require.Greater(t, len(rep.Policies), 1)

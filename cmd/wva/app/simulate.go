@@ -14,6 +14,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/report"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 )
@@ -75,7 +76,7 @@ Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,Genera
 	f.DurationVar(&o.duration, "duration", 0, "truncate the trace (or the synthetic traffic's length)")
 	f.Float64Var(&o.timeScale, "time-scale", 0, "multiply arrival times (0.5 plays the trace twice as fast)")
 	f.Float64Var(&o.rateScale, "rate-scale", 0, "multiply the request rate (2 doubles the requests)")
-	f.StringVar(&o.policies, "policies", strings.Join(sim.AllPolicies, ","), "policies to compare")
+	f.StringVar(&o.policies, "policies", strings.Join(policies.AllPolicies, ","), "policies to compare")
 	f.DurationVar(&o.sloTTFT, "slo-ttft", 0, "TTFT target (default: the scenario's)")
 	f.DurationVar(&o.sloITL, "slo-itl", 0, "ITL target (default: the scenario's)")
 	f.DurationVar(&o.startupDelay, "startup-delay", 0, "pod start-up delay for every variant (default: per variant, from the scenario)")
@@ -96,7 +97,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	if err != nil {
 		return err
 	}
-	policies, err := sim.ParsePolicies(o.policies)
+	names, err := policies.ParsePolicies(o.policies)
 	if err != nil {
 		return fmt.Errorf("--policies: %w", err)
 	}
@@ -108,7 +109,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 		return fmt.Errorf("the traffic has no requests")
 	}
 	bar := newProgressBar(cmd.ErrOrStderr(), o.progress)
-	rep, err := sim.Run(sc, trace, sim.Options{Policies: policies, Progress: bar.update})
+	rep, err := sim.Run(sc, trace, sim.Options{Policies: names, Progress: bar.update})
 	bar.done()
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package sim
+package policies
 
 import (
 	"fmt"
@@ -71,7 +71,7 @@ func ParsePolicies(list string) ([]string, error) {
 // staleAfter is the controller's --stale-after default.
 const staleAfter = 5 * time.Minute
 
-// wvaPolicy is the project's own path, run unchanged: every engine interval
+// WVA is the project's own path, run unchanged: every engine interval
 // it builds the variant group the way pkg/engine does (decide.BuildPlans
 // over VAs, their scale targets and a collector.Result made from the
 // simulated Prometheus), runs the decide.Pipeline, and records the decision of
@@ -79,7 +79,7 @@ const staleAfter = 5 * time.Minute
 // pkg/controller's PlanDirectScale says; the HPA (tolerance 0, 30 s
 // scale-down window, as `wva controller` configures it) follows
 // wva_desired_replicas. The analyzer is whatever the ConfigMaps select.
-type wvaPolicy struct {
+type WVA struct {
 	cfg  scenario.WVAResolver
 	pipe decide.Pipeline
 	vas  []*llmdv1alpha1.VariantAutoscaling
@@ -96,12 +96,12 @@ type wvaPolicy struct {
 	observe func(now time.Duration, res []decide.GroupResult)
 }
 
-func newWVAPolicy(sc *scenario.Scenario) (*wvaPolicy, error) {
+func NewWVA(sc *scenario.Scenario) (*WVA, error) {
 	cfg, err := sc.WVAResolver()
 	if err != nil {
 		return nil, err
 	}
-	p := &wvaPolicy{cfg: cfg, pipe: decide.Default(), caps: controller.Capabilities{Tolerance: true, ScaleToZero: true}}
+	p := &WVA{cfg: cfg, pipe: decide.Default(), caps: controller.Capabilities{Tolerance: true, ScaleToZero: true}}
 	p.analyzer = cfg.Resolve(sc.ModelID, sc.Namespace).Analyzer()
 	if _, ok := p.pipe.Analyzers[p.analyzer]; !ok {
 		return nil, fmt.Errorf("policies.wva: the ConfigMaps select analyzer %q, which this build's pipeline does not have (have: %s)",
@@ -133,14 +133,14 @@ func analyzerNames(p decide.Pipeline) []string {
 	return names
 }
 
-func (p *wvaPolicy) Start(*fleet.Fleet) {}
+func (p *WVA) Start(*fleet.Fleet) {}
 
-func (p *wvaPolicy) HPA(f *fleet.Fleet, v int) *fleet.HPA {
+func (p *WVA) HPA(f *fleet.Fleet, v int) *fleet.HPA {
 	spec := f.Scenario().Variants[v]
 	return &fleet.HPA{Behavior: fleet.WVAControllerBehavior(), Min: spec.MinReplicas, Max: spec.MaxReplicas}
 }
 
-func (p *wvaPolicy) Engine(f *fleet.Fleet) {
+func (p *WVA) Engine(f *fleet.Fleet) {
 	now := f.WallClock()
 	views, metrics := p.collect(f)
 	plans := decide.BuildPlans(views, metrics, nil, p.resolve)
@@ -170,7 +170,7 @@ func (p *wvaPolicy) Engine(f *fleet.Fleet) {
 	}
 }
 
-func (p *wvaPolicy) resolve(modelID, ns string) params.Resolved { return p.cfg.Resolve(modelID, ns) }
+func (p *WVA) resolve(modelID, ns string) params.Resolved { return p.cfg.Resolve(modelID, ns) }
 
 // collect is what the adapter hands decide.BuildPlans, nothing added
 // afterwards: per VA the inventory's decide.Target (replicas, Ready pods
@@ -178,7 +178,7 @@ func (p *wvaPolicy) resolve(modelID, ns string) params.Resolved { return p.cfg.R
 // inventory.EngineArgs, the start-up delay measured with
 // inventory.StartupDelay), and the collector.Result the collector's
 // queries would return from the simulated Prometheus.
-func (p *wvaPolicy) collect(f *fleet.Fleet) ([]decide.View, collector.Result) {
+func (p *WVA) collect(f *fleet.Fleet) ([]decide.View, collector.Result) {
 	window := f.Scenario().Control.MetricsWindow.D()
 	model := collector.ModelKey{Namespace: f.Scenario().Namespace, Model: f.Scenario().ModelID}
 	metrics := collector.Result{
@@ -264,7 +264,7 @@ func podMetrics(p *fleet.Pod, now, window time.Duration) (collector.PodMetrics, 
 	return pm, true
 }
 
-func (p *wvaPolicy) Metric(_ *fleet.Fleet, v int) (float64, float64, bool) {
+func (p *WVA) Metric(_ *fleet.Fleet, v int) (float64, float64, bool) {
 	alloc := p.vas[v].Status.DesiredOptimizedAlloc
 	if alloc.LastRunTime.IsZero() {
 		return 0, 0, false // 503 from the adapter: the HPA holds
@@ -274,7 +274,7 @@ func (p *wvaPolicy) Metric(_ *fleet.Fleet, v int) (float64, float64, bool) {
 
 // scaleFromZero is `wva scale-from-zero`: the cheapest variant that may
 // have a replica goes to one.
-func (p *wvaPolicy) ScaleFromZero(f *fleet.Fleet) {
+func (p *WVA) ScaleFromZero(f *fleet.Fleet) {
 	if v := cheapestVariant(f.Scenario()); v >= 0 {
 		f.SetReplicas(v, 1)
 	}
@@ -474,11 +474,28 @@ func (p *queuePolicy) Metric(f *fleet.Fleet, v int) (float64, float64, bool) {
 
 func (p *queuePolicy) ScaleFromZero(*fleet.Fleet) {}
 
-// staticPolicy keeps the replicas it starts with.
-type staticPolicy struct{}
+// Static keeps the replicas it starts with.
+type Static struct{}
 
-func (staticPolicy) Start(*fleet.Fleet)                                {}
-func (staticPolicy) Engine(*fleet.Fleet)                               {}
-func (staticPolicy) HPA(*fleet.Fleet, int) *fleet.HPA                  { return nil }
-func (staticPolicy) Metric(*fleet.Fleet, int) (float64, float64, bool) { return 0, 0, false }
-func (staticPolicy) ScaleFromZero(*fleet.Fleet)                        {}
+func (Static) Start(*fleet.Fleet)                                {}
+func (Static) Engine(*fleet.Fleet)                               {}
+func (Static) HPA(*fleet.Fleet, int) *fleet.HPA                  { return nil }
+func (Static) Metric(*fleet.Fleet, int) (float64, float64, bool) { return 0, 0, false }
+func (Static) ScaleFromZero(*fleet.Fleet)                        {}
+
+// Analyzer is the analyzer wva's ConfigMaps select.
+func (p *WVA) Analyzer() string { return p.analyzer }
+
+// NewV1 is wva-v1, the reference percentage analyzer.
+func NewV1(cfg scenario.V1Config) fleet.Policy { return &v1Policy{cfg: cfg} }
+
+// NewThroughput is wva-throughput: the throughput analyzer beside wva-v1's.
+func NewThroughput(cfg scenario.V1Config) fleet.Policy {
+	return &throughputPolicy{v1Policy: v1Policy{cfg: cfg}}
+}
+
+// NewQueueThreshold is the KEDA-style policy on the variant's queue.
+func NewQueueThreshold(target float64) fleet.Policy { return &queuePolicy{target: target} }
+
+// NewKPA is Knative's KPA.
+func NewKPA(sc *scenario.Scenario) fleet.Policy { return newKPAPolicy(sc) }

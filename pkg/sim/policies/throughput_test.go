@@ -1,4 +1,4 @@
-package sim
+package policies
 
 import (
 	"testing"
@@ -183,6 +183,6 @@ func TestThroughputPolicyScalesUpUnderSpike(t *testing.T) {
 	assert.Greater(t, during, before)
 	assert.True(t, p.variants[0].hasShape)
 	assert.NotEmpty(t, p.variants[0].window.obs, "observations in the window")
-	s := summarize(PolicyWVAThroughput, f)
+	s := f.Summarize()
 	assert.Zero(t, s.Unfinished)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/policies"
 )
 
 // frontierSeriesName names a frontier in the text and HTML reports: the
@@ -20,7 +21,7 @@ func frontierSeriesName(p sim.PolicySummary) string {
 }
 
 // adaptivePolicies are the policies goal 4 ranks wva among.
-var adaptivePolicies = []string{sim.PolicyWVA, sim.PolicyWVAV1, sim.PolicyWVAThroughput, sim.PolicyQueueThreshold, sim.PolicyKPA}
+var adaptivePolicies = []string{policies.PolicyWVA, policies.PolicyWVAV1, policies.PolicyWVAThroughput, policies.PolicyQueueThreshold, policies.PolicyKPA}
 
 // FrontierRanking says, per level, whether wva's cost to reach it is the
 // lowest of the adaptive policies that reach it.
@@ -40,7 +41,7 @@ func FrontierRanking(rep sim.Report) string {
 			if p.Frontier == nil || !slices.Contains(adaptivePolicies, p.Policy) || level.cost(p.Frontier) == nil {
 				continue
 			}
-			if p.Policy == sim.PolicyWVA {
+			if p.Policy == policies.PolicyWVA {
 				wva = level.cost(p.Frontier)
 			} else {
 				peers = append(peers, p)

@@ -12,10 +12,11 @@ import (
 
 	"github.com/wva-project/wva/pkg/sim"
 	"github.com/wva-project/wva/pkg/sim/fleet"
+	"github.com/wva-project/wva/pkg/sim/policies"
 )
 
 var policyColors = map[string]string{
-	sim.PolicyWVA: "#1f77b4", sim.PolicyWVAV1: "#ff7f0e", sim.PolicyWVAThroughput: "#8c564b", sim.PolicyQueueThreshold: "#2ca02c", sim.PolicyKPA: "#d62728", sim.PolicyStaticPeak: "#9467bd", sim.PolicyOracle: "#555555",
+	policies.PolicyWVA: "#1f77b4", policies.PolicyWVAV1: "#ff7f0e", policies.PolicyWVAThroughput: "#8c564b", policies.PolicyQueueThreshold: "#2ca02c", policies.PolicyKPA: "#d62728", policies.PolicyStaticPeak: "#9467bd", policies.PolicyOracle: "#555555",
 }
 
 var variantColors = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948"}
@@ -77,7 +78,7 @@ func RenderHTML(w io.Writer, rep sim.Report) error {
 			continue
 		}
 		c := policyColor(p.Policy)
-		t := chartSeries{name: p.Policy, color: c, step: true, dashed: p.Policy == sim.PolicyOracle}
+		t := chartSeries{name: p.Policy, color: c, step: true, dashed: p.Policy == policies.PolicyOracle}
 		k := chartSeries{name: p.Policy, color: c}
 		q := chartSeries{name: p.Policy, color: c}
 		for _, tp := range p.Timeline {
@@ -92,7 +93,7 @@ func RenderHTML(w io.Writer, rep sim.Report) error {
 			}
 		}
 		total, kv = append(total, t), append(kv, k)
-		if p.Policy != sim.PolicyOracle {
+		if p.Policy != policies.PolicyOracle {
 			ttft = append(ttft, q)
 		}
 	}
@@ -167,9 +168,9 @@ func frontierChart(rep sim.Report) chartView {
 		if f == nil {
 			continue
 		}
-		s := chartSeries{name: frontierSeriesName(p), color: policyColor(p.Policy), bold: p.Policy == sim.PolicyWVA}
+		s := chartSeries{name: frontierSeriesName(p), color: policyColor(p.Policy), bold: p.Policy == policies.PolicyWVA}
 		if f.Knob == sim.StaticKnob {
-			s.color, s.dashed = policyColor(sim.PolicyStaticPeak), true
+			s.color, s.dashed = policyColor(policies.PolicyStaticPeak), true
 		}
 		for _, pt := range f.Points {
 			s.x, s.y = append(s.x, 100*pt.Attainment), append(s.y, pt.Cost)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/policies"
 )
 
 // TestRenderHTMLFrontier renders reports with and without frontiers: with
@@ -31,14 +32,14 @@ func TestRenderHTMLFrontier(t *testing.T) {
 		series map[string]int // series name -> points; nil: no chart
 		xmin   string         // the x axis's first tick
 	}{
-		{"no frontier", []sim.PolicySummary{{Policy: sim.PolicyWVA}, {Policy: sim.PolicyKPA}}, nil, ""},
+		{"no frontier", []sim.PolicySummary{{Policy: policies.PolicyWVA}, {Policy: policies.PolicyKPA}}, nil, ""},
 		{"swept policies and the constant fleets", []sim.PolicySummary{
-			{Policy: sim.PolicyWVA, Frontier: sweep("sloAttainment", 6, 20)},
-			{Policy: sim.PolicyKPA, Frontier: sweep("targetUtilization", 6, 25)},
-			{Policy: sim.PolicyStaticPeak, Frontier: sweep(sim.StaticKnob, 3, 30)},
+			{Policy: policies.PolicyWVA, Frontier: sweep("sloAttainment", 6, 20)},
+			{Policy: policies.PolicyKPA, Frontier: sweep("targetUtilization", 6, 25)},
+			{Policy: policies.PolicyStaticPeak, Frontier: sweep(sim.StaticKnob, 3, 30)},
 			{Policy: "static:2xl40s+1xa100"},
-			{Policy: sim.PolicyOracle},
-		}, map[string]int{sim.PolicyWVA: 6, sim.PolicyKPA: 6, "constant fleets": 3}, "80"},
+			{Policy: policies.PolicyOracle},
+		}, map[string]int{policies.PolicyWVA: 6, policies.PolicyKPA: 6, "constant fleets": 3}, "80"},
 		{"a name with markup is text", []sim.PolicySummary{
 			{Policy: "<b>mine</b>", Frontier: &sim.Frontier{Knob: "x", Points: []sim.FrontierPoint{{Cost: 3, Attainment: 0.05}}}},
 		}, map[string]int{"&lt;b&gt;mine&lt;/b&gt;": 1}, "0"},
@@ -70,7 +71,7 @@ func TestRenderHTMLFrontier(t *testing.T) {
 			got := map[string]int{}
 			for _, m := range seriesRE.FindAllStringSubmatch(chart, -1) {
 				got[m[1]] = strings.Count(m[2], "<circle")
-				if m[1] == sim.PolicyWVA {
+				if m[1] == policies.PolicyWVA {
 					assert.Contains(t, m[2], `stroke-width="3"`, "wva is bold")
 				} else {
 					assert.Contains(t, m[2], `stroke-width="1.4"`)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
@@ -55,7 +56,7 @@ func TestRender(t *testing.T) {
 // they show as text, never as elements.
 func TestRenderHTMLEscapes(t *testing.T) {
 	sc, tr := shortScenario(t, scenario.ShapeSpike, 10*time.Minute, 1, 5)
-	rep, err := sim.Run(sc, tr, sim.Options{Policies: []string{sim.PolicyWVA, sim.PolicyKPA}})
+	rep, err := sim.Run(sc, tr, sim.Options{Policies: []string{policies.PolicyWVA, policies.PolicyKPA}})
 	require.NoError(t, err)
 	rep.Scenario = `chat & "bursts"`
 	rep.Policies[0].Policy = "<script>alert(1)</script>"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/policies"
 )
 
 // RenderText writes the comparison table and a replicas-vs-load chart.
@@ -82,7 +83,7 @@ func seconds(s float64) string {
 }
 
 // policyMarks are the chart's marks, in drawing priority (first on top).
-var policyMarks = map[string]byte{sim.PolicyWVA: 'W', sim.PolicyWVAV1: '1', sim.PolicyWVAThroughput: 't', sim.PolicyQueueThreshold: 'q', sim.PolicyKPA: 'k', sim.PolicyStaticPeak: 's', sim.PolicyOracle: 'o'}
+var policyMarks = map[string]byte{policies.PolicyWVA: 'W', policies.PolicyWVAV1: '1', policies.PolicyWVAThroughput: 't', policies.PolicyQueueThreshold: 'q', policies.PolicyKPA: 'k', policies.PolicyStaticPeak: 's', policies.PolicyOracle: 'o'}
 
 // asciiChart draws total replicas per policy (one mark each) over the load
 // (shaded, right axis). The static-frontier rows (flat lines) are left out.
