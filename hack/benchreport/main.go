@@ -30,6 +30,7 @@ import (
 	"strings"
 
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/oracle"
 	simpolicies "github.com/wva-project/wva/pkg/sim/policies"
 	simreport "github.com/wva-project/wva/pkg/sim/report"
 )
@@ -455,7 +456,7 @@ func settingTable(simulate func(...string) ([]byte, error), dir string) (string,
 				switch {
 				case p.Policy == simpolicies.PolicyWVA:
 					fmt.Fprintf(&b, " %.1f, %.2f%% |", p.Cost, 100*p.SLOAttainment)
-				case sim.IsFrontierRow(p.Policy) && p.SLOAttainment >= rep.SLO.Attainment && (cheapest[i] == nil || p.Cost < *cheapest[i]):
+				case oracle.IsFrontierRow(p.Policy) && p.SLOAttainment >= rep.SLO.Attainment && (cheapest[i] == nil || p.Cost < *cheapest[i]):
 					cheapest[i] = &p.Cost
 				}
 			}
@@ -521,7 +522,7 @@ func tableOf(out string) string {
 func withoutFrontier(table string) string {
 	var keep []string
 	for _, l := range strings.SplitAfter(table, "\n") {
-		if !sim.IsFrontierRow(l) { // a row starts with its policy name
+		if !oracle.IsFrontierRow(l) { // a row starts with its policy name
 			keep = append(keep, l)
 		}
 	}

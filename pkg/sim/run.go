@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/sim/fleet"
+	"github.com/wva-project/wva/pkg/sim/oracle"
 	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
@@ -59,7 +60,7 @@ type PolicySummary struct {
 	EngineSteps int64             `json:"engineSteps"`
 	Elapsed     float64           `json:"-"`
 	Timeline    []fleet.TimePoint `json:"-"`
-	Plan        *OraclePlan       `json:"-"`
+	Plan        *oracle.Plan      `json:"-"`
 	variants    []string
 }
 
@@ -166,12 +167,12 @@ func controlPlanes(sc *scenario.Scenario, names []string, rep *Report) (map[stri
 // oraclePlan is the oracle's plan when a row or a warm start needs it (the
 // static fleets and the warm fleet are sized from it), else nil. Only the
 // oracle's own row needs it repaired to meet the SLO when replayed.
-func oraclePlan(sc *scenario.Scenario, trace *trace.Trace, names []string) *OraclePlan {
+func oraclePlan(sc *scenario.Scenario, trace *trace.Trace, names []string) *oracle.Plan {
 	if !slices.Contains(names, policies.PolicyOracle) && !slices.Contains(names, policies.PolicyStaticPeak) &&
 		!slices.Contains(names, policies.PolicyStaticFrontier) && sc.Control.InitialFleet != scenario.InitialFleetWarm {
 		return nil
 	}
-	p := PlanOracle(sc, trace)
+	p := oracle.NewPlan(sc, trace)
 	if slices.Contains(names, policies.PolicyOracle) {
 		p.MakeFeasible(sc, trace)
 	}
@@ -187,15 +188,15 @@ type reportRow struct {
 
 // reportRows lists the report's rows: one per policy, static-frontier
 // expanded into its fleets.
-func reportRows(sc *scenario.Scenario, stats trace.Stats, names []string, plan *OraclePlan) []reportRow {
+func reportRows(sc *scenario.Scenario, stats trace.Stats, names []string, plan *oracle.Plan) []reportRow {
 	var rows []reportRow
 	for _, name := range names {
 		if name != policies.PolicyStaticFrontier {
 			rows = append(rows, reportRow{name: name, policy: name})
 			continue
 		}
-		for _, m := range staticFrontier(sc, stats, frontierCostFactor*mixCost(sc.Variants, plan.Peak), frontierMaxRows) {
-			rows = append(rows, reportRow{name: frontierName(sc, m.Mix), policy: name, fixed: m.Mix})
+		for _, m := range oracle.StaticFrontier(sc, stats, oracle.FrontierCostFactor*oracle.MixCost(sc.Variants, plan.Peak), oracle.FrontierMaxRows) {
+			rows = append(rows, reportRow{name: oracle.FrontierName(sc, m.Mix), policy: name, fixed: m.Mix})
 		}
 	}
 	return rows
@@ -203,7 +204,7 @@ func reportRows(sc *scenario.Scenario, stats trace.Stats, names []string, plan *
 
 // runRows simulates the rows in parallel, at most GOMAXPROCS at a time,
 // reporting the simulated time done over all rows to progress.
-func runRows(sc *scenario.Scenario, trace *trace.Trace, rows []reportRow, ctls map[string]fleet.Policy, plan *OraclePlan, horizon time.Duration, progress func(float64)) []PolicySummary {
+func runRows(sc *scenario.Scenario, trace *trace.Trace, rows []reportRow, ctls map[string]fleet.Policy, plan *oracle.Plan, horizon time.Duration, progress func(float64)) []PolicySummary {
 	var progressed atomic.Int64
 	total := int64(len(rows)) * int64(horizon)
 	report := func(delta time.Duration) {
@@ -212,14 +213,14 @@ func runRows(sc *scenario.Scenario, trace *trace.Trace, rows []reportRow, ctls m
 		}
 	}
 	summaries := make([]PolicySummary, len(rows))
-	parallel(len(rows), func(i int) {
+	fleet.Parallel(len(rows), func(i int) {
 		summaries[i] = runRow(sc, trace, rows[i], ctls, plan, horizon, report)
 	})
 	return summaries
 }
 
 // runRow simulates one row on its own fleet and summarizes it.
-func runRow(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]fleet.Policy, plan *OraclePlan, horizon time.Duration, report func(time.Duration)) PolicySummary {
+func runRow(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]fleet.Policy, plan *oracle.Plan, horizon time.Duration, report func(time.Duration)) PolicySummary {
 	name := r.policy
 	t0 := time.Now()
 	f := rowFleet(sc, trace, r, ctls, plan)
@@ -243,7 +244,7 @@ func runRow(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[str
 // rowFleet builds the row's fleet: the oracle's plan replayed from time 0
 // with no start-up delay, a static fleet, or a policy's control plane from
 // the scenario's (or the warm) initial fleet after the warm-up.
-func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]fleet.Policy, plan *OraclePlan) *fleet.Fleet {
+func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]fleet.Policy, plan *oracle.Plan) *fleet.Fleet {
 	name := r.policy
 	scn := *sc
 	initial := make([]int32, len(sc.Variants))
@@ -258,9 +259,9 @@ func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[s
 	case policies.PolicyOracle:
 		// The plan replayed: replicas change at interval starts and
 		// serve at once.
-		scn = replayScenario(sc)
+		scn = oracle.ReplayScenario(sc)
 		copy(initial, plan.Replicas[0])
-		ctl = &replayPolicy{plan: plan}
+		ctl = oracle.NewReplay(plan)
 	default:
 		for v, spec := range sc.Variants {
 			initial[v] = spec.InitialReplicas
@@ -283,7 +284,7 @@ func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[s
 
 // oracleSummary replaces the replayed cost with the plan's and says what the
 // oracle's figures mean.
-func oracleSummary(s *PolicySummary, sc *scenario.Scenario, plan *OraclePlan) {
+func oracleSummary(s *PolicySummary, sc *scenario.Scenario, plan *oracle.Plan) {
 	s.Cost = plan.Cost
 	s.ReplicaHours = planReplicaHours(sc, plan)
 	s.Plan = plan
@@ -298,28 +299,7 @@ func oracleSummary(s *PolicySummary, sc *scenario.Scenario, plan *OraclePlan) {
 	}
 }
 
-// replayPolicy sets the oracle's plan at every interval start.
-type replayPolicy struct {
-	plan *OraclePlan
-	at   int
-}
-
-func (p *replayPolicy) Start(*fleet.Fleet)                                {}
-func (p *replayPolicy) HPA(*fleet.Fleet, int) *fleet.HPA                  { return nil }
-func (p *replayPolicy) Metric(*fleet.Fleet, int) (float64, float64, bool) { return 0, 0, false }
-func (p *replayPolicy) ScaleFromZero(*fleet.Fleet)                        {}
-func (p *replayPolicy) Engine(f *fleet.Fleet) {
-	i := int(f.Now() / p.plan.Interval)
-	if i >= len(p.plan.Replicas) || i == p.at {
-		return
-	}
-	p.at = i
-	for v, n := range p.plan.Replicas[i] {
-		f.SetReplicas(v, n)
-	}
-}
-
-func planReplicaHours(sc *scenario.Scenario, plan *OraclePlan) map[string]float64 {
+func planReplicaHours(sc *scenario.Scenario, plan *oracle.Plan) map[string]float64 {
 	out := map[string]float64{}
 	for _, mix := range plan.Replicas {
 		for v, n := range mix {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/wva-project/wva/pkg/sim/oracle"
 	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
@@ -105,7 +106,7 @@ func SweepFrontiers(sc scenario.Scenario, trace trace.Trace, rep *Report) error 
 	var static *Frontier
 	owner := -1
 	for i, p := range rep.Policies {
-		if p.Policy == policies.PolicyStaticPeak || IsFrontierRow(p.Policy) {
+		if p.Policy == policies.PolicyStaticPeak || oracle.IsFrontierRow(p.Policy) {
 			if static == nil {
 				static = &Frontier{Knob: StaticKnob}
 			}

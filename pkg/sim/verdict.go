@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/wva-project/wva/pkg/sim/oracle"
 	"github.com/wva-project/wva/pkg/sim/policies"
 )
 
@@ -69,7 +70,7 @@ func Judge(rep Report) (Verdict, bool) {
 
 // isConstant says a row is a constant fleet.
 func isConstant(policy string) bool {
-	return policy == policies.PolicyStaticPeak || IsFrontierRow(policy)
+	return policy == policies.PolicyStaticPeak || oracle.IsFrontierRow(policy)
 }
 
 // Row is the report's row of the named policy.

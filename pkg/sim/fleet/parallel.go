@@ -1,12 +1,12 @@
-package sim
+package fleet
 
 import (
 	"runtime"
 	"sync"
 )
 
-// parallel runs do(i) for i in [0, n) on GOMAXPROCS goroutines.
-func parallel(n int, do func(i int)) {
+// Parallel runs do(i) for i in [0, n) on GOMAXPROCS goroutines.
+func Parallel(n int, do func(i int)) {
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range max(1, runtime.GOMAXPROCS(0)) {

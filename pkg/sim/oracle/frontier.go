@@ -1,4 +1,4 @@
-package sim
+package oracle
 
 import (
 	"fmt"
@@ -14,18 +14,18 @@ import (
 // Bounds of static-frontier: fleets up to this multiple of static-peak's
 // cost, at most this many rows (a run stays a few seconds).
 const (
-	frontierCostFactor = 1.5
-	frontierMaxRows    = 12
+	FrontierCostFactor = 1.5
+	FrontierMaxRows    = 12
 )
 
-// frontierFleet is one constant fleet of the static-frontier rows.
-type frontierFleet struct {
+// FrontierFleet is one constant fleet of the static-frontier rows.
+type FrontierFleet struct {
 	Mix      []int32
 	Cost     float64 // per hour
 	Capacity float64 // requests/s at saturation
 }
 
-// staticFrontier is the cheapest-mix frontier of constant fleets: every
+// StaticFrontier is the cheapest-mix frontier of constant fleets: every
 // mix within [minReplicas, maxReplicas] costing at most maxCost, ranked by
 // capacity (the sum over variants of replicas x the variant's measured
 // throughput for the trace's mean request); a mix is kept when no mix that
@@ -33,20 +33,20 @@ type frontierFleet struct {
 // cheapest for its capacity level. Mixes of no capacity are left out.
 // Costs increase strictly along the result; more than maxRows are thinned
 // evenly along it, keeping the first and the last.
-func staticFrontier(sc *scenario.Scenario, stats trace.Stats, maxCost float64, maxRows int) []frontierFleet {
+func StaticFrontier(sc *scenario.Scenario, stats trace.Stats, maxCost float64, maxRows int) []FrontierFleet {
 	in := int32(math.Round(math.Max(1, stats.MeanInputTokens)))
 	out := int32(math.Round(math.Max(1, stats.MeanOutputTokens)))
 	capacity := make([]float64, len(sc.Variants))
 	for v, spec := range sc.Variants {
 		capacity[v] = fleet.ServerThroughput(spec.Server, in, out)
 	}
-	var all []frontierFleet
+	var all []FrontierFleet
 	mix := make([]int32, len(sc.Variants))
 	var walk func(v int, cost, c float64)
 	walk = func(v int, cost, c float64) {
 		if v == len(mix) {
 			if c > 0 {
-				all = append(all, frontierFleet{Mix: append([]int32(nil), mix...), Cost: cost, Capacity: c})
+				all = append(all, FrontierFleet{Mix: append([]int32(nil), mix...), Cost: cost, Capacity: c})
 			}
 			return
 		}
@@ -67,7 +67,7 @@ func staticFrontier(sc *scenario.Scenario, stats trace.Stats, maxCost float64, m
 		}
 		return all[i].Capacity > all[j].Capacity
 	})
-	var front []frontierFleet
+	var front []FrontierFleet
 	best := 0.0
 	for _, m := range all {
 		if m.Capacity > best*(1+1e-9) && (len(front) == 0 || m.Cost > front[len(front)-1].Cost) {
@@ -76,7 +76,7 @@ func staticFrontier(sc *scenario.Scenario, stats trace.Stats, maxCost float64, m
 		}
 	}
 	if maxRows > 0 && len(front) > maxRows {
-		thin := make([]frontierFleet, 0, maxRows)
+		thin := make([]FrontierFleet, 0, maxRows)
 		for k := range maxRows {
 			thin = append(thin, front[int(math.Round(float64(k)*float64(len(front)-1)/float64(maxRows-1)))])
 		}
@@ -85,9 +85,9 @@ func staticFrontier(sc *scenario.Scenario, stats trace.Stats, maxCost float64, m
 	return front
 }
 
-// frontierName is a static-frontier row's policy name:
+// FrontierName is a static-frontier row's policy name:
 // static:<n>x<variant>+<m>x<variant>, every variant in scenario order.
-func frontierName(sc *scenario.Scenario, mix []int32) string {
+func FrontierName(sc *scenario.Scenario, mix []int32) string {
 	parts := make([]string, len(mix))
 	for v, n := range mix {
 		parts[v] = fmt.Sprintf("%dx%s", n, sc.Variants[v].Name)

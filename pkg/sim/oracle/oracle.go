@@ -1,4 +1,4 @@
-package sim
+package oracle
 
 import (
 	"math"
@@ -15,7 +15,7 @@ import (
 
 // The oracle is an offline plan, with perfect foresight, that meets the SLO
 // when replayed (MakeFeasible), and the per-interval lower bound on what a
-// policy that meets the SLO must pay that it starts from (PlanOracle). The
+// policy that meets the SLO must pay that it starts from (NewPlan). The
 // bound is computed by search:
 //
 //  1. The trace is cut into intervals (control.oracleInterval, 1 min).
@@ -52,7 +52,7 @@ import (
 // not a bound on bursty traffic (on the Azure code trace, with sub-second
 // bursts of up to 67 long prompts, a plan sized by it meets the SLO for 47%
 // of requests when replayed).
-type OraclePlan struct {
+type Plan struct {
 	Interval time.Duration `json:"-"`
 	// Replicas[i][v] is the plan for interval i and variant v.
 	Replicas [][]int32 `json:"replicas"`
@@ -95,12 +95,12 @@ type OraclePlan struct {
 	infeasibleAt []bool
 }
 
-// PlanOracle computes the oracle's plan for a trace.
-func PlanOracle(sc *scenario.Scenario, tr *trace.Trace) OraclePlan {
+// NewPlan computes the oracle's plan for a trace.
+func NewPlan(sc *scenario.Scenario, tr *trace.Trace) Plan {
 	interval := sc.Control.OracleInterval.D()
 	end := fleet.CostHorizon(tr, interval)
 	n := int(end / interval)
-	plan := OraclePlan{Interval: interval, Replicas: make([][]int32, n), Demand: make([]float64, n)}
+	plan := Plan{Interval: interval, Replicas: make([][]int32, n), Demand: make([]float64, n)}
 	buckets := make([]trace.Trace, n)
 	for _, r := range tr.Requests {
 		i := min(int(r.Arrival/interval), n-1)
@@ -112,7 +112,7 @@ func PlanOracle(sc *scenario.Scenario, tr *trace.Trace) OraclePlan {
 	for i := range n {
 		plan.Demand[i] = float64(len(buckets[i].Requests)) / interval.Seconds()
 	}
-	parallel(n, func(i int) {
+	fleet.Parallel(n, func(i int) {
 		plan.Replicas[i], infeasible[i], replays[i] = planInterval(sc, &buckets[i])
 	})
 	plan.buckets = buckets
@@ -133,11 +133,11 @@ func PlanOracle(sc *scenario.Scenario, tr *trace.Trace) OraclePlan {
 			plan.Infeasible++
 		}
 		plan.Replays += replays[i]
-		c := mixCost(sc.Variants, plan.Replicas[i])
+		c := MixCost(sc.Variants, plan.Replicas[i])
 		plan.Cost += c * interval.Hours()
 		held := c
 		for j := i + 1; j <= min(n-1, i+ahead); j++ {
-			held = max(held, mixCost(sc.Variants, plan.Replicas[j]))
+			held = max(held, MixCost(sc.Variants, plan.Replicas[j]))
 		}
 		plan.StartupCost += held * interval.Hours()
 		if c > peakCost {
@@ -182,7 +182,7 @@ func planInterval(sc *scenario.Scenario, reqs *trace.Trace) (mix []int32, infeas
 	return mix, !ok, replays
 }
 
-func mixCost(variants []scenario.VariantSpec, mix []int32) float64 {
+func MixCost(variants []scenario.VariantSpec, mix []int32) float64 {
 	var c float64
 	for v, n := range mix {
 		c += float64(n) * variants[v].Cost
@@ -277,7 +277,7 @@ const maxRepairs = 12
 //     attainment target, give the intervals with the most requests over
 //     their share of misses the next costlier mix that passes step 1's
 //     test, and replay again (at most maxRepairs replays).
-func (plan *OraclePlan) MakeFeasible(sc *scenario.Scenario, tr *trace.Trace) {
+func (plan *Plan) MakeFeasible(sc *scenario.Scenario, tr *trace.Trace) {
 	if plan.Feasible || len(plan.Replicas) == 0 {
 		return
 	}
@@ -286,7 +286,7 @@ func (plan *OraclePlan) MakeFeasible(sc *scenario.Scenario, tr *trace.Trace) {
 	fz.repair(tr)
 	plan.Cost = 0
 	for _, mix := range plan.Replicas {
-		plan.Cost += mixCost(sc.Variants, mix) * plan.Interval.Hours()
+		plan.Cost += MixCost(sc.Variants, mix) * plan.Interval.Hours()
 	}
 	plan.Feasible = true
 }
@@ -295,7 +295,7 @@ func (plan *OraclePlan) MakeFeasible(sc *scenario.Scenario, tr *trace.Trace) {
 // replayed with and each interval's need (the requests that must meet the
 // SLO).
 type feasibility struct {
-	plan   *OraclePlan
+	plan   *Plan
 	sc     *scenario.Scenario
 	replay scenario.Scenario
 	need   []float64
@@ -304,9 +304,9 @@ type feasibility struct {
 // newFeasibility computes each interval's need as the per-interval test
 // does: the attainment target times the requests that meet the SLO alone
 // on an idle replica, rounded down.
-func newFeasibility(plan *OraclePlan, sc *scenario.Scenario) *feasibility {
+func newFeasibility(plan *Plan, sc *scenario.Scenario) *feasibility {
 	n := len(plan.Replicas)
-	fz := &feasibility{plan: plan, sc: sc, replay: replayScenario(sc), need: make([]float64, n)}
+	fz := &feasibility{plan: plan, sc: sc, replay: ReplayScenario(sc), need: make([]float64, n)}
 	for i := range n {
 		var alone int
 		for _, v := range sc.Variants {
@@ -337,7 +337,7 @@ func (fz *feasibility) carried(i int, prev, mix []int32) bool {
 func (fz *feasibility) search(i int, prev []int32, floor float64, strict bool) []int32 {
 	plan, variants := fz.plan, fz.sc.Variants
 	mix, found := cheapestMix(variants, func(mix []int32) bool {
-		c := mixCost(variants, mix)
+		c := MixCost(variants, mix)
 		if c < floor-1e-9 || (strict && c <= floor+1e-9) {
 			return false
 		}
@@ -357,7 +357,7 @@ func (fz *feasibility) boundHandOversPass() []bool {
 	n := len(plan.Replicas)
 	ok := make([]bool, n)
 	var replays atomicCounter
-	parallel(n, func(i int) {
+	fleet.Parallel(n, func(i int) {
 		if i == 0 || len(plan.buckets[i].Requests) == 0 {
 			ok[i] = true
 			return
@@ -380,7 +380,7 @@ func (fz *feasibility) carryBacklog() {
 			continue
 		}
 		if !ok[i] || !fz.carried(i, plan.Replicas[i-1], plan.Bound[i]) {
-			plan.Replicas[i] = fz.search(i, plan.Replicas[i-1], mixCost(fz.sc.Variants, plan.Bound[i]), false)
+			plan.Replicas[i] = fz.search(i, plan.Replicas[i-1], MixCost(fz.sc.Variants, plan.Bound[i]), false)
 		}
 	}
 }
@@ -410,7 +410,7 @@ func (fz *feasibility) repair(tr *trace.Trace) {
 func (fz *feasibility) replayMisses(tr *trace.Trace) (missed []int, met int) {
 	plan := fz.plan
 	n := len(plan.Replicas)
-	f := newPlanFleet(fz.sc, tr, plan.Replicas, plan.Interval)
+	f := NewPlanFleet(fz.sc, tr, plan.Replicas, plan.Interval)
 	f.Run()
 	missed = make([]int, n)
 	for k, r := range tr.Requests {
@@ -448,13 +448,13 @@ func (fz *feasibility) raiseWorst(missed []int, excess float64) {
 		if i > 0 {
 			prev = plan.Replicas[i-1]
 		}
-		plan.Replicas[i] = fz.search(i, prev, mixCost(fz.sc.Variants, plan.Replicas[i]), true)
+		plan.Replicas[i] = fz.search(i, prev, MixCost(fz.sc.Variants, plan.Replicas[i]), true)
 	}
 }
 
-// replayScenario is the scenario the plan is replayed with: replicas serve
+// ReplayScenario is the scenario the plan is replayed with: replicas serve
 // the moment the plan asks for them.
-func replayScenario(sc *scenario.Scenario) scenario.Scenario {
+func ReplayScenario(sc *scenario.Scenario) scenario.Scenario {
 	scn := *sc
 	scn.Variants = slices.Clone(sc.Variants)
 	for v := range scn.Variants {
@@ -464,15 +464,15 @@ func replayScenario(sc *scenario.Scenario) scenario.Scenario {
 	return scn
 }
 
-// newPlanFleet is the fleet that replays a plan: replicas change at
+// NewPlanFleet is the fleet that replays a plan: replicas change at
 // interval starts and serve at once.
-func newPlanFleet(sc *scenario.Scenario, trace *trace.Trace, replicas [][]int32, interval time.Duration) *fleet.Fleet {
-	scn := replayScenario(sc)
+func NewPlanFleet(sc *scenario.Scenario, trace *trace.Trace, replicas [][]int32, interval time.Duration) *fleet.Fleet {
+	scn := ReplayScenario(sc)
 	initial := make([]int32, len(sc.Variants))
 	if len(replicas) > 0 {
 		copy(initial, replicas[0])
 	}
-	f := fleet.New(&scn, trace, &replayPolicy{plan: &OraclePlan{Interval: interval, Replicas: replicas}}, initial)
+	f := fleet.New(&scn, trace, &replayPolicy{plan: &Plan{Interval: interval, Replicas: replicas}}, initial)
 	f.SetControlStart(0)
 	return f
 }
@@ -487,7 +487,7 @@ func handOver(scn *scenario.Scenario, interval time.Duration, prevReqs, reqs *tr
 		r.Arrival += interval
 		tr.Requests = append(tr.Requests, r)
 	}
-	f := fleet.NewWarm(scn, tr, &replayPolicy{plan: &OraclePlan{Interval: interval, Replicas: [][]int32{prev, mix}}}, prev,
+	f := fleet.NewWarm(scn, tr, &replayPolicy{plan: &Plan{Interval: interval, Replicas: [][]int32{prev, mix}}}, prev,
 		fleet.Warmup{Origin: interval, Skip: len(prevReqs.Requests)})
 	f.SetControlStart(0)
 	f.Run()
@@ -498,3 +498,28 @@ type atomicCounter struct{ n atomic.Int64 }
 
 func (c *atomicCounter) add(d int) { c.n.Add(int64(d)) }
 func (c *atomicCounter) load() int { return int(c.n.Load()) }
+
+// replayPolicy sets the oracle's plan at every interval start.
+type replayPolicy struct {
+	plan *Plan
+	at   int
+}
+
+func (p *replayPolicy) Start(*fleet.Fleet)                                {}
+func (p *replayPolicy) HPA(*fleet.Fleet, int) *fleet.HPA                  { return nil }
+func (p *replayPolicy) Metric(*fleet.Fleet, int) (float64, float64, bool) { return 0, 0, false }
+func (p *replayPolicy) ScaleFromZero(*fleet.Fleet)                        {}
+func (p *replayPolicy) Engine(f *fleet.Fleet) {
+	i := int(f.Now() / p.plan.Interval)
+	if i >= len(p.plan.Replicas) || i == p.at {
+		return
+	}
+	p.at = i
+	for v, n := range p.plan.Replicas[i] {
+		f.SetReplicas(v, n)
+	}
+}
+
+// NewReplay is the policy that replays the plan: it sets the plan's fleet
+// at every interval start.
+func NewReplay(plan *Plan) fleet.Policy { return &replayPolicy{plan: plan} }

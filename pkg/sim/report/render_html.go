@@ -12,6 +12,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/sim"
 	"github.com/wva-project/wva/pkg/sim/fleet"
+	"github.com/wva-project/wva/pkg/sim/oracle"
 	"github.com/wva-project/wva/pkg/sim/policies"
 )
 
@@ -54,7 +55,7 @@ func RenderHTML(w io.Writer, rep sim.Report) error {
 	// Charts leave out the static-frontier rows (constant fleets, in the
 	// table).
 	for _, p := range rep.Policies {
-		if sim.IsFrontierRow(p.Policy) {
+		if oracle.IsFrontierRow(p.Policy) {
 			continue
 		}
 		var ss []chartSeries
@@ -74,7 +75,7 @@ func RenderHTML(w io.Writer, rep sim.Report) error {
 	}
 	var total, kv, ttft []chartSeries
 	for _, p := range rep.Policies {
-		if sim.IsFrontierRow(p.Policy) {
+		if oracle.IsFrontierRow(p.Policy) {
 			continue
 		}
 		c := policyColor(p.Policy)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/oracle"
 	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
@@ -46,7 +47,7 @@ func TestRender(t *testing.T) {
 	}
 	assert.Contains(t, out, `xmlns="http://www.w3.org/2000/svg"`)
 	for _, p := range rep.Policies {
-		if !sim.IsFrontierRow(p.Policy) { // names with '+', escaped as &#43;
+		if !oracle.IsFrontierRow(p.Policy) { // names with '+', escaped as &#43;
 			assert.Contains(t, out, "</span> "+p.Policy+"</td>", "table row of %s", p.Policy)
 		}
 	}

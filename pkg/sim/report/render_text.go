@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/oracle"
 	"github.com/wva-project/wva/pkg/sim/policies"
 )
 
@@ -115,7 +116,7 @@ func asciiChart(rep sim.Report, width, height int) string {
 	reps := map[string][]float64{}
 	var maxRep float64 = 1
 	for _, p := range rep.Policies {
-		if sim.IsFrontierRow(p.Policy) {
+		if oracle.IsFrontierRow(p.Policy) {
 			continue
 		}
 		r := make([]float64, width)
@@ -157,7 +158,7 @@ func asciiChart(rep sim.Report, width, height int) string {
 	}
 	for i := len(rep.Policies) - 1; i >= 0; i-- {
 		p := rep.Policies[i]
-		if sim.IsFrontierRow(p.Policy) {
+		if oracle.IsFrontierRow(p.Policy) {
 			continue
 		}
 		mark, ok := policyMarks[p.Policy]
