@@ -30,6 +30,9 @@ import (
 	"strings"
 
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/oracle"
+	simpolicies "github.com/wva-project/wva/pkg/sim/policies"
+	simreport "github.com/wva-project/wva/pkg/sim/report"
 )
 
 // workload is one row group of the policy table: `wva simulate` with args.
@@ -313,12 +316,12 @@ func policyTable(simulate func(...string) ([]byte, error)) (string, string, erro
 				continue
 			}
 			verdict := ""
-			if p.Policy == sim.PolicyWVA && rep.Verdict != nil {
+			if p.Policy == simpolicies.PolicyWVA && rep.Verdict != nil {
 				verdict = rep.Verdict.String()
 			}
 			b.WriteString(row(w.name, p.Policy, p, verdict))
 		}
-		if wva, ok := token.Row(sim.PolicyWVA); ok {
+		if wva, ok := token.Row(simpolicies.PolicyWVA); ok {
 			b.WriteString(row(w.name, "wva (token analyzer)", wva, ""))
 		}
 	}
@@ -334,8 +337,8 @@ func frontierRow(workload string, rep sim.Report) string {
 		}
 		return cost(p.Frontier.CostAt95) + " / " + cost(p.Frontier.CostAt99)
 	}
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", workload, cell(sim.PolicyWVA), cell(sim.PolicyWVAV1),
-		cell(sim.PolicyWVAThroughput), cell(sim.PolicyQueueThreshold), cell(sim.PolicyKPA), cell(sim.PolicyStaticPeak), sim.FrontierRanking(rep))
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", workload, cell(simpolicies.PolicyWVA), cell(simpolicies.PolicyWVAV1),
+		cell(simpolicies.PolicyWVAThroughput), cell(simpolicies.PolicyQueueThreshold), cell(simpolicies.PolicyKPA), cell(simpolicies.PolicyStaticPeak), simreport.FrontierRanking(rep))
 }
 
 func cost(c *float64) string {
@@ -395,7 +398,7 @@ func backlogTable(simulate func(...string) ([]byte, error), dir string) (string,
 				return "", err
 			}
 			for _, p := range rep.Policies {
-				if p.Policy == sim.PolicyWVA {
+				if p.Policy == simpolicies.PolicyWVA {
 					fmt.Fprintf(&b, " %.1f (%.2fx), %.2f%% |", p.Cost, p.CostToOracle, 100*p.SLOAttainment)
 				}
 			}
@@ -434,14 +437,14 @@ func settingTable(simulate func(...string) ([]byte, error), dir string) (string,
 	for _, a := range settings {
 		var extra []string
 		label := "shipped (`deploy/default`)"
-		policies := sim.PolicyWVA + "," + sim.PolicyStaticFrontier
+		policies := simpolicies.PolicyWVA + "," + simpolicies.PolicyStaticFrontier
 		if a > 0 {
 			cfg := filepath.Join(dir, fmt.Sprintf("attainment-%g.yaml", a))
 			entry := fmt.Sprintf("wva-saturation-scaling-config:\n  default: |\n    sloAttainment: %g\n", a)
 			if err := os.WriteFile(cfg, []byte(entry), 0o644); err != nil {
 				return "", err
 			}
-			extra, label, policies = []string{"--wva-config", cfg}, fmt.Sprintf("%g", a), sim.PolicyWVA
+			extra, label, policies = []string{"--wva-config", cfg}, fmt.Sprintf("%g", a), simpolicies.PolicyWVA
 		}
 		fmt.Fprintf(&b, "| %s |", label)
 		for i, c := range settingColumns {
@@ -451,9 +454,9 @@ func settingTable(simulate func(...string) ([]byte, error), dir string) (string,
 			}
 			for _, p := range rep.Policies {
 				switch {
-				case p.Policy == sim.PolicyWVA:
+				case p.Policy == simpolicies.PolicyWVA:
 					fmt.Fprintf(&b, " %.1f, %.2f%% |", p.Cost, 100*p.SLOAttainment)
-				case sim.IsFrontierRow(p.Policy) && p.SLOAttainment >= rep.SLO.Attainment && (cheapest[i] == nil || p.Cost < *cheapest[i]):
+				case oracle.IsFrontierRow(p.Policy) && p.SLOAttainment >= rep.SLO.Attainment && (cheapest[i] == nil || p.Cost < *cheapest[i]):
 					cheapest[i] = &p.Cost
 				}
 			}
@@ -519,7 +522,7 @@ func tableOf(out string) string {
 func withoutFrontier(table string) string {
 	var keep []string
 	for _, l := range strings.SplitAfter(table, "\n") {
-		if !sim.IsFrontierRow(l) { // a row starts with its policy name
+		if !oracle.IsFrontierRow(l) { // a row starts with its policy name
 			keep = append(keep, l)
 		}
 	}

@@ -6,6 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wva-project/wva/pkg/sim/fleet"
+	"github.com/wva-project/wva/pkg/sim/oracle"
+	"github.com/wva-project/wva/pkg/sim/policies"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -53,10 +57,10 @@ type PolicySummary struct {
 	// SLO when replayed (0 for other policies).
 	LowerBound float64 `json:"lowerBound,omitempty"`
 	// EngineSteps is how many server iterations were simulated.
-	EngineSteps int64       `json:"engineSteps"`
-	Elapsed     float64     `json:"-"`
-	Timeline    []TimePoint `json:"-"`
-	Plan        *OraclePlan `json:"-"`
+	EngineSteps int64             `json:"engineSteps"`
+	Elapsed     float64           `json:"-"`
+	Timeline    []fleet.TimePoint `json:"-"`
+	Plan        *oracle.Plan      `json:"-"`
 	variants    []string
 }
 
@@ -93,27 +97,27 @@ type VariantBrief struct {
 // Run simulates every policy on the trace (in parallel, each on its own
 // copy of the fleet; results do not depend on scheduling) and computes the
 // oracle.
-func Run(sc Scenario, trace trace.Trace, opts Options) (Report, error) {
+func Run(sc scenario.Scenario, trace trace.Trace, opts Options) (Report, error) {
 	start := time.Now()
 	if err := sc.Validate(); err != nil {
 		return Report{}, err
 	}
-	policies := opts.Policies
-	if len(policies) == 0 {
-		policies = AllPolicies
+	names := opts.Policies
+	if len(names) == 0 {
+		names = policies.AllPolicies
 	}
 	rep := Report{Scenario: sc.Name, Trace: trace.Name, Stats: trace.Stats(),
 		SLO:     SLOSummary{TTFT: sc.SLO.TTFT.D().Seconds(), ITL: sc.SLO.ITL.D().Seconds(), Attainment: sc.SLO.Attainment},
-		Horizon: costHorizon(&trace, sc.Control.OracleInterval.D())}
+		Horizon: fleet.CostHorizon(&trace, sc.Control.OracleInterval.D())}
 	for _, v := range sc.Variants {
 		rep.Variants = append(rep.Variants, VariantBrief{Name: v.Name, Accelerator: v.Accelerator, Cost: v.Cost, StartupDelay: v.StartupDelay.D().Seconds()})
 	}
-	ctls, err := controlPlanes(&sc, policies, &rep)
+	ctls, err := controlPlanes(&sc, names, &rep)
 	if err != nil {
 		return Report{}, err
 	}
-	plan := oraclePlan(&sc, &trace, policies)
-	rows := reportRows(&sc, rep.Stats, policies, plan)
+	plan := oraclePlan(&sc, &trace, names)
+	rows := reportRows(&sc, rep.Stats, names, plan)
 	summaries := runRows(&sc, &trace, rows, ctls, plan, rep.Horizon, opts.Progress)
 	if plan != nil && plan.Cost > 0 {
 		for i := range summaries {
@@ -131,28 +135,28 @@ func Run(sc Scenario, trace trace.Trace, opts Options) (Report, error) {
 // controlPlanes builds every policy's control plane before any simulation,
 // so configuration errors fail fast. The oracle and static policies need
 // none of their own here (they are set per row).
-func controlPlanes(sc *Scenario, policies []string, rep *Report) (map[string]controlPlane, error) {
-	ctls := make(map[string]controlPlane, len(policies))
-	for _, name := range policies {
+func controlPlanes(sc *scenario.Scenario, names []string, rep *Report) (map[string]fleet.Policy, error) {
+	ctls := make(map[string]fleet.Policy, len(names))
+	for _, name := range names {
 		switch name {
-		case PolicyWVA:
-			p, err := newWVAPolicy(sc)
+		case policies.PolicyWVA:
+			p, err := policies.NewWVA(sc)
 			if err != nil {
 				return nil, err
 			}
 			ctls[name] = p
-			rep.Analyzer = p.analyzer
-		case PolicyWVAV1:
-			ctls[name] = &v1Policy{cfg: sc.Policies.V1}
-		case PolicyWVAThroughput:
-			ctls[name] = &throughputPolicy{v1Policy: v1Policy{cfg: sc.Policies.V1}}
-		case PolicyQueueThreshold:
-			ctls[name] = &queuePolicy{target: sc.Policies.QueueThreshold.TargetWaitingPerReplica}
-		case PolicyKPA:
-			ctls[name] = newKPAPolicy(sc)
-		case PolicyStaticPeak, PolicyStaticFrontier:
-			ctls[name] = staticPolicy{}
-		case PolicyOracle:
+			rep.Analyzer = p.Analyzer()
+		case policies.PolicyWVAV1:
+			ctls[name] = policies.NewV1(sc.Policies.V1)
+		case policies.PolicyWVAThroughput:
+			ctls[name] = policies.NewThroughput(sc.Policies.V1)
+		case policies.PolicyQueueThreshold:
+			ctls[name] = policies.NewQueueThreshold(sc.Policies.QueueThreshold.TargetWaitingPerReplica)
+		case policies.PolicyKPA:
+			ctls[name] = policies.NewKPA(sc)
+		case policies.PolicyStaticPeak, policies.PolicyStaticFrontier:
+			ctls[name] = policies.Static{}
+		case policies.PolicyOracle:
 		default:
 			return nil, fmt.Errorf("unknown policy %q", name)
 		}
@@ -163,13 +167,13 @@ func controlPlanes(sc *Scenario, policies []string, rep *Report) (map[string]con
 // oraclePlan is the oracle's plan when a row or a warm start needs it (the
 // static fleets and the warm fleet are sized from it), else nil. Only the
 // oracle's own row needs it repaired to meet the SLO when replayed.
-func oraclePlan(sc *Scenario, trace *trace.Trace, policies []string) *OraclePlan {
-	if !slices.Contains(policies, PolicyOracle) && !slices.Contains(policies, PolicyStaticPeak) &&
-		!slices.Contains(policies, PolicyStaticFrontier) && sc.Control.InitialFleet != InitialFleetWarm {
+func oraclePlan(sc *scenario.Scenario, trace *trace.Trace, names []string) *oracle.Plan {
+	if !slices.Contains(names, policies.PolicyOracle) && !slices.Contains(names, policies.PolicyStaticPeak) &&
+		!slices.Contains(names, policies.PolicyStaticFrontier) && sc.Control.InitialFleet != scenario.InitialFleetWarm {
 		return nil
 	}
-	p := PlanOracle(sc, trace)
-	if slices.Contains(policies, PolicyOracle) {
+	p := oracle.NewPlan(sc, trace)
+	if slices.Contains(names, policies.PolicyOracle) {
 		p.MakeFeasible(sc, trace)
 	}
 	return &p
@@ -184,15 +188,15 @@ type reportRow struct {
 
 // reportRows lists the report's rows: one per policy, static-frontier
 // expanded into its fleets.
-func reportRows(sc *Scenario, stats trace.Stats, policies []string, plan *OraclePlan) []reportRow {
+func reportRows(sc *scenario.Scenario, stats trace.Stats, names []string, plan *oracle.Plan) []reportRow {
 	var rows []reportRow
-	for _, name := range policies {
-		if name != PolicyStaticFrontier {
+	for _, name := range names {
+		if name != policies.PolicyStaticFrontier {
 			rows = append(rows, reportRow{name: name, policy: name})
 			continue
 		}
-		for _, m := range staticFrontier(sc, stats, frontierCostFactor*mixCost(sc.Variants, plan.Peak), frontierMaxRows) {
-			rows = append(rows, reportRow{name: frontierName(sc, m.Mix), policy: name, fixed: m.Mix})
+		for _, m := range oracle.StaticFrontier(sc, stats, oracle.FrontierCostFactor*oracle.MixCost(sc.Variants, plan.Peak), oracle.FrontierMaxRows) {
+			rows = append(rows, reportRow{name: oracle.FrontierName(sc, m.Mix), policy: name, fixed: m.Mix})
 		}
 	}
 	return rows
@@ -200,7 +204,7 @@ func reportRows(sc *Scenario, stats trace.Stats, policies []string, plan *Oracle
 
 // runRows simulates the rows in parallel, at most GOMAXPROCS at a time,
 // reporting the simulated time done over all rows to progress.
-func runRows(sc *Scenario, trace *trace.Trace, rows []reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, progress func(float64)) []PolicySummary {
+func runRows(sc *scenario.Scenario, trace *trace.Trace, rows []reportRow, ctls map[string]fleet.Policy, plan *oracle.Plan, horizon time.Duration, progress func(float64)) []PolicySummary {
 	var progressed atomic.Int64
 	total := int64(len(rows)) * int64(horizon)
 	report := func(delta time.Duration) {
@@ -209,29 +213,29 @@ func runRows(sc *Scenario, trace *trace.Trace, rows []reportRow, ctls map[string
 		}
 	}
 	summaries := make([]PolicySummary, len(rows))
-	parallel(len(rows), func(i int) {
+	fleet.Parallel(len(rows), func(i int) {
 		summaries[i] = runRow(sc, trace, rows[i], ctls, plan, horizon, report)
 	})
 	return summaries
 }
 
 // runRow simulates one row on its own fleet and summarizes it.
-func runRow(sc *Scenario, trace *trace.Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan, horizon time.Duration, report func(time.Duration)) PolicySummary {
+func runRow(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]fleet.Policy, plan *oracle.Plan, horizon time.Duration, report func(time.Duration)) PolicySummary {
 	name := r.policy
 	t0 := time.Now()
 	f := rowFleet(sc, trace, r, ctls, plan)
 	var last time.Duration
-	f.progress = func(now, end time.Duration) {
+	f.SetProgress(func(now, end time.Duration) {
 		if now-last >= time.Minute || now >= end {
 			report(min(now, end) - last)
 			last = min(now, end)
 		}
-	}
-	f.run()
+	})
+	f.Run()
 	report(horizon - last)
 	s := summarize(r.name, f)
 	s.Elapsed = time.Since(t0).Seconds()
-	if name == PolicyOracle {
+	if name == policies.PolicyOracle {
 		oracleSummary(&s, sc, plan)
 	}
 	return s
@@ -240,47 +244,47 @@ func runRow(sc *Scenario, trace *trace.Trace, r reportRow, ctls map[string]contr
 // rowFleet builds the row's fleet: the oracle's plan replayed from time 0
 // with no start-up delay, a static fleet, or a policy's control plane from
 // the scenario's (or the warm) initial fleet after the warm-up.
-func rowFleet(sc *Scenario, trace *trace.Trace, r reportRow, ctls map[string]controlPlane, plan *OraclePlan) *fleet {
+func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[string]fleet.Policy, plan *oracle.Plan) *fleet.Fleet {
 	name := r.policy
 	scn := *sc
 	initial := make([]int32, len(sc.Variants))
-	var ctl controlPlane
+	var ctl fleet.Policy
 	switch name {
-	case PolicyStaticPeak:
+	case policies.PolicyStaticPeak:
 		copy(initial, plan.Peak)
-		ctl = staticPolicy{}
-	case PolicyStaticFrontier:
+		ctl = policies.Static{}
+	case policies.PolicyStaticFrontier:
 		copy(initial, r.fixed)
-		ctl = staticPolicy{}
-	case PolicyOracle:
+		ctl = policies.Static{}
+	case policies.PolicyOracle:
 		// The plan replayed: replicas change at interval starts and
 		// serve at once.
-		scn = replayScenario(sc)
+		scn = oracle.ReplayScenario(sc)
 		copy(initial, plan.Replicas[0])
-		ctl = &replayPolicy{plan: plan}
+		ctl = oracle.NewReplay(plan)
 	default:
 		for v, spec := range sc.Variants {
 			initial[v] = spec.InitialReplicas
-			if sc.Control.InitialFleet == InitialFleetWarm {
+			if sc.Control.InitialFleet == scenario.InitialFleetWarm {
 				initial[v] = plan.Warm[v]
 			}
 		}
 		ctl = ctls[name]
 	}
-	if name == PolicyOracle {
-		f := newFleet(&scn, trace, ctl, initial)
-		f.controlStart = 0
+	if name == policies.PolicyOracle {
+		f := fleet.New(&scn, trace, ctl, initial)
+		f.SetControlStart(0)
 		return f
 	}
-	warmTrace, w := withWarmup(trace, sc.Control.Warmup.D())
-	f := newFleetWarm(&scn, warmTrace, ctl, initial, w)
-	f.controlStart = sc.Control.MetricsWindow.D()
+	warmTrace, w := fleet.WithWarmup(trace, sc.Control.Warmup.D())
+	f := fleet.NewWarm(&scn, warmTrace, ctl, initial, w)
+	f.SetControlStart(sc.Control.MetricsWindow.D())
 	return f
 }
 
 // oracleSummary replaces the replayed cost with the plan's and says what the
 // oracle's figures mean.
-func oracleSummary(s *PolicySummary, sc *Scenario, plan *OraclePlan) {
+func oracleSummary(s *PolicySummary, sc *scenario.Scenario, plan *oracle.Plan) {
 	s.Cost = plan.Cost
 	s.ReplicaHours = planReplicaHours(sc, plan)
 	s.Plan = plan
@@ -295,28 +299,7 @@ func oracleSummary(s *PolicySummary, sc *Scenario, plan *OraclePlan) {
 	}
 }
 
-// replayPolicy sets the oracle's plan at every interval start.
-type replayPolicy struct {
-	plan *OraclePlan
-	at   int
-}
-
-func (p *replayPolicy) start(*fleet)                                {}
-func (p *replayPolicy) hpa(*fleet, int) *HPA                        { return nil }
-func (p *replayPolicy) metric(*fleet, int) (float64, float64, bool) { return 0, 0, false }
-func (p *replayPolicy) scaleFromZero(*fleet)                        {}
-func (p *replayPolicy) engine(f *fleet) {
-	i := int(f.now / p.plan.Interval)
-	if i >= len(p.plan.Replicas) || i == p.at {
-		return
-	}
-	p.at = i
-	for v, n := range p.plan.Replicas[i] {
-		f.setReplicas(v, n)
-	}
-}
-
-func planReplicaHours(sc *Scenario, plan *OraclePlan) map[string]float64 {
+func planReplicaHours(sc *scenario.Scenario, plan *oracle.Plan) map[string]float64 {
 	out := map[string]float64{}
 	for _, mix := range plan.Replicas {
 		for v, n := range mix {
@@ -326,71 +309,10 @@ func planReplicaHours(sc *Scenario, plan *OraclePlan) map[string]float64 {
 	return out
 }
 
-func summarize(name string, f *fleet) PolicySummary {
-	s := PolicySummary{Policy: name, ReplicaHours: map[string]float64{}, Requests: len(f.results) - f.skip, Timeline: f.timeline,
-		Preemptions: f.preemptions, EngineSteps: f.steps64}
-	for _, vs := range f.variants {
-		s.ScaleEvents += vs.events
-		s.variants = append(s.variants, vs.spec.Name)
-	}
-	for _, p := range f.pods {
-		end := f.costEnd
-		if p.gone {
-			end = min(end, p.goneAt)
-		}
-		start := max(p.created, f.origin)
-		if end <= start {
-			continue
-		}
-		hours := (end - start).Hours()
-		spec := f.sc.Variants[p.variant]
-		s.ReplicaHours[spec.Name] += hours
-		s.Cost += hours * spec.Cost
-	}
-	var total float64
-	for _, h := range s.ReplicaHours {
-		total += h
-	}
-	if f.costEnd > f.origin {
-		s.MeanReplicas = total / (f.costEnd - f.origin).Hours()
-	}
-	for _, tp := range f.timeline {
-		var n int32
-		for _, r := range tp.Replicas {
-			n += r
-		}
-		s.MaxReplicas = max(s.MaxReplicas, n)
-	}
-	ttft := make([]float64, 0, len(f.results))
-	itl := make([]float64, 0, len(f.results))
-	met := 0
-	for i, r := range f.results {
-		if i < f.skip {
-			continue
-		}
-		switch r.state {
-		case reqRejected:
-			s.Rejected++
-			continue
-		case reqDone:
-		default:
-			s.Unfinished++
-			continue
-		}
-		ttft = append(ttft, float64(r.ttft))
-		if f.trace.Requests[i].Output > 1 {
-			itl = append(itl, float64(r.itl))
-		}
-		if f.met(i) {
-			met++
-		}
-	}
-	if s.Requests > 0 {
-		s.SLOAttainment = float64(met) / float64(s.Requests)
-	}
-	slices.Sort(ttft)
-	slices.Sort(itl)
-	s.TTFTp50, s.TTFTp99 = percentileSorted(ttft, 0.50), percentileSorted(ttft, 0.99)
-	s.ITLp50, s.ITLp99 = percentileSorted(itl, 0.50), percentileSorted(itl, 0.99)
-	return s
+func summarize(name string, f *fleet.Fleet) PolicySummary {
+	o := f.Summarize()
+	return PolicySummary{Policy: name, Cost: o.Cost, ReplicaHours: o.ReplicaHours, Requests: o.Requests, SLOAttainment: o.SLOAttainment,
+		TTFTp50: o.TTFTp50, TTFTp99: o.TTFTp99, ITLp50: o.ITLp50, ITLp99: o.ITLp99, ScaleEvents: o.ScaleEvents,
+		MeanReplicas: o.MeanReplicas, MaxReplicas: o.MaxReplicas, Preemptions: o.Preemptions, Rejected: o.Rejected,
+		Unfinished: o.Unfinished, EngineSteps: o.EngineSteps, Timeline: o.Timeline, variants: o.Variants}
 }

@@ -2,10 +2,7 @@ package sim
 
 import (
 	"encoding/json"
-	"fmt"
-	"math"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,16 +12,17 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wva-project/wva/pkg/config"
-	"github.com/wva-project/wva/pkg/decide"
-	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/decision/params"
+	"github.com/wva-project/wva/pkg/sim/fleet"
+	"github.com/wva-project/wva/pkg/sim/policies"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // shortScenario is the default scenario with a shorter synthetic trace.
-func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float64) (Scenario, trace.Trace) {
+func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float64) (scenario.Scenario, trace.Trace) {
 	t.Helper()
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	syn := *sc.Traffic.Synthetic
 	syn.Shape, syn.Duration, syn.BaseRate, syn.PeakRate = shape, params.Duration(d), base, peak
 	sc.Traffic.Synthetic = &syn
@@ -35,23 +33,23 @@ func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float
 }
 
 func TestDefaultScenario(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	assert.Len(t, sc.Variants, 2)
-	assert.Less(t, len(DefaultScenarioYAML), 200<<10)
+	assert.Less(t, len(scenario.DefaultScenarioYAML), 200<<10)
 	tr, err := sc.LoadTraffic()
 	require.NoError(t, err)
 	assert.InDelta(t, 60, tr.Duration().Minutes(), 1)
 }
 
 func TestDeterministic(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeBursty, 20*time.Minute, 2, 8)
-	run := func(sc Scenario, tr trace.Trace) ([]byte, []byte) {
+	sc, tr := shortScenario(t, scenario.ShapeBursty, 20*time.Minute, 2, 8)
+	run := func(sc scenario.Scenario, tr trace.Trace) ([]byte, []byte) {
 		rep, err := Run(sc, tr, Options{})
 		require.NoError(t, err)
 		rep.Elapsed = 0
 		summary, err := json.Marshal(rep)
 		require.NoError(t, err)
-		var timelines [][]TimePoint
+		var timelines [][]fleet.TimePoint
 		for _, p := range rep.Policies {
 			timelines = append(timelines, p.Timeline)
 		}
@@ -82,14 +80,14 @@ func TestDeterministic(t *testing.T) {
 // plan that meets the SLO too, and the fixed fleet is one the search could
 // have found.
 func TestOracleIsALowerBound(t *testing.T) {
-	for _, shape := range []string{ShapeSteady, ShapeSpike, ShapeRamp} {
+	for _, shape := range []string{scenario.ShapeSteady, scenario.ShapeSpike, scenario.ShapeRamp} {
 		t.Run(shape, func(t *testing.T) {
 			sc, tr := shortScenario(t, shape, 20*time.Minute, 1.5, 5)
 			rep, err := Run(sc, tr, Options{})
 			require.NoError(t, err)
 			var oracle, feasible float64
 			for _, p := range rep.Policies {
-				if p.Policy == PolicyOracle {
+				if p.Policy == policies.PolicyOracle {
 					oracle, feasible = p.LowerBound, p.Cost
 				}
 			}
@@ -108,10 +106,10 @@ func TestOracleIsALowerBound(t *testing.T) {
 					if a+b == 0 {
 						continue
 					}
-					f := newFleet(&sc, &tr, staticPolicy{}, []int32{a, b})
-					f.run()
+					f := fleet.New(&sc, &tr, policies.Static{}, []int32{a, b})
+					f.Run()
 					s := summarize("fixed", f)
-					if meetsEveryInterval(f) && (best < 0 || s.Cost < best) {
+					if meetsEveryInterval(f, &tr) && (best < 0 || s.Cost < best) {
 						best = s.Cost
 					}
 				}
@@ -123,76 +121,27 @@ func TestOracleIsALowerBound(t *testing.T) {
 	}
 }
 
-func meetsEveryInterval(f *fleet) bool {
-	interval := f.sc.Control.OracleInterval.D()
+func meetsEveryInterval(f *fleet.Fleet, tr *trace.Trace) bool {
+	interval := f.Scenario().Control.OracleInterval.D()
 	met, total := map[int]int{}, map[int]int{}
-	for i := range f.results {
-		k := int(f.trace.Requests[i].Arrival / interval)
+	for i := range tr.Requests {
+		k := int(tr.Requests[i].Arrival / interval)
 		total[k]++
-		if f.met(i) {
+		if f.Met(i) {
 			met[k]++
 		}
 	}
 	for k, n := range total {
-		if float64(met[k]) < f.sc.SLO.Attainment*float64(n) {
+		if float64(met[k]) < f.Scenario().SLO.Attainment*float64(n) {
 			return false
 		}
 	}
 	return true
 }
 
-func TestCheapestMix(t *testing.T) {
-	vs := []VariantSpec{{Name: "a", Cost: 8, MaxReplicas: 10}, {Name: "b", Cost: 20, MaxReplicas: 4}}
-	calls := 0
-	covers := func(capacity []float64, demand float64) func([]int32) bool {
-		return func(mix []int32) bool {
-			calls++
-			var c float64
-			for v, n := range mix {
-				c += float64(n) * capacity[v]
-			}
-			return c+1e-9 >= demand
-		}
-	}
-	mix, ok := cheapestMix(vs, covers([]float64{1, 3}, 2.5))
-	assert.True(t, ok)
-	assert.Equal(t, []int32{0, 1}, mix, "one b (20) covers 2.5 for less than three a (24)")
-	mix, _ = cheapestMix(vs, covers([]float64{1, 3}, 3))
-	assert.Equal(t, []int32{0, 1}, mix)
-	mix, _ = cheapestMix(vs, covers([]float64{1, 3}, 7))
-	assert.Equal(t, []int32{1, 2}, mix, "1a+2b (48) beats 4a+1b (52), 7a (56) and 3b (60): %v", mix)
-	mix, ok = cheapestMix(vs, covers([]float64{1, 3}, 100))
-	assert.False(t, ok)
-	assert.Equal(t, []int32{10, 4}, mix)
-	vs[0].MinReplicas = 1
-	mix, _ = cheapestMix(vs, covers([]float64{1, 3}, 0))
-	assert.Equal(t, []int32{1, 0}, mix, "minReplicas hold when idle")
-
-	// Against brute force over every mix: same cost, far fewer tests.
-	vs = []VariantSpec{{Name: "a", Cost: 8, MaxReplicas: 24}, {Name: "b", Cost: 20, MaxReplicas: 12}}
-	for demand := 0.0; demand <= 60; demand += 1.7 {
-		calls = 0
-		mix, ok := cheapestMix(vs, covers([]float64{1, 2.4}, demand))
-		best := math.Inf(1)
-		for a := range int32(25) {
-			for b := range int32(13) {
-				if covers([]float64{1, 2.4}, demand)([]int32{a, b}) {
-					best = math.Min(best, mixCost(vs, []int32{a, b}))
-				}
-			}
-		}
-		if math.IsInf(best, 1) {
-			assert.False(t, ok, "demand %v", demand)
-			continue
-		}
-		assert.True(t, ok, "demand %v", demand)
-		assert.InDelta(t, best, mixCost(vs, mix), 1e-9, "demand %v: %v", demand, mix)
-	}
-}
-
 func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeSpike, 20*time.Minute, 1.5, 5)
-	rep, err := Run(sc, tr, Options{Policies: []string{PolicyWVA}})
+	sc, tr := shortScenario(t, scenario.ShapeSpike, 20*time.Minute, 1.5, 5)
+	rep, err := Run(sc, tr, Options{Policies: []string{policies.PolicyWVA}})
 	require.NoError(t, err)
 	assert.Equal(t, params.AnalyzerSLOPlanner, rep.Analyzer, "the default scenario's ConfigMaps choose the slo-planner")
 	assert.Greater(t, rep.Policies[0].SLOAttainment, 0.95, "wva serves the spike")
@@ -202,7 +151,7 @@ func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
 	sc.Policies.WVA.ConfigMaps = map[string]map[string]string{
 		config.SaturationConfigMapName: {"default": "analyzerName: saturation-percentage\nkvCacheThreshold: 0.8\nqueueLengthThreshold: 5\nkvSpareTrigger: 0.1\nqueueSpareTrigger: 3"},
 	}
-	rep, err = Run(sc, tr, Options{Policies: []string{PolicyWVA, PolicyWVAV1}})
+	rep, err = Run(sc, tr, Options{Policies: []string{policies.PolicyWVA, policies.PolicyWVAV1}})
 	require.NoError(t, err)
 	assert.Equal(t, params.AnalyzerSaturationPercentage, rep.Analyzer)
 	wva, v1 := rep.Policies[0], rep.Policies[1]
@@ -215,144 +164,15 @@ func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
 	sc.Policies.WVA.ConfigMaps = map[string]map[string]string{
 		config.SaturationConfigMapName: {"default": "analyzerName: saturation-percentage\nkvCacheThreshold: 0.4\nkvSpareTrigger: 0.1\nqueueLengthThreshold: 2\nqueueSpareTrigger: 1"},
 	}
-	rep2, err := Run(sc, tr, Options{Policies: []string{PolicyWVA}})
+	rep2, err := Run(sc, tr, Options{Policies: []string{policies.PolicyWVA}})
 	require.NoError(t, err)
 	assert.NotEqual(t, wva.Cost, rep2.Policies[0].Cost)
 
 	sc.Policies.WVA.ConfigMaps = map[string]map[string]string{
 		config.SaturationConfigMapName: {"default": "kvCacheThreshold: 1.5"},
 	}
-	_, err = Run(sc, tr, Options{Policies: []string{PolicyWVA}})
+	_, err = Run(sc, tr, Options{Policies: []string{policies.PolicyWVA}})
 	assert.ErrorContains(t, err, "kvCacheThreshold=1.5")
-}
-
-// TestWVAInputsAndState checks the input path: decide.BuildPlans, fed the
-// inventory's targets and the collector's result and nothing added after,
-// gives the group what the token and queueing analyzers read, and the
-// queueing analyzer's memory comes back every cycle.
-func TestWVAInputsAndState(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeSteady, 15*time.Minute, 3, 3)
-	sc.Policies.WVA.ConfigMaps = map[string]map[string]string{
-		config.QueueingModelConfigMapName: {"default": "targetTTFT: 1000\ntargetITL: 60"},
-	}
-	p, err := newWVAPolicy(&sc)
-	require.NoError(t, err)
-	assert.Equal(t, params.AnalyzerQueueingModel, p.analyzer)
-	cycles := 0
-	var last decide.GroupResult
-	p.observe = func(_ time.Duration, res []decide.GroupResult) {
-		cycles++
-		require.Len(t, res, 1)
-		require.NoError(t, res[0].Err)
-		last = res[0]
-	}
-	f := newFleet(&sc, &tr, p, []int32{3, 0})
-	var seen decision.Group
-	f.progress = func(now, _ time.Duration) {
-		if now == 10*time.Minute {
-			views, metrics := p.collect(f)
-			plans := decide.BuildPlans(views, metrics, nil, p.resolve)
-			require.Len(t, plans, 1)
-			seen = plans[0].Input.Group
-		}
-	}
-	f.run()
-	assert.Greater(t, cycles, 20)
-	require.NotNil(t, last.State, "the analyzer's state is carried")
-	require.NotEmpty(t, seen.Replicas)
-	require.Len(t, seen.Variants, 2)
-	byName := map[string]decision.Variant{}
-	for _, v := range seen.Variants {
-		byName[v.Name] = v
-	}
-	v := byName[sc.Variants[0].Name]
-	assert.Equal(t, int64(sc.Variants[0].Server.MaxNumSeqs), v.MaxNumSeqs)
-	assert.Equal(t, int64(sc.Variants[0].Server.MaxNumBatchedTokens), v.MaxNumBatchedTokens)
-	assert.Equal(t, sc.Variants[0].StartupDelay.D(), v.StartupDelay, "measured on the pods present from the start")
-	assert.Zero(t, byName[sc.Variants[1].Name].StartupDelay, "no Ready pod, no measurement")
-	var arrival float64
-	for _, r := range seen.Replicas {
-		assert.Equal(t, int64(sc.Variants[0].Server.NumGPUBlocks), r.NumGPUBlocks)
-		assert.Equal(t, int64(16), r.BlockSize)
-		assert.InDelta(t, 1000, r.AvgInputTokens, 400)
-		assert.InDelta(t, 200, r.AvgOutputTokens, 100)
-		assert.Positive(t, r.AvgTTFTms)
-		assert.Positive(t, r.AvgITLms)
-		arrival += r.ArrivalRate
-	}
-	assert.InDelta(t, 3, arrival, 1.2, "the pods' arrival rates add up to the load")
-	assert.True(t, seen.GatewayArrivalsReported)
-	assert.InDelta(t, 3, seen.GatewayArrivalRate, 1.2, "the gateway counts the load")
-	assert.Zero(t, seen.SchedulerQueueSize, "three replicas hold 3 req/s: flow control holds nothing")
-}
-
-// TestStartupDelayMeasured checks the inventory's measurement on simulated
-// pods: the median creation-to-Ready time, 0 without a Ready pod.
-func TestStartupDelayMeasured(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		pods [][2]time.Duration // created, readyAt
-		want time.Duration
-	}{
-		{"none", nil, 0},
-		{"started before the run", [][2]time.Duration{{-7 * time.Minute, 0}}, 7 * time.Minute},
-		{"median", [][2]time.Duration{{0, 2 * time.Minute}, {time.Minute, 2 * time.Minute}, {time.Minute, 5 * time.Minute}}, 2 * time.Minute},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var ready []*pod
-			for i, c := range tc.pods {
-				ready = append(ready, &pod{name: fmt.Sprintf("p-%d", i), created: c[0], readyAt: c[1], ready: true})
-			}
-			assert.Equal(t, tc.want, startupDelay(ready))
-		})
-	}
-}
-
-func TestFlowControl(t *testing.T) {
-	spec := testSpec
-	spec.NumGPUBlocks = 400
-	run := func(fc bool) (PolicySummary, int) {
-		sc := Scenario{
-			Name: "fc", ModelID: "m", Seed: 2,
-			Variants: []VariantSpec{{Name: "v", Cost: 1, MinReplicas: 1, MaxReplicas: 1, InitialReplicas: 1, Server: spec}},
-			SLO:      SLO{TTFT: params.Duration(2 * time.Second), ITL: params.Duration(100 * time.Millisecond)},
-			Control:  Control{FlowControl: fc},
-			Traffic: Traffic{Synthetic: &Synthetic{Shape: ShapeSteady, Duration: params.Duration(5 * time.Minute), BaseRate: 3,
-				InputTokens: 800, OutputTokens: 300}},
-		}
-		sc.applyDefaults()
-		tr, err := sc.LoadTraffic()
-		require.NoError(t, err)
-		f := newFleet(&sc, &tr, staticPolicy{}, []int32{1})
-		maxWaiting, maxHeld := 0, 0
-		f.progress = func(time.Duration, time.Duration) {
-			maxWaiting = max(maxWaiting, f.pods[0].srv.numWaiting())
-			maxHeld = max(maxHeld, len(f.gateway))
-		}
-		f.run()
-		if fc {
-			assert.LessOrEqual(t, maxWaiting, fcQueueDepth+2, "the server queue stays near the saturation threshold (preempted requests come back to it)")
-			assert.Positive(t, maxHeld, "the rest waits at the gateway")
-		} else {
-			assert.Greater(t, maxWaiting, fcQueueDepth)
-			assert.Zero(t, maxHeld)
-		}
-		return summarize("fc", f), maxHeld
-	}
-	off, _ := run(false)
-	on, _ := run(true)
-	assert.Equal(t, off.Requests, on.Requests)
-	assert.Zero(t, on.Unfinished)
-}
-
-func TestParsePolicies(t *testing.T) {
-	got, err := ParsePolicies(" wva, oracle,wva ")
-	require.NoError(t, err)
-	assert.Equal(t, []string{PolicyWVA, PolicyOracle}, got)
-	_, err = ParsePolicies("wva,hpa")
-	assert.ErrorContains(t, err, `unknown policy "hpa"`)
-	_, err = ParsePolicies(",")
-	assert.ErrorContains(t, err, "no policy given")
 }
 
 func TestScenarioValidation(t *testing.T) {
@@ -366,73 +186,16 @@ func TestScenarioValidation(t *testing.T) {
 		{"variants: [{name: a, maxReplicas: 1, server: {alpha: 0, numGPUBlocks: 1}}]\n", "variants[0].server.alpha: 0 ms is outside [0.01 ms, 60000 ms]"},
 		{"variantz: []\n", "unknown field"},
 	} {
-		_, err := ParseScenario([]byte(tt.yaml))
+		_, err := scenario.ParseScenario([]byte(tt.yaml))
 		assert.ErrorContains(t, err, tt.want, tt.yaml)
 	}
 }
-
-func TestRender(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeSpike, 15*time.Minute, 1.5, 5)
-	rep, err := Run(sc, tr, Options{})
-	require.NoError(t, err)
-	var text, html stringsBuilder
-	require.NoError(t, RenderText(&text, rep))
-	for _, want := range []string{"POLICY", "x ORACLE", "wva-v1", "queue-threshold", "kpa", "static-peak", "static:", "oracle", "Replicas (all variants)", "W wva", "k kpa"} {
-		assert.Contains(t, text.String(), want)
-	}
-	require.NoError(t, RenderHTML(&html, rep))
-	out := html.String()
-	assert.Contains(t, out, "<svg")
-	assert.Contains(t, out, "TTFT p99")
-	assert.NotContains(t, out, "<script")
-	for _, external := range []string{"src=", "href=", "<link", "@import"} {
-		assert.NotContains(t, out, external, "no external resources")
-	}
-	assert.Contains(t, out, `xmlns="http://www.w3.org/2000/svg"`)
-	for _, p := range rep.Policies {
-		if !IsFrontierRow(p.Policy) { // names with '+', escaped as &#43;
-			assert.Contains(t, out, "</span> "+p.Policy+"</td>", "table row of %s", p.Policy)
-		}
-	}
-}
-
-// TestRenderHTMLEscapes renders names from user files that carry markup:
-// they show as text, never as elements.
-func TestRenderHTMLEscapes(t *testing.T) {
-	sc, tr := shortScenario(t, ShapeSpike, 10*time.Minute, 1, 5)
-	rep, err := Run(sc, tr, Options{Policies: []string{PolicyWVA, PolicyKPA}})
-	require.NoError(t, err)
-	rep.Scenario = `chat & "bursts"`
-	rep.Policies[0].Policy = "<script>alert(1)</script>"
-	rep.Policies[1].Note = "<img onerror=x>"
-	rep.Variants[0].Name = "<b>l40s</b>"
-	var html stringsBuilder
-	require.NoError(t, RenderHTML(&html, rep))
-	out := html.String()
-	for _, raw := range []string{"<script", "<img", "<b>"} {
-		assert.NotContains(t, out, raw)
-	}
-	for _, escaped := range []string{
-		"<h1>wva simulate: chat &amp; &#34;bursts&#34;</h1>",
-		"</span> &lt;script&gt;alert(1)&lt;/script&gt;</td>",
-		`<div class="note">kpa: &lt;img onerror=x&gt;</div>`,
-		"</span> &lt;b&gt;l40s&lt;/b&gt; (",
-		">&lt;script&gt;alert(1)&lt;/script&gt;: replicas (spec) per variant, stacked</text>",
-	} {
-		assert.Contains(t, out, escaped)
-	}
-}
-
-type stringsBuilder struct{ b []byte }
-
-func (s *stringsBuilder) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
-func (s *stringsBuilder) String() string              { return string(s.b) }
 
 // BenchmarkSimulateHour simulates one hour of bursty traffic at five times
 // the default scenario's rate (tens of replicas), every policy and the
 // oracle, as `wva simulate` does.
 func BenchmarkSimulateHour(b *testing.B) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	sc.Traffic.RateScale = 5
 	tr, err := sc.LoadTraffic()
 	require.NoError(b, err)
@@ -448,68 +211,6 @@ func BenchmarkSimulateHour(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(tr.Requests)), "requests")
 	b.ReportMetric(float64(steps), "engine-steps")
-}
-
-// TestSpikeOutrunsStartup measures why no reactive policy meets the SLO on
-// the default spike (2 -> 9 req/s at minute 20 for 10 minutes): a replica
-// asked for at the spike's first second is Ready 3 minutes later at the
-// earliest (the H100's start-up; the L40S needs 4). Until then the fleet is
-// what was there before the spike. Held at the oracle's plan for the
-// minute before the spike, that fleet leaves requests that were already
-// past their TTFT target before any new replica could serve them; those are
-// lost whatever the policy does afterwards. More than 1% of the hour's
-// requests means 99% needs capacity held ahead of the spike.
-func TestSpikeOutrunsStartup(t *testing.T) {
-	sc := DefaultScenario()
-	syn := *sc.Traffic.Synthetic
-	syn.Shape = ShapeSpike
-	sc.Traffic.Synthetic = &syn
-	tr, err := sc.LoadTraffic()
-	require.NoError(t, err)
-	plan := PlanOracle(&sc, &tr)
-	// Paying for replicas from 3 minutes before they serve costs more
-	// around the spike, and never less than the plan, nor more than its
-	// peak held throughout.
-	assert.Greater(t, plan.StartupCost, plan.Cost)
-	assert.LessOrEqual(t, plan.StartupCost, mixCost(sc.Variants, plan.Peak)*float64(len(plan.Replicas))*plan.Interval.Hours()+1e-9)
-	start := time.Duration(syn.withDefaults().SpikeStart)
-	before := plan.Replicas[int(start/plan.Interval)-1]
-	var fastest time.Duration = -1
-	for _, v := range sc.Variants {
-		if fastest < 0 || v.StartupDelay.D() < fastest {
-			fastest = v.StartupDelay.D()
-		}
-	}
-	ready := start + fastest
-	lostWith := func(fleetMix []int32) int {
-		f := newFleet(&sc, &tr, staticPolicy{}, fleetMix)
-		f.run()
-		lost := 0
-		for i, r := range tr.Requests {
-			res := f.results[i]
-			late := res.state != reqDone || float64(res.ttft) > sc.SLO.TTFT.D().Seconds()
-			if r.Arrival >= start && r.Arrival+sc.SLO.TTFT.D() <= ready && late {
-				lost++
-			}
-		}
-		return lost
-	}
-	lost := lostWith(before)
-	frac := float64(lost) / float64(len(tr.Requests))
-	t.Logf("fleet before the spike %v; requests past their TTFT target before %s: %d of %d (%.2f%%): attainment <= %.2f%% for a policy holding that fleet",
-		before, ready, lost, len(tr.Requests), 100*frac, 100*(1-frac))
-	assert.Greater(t, frac, 1-sc.SLO.Attainment, "the spike must outrun the start-up delay for this test to mean anything")
-	// The L40S a policy must already hold when the spike starts to lose
-	// no more than 1% of the hour's requests this way.
-	held := slices.Clone(before)
-	for ; held[0] < sc.Variants[0].MaxReplicas; held[0]++ {
-		if float64(lostWith(held)) <= (1-sc.SLO.Attainment)*float64(len(tr.Requests)) {
-			break
-		}
-	}
-	t.Logf("to stay within 1%%, hold %v before the spike (%.0f per hour against %.0f for the minute before)",
-		held, mixCost(sc.Variants, held), mixCost(sc.Variants, before))
-	assert.Greater(t, mixCost(sc.Variants, held), mixCost(sc.Variants, before))
 }
 
 // What the simulator benchmarks is what deploy/default ships: wva's
@@ -528,7 +229,7 @@ func TestShippedConfigIsBenchmarked(t *testing.T) {
 		require.NoError(t, yaml.Unmarshal([]byte(doc), &cm))
 		shipped[cm.Metadata.Name] = cm.Data
 	}
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	require.NotEmpty(t, sc.Policies.WVA.ConfigMaps)
 	store := config.NewStore()
 	for name, data := range shipped {
@@ -542,50 +243,4 @@ func TestShippedConfigIsBenchmarked(t *testing.T) {
 	want.SaturationSource, got.SaturationSource = "", ""
 	want.ScaleToZeroSource, got.ScaleToZeroSource = "", ""
 	assert.Equal(t, want, got)
-}
-
-// The scenario states the SLO once: moving slo (as --slo-ttft and
-// --slo-itl do) moves wva's targets with the yardstick, and an entry that
-// restates a different target is an error, not a second SLO.
-func TestWVATargetsAreTheScenarioSLO(t *testing.T) {
-	sc := DefaultScenario()
-	sc.SLO.TTFT, sc.SLO.ITL = params.Duration(time.Second), params.Duration(50*time.Millisecond)
-	p, err := newWVAPolicy(&sc)
-	require.NoError(t, err)
-	r := p.resolve(sc.ModelID, sc.Namespace)
-	assert.Equal(t, 1000.0, r.SLO.TargetTTFTms)
-	assert.Equal(t, 50.0, r.SLO.TargetITLms)
-	assert.Equal(t, sc.SLO.Attainment, r.SLO.Attainment)
-
-	cases := []struct {
-		name, entry, err string
-		attainment       float64
-	}{
-		{"no target in the entry", "analyzerName: slo-planner", "", 0.99},
-		{"same targets restated", "targetTTFT: 1000\ntargetITL: 50", "", 0.99},
-		{"wva's own attainment", "sloAttainment: 0.95", "", 0.95},
-		{"conflicting TTFT", "targetTTFT: 2000", `wva-saturation-scaling-config "default": targetTTFT 2000 conflicts with slo.ttft 1s: ` +
-			"the scenario states the SLO once, in slo.ttft (drop targetTTFT from the entry)", 0},
-		{"conflicting ITL", "targetITL: 100", "targetITL 100 conflicts with slo.itl 50ms", 0},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := sc
-			s.Policies.WVA.ConfigMaps = map[string]map[string]string{config.SaturationConfigMapName: {config.DefaultKey: tc.entry}}
-			r, err := s.WVAResolved()
-			if tc.err != "" {
-				assert.ErrorContains(t, err, tc.err)
-				assert.ErrorContains(t, s.Validate(), tc.err)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, 1000.0, r.SLO.TargetTTFTms)
-			assert.Equal(t, tc.attainment, r.SLO.Attainment)
-		})
-	}
-
-	// An attainment wva cannot plan for is rejected as the ConfigMap's would be.
-	sc.SLO.Attainment = 1
-	sc.Policies.WVA.ConfigMaps = nil
-	assert.ErrorContains(t, sc.Validate(), "sloAttainment=1: must be in [0.5, 0.9999]")
 }

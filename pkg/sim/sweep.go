@@ -3,18 +3,18 @@ package sim
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
-	"strconv"
-	"strings"
 
+	"github.com/wva-project/wva/pkg/sim/oracle"
+	"github.com/wva-project/wva/pkg/sim/policies"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // Attainment levels a frontier reports the cost of.
 const (
-	frontierLow  = 0.95
-	frontierHigh = 0.99
+	FrontierLow  = 0.95
+	FrontierHigh = 0.99
 )
 
 // Frontier is one policy's cost against attainment as its one knob moves:
@@ -33,35 +33,35 @@ type FrontierPoint struct {
 	Attainment float64 `json:"attainment"`
 }
 
-// staticKnob names the constant fleets' frontier (swept by size).
-const staticKnob = "constant fleet"
+// StaticKnob names the constant fleets' frontier (swept by size).
+const StaticKnob = "constant fleet"
 
 // knobSweep is how one policy's knob is set on a scenario.
 type knobSweep struct {
 	knob   string
 	values []float64
-	set    func(sc *Scenario, v float64) error
+	set    func(sc *scenario.Scenario, v float64) error
 }
 
 // sweeps are the knobs --frontier moves: wva's attainment target (its one
 // knob), the KV threshold of the reference analyzers, the queue-threshold
 // and KPA targets as multiples of the scenario's. Constant fleets are
 // swept by size by the static-frontier rows themselves.
-func sweeps(base Scenario) map[string]knobSweep {
+func sweeps(base scenario.Scenario) map[string]knobSweep {
 	// wva-throughput embeds wva-v1's policy: both read policies.v1.
-	kvThreshold := knobSweep{"kvCacheThreshold", []float64{0.4, 0.5, 0.6, 0.7, 0.8, 0.9}, func(sc *Scenario, v float64) error {
+	kvThreshold := knobSweep{"kvCacheThreshold", []float64{0.4, 0.5, 0.6, 0.7, 0.8, 0.9}, func(sc *scenario.Scenario, v float64) error {
 		sc.Policies.V1.KvCacheThreshold = v
 		return nil
 	}}
 	return map[string]knobSweep{
-		PolicyWVA:           {"sloAttainment", []float64{0.9, 0.95, 0.98, 0.99, 0.995, 0.999}, setWVAAttainment},
-		PolicyWVAV1:         kvThreshold,
-		PolicyWVAThroughput: kvThreshold,
-		PolicyQueueThreshold: {"targetWaitingPerReplica (x scenario)", []float64{0.125, 0.25, 0.5, 1, 2, 4}, func(sc *Scenario, v float64) error {
+		policies.PolicyWVA:           {"sloAttainment", []float64{0.9, 0.95, 0.98, 0.99, 0.995, 0.999}, setWVAAttainment},
+		policies.PolicyWVAV1:         kvThreshold,
+		policies.PolicyWVAThroughput: kvThreshold,
+		policies.PolicyQueueThreshold: {"targetWaitingPerReplica (x scenario)", []float64{0.125, 0.25, 0.5, 1, 2, 4}, func(sc *scenario.Scenario, v float64) error {
 			sc.Policies.QueueThreshold.TargetWaitingPerReplica = base.Policies.QueueThreshold.TargetWaitingPerReplica * v
 			return nil
 		}},
-		PolicyKPA: {"targetUtilization", []float64{0.2, 0.35, 0.5, 0.7, 0.85, 1}, func(sc *Scenario, v float64) error {
+		policies.PolicyKPA: {"targetUtilization", []float64{0.2, 0.35, 0.5, 0.7, 0.85, 1}, func(sc *scenario.Scenario, v float64) error {
 			sc.Policies.KPA.TargetUtilization = v
 			return nil
 		}},
@@ -70,8 +70,8 @@ func sweeps(base Scenario) map[string]knobSweep {
 
 // setWVAAttainment sets the attainment wva plans for, over its
 // configuration's; the yardstick (slo.attainment) stays.
-func setWVAAttainment(sc *Scenario, v float64) error {
-	sc.Policies.WVA.attainment = v
+func setWVAAttainment(sc *scenario.Scenario, v float64) error {
+	sc.Policies.WVA.SetAttainment(v)
 	return nil
 }
 
@@ -80,7 +80,7 @@ func setWVAAttainment(sc *Scenario, v float64) error {
 // frontier is read from the report's static rows (static-peak and the
 // static-frontier rows) and attached to static-peak's row, or to the first
 // static-frontier row without static-peak.
-func SweepFrontiers(sc Scenario, trace trace.Trace, rep *Report) error {
+func SweepFrontiers(sc scenario.Scenario, trace trace.Trace, rep *Report) error {
 	sw := sweeps(sc)
 	for i := range rep.Policies {
 		p := &rep.Policies[i]
@@ -100,42 +100,32 @@ func SweepFrontiers(sc Scenario, trace trace.Trace, rep *Report) error {
 			}
 			f.Points = append(f.Points, FrontierPoint{Knob: v, Cost: r.Policies[0].Cost, Attainment: r.Policies[0].SLOAttainment})
 		}
-		f.fill()
+		f.Fill()
 		p.Frontier = f
 	}
 	var static *Frontier
 	owner := -1
 	for i, p := range rep.Policies {
-		if p.Policy == PolicyStaticPeak || IsFrontierRow(p.Policy) {
+		if p.Policy == policies.PolicyStaticPeak || oracle.IsFrontierRow(p.Policy) {
 			if static == nil {
-				static = &Frontier{Knob: staticKnob}
+				static = &Frontier{Knob: StaticKnob}
 			}
 			static.Points = append(static.Points, FrontierPoint{Knob: p.MeanReplicas, Cost: p.Cost, Attainment: p.SLOAttainment})
-			if owner < 0 || p.Policy == PolicyStaticPeak {
+			if owner < 0 || p.Policy == policies.PolicyStaticPeak {
 				owner = i
 			}
 		}
 	}
 	if static != nil {
 		sort.Slice(static.Points, func(i, j int) bool { return static.Points[i].Cost < static.Points[j].Cost })
-		static.fill()
+		static.Fill()
 		rep.Policies[owner].Frontier = static
 	}
 	return nil
 }
 
-// frontierSeriesName names a frontier in the text and HTML reports: the
-// policy's, or "constant fleets" for the static rows' (whichever row holds
-// it).
-func frontierSeriesName(p PolicySummary) string {
-	if p.Frontier.Knob == staticKnob {
-		return "constant fleets"
-	}
-	return p.Policy
-}
-
-// fill sets the cheapest cost reaching each attainment level.
-func (f *Frontier) fill() {
+// Fill sets the cheapest cost reaching each attainment level.
+func (f *Frontier) Fill() {
 	at := func(level float64) *float64 {
 		best := math.Inf(1)
 		for _, p := range f.Points {
@@ -148,60 +138,5 @@ func (f *Frontier) fill() {
 		}
 		return &best
 	}
-	f.CostAt95, f.CostAt99 = at(frontierLow), at(frontierHigh)
-}
-
-// adaptivePolicies are the policies goal 4 ranks wva among.
-var adaptivePolicies = []string{PolicyWVA, PolicyWVAV1, PolicyWVAThroughput, PolicyQueueThreshold, PolicyKPA}
-
-// FrontierRanking says, per level, whether wva's cost to reach it is the
-// lowest of the adaptive policies that reach it.
-func FrontierRanking(rep Report) string {
-	var parts []string
-	for _, level := range []struct {
-		name string
-		cost func(*Frontier) *float64
-	}{
-		{"95%", func(f *Frontier) *float64 { return f.CostAt95 }},
-		{"99%", func(f *Frontier) *float64 { return f.CostAt99 }},
-	} {
-		// The adaptive policies reaching the level, in report order.
-		var wva *float64
-		var peers []PolicySummary
-		for _, p := range rep.Policies {
-			if p.Frontier == nil || !slices.Contains(adaptivePolicies, p.Policy) || level.cost(p.Frontier) == nil {
-				continue
-			}
-			if p.Policy == PolicyWVA {
-				wva = level.cost(p.Frontier)
-			} else {
-				peers = append(peers, p)
-			}
-		}
-		var cheaper []string
-		for _, p := range peers {
-			if c := level.cost(p.Frontier); wva == nil || *c < *wva-1e-9 {
-				cheaper = append(cheaper, fmt.Sprintf("%s %.1f", p.Policy, *c))
-			}
-		}
-		switch {
-		case wva == nil && len(peers) == 0:
-			parts = append(parts, level.name+": no adaptive policy reaches it")
-		case wva == nil:
-			parts = append(parts, level.name+": wva never reaches it (reached by "+strings.Join(cheaper, ", ")+")")
-		case len(cheaper) == 0:
-			parts = append(parts, fmt.Sprintf("%s: wva cheapest (%.1f)", level.name, *wva))
-		default:
-			parts = append(parts, fmt.Sprintf("%s: wva %.1f, cheaper: %s", level.name, *wva, strings.Join(cheaper, ", ")))
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-// frontierCost formats a frontier cost, "-" where never reached.
-func frontierCost(c *float64) string {
-	if c == nil {
-		return "-"
-	}
-	return strconv.FormatFloat(*c, 'f', 1, 64)
+	f.CostAt95, f.CostAt99 = at(FrontierLow), at(FrontierHigh)
 }

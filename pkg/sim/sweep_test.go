@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/decision/params"
+	"github.com/wva-project/wva/pkg/sim/policies"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
 func TestFrontierFill(t *testing.T) {
@@ -25,36 +27,9 @@ func TestFrontierFill(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := Frontier{Points: tc.points}
-			f.fill()
+			f.Fill()
 			assert.Equal(t, tc.at95, f.CostAt95)
 			assert.Equal(t, tc.at99, f.CostAt99)
-		})
-	}
-}
-
-func costOf(v float64) *float64 { return &v }
-
-func TestFrontierRanking(t *testing.T) {
-	row := func(policy string, at95, at99 *float64) PolicySummary {
-		return PolicySummary{Policy: policy, Frontier: &Frontier{CostAt95: at95, CostAt99: at99}}
-	}
-	cases := []struct {
-		name string
-		rows []PolicySummary
-		want string
-	}{
-		{"wva cheapest", []PolicySummary{row("wva", costOf(40), costOf(50)), row("kpa", costOf(60), nil)},
-			"95%: wva cheapest (40.0); 99%: wva cheapest (50.0)"},
-		{"a peer is cheaper", []PolicySummary{row("wva", costOf(40), costOf(50)), row("kpa", costOf(30), costOf(70))},
-			"95%: wva 40.0, cheaper: kpa 30.0; 99%: wva cheapest (50.0)"},
-		{"wva never reaches it", []PolicySummary{row("wva", costOf(40), nil), row("queue-threshold", costOf(45), costOf(80))},
-			"95%: wva cheapest (40.0); 99%: wva never reaches it (reached by queue-threshold 80.0)"},
-		{"constant fleets are not adaptive", []PolicySummary{row("wva", nil, nil), row("static-peak", costOf(10), costOf(20))},
-			"95%: no adaptive policy reaches it; 99%: no adaptive policy reaches it"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, FrontierRanking(Report{Policies: tc.rows}))
 		})
 	}
 }
@@ -62,7 +37,7 @@ func TestFrontierRanking(t *testing.T) {
 // The wva sweep sets the attainment target wva plans for, and leaves the
 // scenario it was given, and the yardstick, alone.
 func TestSetWVAAttainment(t *testing.T) {
-	base := DefaultScenario()
+	base := scenario.DefaultScenario()
 	run := base
 	require.NoError(t, setWVAAttainment(&run, 0.95))
 	r, err := run.WVAResolved()
@@ -77,19 +52,19 @@ func TestSetWVAAttainment(t *testing.T) {
 // A sweep runs each policy at every knob value and attaches the constant
 // fleets' frontier to static-peak.
 func TestSweepFrontiers(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	sc.Traffic.Limit = params.Duration(10 * time.Minute)
 	trace, err := sc.LoadTraffic()
 	require.NoError(t, err)
-	rep, err := Run(sc, trace, Options{Policies: []string{PolicyWVA, PolicyKPA, PolicyStaticPeak, PolicyStaticFrontier}})
+	rep, err := Run(sc, trace, Options{Policies: []string{policies.PolicyWVA, policies.PolicyKPA, policies.PolicyStaticPeak, policies.PolicyStaticFrontier}})
 	require.NoError(t, err)
 	require.NoError(t, SweepFrontiers(sc, trace, &rep))
 	for _, p := range rep.Policies {
 		switch {
-		case p.Policy == PolicyWVA || p.Policy == PolicyKPA:
+		case p.Policy == policies.PolicyWVA || p.Policy == policies.PolicyKPA:
 			require.NotNil(t, p.Frontier, p.Policy)
 			assert.Len(t, p.Frontier.Points, 6, p.Policy)
-		case p.Policy == PolicyStaticPeak:
+		case p.Policy == policies.PolicyStaticPeak:
 			require.NotNil(t, p.Frontier)
 			assert.Greater(t, len(p.Frontier.Points), 1)
 		default:
@@ -104,19 +79,21 @@ func TestSweepFrontiers(t *testing.T) {
 // Without static-peak, the constant fleets' frontier is kept on the first
 // static-frontier row, one point per row.
 func TestSweepFrontiersWithoutStaticPeak(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.DefaultScenario()
 	sc.Traffic.Limit = params.Duration(10 * time.Minute)
 	trace, err := sc.LoadTraffic()
 	require.NoError(t, err)
-	rep, err := Run(sc, trace, Options{Policies: []string{PolicyStaticFrontier}})
+	rep, err := Run(sc, trace, Options{Policies: []string{policies.PolicyStaticFrontier}})
 	require.NoError(t, err)
 	require.NoError(t, SweepFrontiers(sc, trace, &rep))
 	require.Greater(t, len(rep.Policies), 1)
 	f := rep.Policies[0].Frontier
 	require.NotNil(t, f, rep.Policies[0].Policy)
-	assert.Equal(t, staticKnob, f.Knob)
+	assert.Equal(t, StaticKnob, f.Knob)
 	assert.Len(t, f.Points, len(rep.Policies))
 	for _, p := range rep.Policies[1:] {
 		assert.Nil(t, p.Frontier, p.Policy)
 	}
 }
+
+func costOf(v float64) *float64 { return &v }

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/wva-project/wva/pkg/sim/oracle"
+	"github.com/wva-project/wva/pkg/sim/policies"
 )
 
 // Verdict is how wva's row compares with the other rows of a run, in the
@@ -27,7 +30,7 @@ const costEpsilon = 1e-6
 
 // Judge compares wva's row with the others; ok is false without a wva row.
 func Judge(rep Report) (Verdict, bool) {
-	wva, ok := rep.Row(PolicyWVA)
+	wva, ok := rep.Row(policies.PolicyWVA)
 	if !ok {
 		return Verdict{}, false
 	}
@@ -36,13 +39,13 @@ func Judge(rep Report) (Verdict, bool) {
 	var peak int32
 	cheapestMeeting := -1
 	for i, p := range rep.Policies {
-		if p.Policy == PolicyWVA {
+		if p.Policy == policies.PolicyWVA {
 			continue
 		}
-		if p.Policy == PolicyOracle || p.Policy == PolicyStaticPeak {
+		if p.Policy == policies.PolicyOracle || p.Policy == policies.PolicyStaticPeak {
 			peak = max(peak, p.MaxReplicas)
 		}
-		if p.Policy == PolicyOracle {
+		if p.Policy == policies.PolicyOracle {
 			continue
 		}
 		if isConstant(p.Policy) && p.SLOAttainment >= rep.SLO.Attainment &&
@@ -67,7 +70,7 @@ func Judge(rep Report) (Verdict, bool) {
 
 // isConstant says a row is a constant fleet.
 func isConstant(policy string) bool {
-	return policy == PolicyStaticPeak || IsFrontierRow(policy)
+	return policy == policies.PolicyStaticPeak || oracle.IsFrontierRow(policy)
 }
 
 // Row is the report's row of the named policy.

@@ -14,6 +14,9 @@ import (
 
 	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/policies"
+	"github.com/wva-project/wva/pkg/sim/report"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
 type simulateOptions struct {
@@ -67,13 +70,13 @@ Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,Genera
 	f := cmd.Flags()
 	f.StringVar(&o.scenario, "scenario", "", "scenario file (YAML/JSON); default: the embedded scenario")
 	f.StringVar(&o.trace, "trace", "", "CSV trace (TIMESTAMP,ContextTokens,GeneratedTokens) instead of the scenario's traffic")
-	f.StringVar(&o.shape, "shape", "", "synthetic traffic shape instead of the scenario's: "+strings.Join(sim.Shapes, ", "))
+	f.StringVar(&o.shape, "shape", "", "synthetic traffic shape instead of the scenario's: "+strings.Join(scenario.Shapes, ", "))
 	f.Float64Var(&o.baseRate, "base-rate", 0, "synthetic base rate, requests/s (default: the scenario's)")
 	f.Float64Var(&o.peakRate, "peak-rate", 0, "synthetic peak rate, requests/s (default: the scenario's)")
 	f.DurationVar(&o.duration, "duration", 0, "truncate the trace (or the synthetic traffic's length)")
 	f.Float64Var(&o.timeScale, "time-scale", 0, "multiply arrival times (0.5 plays the trace twice as fast)")
 	f.Float64Var(&o.rateScale, "rate-scale", 0, "multiply the request rate (2 doubles the requests)")
-	f.StringVar(&o.policies, "policies", strings.Join(sim.AllPolicies, ","), "policies to compare")
+	f.StringVar(&o.policies, "policies", strings.Join(policies.AllPolicies, ","), "policies to compare")
 	f.DurationVar(&o.sloTTFT, "slo-ttft", 0, "TTFT target (default: the scenario's)")
 	f.DurationVar(&o.sloITL, "slo-itl", 0, "ITL target (default: the scenario's)")
 	f.DurationVar(&o.startupDelay, "startup-delay", 0, "pod start-up delay for every variant (default: per variant, from the scenario)")
@@ -94,7 +97,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	if err != nil {
 		return err
 	}
-	policies, err := sim.ParsePolicies(o.policies)
+	names, err := policies.ParsePolicies(o.policies)
 	if err != nil {
 		return fmt.Errorf("--policies: %w", err)
 	}
@@ -106,7 +109,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 		return fmt.Errorf("the traffic has no requests")
 	}
 	bar := newProgressBar(cmd.ErrOrStderr(), o.progress)
-	rep, err := sim.Run(sc, trace, sim.Options{Policies: policies, Progress: bar.update})
+	rep, err := sim.Run(sc, trace, sim.Options{Policies: names, Progress: bar.update})
 	bar.done()
 	if err != nil {
 		return err
@@ -121,7 +124,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 		if err != nil {
 			return err
 		}
-		if err := sim.RenderHTML(f, rep); err != nil {
+		if err := report.RenderHTML(f, rep); err != nil {
 			f.Close()
 			return err
 		}
@@ -135,7 +138,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	if err := sim.RenderText(out, rep); err != nil {
+	if err := report.RenderText(out, rep); err != nil {
 		return err
 	}
 	if o.htmlOut != "" {
@@ -145,11 +148,11 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	return nil
 }
 
-func buildScenario(cmd *cobra.Command, o simulateOptions) (sim.Scenario, error) {
-	sc := sim.DefaultScenario()
+func buildScenario(cmd *cobra.Command, o simulateOptions) (scenario.Scenario, error) {
+	sc := scenario.DefaultScenario()
 	if o.scenario != "" {
 		var err error
-		if sc, err = sim.LoadScenario(o.scenario); err != nil {
+		if sc, err = scenario.LoadScenario(o.scenario); err != nil {
 			return sc, err
 		}
 	}
@@ -162,7 +165,7 @@ func buildScenario(cmd *cobra.Command, o simulateOptions) (sim.Scenario, error) 
 	}
 	if o.shape != "" || changed("base-rate") || changed("peak-rate") {
 		if sc.Traffic.Synthetic == nil {
-			def := sim.DefaultScenario()
+			def := scenario.DefaultScenario()
 			sc.Traffic.Synthetic = def.Traffic.Synthetic
 		}
 		syn := *sc.Traffic.Synthetic
@@ -253,7 +256,7 @@ var fieldFlags = map[string]string{
 
 // flagError names the flag that set the field a validation error is about.
 func flagError(changed func(string) bool, err error) error {
-	var fe *sim.FieldError
+	var fe *scenario.FieldError
 	if !errors.As(err, &fe) {
 		return err
 	}

@@ -9,7 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/fleet"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/snapshot"
 )
 
@@ -59,8 +60,8 @@ func parseConcurrencies(list string) ([]int, error) {
 	for _, field := range strings.Split(list, ",") {
 		field = strings.TrimSpace(field)
 		c, err := strconv.Atoi(field)
-		if err != nil || c < 1 || c > sim.MaxBenchConcurrency {
-			return nil, fmt.Errorf("--concurrency %s: each value must be an integer in [1, %d]", snapshot.QuotedName(field), sim.MaxBenchConcurrency)
+		if err != nil || c < 1 || c > fleet.MaxBenchConcurrency {
+			return nil, fmt.Errorf("--concurrency %s: each value must be an integer in [1, %d]", snapshot.QuotedName(field), fleet.MaxBenchConcurrency)
 		}
 		out = append(out, c)
 	}
@@ -72,13 +73,13 @@ func runSimulateReplica(cmd *cobra.Command, o simulateReplicaOptions) error {
 	if err != nil {
 		return err
 	}
-	sc := sim.DefaultScenario()
+	sc := scenario.DefaultScenario()
 	if o.scenario != "" {
-		if sc, err = sim.LoadScenario(o.scenario); err != nil {
+		if sc, err = scenario.LoadScenario(o.scenario); err != nil {
 			return err
 		}
 	}
-	rep, err := sim.BenchScenario(sc, o.variant, o.inputTokens, o.outputTokens, concurrencies)
+	rep, err := fleet.BenchScenario(sc, o.variant, o.inputTokens, o.outputTokens, concurrencies)
 	if err != nil {
 		return err
 	}
