@@ -64,7 +64,7 @@ func BenchReplica(spec scenario.ServerSpec, in, out int32, concurrency int) (Rep
 	// replica (seeded: a point is reproducible). Started at once, identical
 	// requests would stay in lockstep forever, a deterministic engine having
 	// none of a real one's jitter; evenly spaced, they would never collide.
-	alone := (spec.Alpha*float64(out) + spec.Beta*float64(in+out)) * float64(time.Millisecond)
+	alone := ((spec.Overhead+spec.Alpha)*float64(out) + spec.Beta*float64(in+out)) * float64(time.Millisecond)
 	rng := rand.New(rand.NewPCG(uint64(concurrency), uint64(in)<<32|uint64(out)))
 	starts := make([]time.Duration, concurrency)
 	for i := 1; i < concurrency; i++ {

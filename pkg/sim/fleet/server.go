@@ -177,7 +177,7 @@ func (s *server) schedule() (time.Duration, bool) {
 	if batched == 0 {
 		return 0, false
 	}
-	ms := s.spec.Alpha + s.spec.Beta*float64(batched) + s.spec.Gamma*float64(kv)
+	ms := s.spec.StepMs(batched, kv)
 	s.steps++
 	return max(time.Duration(ms*float64(time.Millisecond)), time.Microsecond), true
 }

@@ -95,6 +95,7 @@ var (
 	replicasRange = floatRange{lo: 1, hi: MaxReplicas}
 	startupRange  = durationRange{0, 24 * time.Hour}
 
+	overheadRange        = floatRange{lo: 0, hi: 60_000, unit: "ms"}
 	alphaRange           = floatRange{lo: 0.01, hi: 60_000, unit: "ms"}
 	betaRange            = floatRange{lo: 0, hi: 100, unit: "ms"}
 	gammaRange           = floatRange{lo: 0, hi: 10, unit: "ms"}

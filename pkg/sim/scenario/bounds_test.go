@@ -95,3 +95,27 @@ func TestShippedScenariosValidate(t *testing.T) {
 		assert.NotEmpty(t, tr.Requests, f)
 	}
 }
+
+func TestStepMs(t *testing.T) {
+	additive := ServerSpec{Alpha: 18, Beta: 0.08, Gamma: 2e-5}
+	roofline := ServerSpec{Overhead: 2.5, Alpha: 16, Beta: 0.09, Gamma: 1e-5}
+	for _, tc := range []struct {
+		name        string
+		spec        ServerSpec
+		batched, kv int64
+		want        float64
+	}{
+		{"additive sums the costs", additive, 5000, 5000, 18 + 400 + 0.1},
+		{"additive decode", additive, 1, 1000, 18 + 0.08 + 0.02},
+		{"roofline prompt is compute-bound", roofline, 5000, 5000, 2.5 + 450},
+		{"roofline decode is memory-bound", roofline, 50, 100_000, 2.5 + 16 + 1},
+		{"roofline small prompt: the weights' read", roofline, 100, 0, 2.5 + 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.InDelta(t, tc.want, tc.spec.StepMs(tc.batched, tc.kv), 1e-9)
+		})
+	}
+	bad := roofline
+	bad.Overhead = -1
+	assert.ErrorContains(t, bad.Validate(), "server.overhead")
+}

@@ -6,11 +6,22 @@ package scenario
 //	Alpha + Beta * batchedTokens + Gamma * kvTokensOfTheBatch   milliseconds
 //
 // where batchedTokens are the prompt chunk and decode tokens computed in the
-// step and kvTokensOfTheBatch the context the batch attends to.
+// step and kvTokensOfTheBatch the context the batch attends to. With an
+// Overhead the step is a roofline instead:
+//
+//	Overhead + max(Alpha + Gamma * kvTokensOfTheBatch, Beta * batchedTokens)
+//
+// A step reads the weights and the batch's KV (memory-bound: Alpha, Gamma)
+// or computes its tokens (compute-bound: Beta), whichever takes longer, and
+// pays a fixed cost for launches and tensor-parallel communication on top.
+// Summing the two instead charges a long prompt's chunk the weight reads
+// its compute already hides (docs/simulator.md#the-server-model).
 type ServerSpec struct {
-	Alpha float64 `json:"alpha"`
-	Beta  float64 `json:"beta"`
-	Gamma float64 `json:"gamma"`
+	// Overhead (ms) makes the step a roofline; 0: the additive step.
+	Overhead float64 `json:"overhead,omitempty"`
+	Alpha    float64 `json:"alpha"`
+	Beta     float64 `json:"beta"`
+	Gamma    float64 `json:"gamma"`
 	// KV cache: NumGPUBlocks blocks of BlockSize tokens (vllm:cache_config_info).
 	NumGPUBlocks int32 `json:"numGPUBlocks"`
 	BlockSize    int32 `json:"blockSize"`
@@ -41,6 +52,7 @@ func (s ServerSpec) Validate() error {
 		v    float64
 		r    floatRange
 	}{
+		{"overhead", s.Overhead, overheadRange},
 		{"alpha", s.Alpha, alphaRange},
 		{"beta", s.Beta, betaRange},
 		{"gamma", s.Gamma, gammaRange},
@@ -54,6 +66,15 @@ func (s ServerSpec) Validate() error {
 		}
 	}
 	return nil
+}
+
+// StepMs is the duration of an engine step that computes batched tokens
+// over a batch attending to kv tokens.
+func (s ServerSpec) StepMs(batched, kv int64) float64 {
+	if s.Overhead > 0 {
+		return s.Overhead + max(s.Alpha+s.Gamma*float64(kv), s.Beta*float64(batched))
+	}
+	return s.Alpha + s.Beta*float64(batched) + s.Gamma*float64(kv)
 }
 
 // KVCapacityTokens is num_gpu_blocks * block_size.

@@ -1,0 +1,88 @@
+package app
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	nimTable          = "../../../examples/benchmarks/nim-1.8.0-llama-3.3-70b-2xh100-fp8-tp2.json"
+	calibratedFleet   = "../../../pkg/sim/scenario/scenarios/llama-3.3-70b.yaml"
+	calibratedVariant = "llama-70b-h100"
+)
+
+// NIM's published H100 table, fitted back: the roofline reproduces every
+// point's ITL and throughput closely and its TTFT within 17%, and the
+// fitted server is the one the calibrated scenario ships.
+func TestSimulateCalibrateFitsNIMTable(t *testing.T) {
+	out, err := run(t, "", "simulate", "calibrate", "--from", nimTable, "--scenario", calibratedFleet,
+		"--variant", calibratedVariant, "--tolerance", "0.2", "--json")
+	require.NoError(t, err)
+	var rep struct {
+		Server map[string]float64 `json:"server"`
+		Points []struct {
+			TTFTError       float64 `json:"ttftError"`
+			ITLError        float64 `json:"itlError"`
+			ThroughputError float64 `json:"throughputError"`
+		} `json:"points"`
+		Worst float64 `json:"worstError"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	require.Len(t, rep.Points, 5)
+	for i, p := range rep.Points {
+		assert.Less(t, abs(p.ITLError), 0.05, "point %d ITL", i+1)
+		assert.Less(t, abs(p.ThroughputError), 0.05, "point %d throughput", i+1)
+		assert.Less(t, abs(p.TTFTError), 0.17, "point %d TTFT", i+1)
+	}
+	assert.Less(t, rep.Worst, 0.17)
+	// The scenario's H100 is this fit (its comments give this command).
+	assert.InEpsilon(t, 2.658, rep.Server["overhead"], 0.01)
+	assert.InEpsilon(t, 15.9, rep.Server["alpha"], 0.01)
+	assert.InEpsilon(t, 0.09023, rep.Server["beta"], 0.01)
+	assert.Equal(t, 26474.0, rep.Server["numGPUBlocks"], "the variant's KV cache is kept")
+}
+
+func TestSimulateCalibrateRefuses(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
+		return p
+	}
+	// Throughput that falls as concurrency rises while ITL stays flat: no
+	// server model produces both.
+	impossible := write("impossible.json", `{"time_to_first_token":{"unit":"ms","avg":400},"inter_token_latency":{"unit":"ms","avg":20},"output_token_throughput":{"unit":"tokens/sec","avg":900},"input_sequence_length":{"avg":1000},"output_sequence_length":{"avg":200},"input_config":{"concurrency":1}}
+{"time_to_first_token":{"unit":"ms","avg":400},"inter_token_latency":{"unit":"ms","avg":20},"output_token_throughput":{"unit":"tokens/sec","avg":50},"input_sequence_length":{"avg":1000},"output_sequence_length":{"avg":200},"input_config":{"concurrency":20}}
+`)
+	rate := write("rate.json", `{"completed":10,"total_input_tokens":1000,"total_output_tokens":1000,"mean_ttft_ms":50,"mean_tpot_ms":20,"output_throughput":100,"request_rate":2.0,"max_concurrency":null}`)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"from required", nil, `"from" not set`},
+		{"missing file", []string{"--from", filepath.Join(dir, "none.json")}, "no such file"},
+		{"rate-driven", []string{"--from", rate}, "driven by a request rate"},
+		{"unknown variant", []string{"--from", nimTable, "--variant", "nope"}, `--variant "nope"`},
+		{"bad tolerance", []string{"--from", nimTable, "--tolerance", "0"}, "--tolerance 0"},
+		{"cannot fit", []string{"--from", impossible}, "the service model cannot reproduce this measurement"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := run(t, "", append([]string{"simulate", "calibrate"}, tc.args...)...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
