@@ -11,13 +11,14 @@ import (
 	"github.com/wva-project/wva/pkg/sim/oracle"
 	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
+	"github.com/wva-project/wva/pkg/sim/simtest"
 )
 
 // TestStaticFrontier: the rows are named static:<n>x<variant>+<m>x<variant>,
 // constant, at most frontierMaxRows, within 1.5x static-peak's cost, and
 // their costs increase along the frontier.
 func TestStaticFrontier(t *testing.T) {
-	sc, tr := shortScenario(t, scenario.ShapeBursty, 15*time.Minute, 1.5, 5)
+	sc, tr := simtest.ShortScenario(t, scenario.ShapeBursty, 15*time.Minute, 1.5, 5)
 	rep, err := Run(sc, tr, Options{Policies: []string{policies.PolicyStaticPeak, policies.PolicyStaticFrontier}})
 	require.NoError(t, err)
 	require.Equal(t, policies.PolicyStaticPeak, rep.Policies[0].Policy)

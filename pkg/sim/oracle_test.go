@@ -10,6 +10,7 @@ import (
 	"github.com/wva-project/wva/pkg/sim/oracle"
 	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
+	"github.com/wva-project/wva/pkg/sim/simtest"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
@@ -20,7 +21,7 @@ import (
 // on the embedded default met only ~94.7% replayed).
 func TestOracleMeetsTheSLO(t *testing.T) {
 	spike := func(t *testing.T) (scenario.Scenario, trace.Trace) {
-		return shortScenario(t, scenario.ShapeSpike, 20*time.Minute, 1.5, 8)
+		return simtest.ShortScenario(t, scenario.ShapeSpike, 20*time.Minute, 1.5, 8)
 	}
 	for _, tc := range []struct {
 		name string

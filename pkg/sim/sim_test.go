@@ -16,21 +16,9 @@ import (
 	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
+	"github.com/wva-project/wva/pkg/sim/simtest"
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
-
-// shortScenario is the default scenario with a shorter synthetic trace.
-func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float64) (scenario.Scenario, trace.Trace) {
-	t.Helper()
-	sc := scenario.DefaultScenario()
-	syn := *sc.Traffic.Synthetic
-	syn.Shape, syn.Duration, syn.BaseRate, syn.PeakRate = shape, params.Duration(d), base, peak
-	sc.Traffic.Synthetic = &syn
-	require.NoError(t, sc.Validate())
-	tr, err := sc.LoadTraffic()
-	require.NoError(t, err)
-	return sc, tr
-}
 
 func TestDefaultScenario(t *testing.T) {
 	sc := scenario.DefaultScenario()
@@ -42,7 +30,7 @@ func TestDefaultScenario(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
-	sc, tr := shortScenario(t, scenario.ShapeBursty, 20*time.Minute, 2, 8)
+	sc, tr := simtest.ShortScenario(t, scenario.ShapeBursty, 20*time.Minute, 2, 8)
 	run := func(sc scenario.Scenario, tr trace.Trace) ([]byte, []byte) {
 		rep, err := Run(sc, tr, Options{})
 		require.NoError(t, err)
@@ -82,7 +70,7 @@ func TestDeterministic(t *testing.T) {
 func TestOracleIsALowerBound(t *testing.T) {
 	for _, shape := range []string{scenario.ShapeSteady, scenario.ShapeSpike, scenario.ShapeRamp} {
 		t.Run(shape, func(t *testing.T) {
-			sc, tr := shortScenario(t, shape, 20*time.Minute, 1.5, 5)
+			sc, tr := simtest.ShortScenario(t, shape, 20*time.Minute, 1.5, 5)
 			rep, err := Run(sc, tr, Options{})
 			require.NoError(t, err)
 			var oracle, feasible float64
@@ -140,7 +128,7 @@ func meetsEveryInterval(f *fleet.Fleet, tr *trace.Trace) bool {
 }
 
 func TestWVAUsesTheConfiguredAnalyzerAndConfig(t *testing.T) {
-	sc, tr := shortScenario(t, scenario.ShapeSpike, 20*time.Minute, 1.5, 5)
+	sc, tr := simtest.ShortScenario(t, scenario.ShapeSpike, 20*time.Minute, 1.5, 5)
 	rep, err := Run(sc, tr, Options{Policies: []string{policies.PolicyWVA}})
 	require.NoError(t, err)
 	assert.Equal(t, params.AnalyzerSLOPlanner, rep.Analyzer, "the default scenario's ConfigMaps choose the slo-planner")

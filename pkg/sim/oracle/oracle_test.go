@@ -9,18 +9,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
-	"github.com/wva-project/wva/pkg/sim/trace"
+	"github.com/wva-project/wva/pkg/sim/simtest"
 )
 
 // A load the maxima cannot serve makes intervals infeasible: each counts
 // once, however many of the repair replays search it again (a 10-minute
 // trace once reported hundreds).
 func TestOracleCountsEachInfeasibleIntervalOnce(t *testing.T) {
-	sc, tr := shortScenario(t, scenario.ShapeSteady, 10*time.Minute, 20, 20)
+	sc, tr := simtest.ShortScenario(t, scenario.ShapeSteady, 10*time.Minute, 20, 20)
 	for v := range sc.Variants {
 		sc.Variants[v].MaxReplicas = 1
 	}
@@ -75,19 +74,6 @@ func TestManyVariants(t *testing.T) {
 		assert.LessOrEqual(t, float64(calls), bound, tt.name)
 	}
 	assert.InDelta(t, 78, scenario.MixSearch(def.Variants), 0, "the embedded scenario")
-}
-
-// shortScenario is the default scenario with a shorter synthetic trace.
-func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float64) (scenario.Scenario, trace.Trace) {
-	t.Helper()
-	sc := scenario.DefaultScenario()
-	syn := *sc.Traffic.Synthetic
-	syn.Shape, syn.Duration, syn.BaseRate, syn.PeakRate = shape, params.Duration(d), base, peak
-	sc.Traffic.Synthetic = &syn
-	require.NoError(t, sc.Validate())
-	tr, err := sc.LoadTraffic()
-	require.NoError(t, err)
-	return sc, tr
 }
 
 func TestCheapestMix(t *testing.T) {

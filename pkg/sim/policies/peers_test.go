@@ -9,6 +9,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/scenario"
+	"github.com/wva-project/wva/pkg/sim/simtest"
 )
 
 // TestKPADecide drives the KPA decision function through sequences of
@@ -90,7 +91,7 @@ func TestKPADecide(t *testing.T) {
 // for 5 minutes) the KPA adds replicas within a minute of its start and
 // holds more during the spike than before it.
 func TestKPAScalesUpUnderSpike(t *testing.T) {
-	sc, tr := shortScenario(t, scenario.ShapeSpike, 30*time.Minute, 1.5, 6)
+	sc, tr := simtest.ShortScenario(t, scenario.ShapeSpike, 30*time.Minute, 1.5, 6)
 	f := fleet.New(&sc, &tr, newKPAPolicy(&sc), []int32{1, 0})
 	f.Run()
 	before, during := peakAround(f.Summarize().Timeline, 10*time.Minute, time.Minute)

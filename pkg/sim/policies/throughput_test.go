@@ -9,6 +9,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/scenario"
+	"github.com/wva-project/wva/pkg/sim/simtest"
 )
 
 func obsLine(a, b float64, ks ...float64) []itlObs {
@@ -174,7 +175,7 @@ func TestCombineTargets(t *testing.T) {
 // minute 10 for 5 minutes) the combined policy holds more replicas in the
 // spike's first minutes than before it, and fits an ITL model.
 func TestThroughputPolicyScalesUpUnderSpike(t *testing.T) {
-	sc, tr := shortScenario(t, scenario.ShapeSpike, 30*time.Minute, 1.5, 6)
+	sc, tr := simtest.ShortScenario(t, scenario.ShapeSpike, 30*time.Minute, 1.5, 6)
 	p := &throughputPolicy{v1Policy: v1Policy{cfg: sc.Policies.V1}}
 	f := fleet.New(&sc, &tr, p, []int32{1, 0})
 	f.Run()

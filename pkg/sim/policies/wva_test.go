@@ -14,28 +14,15 @@ import (
 	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/scenario"
-	"github.com/wva-project/wva/pkg/sim/trace"
+	"github.com/wva-project/wva/pkg/sim/simtest"
 )
-
-// shortScenario is the default scenario with a shorter synthetic trace.
-func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float64) (scenario.Scenario, trace.Trace) {
-	t.Helper()
-	sc := scenario.DefaultScenario()
-	syn := *sc.Traffic.Synthetic
-	syn.Shape, syn.Duration, syn.BaseRate, syn.PeakRate = shape, params.Duration(d), base, peak
-	sc.Traffic.Synthetic = &syn
-	require.NoError(t, sc.Validate())
-	tr, err := sc.LoadTraffic()
-	require.NoError(t, err)
-	return sc, tr
-}
 
 // TestWVAInputsAndState checks the input path: decide.BuildPlans, fed the
 // inventory's targets and the collector's result and nothing added after,
 // gives the group what the token and queueing analyzers read, and the
 // queueing analyzer's memory comes back every cycle.
 func TestWVAInputsAndState(t *testing.T) {
-	sc, tr := shortScenario(t, scenario.ShapeSteady, 15*time.Minute, 3, 3)
+	sc, tr := simtest.ShortScenario(t, scenario.ShapeSteady, 15*time.Minute, 3, 3)
 	sc.Policies.WVA.ConfigMaps = map[string]map[string]string{
 		config.QueueingModelConfigMapName: {"default": "targetTTFT: 1000\ntargetITL: 60"},
 	}

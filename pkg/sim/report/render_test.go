@@ -7,29 +7,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim"
 	"github.com/wva-project/wva/pkg/sim/oracle"
 	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
-	"github.com/wva-project/wva/pkg/sim/trace"
+	"github.com/wva-project/wva/pkg/sim/simtest"
 )
 
-// shortScenario is the default scenario with a shorter synthetic trace.
-func shortScenario(t testing.TB, shape string, d time.Duration, base, peak float64) (scenario.Scenario, trace.Trace) {
-	t.Helper()
-	sc := scenario.DefaultScenario()
-	syn := *sc.Traffic.Synthetic
-	syn.Shape, syn.Duration, syn.BaseRate, syn.PeakRate = shape, params.Duration(d), base, peak
-	sc.Traffic.Synthetic = &syn
-	require.NoError(t, sc.Validate())
-	tr, err := sc.LoadTraffic()
-	require.NoError(t, err)
-	return sc, tr
-}
-
 func TestRender(t *testing.T) {
-	sc, tr := shortScenario(t, scenario.ShapeSpike, 15*time.Minute, 1.5, 5)
+	sc, tr := simtest.ShortScenario(t, scenario.ShapeSpike, 15*time.Minute, 1.5, 5)
 	rep, err := sim.Run(sc, tr, sim.Options{})
 	require.NoError(t, err)
 	var text, html stringsBuilder
@@ -56,7 +42,7 @@ func TestRender(t *testing.T) {
 // TestRenderHTMLEscapes renders names from user files that carry markup:
 // they show as text, never as elements.
 func TestRenderHTMLEscapes(t *testing.T) {
-	sc, tr := shortScenario(t, scenario.ShapeSpike, 10*time.Minute, 1, 5)
+	sc, tr := simtest.ShortScenario(t, scenario.ShapeSpike, 10*time.Minute, 1, 5)
 	rep, err := sim.Run(sc, tr, sim.Options{Policies: []string{policies.PolicyWVA, policies.PolicyKPA}})
 	require.NoError(t, err)
 	rep.Scenario = `chat & "bursts"`
