@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,7 +34,7 @@ func newSimulateCalibrateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "calibrate --from FILE [--from FILE...] [--scenario F] [--variant NAME] [--json]",
 		Short: "Fit a variant's service model to your own benchmark results",
-		Long: `Reads benchmark runs at fixed concurrency (the JSON 'vllm bench serve
+		Long: `Reads benchmark runs at fixed concurrency or request rate (the JSON 'vllm bench serve
 --save-result' writes, one run per file or one per line with --append-result,
 and AIPerf/genai-perf profile exports) and fits the service model of one
 replica to them: the step costs overhead, alpha, beta and gamma of the
@@ -90,8 +91,16 @@ func runSimulateCalibrate(cmd *cobra.Command, o simulateCalibrateOptions) error 
 	if err != nil {
 		return err
 	}
-	model := func(p calibrate.Params, in, out int32, c int) (calibrate.Predicted, error) {
-		r, err := fleet.BenchReplica(withParams(base, p), in, out, c)
+	model := func(p calibrate.Params, pt calibrate.Point) (calibrate.Predicted, error) {
+		spec := withParams(base, p)
+		in, out := int32(math.Round(pt.InputTokens)), int32(math.Round(pt.OutputTokens))
+		var r fleet.ReplicaPoint
+		var err error
+		if pt.Concurrency > 0 {
+			r, err = fleet.BenchReplica(spec, in, out, pt.Concurrency)
+		} else {
+			r, err = fleet.BenchReplicaRate(spec, in, out, pt.RequestRate)
+		}
 		return calibrate.Predicted{TTFTMs: r.TTFTMs, ITLMs: r.ITLMs, OutputTokensPerSecond: r.OutputTokensPerSecond}, err
 	}
 	res, err := calibrate.Fit(points, model, !o.additive)
@@ -111,8 +120,8 @@ func runSimulateCalibrate(cmd *cobra.Command, o simulateCalibrateOptions) error 
 	}
 	for _, p := range res.Points {
 		if p.Worst() > o.tolerance {
-			return fmt.Errorf("%s (concurrency %d, %.0f/%.0f tokens): the fit is %.0f%% off (TTFT %+.0f%%, ITL %+.0f%%, output tokens/s %+.0f%%), more than --tolerance %.0f%%: the service model cannot reproduce this measurement",
-				p.Point.Source, p.Point.Concurrency, p.Point.InputTokens, p.Point.OutputTokens, 100*p.Worst(),
+			return fmt.Errorf("%s (%s, %.0f/%.0f tokens): the fit is %.0f%% off (TTFT %+.0f%%, ITL %+.0f%%, output tokens/s %+.0f%%), more than --tolerance %.0f%%: the service model cannot reproduce this measurement",
+				p.Point.Source, loadOf(p.Point), p.Point.InputTokens, p.Point.OutputTokens, 100*p.Worst(),
 				100*p.TTFTError, 100*p.ITLError, 100*p.ThroughputError, 100*o.tolerance)
 		}
 	}
@@ -178,11 +187,19 @@ func printCalibration(w interface{ Write([]byte) (int, error) }, rep calibrateRe
 	fmt.Fprintf(w, "server: {overhead: %s, alpha: %s, beta: %s, gamma: %s, numGPUBlocks: %d, blockSize: %d, maxNumSeqs: %d, maxNumBatchedTokens: %d}\n\n",
 		g(s.Overhead), g(s.Alpha), g(s.Beta), g(s.Gamma), s.NumGPUBlocks, s.BlockSize, s.MaxNumSeqs, s.MaxNumBatchedTokens)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tconcurrency\tin/out\tTTFT ms (fit)\tITL ms (fit)\toutput tok/s (fit)\tworst\t")
+	fmt.Fprintln(tw, "run\tload\tin/out\tTTFT ms (fit)\tITL ms (fit)\toutput tok/s (fit)\tworst\t")
 	for _, p := range rep.Points {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f/%.0f\t%.1f (%.1f)\t%.2f (%.2f)\t%.1f (%.1f)\t%.1f%%\t\n", filepath.Base(p.Point.Source), p.Point.Concurrency,
+		fmt.Fprintf(tw, "%s\t%s\t%.0f/%.0f\t%.1f (%.1f)\t%.2f (%.2f)\t%.1f (%.1f)\t%.1f%%\t\n", filepath.Base(p.Point.Source), loadOf(p.Point),
 			p.Point.InputTokens, p.Point.OutputTokens, p.Point.TTFTMs, p.Predicted.TTFTMs, p.Point.ITLMs, p.Predicted.ITLMs,
 			p.Point.OutputTokensPerSecond, p.Predicted.OutputTokensPerSecond, 100*p.Worst())
 	}
 	return tw.Flush()
+}
+
+// loadOf says how a run was driven: "c=25" or "2.5 req/s".
+func loadOf(p calibrate.Point) string {
+	if p.Concurrency > 0 {
+		return fmt.Sprintf("c=%d", p.Concurrency)
+	}
+	return strconv.FormatFloat(p.RequestRate, 'g', 4, 64) + " req/s"
 }

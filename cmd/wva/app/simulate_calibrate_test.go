@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/sim/fleet"
+	"github.com/wva-project/wva/pkg/sim/scenario"
 )
 
 const (
@@ -59,7 +63,6 @@ func TestSimulateCalibrateRefuses(t *testing.T) {
 	impossible := write("impossible.json", `{"time_to_first_token":{"unit":"ms","avg":400},"inter_token_latency":{"unit":"ms","avg":20},"output_token_throughput":{"unit":"tokens/sec","avg":900},"input_sequence_length":{"avg":1000},"output_sequence_length":{"avg":200},"input_config":{"concurrency":1}}
 {"time_to_first_token":{"unit":"ms","avg":400},"inter_token_latency":{"unit":"ms","avg":20},"output_token_throughput":{"unit":"tokens/sec","avg":50},"input_sequence_length":{"avg":1000},"output_sequence_length":{"avg":200},"input_config":{"concurrency":20}}
 `)
-	rate := write("rate.json", `{"completed":10,"total_input_tokens":1000,"total_output_tokens":1000,"mean_ttft_ms":50,"mean_tpot_ms":20,"output_throughput":100,"request_rate":2.0,"max_concurrency":null}`)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -67,7 +70,6 @@ func TestSimulateCalibrateRefuses(t *testing.T) {
 	}{
 		{"from required", nil, `"from" not set`},
 		{"missing file", []string{"--from", filepath.Join(dir, "none.json")}, "no such file"},
-		{"rate-driven", []string{"--from", rate}, "driven by a request rate"},
 		{"unknown variant", []string{"--from", nimTable, "--variant", "nope"}, `--variant "nope"`},
 		{"bad tolerance", []string{"--from", nimTable, "--tolerance", "0"}, "--tolerance 0"},
 		{"cannot fit", []string{"--from", impossible}, "the service model cannot reproduce this measurement"},
@@ -85,4 +87,30 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// Runs driven by a request rate (vllm bench serve --request-rate) are
+// fitted too: runs the calibrated H100 would measure at three rates, as
+// --append-result writes them, give back its figures.
+func TestSimulateCalibrateRateDrivenRuns(t *testing.T) {
+	h100 := scenario.ServerSpec{Overhead: 2.658, Alpha: 15.9, Beta: 0.09023, Gamma: 8.061e-8, NumGPUBlocks: 26474, MaxNumBatchedTokens: 8192}
+	var lines []string
+	for _, rate := range []float64{0.2, 1, 2} {
+		p, err := fleet.BenchReplicaRate(h100, 2000, 300, rate)
+		require.NoError(t, err)
+		run, err := json.Marshal(map[string]any{"completed": 100, "total_input_tokens": 200000, "total_output_tokens": 30000,
+			"request_rate": rate, "max_concurrency": nil, "mean_ttft_ms": p.TTFTMs, "mean_tpot_ms": p.ITLMs,
+			"mean_itl_ms": p.ITLMs, "output_throughput": p.OutputTokensPerSecond})
+		require.NoError(t, err)
+		lines = append(lines, string(run))
+	}
+	file := filepath.Join(t.TempDir(), "rates.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	out, err := run(t, "", "simulate", "calibrate", "--from", file, "--scenario", calibratedFleet, "--variant", calibratedVariant, "--json")
+	require.NoError(t, err)
+	var rep struct {
+		Worst float64 `json:"worstError"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	assert.Less(t, rep.Worst, 0.05)
 }

@@ -27,9 +27,10 @@ type Predicted struct {
 	OutputTokensPerSecond float64
 }
 
-// Model predicts one concurrency-driven point for params: the simulator's
-// replica driven as the benchmark drove the real one.
-type Model func(p Params, inputTokens, outputTokens int32, concurrency int) (Predicted, error)
+// Model predicts what pt measures, for params: the simulator's replica
+// driven as the benchmark drove the real one (pt's concurrency or request
+// rate, and its tokens per request).
+type Model func(p Params, pt Point) (Predicted, error)
 
 // PointFit is one measured point beside the fitted model's prediction.
 type PointFit struct {
@@ -83,11 +84,6 @@ func Fit(points []Point, model Model, roofline bool) (Result, error) {
 	if len(points) == 0 {
 		return Result{}, errors.New("no benchmark points to fit")
 	}
-	for _, p := range points {
-		if p.Concurrency < 1 {
-			return Result{}, fmt.Errorf("%s: driven by a request rate (%.3g req/s): only concurrency-driven runs can be fitted (`vllm bench serve --max-concurrency`, AIPerf/genai-perf --concurrency)", p.Source, p.RequestRate)
-		}
-	}
 	start := initialGuess(points, roofline)
 	evals := 0
 	cost := func(x []float64) float64 {
@@ -128,12 +124,12 @@ func Fit(points []Point, model Model, roofline bool) (Result, error) {
 // KV held.
 func initialGuess(points []Point, roofline bool) Params {
 	sorted := append([]Point(nil), points...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Concurrency < sorted[j].Concurrency })
+	sort.Slice(sorted, func(i, j int) bool { return inFlight(sorted[i]) < inFlight(sorted[j]) })
 	lo, hi := sorted[0], sorted[len(sorted)-1]
 	alpha := 0.8 * lo.ITLMs
 	beta := math.Max(0.2*lo.TTFTMs/lo.InputTokens, 1e-4)
-	kvLo := float64(lo.Concurrency) * (lo.InputTokens + lo.OutputTokens/2)
-	kvHi := float64(hi.Concurrency) * (hi.InputTokens + hi.OutputTokens/2)
+	kvLo := inFlight(lo) * (lo.InputTokens + lo.OutputTokens/2)
+	kvHi := inFlight(hi) * (hi.InputTokens + hi.OutputTokens/2)
 	gamma := 0.2 * lo.ITLMs / math.Max(kvLo, 1)
 	if kvHi > kvLo && hi.ITLMs > lo.ITLMs {
 		gamma = 0.5 * (hi.ITLMs - lo.ITLMs) / (kvHi - kvLo)
@@ -145,10 +141,20 @@ func initialGuess(points []Point, roofline bool) Params {
 	return p
 }
 
+// inFlight is how many requests a point held at once: its concurrency, or
+// for a rate-driven run, Little's law over its measured latencies.
+func inFlight(pt Point) float64 {
+	if pt.Concurrency > 0 {
+		return float64(pt.Concurrency)
+	}
+	e2e := (pt.TTFTMs + math.Max(pt.OutputTokens-1, 0)*pt.ITLMs) / 1000
+	return math.Max(pt.RequestRate*e2e, 1)
+}
+
 func predictAll(points []Point, model Model, p Params) ([]PointFit, error) {
 	fits := make([]PointFit, len(points))
 	for i, pt := range points {
-		pred, err := model(p, int32(math.Round(pt.InputTokens)), int32(math.Round(pt.OutputTokens)), pt.Concurrency)
+		pred, err := model(p, pt)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pt.Source, err)
 		}

@@ -11,7 +11,8 @@ import (
 
 // closedForm is a model with a known answer: a replica whose prompt is one
 // step and whose decode steps carry every sequence's KV.
-func closedForm(p Params, in, out int32, c int) (Predicted, error) {
+func closedForm(p Params, pt Point) (Predicted, error) {
+	in, out, c := int32(pt.InputTokens), int32(pt.OutputTokens), pt.Concurrency
 	step := func(batched, kv float64) float64 {
 		if p.Overhead > 0 {
 			return p.Overhead + math.Max(p.Alpha+p.Gamma*kv, p.Beta*batched)
@@ -35,14 +36,14 @@ func TestFitRecoversKnownParameters(t *testing.T) {
 		t.Run(fmt.Sprintf("%+v", want), func(t *testing.T) {
 			var points []Point
 			for i, c := range []int{1, 5, 25, 50} {
-				pred, err := closedForm(want, 5000, 500, c)
+				pred, err := closedForm(want, Point{InputTokens: 5000, OutputTokens: 500, Concurrency: c})
 				require.NoError(t, err)
 				points = append(points, Point{Source: fmt.Sprintf("p#%d", i+1), Concurrency: c, InputTokens: 5000, OutputTokens: 500,
 					TTFTMs: pred.TTFTMs, ITLMs: pred.ITLMs, OutputTokensPerSecond: pred.OutputTokensPerSecond})
 			}
 			// The 500-token prompt tells a roofline's overhead from its
 			// weight reads.
-			pred, err := closedForm(want, 500, 2000, 1)
+			pred, err := closedForm(want, Point{InputTokens: 500, OutputTokens: 2000, Concurrency: 1})
 			require.NoError(t, err)
 			points = append(points, Point{Source: "p#5", Concurrency: 1, InputTokens: 500, OutputTokens: 2000,
 				TTFTMs: pred.TTFTMs, ITLMs: pred.ITLMs, OutputTokensPerSecond: pred.OutputTokensPerSecond})
@@ -58,16 +59,13 @@ func TestFitRecoversKnownParameters(t *testing.T) {
 	}
 }
 
-func TestFitRefusesRateDrivenRuns(t *testing.T) {
-	_, err := Fit([]Point{{Source: "r.json#1", RequestRate: 2, InputTokens: 100, OutputTokens: 100, TTFTMs: 1, ITLMs: 1, OutputTokensPerSecond: 1}}, closedForm, false)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "r.json#1: driven by a request rate")
-	_, err = Fit(nil, closedForm, false)
+func TestFitNeedsPoints(t *testing.T) {
+	_, err := Fit(nil, closedForm, false)
 	require.Error(t, err)
 }
 
 func TestFitReportsTheModelsFailure(t *testing.T) {
-	failing := func(Params, int32, int32, int) (Predicted, error) {
+	failing := func(Params, Point) (Predicted, error) {
 		return Predicted{}, fmt.Errorf("exceeds the KV cache")
 	}
 	_, err := Fit([]Point{{Source: "f#1", Concurrency: 1, InputTokens: 100, OutputTokens: 100, TTFTMs: 1, ITLMs: 1, OutputTokensPerSecond: 1}}, failing, false)

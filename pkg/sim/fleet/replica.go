@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -14,7 +15,10 @@ import (
 // of Concurrency clients sends a request, waits for its last token and sends
 // the next at once. Latencies are means over the measured requests.
 type ReplicaPoint struct {
-	Concurrency int `json:"concurrency"`
+	Concurrency int `json:"concurrency,omitempty"`
+	// RequestRate is the offered load of a rate-driven point (req/s), 0
+	// for a concurrency-driven one.
+	RequestRate float64 `json:"requestRate,omitempty"`
 	// TTFTMs is arrival to first token, queueing in the engine included.
 	TTFTMs float64 `json:"ttftMs"`
 	// ITLMs is a request's (last token - first token) / (output - 1),
@@ -29,6 +33,7 @@ type ReplicaPoint struct {
 const (
 	MaxBenchConcurrency = 4096
 	MaxBenchTokens      = 1 << 20
+	MaxBenchRate        = 10_000.0
 )
 
 // replicaRequests is how many requests a point measures (after as many
@@ -121,6 +126,81 @@ func BenchReplica(spec scenario.ServerSpec, in, out int32, concurrency int) (Rep
 		// Little's law on a closed loop: concurrency requests in flight,
 		// each in flight for the mean end-to-end latency.
 		OutputTokensPerSecond: float64(concurrency) * float64(out) / meanE2E,
+	}, nil
+}
+
+// BenchReplicaRate drives one replica of spec with identical requests
+// arriving at rate per second, Poisson (seeded), as `vllm bench serve
+// --request-rate` does. Latencies are means over the measured requests;
+// throughput is every finished request's output tokens over the run's
+// duration, as vllm bench serve reports it. A rate beyond the replica's
+// capacity queues without bound, and TTFT shows it.
+func BenchReplicaRate(spec scenario.ServerSpec, in, out int32, rate float64) (ReplicaPoint, error) {
+	switch {
+	case !(rate > 0 && rate <= MaxBenchRate):
+		return ReplicaPoint{}, fmt.Errorf("request rate %v: must be in (0, %v] req/s", rate, MaxBenchRate)
+	case in < 1 || in > MaxBenchTokens:
+		return ReplicaPoint{}, fmt.Errorf("input tokens %d: must be in [1, %d]", in, MaxBenchTokens)
+	case out < 1 || out > MaxBenchTokens:
+		return ReplicaPoint{}, fmt.Errorf("output tokens %d: must be in [1, %d]", out, MaxBenchTokens)
+	}
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return ReplicaPoint{}, err
+	}
+	s := newServer(spec)
+	if !s.fits(in, out) {
+		return ReplicaPoint{}, fmt.Errorf("a request of %d+%d tokens exceeds the replica's KV cache (%d tokens)", in, out, spec.KVCapacityTokens())
+	}
+	// As many requests as are in flight at once, several times over, once
+	// a request's time alone says how many that is.
+	alone := ((spec.Overhead+spec.Alpha)*float64(out) + spec.Beta*float64(in+out)) / 1000
+	measured := replicaRequests(int(math.Ceil(rate * alone)))
+	warm := measured
+	rng := rand.New(rand.NewPCG(math.Float64bits(rate), uint64(in)<<32|uint64(out)))
+	arrivals := make([]time.Duration, warm+measured)
+	var at float64
+	for i := range arrivals {
+		at += rng.ExpFloat64() / rate
+		arrivals[i] = time.Duration(at * float64(time.Second))
+	}
+
+	var now time.Duration
+	next, seen, finished := 0, 0, 0
+	var ttft, itl time.Duration
+	var done []*seq
+	for seen < measured {
+		for next < len(arrivals) && arrivals[next] <= now {
+			s.enqueue(&seq{req: int32(next), arrival: arrivals[next], input: in, output: out, prompt: in, firstToken: -1})
+			next++
+		}
+		d, ok := s.schedule()
+		if !ok {
+			if next < len(arrivals) {
+				now = arrivals[next]
+				continue
+			}
+			return ReplicaPoint{}, fmt.Errorf("the engine stalled with %d requests waiting", s.numWaiting())
+		}
+		now += d
+		done = s.complete(now, done[:0])
+		finished += len(done)
+		for _, q := range done {
+			if int(q.req) >= warm {
+				seen++
+				ttft += q.firstToken - q.arrival
+				if out > 1 {
+					itl += (now - q.firstToken) / time.Duration(out-1)
+				}
+			}
+		}
+	}
+	n := float64(measured)
+	return ReplicaPoint{
+		RequestRate:           rate,
+		TTFTMs:                millis(ttft) / n,
+		ITLMs:                 millis(itl) / n,
+		OutputTokensPerSecond: float64(finished) * float64(out) / now.Seconds(),
 	}, nil
 }
 

@@ -148,3 +148,31 @@ func TestDefaultH100MissesNIM(t *testing.T) {
 	assert.Greater(t, got.ITLMs, 38.75*1.2)
 	assert.Less(t, got.OutputTokensPerSecond, 623.4*0.8)
 }
+
+// Driven by a request rate, a replica far below its capacity serves each
+// request as if alone and delivers the offered tokens; beyond its capacity
+// the queue grows and TTFT with it, while throughput stays at capacity.
+func TestBenchReplicaRate(t *testing.T) {
+	spec := scenario.ServerSpec{Alpha: 20, Beta: 0.05, Gamma: 0.0001, NumGPUBlocks: 20000, BlockSize: 16, MaxNumSeqs: 16, MaxNumBatchedTokens: 4096}
+	alone, err := BenchReplica(spec, 500, 200, 1)
+	require.NoError(t, err)
+	light, err := BenchReplicaRate(spec, 500, 200, 0.02)
+	require.NoError(t, err)
+	assert.InDelta(t, 0.02, light.RequestRate, 0)
+	assert.InEpsilon(t, alone.TTFTMs, light.TTFTMs, 0.05, "seldom two requests at once")
+	assert.InEpsilon(t, alone.ITLMs, light.ITLMs, 0.05)
+	assert.InEpsilon(t, 0.02*200, light.OutputTokensPerSecond, 0.35, "the offered tokens (a Poisson window's sampling noise aside)")
+
+	full, err := BenchReplica(spec, 500, 200, 16)
+	require.NoError(t, err)
+	capacity := full.OutputTokensPerSecond / 200 // req/s at the batch limit
+	over, err := BenchReplicaRate(spec, 500, 200, 2*capacity)
+	require.NoError(t, err)
+	assert.Greater(t, over.TTFTMs, 10*full.TTFTMs, "twice the capacity queues")
+	assert.InEpsilon(t, full.OutputTokensPerSecond, over.OutputTokensPerSecond, 0.1, "served at capacity")
+
+	for _, rate := range []float64{0, -1, MaxBenchRate * 2} {
+		_, err := BenchReplicaRate(spec, 500, 200, rate)
+		assert.ErrorContains(t, err, "request rate")
+	}
+}
