@@ -41,6 +41,33 @@ const (
 // the synchronized start (all clients arrive at once) has washed out.
 func replicaRequests(concurrency int) int { return max(8*concurrency, 64) }
 
+// benchServer is the replica a benchmark drives: spec with vLLM's
+// defaults, refusing requests outside the bench's bounds or larger than
+// its KV cache, as vLLM refuses a request over its max model length.
+func benchServer(spec scenario.ServerSpec, in, out int32) (*server, error) {
+	switch {
+	case in < 1 || in > MaxBenchTokens:
+		return nil, fmt.Errorf("input tokens %d: must be in [1, %d]", in, MaxBenchTokens)
+	case out < 1 || out > MaxBenchTokens:
+		return nil, fmt.Errorf("output tokens %d: must be in [1, %d]", out, MaxBenchTokens)
+	}
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	s := newServer(spec)
+	if !s.fits(in, out) {
+		return nil, fmt.Errorf("a request of %d+%d tokens exceeds the replica's KV cache (%d tokens)", in, out, spec.KVCapacityTokens())
+	}
+	return s, nil
+}
+
+// aloneMs is about one request's time alone on the replica, in ms: the
+// time scale a benchmark's clients and arrivals are spread over.
+func aloneMs(spec scenario.ServerSpec, in, out int32) float64 {
+	return (spec.Overhead+spec.Alpha)*float64(out) + spec.Beta*float64(in+out)
+}
+
 // BenchReplica drives one replica of spec at a fixed concurrency with
 // identical requests of in prompt and out output tokens. It refuses a
 // request the replica's KV cache cannot hold, as vLLM refuses a request
@@ -49,18 +76,10 @@ func BenchReplica(spec scenario.ServerSpec, in, out int32, concurrency int) (Rep
 	switch {
 	case concurrency < 1 || concurrency > MaxBenchConcurrency:
 		return ReplicaPoint{}, fmt.Errorf("concurrency %d: must be in [1, %d]", concurrency, MaxBenchConcurrency)
-	case in < 1 || in > MaxBenchTokens:
-		return ReplicaPoint{}, fmt.Errorf("input tokens %d: must be in [1, %d]", in, MaxBenchTokens)
-	case out < 1 || out > MaxBenchTokens:
-		return ReplicaPoint{}, fmt.Errorf("output tokens %d: must be in [1, %d]", out, MaxBenchTokens)
 	}
-	spec = spec.WithDefaults()
-	if err := spec.Validate(); err != nil {
+	s, err := benchServer(spec, in, out)
+	if err != nil {
 		return ReplicaPoint{}, err
-	}
-	s := newServer(spec)
-	if !s.fits(in, out) {
-		return ReplicaPoint{}, fmt.Errorf("a request of %d+%d tokens exceeds the replica's KV cache (%d tokens)", in, out, spec.KVCapacityTokens())
 	}
 
 	measured := replicaRequests(concurrency)
@@ -69,7 +88,7 @@ func BenchReplica(spec scenario.ServerSpec, in, out int32, concurrency int) (Rep
 	// replica (seeded: a point is reproducible). Started at once, identical
 	// requests would stay in lockstep forever, a deterministic engine having
 	// none of a real one's jitter; evenly spaced, they would never collide.
-	alone := ((spec.Overhead+spec.Alpha)*float64(out) + spec.Beta*float64(in+out)) * float64(time.Millisecond)
+	alone := aloneMs(s.spec, in, out) * float64(time.Millisecond)
 	rng := rand.New(rand.NewPCG(uint64(concurrency), uint64(in)<<32|uint64(out)))
 	starts := make([]time.Duration, concurrency)
 	for i := 1; i < concurrency; i++ {
@@ -139,23 +158,14 @@ func BenchReplicaRate(spec scenario.ServerSpec, in, out int32, rate float64) (Re
 	switch {
 	case !(rate > 0 && rate <= MaxBenchRate):
 		return ReplicaPoint{}, fmt.Errorf("request rate %v: must be in (0, %v] req/s", rate, MaxBenchRate)
-	case in < 1 || in > MaxBenchTokens:
-		return ReplicaPoint{}, fmt.Errorf("input tokens %d: must be in [1, %d]", in, MaxBenchTokens)
-	case out < 1 || out > MaxBenchTokens:
-		return ReplicaPoint{}, fmt.Errorf("output tokens %d: must be in [1, %d]", out, MaxBenchTokens)
 	}
-	spec = spec.WithDefaults()
-	if err := spec.Validate(); err != nil {
+	s, err := benchServer(spec, in, out)
+	if err != nil {
 		return ReplicaPoint{}, err
-	}
-	s := newServer(spec)
-	if !s.fits(in, out) {
-		return ReplicaPoint{}, fmt.Errorf("a request of %d+%d tokens exceeds the replica's KV cache (%d tokens)", in, out, spec.KVCapacityTokens())
 	}
 	// As many requests as are in flight at once, several times over, once
 	// a request's time alone says how many that is.
-	alone := ((spec.Overhead+spec.Alpha)*float64(out) + spec.Beta*float64(in+out)) / 1000
-	measured := replicaRequests(int(math.Ceil(rate * alone)))
+	measured := replicaRequests(int(math.Ceil(rate * aloneMs(s.spec, in, out) / 1000)))
 	warm := measured
 	rng := rand.New(rand.NewPCG(math.Float64bits(rate), uint64(in)<<32|uint64(out)))
 	arrivals := make([]time.Duration, warm+measured)
