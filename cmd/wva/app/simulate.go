@@ -149,13 +149,19 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	return nil
 }
 
+// scenarioFile is the scenario at path, or the embedded default when path
+// is empty (--scenario of every simulate command).
+func scenarioFile(path string) (scenario.Scenario, error) {
+	if path == "" {
+		return scenario.DefaultScenario(), nil
+	}
+	return scenario.LoadScenario(path)
+}
+
 func buildScenario(cmd *cobra.Command, o simulateOptions) (scenario.Scenario, error) {
-	sc := scenario.DefaultScenario()
-	if o.scenario != "" {
-		var err error
-		if sc, err = scenario.LoadScenario(o.scenario); err != nil {
-			return sc, err
-		}
+	sc, err := scenarioFile(o.scenario)
+	if err != nil {
+		return sc, err
 	}
 	changed := cmd.Flags().Changed
 	if o.trace != "" && o.shape != "" {

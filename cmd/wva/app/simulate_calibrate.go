@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -77,7 +78,7 @@ func runSimulateCalibrate(cmd *cobra.Command, o simulateCalibrateOptions) error 
 	}
 	var points []calibrate.Point
 	for _, name := range o.from {
-		data, err := readBounded(name, calibrate.MaxResultBytes)
+		data, err := readResults(name)
 		if err != nil {
 			return err
 		}
@@ -130,12 +131,9 @@ func runSimulateCalibrate(cmd *cobra.Command, o simulateCalibrateOptions) error 
 
 // calibrationBase is the server whose limits the fit keeps.
 func calibrationBase(o simulateCalibrateOptions) (scenario.ServerSpec, error) {
-	sc := scenario.DefaultScenario()
-	if o.scenario != "" {
-		var err error
-		if sc, err = scenario.LoadScenario(o.scenario); err != nil {
-			return scenario.ServerSpec{}, err
-		}
+	sc, err := scenarioFile(o.scenario)
+	if err != nil {
+		return scenario.ServerSpec{}, err
 	}
 	if len(sc.Variants) == 0 {
 		return scenario.ServerSpec{}, errors.New("the scenario has no variant")
@@ -165,20 +163,16 @@ func withParams(s scenario.ServerSpec, p calibrate.Params) scenario.ServerSpec {
 	return s
 }
 
-func readBounded(name string, limit int64) ([]byte, error) {
+// readResults reads a results file, at most one byte past what
+// calibrate.Parse accepts, so Parse refuses an oversized file without the
+// whole of it in memory.
+func readResults(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d a results file may have", name, st.Size(), limit)
-	}
-	return os.ReadFile(name)
+	return io.ReadAll(io.LimitReader(f, calibrate.MaxResultBytes+1))
 }
 
 func printCalibration(w interface{ Write([]byte) (int, error) }, rep calibrateReport) error {

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wva-project/wva/pkg/sim/fleet"
-	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/snapshot"
 )
 
@@ -73,11 +72,9 @@ func runSimulateReplica(cmd *cobra.Command, o simulateReplicaOptions) error {
 	if err != nil {
 		return err
 	}
-	sc := scenario.DefaultScenario()
-	if o.scenario != "" {
-		if sc, err = scenario.LoadScenario(o.scenario); err != nil {
-			return err
-		}
+	sc, err := scenarioFile(o.scenario)
+	if err != nil {
+		return err
 	}
 	rep, err := fleet.BenchScenario(sc, o.variant, o.inputTokens, o.outputTokens, concurrencies)
 	if err != nil {
