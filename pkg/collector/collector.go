@@ -1,4 +1,4 @@
-// Package collector reads the vLLM metrics the analyzers need from
+// Package collector reads the vLLM and SGLang metrics the analyzers need from
 // Prometheus: a fixed set of queries per engine cycle, results keyed by pod
 // (or by model for request counts). It is the pipeline's only Prometheus I/O.
 package collector
@@ -36,7 +36,8 @@ type PodMetrics struct {
 	HasKvCacheUsage bool
 	QueueLength     float64
 	HasQueueLength  bool
-	// KV capacity from vllm:cache_config_info.
+	// KV capacity from vllm:cache_config_info; an SGLang pod's
+	// sglang:max_total_num_tokens is read as that many blocks of 1 token.
 	NumGPUBlocks int64
 	BlockSize    int64
 	// Averages over 5m; zero when the pod served no request.
@@ -266,7 +267,7 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		case QueryQueueLength:
 			pm.QueueLength, pm.HasQueueLength = v, true
 		case QueryCacheConfigInfo:
-			blocks, size, reason := cacheConfig(s.Metric)
+			blocks, size, reason := cacheConfig(s.Metric, v)
 			if reason != "" {
 				drop(s, reason)
 				continue
@@ -281,7 +282,7 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		case QueryArrivalRate:
 			pm.ArrivalRate = v
 		case QueryAvgTTFT:
-			pm.AvgTTFTms = v * 1000 // vLLM observes seconds
+			pm.AvgTTFTms = v * 1000 // vLLM and SGLang observe seconds
 		case QueryAvgITL:
 			pm.AvgITLms = v * 1000
 		}
@@ -299,8 +300,18 @@ func modelOf(m model.Metric) string {
 }
 
 // cacheConfig reads the KV capacity labels of vllm:cache_config_info, or
-// says why it cannot.
-func cacheConfig(m model.Metric) (blocks, size int64, reason string) {
+// SGLang's pool size in tokens (the sample's value, marked LabelKVTokens) as
+// blocks of one token, or says why it cannot.
+func cacheConfig(m model.Metric, v float64) (blocks, size int64, reason string) {
+	if m[LabelKVTokens] != "" {
+		if v != math.Trunc(v) || v < 1 {
+			return 0, 0, ReasonBadLabels
+		}
+		if v > decision.MaxGPUBlocks {
+			return 0, 0, ReasonAboveMax
+		}
+		return int64(v), 1, ""
+	}
 	blocks, err1 := strconv.ParseInt(string(m["num_gpu_blocks"]), 10, 64)
 	size, err2 := strconv.ParseInt(string(m["block_size"]), 10, 64)
 	switch {
@@ -332,8 +343,8 @@ const (
 	// ReasonNoTarget: no pod label (per-pod queries) or no model label
 	// (EPP queries).
 	ReasonNoTarget = "no_target"
-	// ReasonBadLabels: cache_config_info's num_gpu_blocks or block_size is
-	// not a positive integer.
+	// ReasonBadLabels: cache_config_info's num_gpu_blocks or block_size (or
+	// SGLang's KV pool size in tokens) is not a positive integer.
 	ReasonBadLabels = "bad_labels"
 )
 

@@ -121,30 +121,50 @@ func TestRequestCountQueriesBoundedWhateverThePeriods(t *testing.T) {
 
 func TestQueryExpressions(t *testing.T) {
 	byName := map[string]string{}
-	for _, q := range Queries(Labels{Namespace: "ns", Pod: "pod_name"}, []string{"prod"}, nil) {
+	for _, q := range Queries(Labels{Namespace: "ns", Pod: "pod_name"}, []string{"prod"}, []time.Duration{10 * time.Minute}) {
 		byName[q.Name] = q.Expr
+	}
+	sglang := func(num, den, window string) string {
+		return ` or sum by (ns, pod_name) (rate(sglang:` + num + `{ns=~"prod"}[` + window + `])) / sum by (ns, pod_name) (rate(sglang:` + den + `{ns=~"prod"}[` + window + `]))`
 	}
 	tests := []struct {
 		query string
 		want  []string
 		not   []string
 	}{
-		{QueryArrivalRate, []string{`sum by (ns, pod_name) (rate(vllm:request_success_total{ns=~"prod"}[60s]))`}, nil},
+		{QueryArrivalRate, []string{`sum by (ns, pod_name) (rate(vllm:request_success_total{ns=~"prod"}[60s])) or ` +
+			`sum by (ns, pod_name) (rate(sglang:num_requests_total{ns=~"prod"}[60s]))`}, nil},
+		{QueryKvCacheUsage, []string{`max by (ns, pod_name) (max_over_time(vllm:kv_cache_usage_perc{ns=~"prod"}[`,
+			`or max by (ns, pod_name) (max_over_time(vllm:gpu_cache_usage_perc{ns=~"prod"}[`,
+			`or max by (ns, pod_name) (max_over_time(sglang:token_usage{ns=~"prod"}[`}, nil},
+		{QueryQueueLength, []string{`max by (ns, pod_name) (max_over_time(vllm:num_requests_waiting{ns=~"prod"}[`,
+			`or max by (ns, pod_name) (max_over_time(sglang:num_queue_reqs{ns=~"prod"}[`}, nil},
+		{QueryCacheConfigInfo, []string{`max by (ns, pod_name, num_gpu_blocks, block_size) (vllm:cache_config_info{ns=~"prod"}) or ` +
+			`label_replace(max by (ns, pod_name) (sglang:max_total_num_tokens{ns=~"prod"}), "wva_kv_tokens", "value", "", "")`}, nil},
+		{QueryAvgOutputTokens, []string{`rate(vllm:request_generation_tokens_sum{ns=~"prod"}[5m])`,
+			sglang("generation_tokens_total", "num_requests_total", "5m")}, nil},
+		{QueryRequestCount, []string{`sum by (ns, model_name) (increase(vllm:request_success_total{ns=~"prod"}[600s]) or ` +
+			`increase(sglang:num_requests_total{ns=~"prod"}[600s]))`}, nil},
 		{QueryAvgTTFT, []string{
 			`sum by (ns, pod_name) (rate(vllm:time_to_first_token_seconds_sum{ns=~"prod"}[60s])) / ` +
-				`sum by (ns, pod_name) (rate(vllm:time_to_first_token_seconds_count{ns=~"prod"}[60s]))`}, nil},
+				`sum by (ns, pod_name) (rate(vllm:time_to_first_token_seconds_count{ns=~"prod"}[60s]))`,
+			sglang("time_to_first_token_seconds_sum", "time_to_first_token_seconds_count", "60s")}, nil},
 		{QueryAvgITL, []string{
 			`(rate(vllm:inter_token_latency_seconds_sum{ns=~"prod"}[60s])) / sum by (ns, pod_name) (rate(vllm:inter_token_latency_seconds_count{ns=~"prod"}[60s])) or `,
-			`(rate(vllm:time_per_output_token_seconds_sum{ns=~"prod"}[60s])) / sum by (ns, pod_name) (rate(vllm:time_per_output_token_seconds_count{ns=~"prod"}[60s]))`}, nil},
+			`(rate(vllm:time_per_output_token_seconds_sum{ns=~"prod"}[60s])) / sum by (ns, pod_name) (rate(vllm:time_per_output_token_seconds_count{ns=~"prod"}[60s]))`,
+			sglang("inter_token_latency_seconds_sum", "inter_token_latency_seconds_count", "60s"),
+			sglang("time_per_output_token_seconds_sum", "time_per_output_token_seconds_count", "60s")}, nil},
 		{QueryEPPQueueSize, []string{
 			"sum by (ns, target_model_name, model_name) (llm_d_epp_flow_control_queue_size) or " +
 				"sum by (ns, target_model_name, model_name) (inference_extension_flow_control_queue_size)"},
 			[]string{`ns=~`}},
 		{QueryEPPQueueBytes, []string{"(llm_d_epp_flow_control_queue_bytes) or ", "(inference_extension_flow_control_queue_bytes)"}, []string{`ns=~`}},
-		{QueryAvgInputTokens, []string{`rate(vllm:request_prompt_tokens_sum{ns=~"prod"}[5m])`}, nil},
+		{QueryAvgInputTokens, []string{`rate(vllm:request_prompt_tokens_sum{ns=~"prod"}[5m])`,
+			sglang("prompt_tokens_total", "num_requests_total", "5m")}, nil},
 		{QueryPrefixCacheHit, []string{
 			`sum by (ns, pod_name) (rate(vllm:prefix_cache_hits_total{ns=~"prod"}[5m])) / ` +
-				`sum by (ns, pod_name) (rate(vllm:prefix_cache_queries_total{ns=~"prod"}[5m]))`}, nil},
+				`sum by (ns, pod_name) (rate(vllm:prefix_cache_queries_total{ns=~"prod"}[5m]))`,
+			sglang("cached_tokens_total", "prompt_tokens_total", "5m")}, nil},
 		{QueryGatewayArrivals, []string{
 			"sum by (ns, target_model_name, model_name) (rate(inference_objective_request_total[60s])) or " +
 				"sum by (ns, target_model_name, model_name) (rate(inference_model_request_total[60s]))"},
@@ -222,6 +242,43 @@ func TestCollect(t *testing.T) {
 	assert.False(t, ok, "no series is unknown, not zero requests")
 	_, ok = res.RequestsOver(5*time.Minute, ModelKey{"prod", "meta/llama"})
 	assert.False(t, ok, "window not queried")
+}
+
+// SGLang's KV capacity is a gauge's value, not labels: the query marks its
+// samples, and the collector reads the value as blocks of one token.
+func TestCollectSGLangKVCapacity(t *testing.T) {
+	tests := []struct {
+		name         string
+		sample       *model.Sample
+		blocks, size int64
+		dropped      string
+	}{
+		{"SGLang pool size in tokens", sample(16384, "namespace", "prod", "pod", "p", LabelKVTokens, "value"), 16384, 1, ""},
+		{"vLLM labels beside it", sample(1, "namespace", "prod", "pod", "p", "num_gpu_blocks", "1000", "block_size", "16"), 1000, 16, ""},
+		{"fractional token count", sample(0.5, "namespace", "prod", "pod", "p", LabelKVTokens, "value"), 0, 0, ReasonBadLabels},
+		{"zero tokens", sample(0, "namespace", "prod", "pod", "p", LabelKVTokens, "value"), 0, 0, ReasonBadLabels},
+		{"above the block bound", sample(2e9, "namespace", "prod", "pod", "p", LabelKVTokens, "value"), 0, 0, ReasonAboveMax},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fq := &fakeQuerier{answers: map[string]model.Vector{
+				"max_total_num_tokens": {tt.sample},
+				"kv_cache_usage_perc":  {sample(0.3, "namespace", "prod", "pod", "p")},
+				"num_requests_waiting": {sample(0, "namespace", "prod", "pod", "p")},
+			}}
+			res, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(), Request{Time: time.Now()})
+			require.NoError(t, err)
+			rm, ok := res.ReplicaMetrics("prod", "p")
+			require.True(t, ok)
+			assert.Equal(t, tt.blocks, rm.NumGPUBlocks)
+			assert.Equal(t, tt.size, rm.BlockSize)
+			if tt.dropped == "" {
+				assert.Empty(t, res.Dropped)
+				return
+			}
+			assert.Equal(t, map[Drop]int{{QueryCacheConfigInfo, tt.dropped}: 1}, res.Dropped)
+		})
+	}
 }
 
 func TestCollectFailsOnAnyQueryError(t *testing.T) {
@@ -356,6 +413,9 @@ func TestCollectDropsAbsurdFiniteValues(t *testing.T) {
 		{QueryCacheConfigInfo, "cache_config_info",
 			sample(1, "namespace", "prod", "pod", "ok", "num_gpu_blocks", "2048", "block_size", "16"),
 			sample(1, "namespace", "prod", "pod", "bad", "num_gpu_blocks", "170000000000000000", "block_size", "16"), nil},
+		{QueryCacheConfigInfo, "max_total_num_tokens",
+			sample(16384, "namespace", "prod", "pod", "ok", LabelKVTokens, "value"),
+			sample(huge, "namespace", "prod", "pod", "bad", LabelKVTokens, "value"), nil},
 		{QueryEPPQueueSize, "flow_control_queue_size", eppModel(4, "ok"), eppModel(huge, "bad"),
 			func(res Result) bool { return res.SchedulerQueueFor("prod", "ok").Size == 4 }},
 		{QueryEPPQueueBytes, "flow_control_queue_bytes", eppModel(4096, "ok"), eppModel(huge, "bad"),

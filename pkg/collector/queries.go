@@ -30,6 +30,24 @@ const (
 	MetricTTFT      = "vllm:time_to_first_token_seconds"
 	MetricITL       = "vllm:inter_token_latency_seconds"
 	MetricITLLegacy = "vllm:time_per_output_token_seconds"
+	// SGLang's names (label model_name), from its production metrics page
+	// and python/sglang/srt/metrics/collector.py. Its token averages and
+	// prefix cache hit rate are ratios of counters incremented once per
+	// finished request (prompt, generation and cached tokens, requests);
+	// the per-token latency histogram was renamed like vLLM's.
+	MetricSGLangTokenUsage       = "sglang:token_usage" // KV pool used, 0..1
+	MetricSGLangQueueReqs        = "sglang:num_queue_reqs"
+	MetricSGLangMaxTotalTokens   = "sglang:max_total_num_tokens" // KV pool size, tokens
+	MetricSGLangRequests         = "sglang:num_requests_total"   // finished requests
+	MetricSGLangPromptTokens     = "sglang:prompt_tokens_total"
+	MetricSGLangGenerationTokens = "sglang:generation_tokens_total"
+	MetricSGLangCachedTokens     = "sglang:cached_tokens_total"
+	MetricSGLangTTFT             = "sglang:time_to_first_token_seconds"
+	MetricSGLangITL              = "sglang:inter_token_latency_seconds"
+	MetricSGLangITLLegacy        = "sglang:time_per_output_token_seconds"
+	// LabelKVTokens marks a cache_config_info sample whose value is the KV
+	// capacity in tokens (SGLang's gauge) rather than vLLM's labels.
+	LabelKVTokens = "wva_kv_tokens"
 	// LabelTargetModelName is the EPP's model after rewrites (what the
 	// serving pods see); LabelModelName is the fallback when it is empty.
 	LabelTargetModelName = eppqueue.TargetModelLabel
@@ -119,7 +137,7 @@ type Query struct {
 // Queries builds the cycle's queries: 12, plus one request count per
 // distinct IdleWindow of the retention periods given (at most
 // len(IdleWindows)). Their number never depends on how many models or pods
-// there are: results are grouped by namespace and pod (or model) and split
+// there are, nor on which engines (vLLM, SGLang) serve them: results are grouped by namespace and pod (or model) and split
 // per variant group in Go.
 func Queries(labels Labels, namespaces []string, windows []time.Duration) []Query {
 	sel := selector(labels, namespaces)
@@ -128,25 +146,38 @@ func Queries(labels Labels, namespaces []string, windows []time.Duration) []Quer
 	// The saturation gauges' window: the analyzers' settling after a
 	// scale-up lasts as long (decision.MetricsWindow).
 	mw := promDuration(decision.MetricsWindow)
+	// Each signal is one query whatever the engines: `or` adds SGLang's
+	// series (and each engine's older names) per pod where vLLM's current
+	// name has none, so a group mixing engines costs no extra query.
+	gauge := func(metric string) string {
+		return fmt.Sprintf("max by (%s) (max_over_time(%s%s[%s]))", byPod, metric, sel, mw)
+	}
 	qs := []Query{
-		{Name: QueryKvCacheUsage, Expr: fmt.Sprintf(
-			"max by (%[1]s) (max_over_time(%[2]s%[4]s[%[5]s])) or max by (%[1]s) (max_over_time(%[3]s%[4]s[%[5]s]))",
-			byPod, MetricKvCacheUsage, MetricKvCacheUsageLegacy, sel, mw)},
-		{Name: QueryQueueLength, Expr: fmt.Sprintf("max by (%s) (max_over_time(%s%s[%s]))", byPod, MetricRequestsWaiting, sel, mw)},
-		{Name: QueryCacheConfigInfo, Expr: fmt.Sprintf("max by (%s, num_gpu_blocks, block_size) (%s%s)", byPod, MetricCacheConfigInfo, sel)},
-		{Name: QueryAvgInputTokens, Expr: histogramMean(byPod, MetricPromptTokens, sel, "5m")},
-		{Name: QueryAvgOutputTokens, Expr: histogramMean(byPod, MetricGenerationTokens, sel, "5m")},
+		{Name: QueryKvCacheUsage, Expr: either(gauge(MetricKvCacheUsage), gauge(MetricKvCacheUsageLegacy), gauge(MetricSGLangTokenUsage))},
+		{Name: QueryQueueLength, Expr: either(gauge(MetricRequestsWaiting), gauge(MetricSGLangQueueReqs))},
+		// vLLM's capacity is in the labels; SGLang's gauge value is the
+		// pool size in tokens, marked so the collector reads the value.
+		{Name: QueryCacheConfigInfo, Expr: either(
+			fmt.Sprintf("max by (%s, num_gpu_blocks, block_size) (%s%s)", byPod, MetricCacheConfigInfo, sel),
+			fmt.Sprintf(`label_replace(max by (%s) (%s%s), "%s", "value", "", "")`, byPod, MetricSGLangMaxTotalTokens, sel, LabelKVTokens))},
+		{Name: QueryAvgInputTokens, Expr: either(histogramMean(byPod, MetricPromptTokens, sel, "5m"),
+			rateRatio(byPod, MetricSGLangPromptTokens, MetricSGLangRequests, sel, "5m"))},
+		{Name: QueryAvgOutputTokens, Expr: either(histogramMean(byPod, MetricGenerationTokens, sel, "5m"),
+			rateRatio(byPod, MetricSGLangGenerationTokens, MetricSGLangRequests, sel, "5m"))},
 		// Share of prompt tokens found in the prefix cache (they need no
 		// prefill), over the same 5m as the token averages.
-		{Name: QueryPrefixCacheHit, Expr: fmt.Sprintf("sum by (%[1]s) (rate(%[2]s%[4]s[5m])) / sum by (%[1]s) (rate(%[3]s%[4]s[5m]))",
-			byPod, MetricPrefixCacheHits, MetricPrefixCacheQueries, sel)},
+		{Name: QueryPrefixCacheHit, Expr: either(rateRatio(byPod, MetricPrefixCacheHits, MetricPrefixCacheQueries, sel, "5m"),
+			rateRatio(byPod, MetricSGLangCachedTokens, MetricSGLangPromptTokens, sel, "5m"))},
 		// Completions per second stand for arrivals: in steady state they
-		// are equal, every vLLM exports the counter with the pod's
+		// are equal, every engine exports the counter with the pod's
 		// namespace, and the EPP's per-pod dispatch counter has no
 		// namespace label to join on.
-		{Name: QueryArrivalRate, Expr: fmt.Sprintf("sum by (%s) (rate(%s%s[%s]))", byPod, MetricRequestSuccess, sel, rw)},
-		{Name: QueryAvgTTFT, Expr: histogramMean(byPod, MetricTTFT, sel, rw)},
-		{Name: QueryAvgITL, Expr: histogramMean(byPod, MetricITL, sel, rw) + " or " + histogramMean(byPod, MetricITLLegacy, sel, rw)},
+		{Name: QueryArrivalRate, Expr: either(
+			fmt.Sprintf("sum by (%s) (rate(%s%s[%s]))", byPod, MetricRequestSuccess, sel, rw),
+			fmt.Sprintf("sum by (%s) (rate(%s%s[%s]))", byPod, MetricSGLangRequests, sel, rw))},
+		{Name: QueryAvgTTFT, Expr: either(histogramMean(byPod, MetricTTFT, sel, rw), histogramMean(byPod, MetricSGLangTTFT, sel, rw))},
+		{Name: QueryAvgITL, Expr: either(histogramMean(byPod, MetricITL, sel, rw), histogramMean(byPod, MetricITLLegacy, sel, rw),
+			histogramMean(byPod, MetricSGLangITL, sel, rw), histogramMean(byPod, MetricSGLangITLLegacy, sel, rw))},
 		// The EPP exports no namespace label of its own: the scrape's
 		// namespace label (the EPP pod's) is kept when present, and no
 		// namespace selector applies (the EPP may run elsewhere).
@@ -160,8 +191,11 @@ func Queries(labels Labels, namespaces []string, windows []time.Duration) []Quer
 		rounded = append(rounded, IdleWindow(w))
 	}
 	for _, w := range dedupe(rounded) {
+		// The `or` is inside the sum: a model served by a vLLM and an
+		// SGLang variant counts both pods' requests.
 		qs = append(qs, Query{Name: QueryRequestCount, Window: w, Expr: fmt.Sprintf(
-			"sum by (%s, %s) (increase(%s%s[%s]))", labels.Namespace, LabelModelName, MetricRequestSuccess, sel, promDuration(w))})
+			"sum by (%[1]s, %[2]s) (increase(%[3]s%[5]s[%[6]s]) or increase(%[4]s%[5]s[%[6]s]))",
+			labels.Namespace, LabelModelName, MetricRequestSuccess, MetricSGLangRequests, sel, promDuration(w))})
 	}
 	return qs
 }
@@ -169,8 +203,18 @@ func Queries(labels Labels, namespaces []string, windows []time.Duration) []Quer
 // histogramMean is a histogram's mean observation per pod over window (NaN
 // for a pod that observed nothing).
 func histogramMean(byPod, histogram, sel, window string) string {
-	return fmt.Sprintf("sum by (%[1]s) (rate(%[2]s_sum%[3]s[%[4]s])) / sum by (%[1]s) (rate(%[2]s_count%[3]s[%[4]s]))", byPod, histogram, sel, window)
+	return rateRatio(byPod, histogram+"_sum", histogram+"_count", sel, window)
 }
+
+// rateRatio divides two counters' rates per pod over window (NaN for a pod
+// whose denominator did not move).
+func rateRatio(byPod, num, den, sel, window string) string {
+	return fmt.Sprintf("sum by (%[1]s) (rate(%[2]s%[4]s[%[5]s])) / sum by (%[1]s) (rate(%[3]s%[4]s[%[5]s]))", byPod, num, den, sel, window)
+}
+
+// either joins per-pod expressions with `or`: a pod's series come from the
+// first expression that has it (PromQL's `or` binds loosest).
+func either(exprs ...string) string { return strings.Join(exprs, " or ") }
 
 // eppModelSum sums an EPP expression per model; `or` keeps the new name's
 // series and adds the deprecated name's only where the new one is absent

@@ -36,7 +36,7 @@ func TestClosedLoop(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	r := startRig(ctx, t, []fleet.Variant{
+	r := startRig(ctx, t, append([]fleet.Variant{
 		variant("s1", "l4", "meta/llama-8b"),
 		variant("s2", "cheap", "meta/llama-70b"), variant("s2", "dear", "meta/llama-70b"),
 		variant("s3", "granite", "ibm/granite"),
@@ -45,9 +45,9 @@ func TestClosedLoop(t *testing.T) {
 		variant("s7", "planned", plannerModel),
 		variant("s4", "steady", steadyModel), variant("s4", "contended", contendedModel),
 		variant("s6", "observed", observedModel),
-	})
+	}, mixedVariants()...))
 	defer r.report.print(t)
-	for _, ns := range []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7"} {
+	for _, ns := range []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"} {
 		testenv.CreateNamespace(ctx, t, r.kube, ns)
 	}
 	r.selectPercentage(ctx, t)
@@ -70,6 +70,7 @@ func TestClosedLoop(t *testing.T) {
 	t.Run("5 bad input", func(t *testing.T) { badInput(ctx, t, r) })
 	t.Run("1 scale-up without cascade", func(t *testing.T) { scaleUpNoCascade(ctx, t, r) })
 	t.Run("2 cost-aware placement", func(t *testing.T) { costAware(ctx, t, r) })
+	t.Run("8 SGLang beside vLLM", func(t *testing.T) { sglangBesideVLLM(ctx, t, r) })
 	t.Run("3 scale to zero", func(t *testing.T) { scaleToZero(ctx, t, r) })
 	t.Run("7 slo-planner", func(t *testing.T) { sloPlanner(ctx, t, r) })
 	t.Run("6 dashboard queries", func(t *testing.T) { checkDashboard(ctx, t, r) })

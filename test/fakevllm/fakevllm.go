@@ -1,6 +1,7 @@
-// Package fakevllm serves vLLM's Prometheus metrics for a set of pretend
-// pods, with values a test sets. Series carry the namespace and pod labels a
-// PodMonitor would add, so Prometheus scrapes it with honor_labels.
+// Package fakevllm serves vLLM's (or SGLang's, StartSGLang) Prometheus
+// metrics for a set of pretend pods, with values a test sets. Series carry
+// the namespace and pod labels a PodMonitor would add, so Prometheus scrapes
+// it with honor_labels.
 package fakevllm
 
 import (
@@ -43,6 +44,11 @@ type Exporter struct {
 	srv      *http.Server
 	ln       net.Listener
 	legacyKV bool
+	// sglang: SGLang's names. It has no token histograms by default, only
+	// counters per finished request (prompt, generation, cached tokens).
+	sglang                   bool
+	promptTotal, outputTotal *prometheus.CounterVec
+	cachedTotal              *prometheus.CounterVec
 }
 
 var podLabels = []string{"namespace", "pod", "model_name"}
@@ -88,16 +94,70 @@ func Start(legacyKV bool) (*Exporter, error) {
 		pcHit:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:prefix_cache_hits_total", Help: "Prompt tokens found in the prefix cache."}, podLabels),
 	}
 	e.reg.MustRegister(e.kv, e.waiting, e.running, e.config, e.success, e.prompt, e.output, e.ttft, e.itl, e.eppSize, e.eppBytes, e.gateway, e.pcQuery, e.pcHit)
+	if err := e.serve(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// StartSGLang serves SGLang's names instead of vLLM's (the EPP's are the
+// same): sglang:token_usage, num_queue_reqs, num_running_reqs,
+// max_total_num_tokens (the KV pool in tokens), num_requests_total,
+// prompt/generation/cached_tokens_total, and the time_to_first_token and
+// inter_token_latency histograms; legacyITL exports the older
+// sglang:time_per_output_token_seconds instead.
+func StartSGLang(legacyITL bool) (*Exporter, error) {
+	itlName := "sglang:inter_token_latency_seconds"
+	if legacyITL {
+		itlName = "sglang:time_per_output_token_seconds"
+	}
+	latencyBuckets := prometheus.ExponentialBuckets(0.001, 2, 16)
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, podLabels)
+	}
+	e := &Exporter{
+		reg:     prometheus.NewRegistry(),
+		sglang:  true,
+		kv:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sglang:token_usage", Help: "The token usage."}, podLabels),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sglang:num_queue_reqs", Help: "Requests in the waiting queue."}, podLabels),
+		running: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sglang:num_running_reqs", Help: "Running requests."}, podLabels),
+		config: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sglang:max_total_num_tokens",
+			Help: "Maximum total number of tokens in the KV cache pool."}, podLabels),
+		success:     counter("sglang:num_requests_total", "Number of requests processed."),
+		promptTotal: counter("sglang:prompt_tokens_total", "Number of prefill tokens processed."),
+		outputTotal: counter("sglang:generation_tokens_total", "Number of generation tokens processed."),
+		cachedTotal: counter("sglang:cached_tokens_total", "Number of cached prompt tokens."),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sglang:time_to_first_token_seconds", Help: "Time to first token.",
+			Buckets: latencyBuckets}, podLabels),
+		itl:      prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: itlName, Help: "Inter-token latency.", Buckets: latencyBuckets}, podLabels),
+		eppSize:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llm_d_epp_flow_control_queue_size", Help: "EPP queued requests."}, eppLabels),
+		eppBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llm_d_epp_flow_control_queue_bytes", Help: "EPP queued bytes."}, eppLabels),
+		gateway: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "inference_objective_request_total", Help: "Requests received by the EPP."},
+			[]string{"model_name", "target_model_name"}),
+	}
+	e.reg.MustRegister(e.kv, e.waiting, e.running, e.config, e.success, e.promptTotal, e.outputTotal, e.cachedTotal, e.ttft, e.itl,
+		e.eppSize, e.eppBytes, e.gateway)
+	if err := e.serve(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// KVCapacityTokens is what Set publishes as a pod's KV cache: vLLM's 1000
+// blocks of 16 tokens, SGLang's pool of as many tokens.
+const KVCapacityTokens = 16000
+
+func (e *Exporter) serve() error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.ln, e.Addr = ln, ln.Addr().String()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{}))
 	e.srv = &http.Server{Handler: mux}
 	go func() { _ = e.srv.Serve(ln) }()
-	return e, nil
+	return nil
 }
 
 // Set publishes a pod's saturation gauges (and its cache config).
@@ -108,12 +168,25 @@ func (e *Exporter) Set(p Pod, kvUsage, waiting float64) {
 	e.kv.WithLabelValues(l...).Set(kvUsage)
 	e.waiting.WithLabelValues(l...).Set(waiting)
 	e.running.WithLabelValues(l...).Set(0)
-	e.config.WithLabelValues(append(l, strconv.Itoa(1000), strconv.Itoa(16))...).Set(1)
+	if e.sglang {
+		e.config.WithLabelValues(l...).Set(KVCapacityTokens)
+		return
+	}
+	e.config.WithLabelValues(append(l, strconv.Itoa(KVCapacityTokens/16), strconv.Itoa(16))...).Set(1)
+}
+
+// successLabels are the request counter's labels for a pod: vLLM's has
+// finished_reason, SGLang's not.
+func (e *Exporter) successLabels(p Pod) []string {
+	if e.sglang {
+		return []string{p.Namespace, p.Name, p.Model}
+	}
+	return []string{p.Namespace, p.Name, p.Model, "stop"}
 }
 
 // Served counts n successful requests for the pod.
 func (e *Exporter) Served(p Pod, n float64) {
-	e.success.WithLabelValues(p.Namespace, p.Name, p.Model, "stop").Add(n)
+	e.success.WithLabelValues(e.successLabels(p)...).Add(n)
 }
 
 // Request is what one finished request looked like.
@@ -126,16 +199,27 @@ type Request struct {
 }
 
 // Finished records n finished requests like r for the pod: the success
-// counter, the prefix cache counters, and the token and latency histograms (ITL once per request,
-// which keeps its mean).
+// counter, the prefix cache counters, and the token and latency histograms
+// (ITL once per request, which keeps its mean); SGLang's token counters in
+// place of the token histograms.
 func (e *Exporter) Finished(p Pod, n int, r Request) {
 	l := []string{p.Namespace, p.Name, p.Model}
-	e.success.WithLabelValues(append(l, "stop")...).Add(float64(n))
-	e.pcQuery.WithLabelValues(l...).Add(float64(n) * r.PromptTokens)
-	e.pcHit.WithLabelValues(l...).Add(float64(n) * r.CachedPromptTokens)
+	e.success.WithLabelValues(e.successLabels(p)...).Add(float64(n))
+	if e.sglang {
+		e.promptTotal.WithLabelValues(l...).Add(float64(n) * r.PromptTokens)
+		e.outputTotal.WithLabelValues(l...).Add(float64(n) * r.OutputTokens)
+		if r.CachedPromptTokens > 0 { // SGLang increments it only then
+			e.cachedTotal.WithLabelValues(l...).Add(float64(n) * r.CachedPromptTokens)
+		}
+	} else {
+		e.pcQuery.WithLabelValues(l...).Add(float64(n) * r.PromptTokens)
+		e.pcHit.WithLabelValues(l...).Add(float64(n) * r.CachedPromptTokens)
+	}
 	for range n {
-		e.prompt.WithLabelValues(l...).Observe(r.PromptTokens)
-		e.output.WithLabelValues(l...).Observe(r.OutputTokens)
+		if !e.sglang {
+			e.prompt.WithLabelValues(l...).Observe(r.PromptTokens)
+			e.output.WithLabelValues(l...).Observe(r.OutputTokens)
+		}
 		e.ttft.WithLabelValues(l...).Observe(r.TTFT)
 		e.itl.WithLabelValues(l...).Observe(r.ITL)
 	}

@@ -1,5 +1,6 @@
 // Package fleet emulates a vLLM serving fleet for the e2e rig: for every
-// Ready pod of a configured variant it serves vLLM's metric names, computed
+// Ready pod of a configured variant it serves vLLM's metric names (or
+// SGLang's, for a variant with Engine "sglang"), computed
 // from an offered request rate split across the model's Ready replicas; it
 // writes a Prometheus file_sd file listing those pods, and serves the llm-d
 // EPP flow-control queue for models with no Ready replica.
@@ -41,7 +42,15 @@ type Variant struct {
 	TokensPerRequest float64
 	// LatencySeconds is how long one request stays in flight.
 	LatencySeconds float64
+	// Engine is EngineVLLM ("", the default) or EngineSGLang.
+	Engine string
 }
+
+// Engines a variant's pods emulate.
+const (
+	EngineVLLM   = ""
+	EngineSGLang = "sglang"
+)
 
 // Load model, per pod, for an offered rate L (req/s) over n Ready replicas:
 // in flight = L/n * latency (Little's law); running = min(in flight,
@@ -66,6 +75,9 @@ type podMetrics struct {
 }
 
 func newPodMetrics(v *Variant) *podMetrics {
+	if v.Engine == EngineSGLang {
+		return newSGLangPodMetrics(v)
+	}
 	l := prometheus.Labels{"model_name": v.Model, "engine": "0"}
 	gauge := func(name, help string, extra prometheus.Labels) prometheus.Gauge {
 		cl := maps.Clone(l)
@@ -84,6 +96,28 @@ func newPodMetrics(v *Variant) *podMetrics {
 		"num_gpu_blocks": strconv.FormatInt(int64(v.KVCapacityTokens/16), 10), "enable_prefix_caching": "True", "gpu_memory_utilization": "0.9"})
 	config.Set(1)
 	m.reg.MustRegister(m.kv, m.waiting, m.run, config, m.success)
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m
+}
+
+// newSGLangPodMetrics serves SGLang's names for the same state: the KV
+// pool's usage and size in tokens, queued and running requests, finished
+// requests.
+func newSGLangPodMetrics(v *Variant) *podMetrics {
+	l := prometheus.Labels{"model_name": v.Model, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: l})
+	}
+	m := &podMetrics{
+		reg:     prometheus.NewRegistry(),
+		kv:      gauge("sglang:token_usage", "The token usage."),
+		waiting: gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue."),
+		run:     gauge("sglang:num_running_reqs", "The number of running requests."),
+		success: prometheus.NewCounter(prometheus.CounterOpts{Name: "sglang:num_requests_total", Help: "Number of requests processed.", ConstLabels: l}),
+	}
+	pool := gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.")
+	pool.Set(v.KVCapacityTokens)
+	m.reg.MustRegister(m.kv, m.waiting, m.run, pool, m.success)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
 }

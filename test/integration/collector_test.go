@@ -212,3 +212,96 @@ func startGatewayTraffic(t *testing.T, e *fakevllm.Exporter, rates map[string]fl
 		}
 	}()
 }
+
+// TestCollectorMixedEnginesAgainstPrometheus: one group (one model, one
+// namespace) served by a vLLM pod, an SGLang pod and an older SGLang pod
+// (time_per_output_token ITL). Real Prometheus evaluates the same 13
+// queries as for vLLM alone, and every pod gets its own values: KV and
+// queue gauges, KV capacity (vLLM's labels, SGLang's pool size in tokens),
+// token averages and prefix cache hit rate (SGLang's from its counters),
+// TTFT, ITL and arrival rate; the model's request count sums both engines.
+func TestCollectorMixedEnginesAgainstPrometheus(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	vllm, err := fakevllm.Start(false)
+	require.NoError(t, err)
+	t.Cleanup(vllm.Close)
+	sgl, err := fakevllm.StartSGLang(false)
+	require.NoError(t, err)
+	t.Cleanup(sgl.Close)
+	sglOld, err := fakevllm.StartSGLang(true)
+	require.NoError(t, err)
+	t.Cleanup(sglOld.Close)
+
+	v := fakevllm.Pod{Namespace: "prod", Name: "vllm-0", Model: "meta/llama"}
+	s := fakevllm.Pod{Namespace: "prod", Name: "sglang-0", Model: "meta/llama"}
+	o := fakevllm.Pod{Namespace: "prod", Name: "sglang-old-0", Model: "meta/llama"}
+	vllm.Set(v, 0.42, 3)
+	sgl.Set(s, 0.77, 5)
+	sglOld.Set(o, 0.10, 0)
+	startTraffic(t, vllm, v, 4, fakevllm.Request{PromptTokens: 500, OutputTokens: 100, TTFT: 0.080, ITL: 0.012, CachedPromptTokens: 200})
+	startTraffic(t, sgl, s, 2, fakevllm.Request{PromptTokens: 800, OutputTokens: 40, TTFT: 0.300, ITL: 0.025, CachedPromptTokens: 600})
+	startTraffic(t, sglOld, o, 1, fakevllm.Request{PromptTokens: 300, OutputTokens: 60, TTFT: 0.150, ITL: 0.050})
+
+	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: engines\n    honor_labels: true\n" +
+		"    static_configs:\n      - targets: [\"" + vllm.Addr + "\", \"" + sgl.Addr + "\", \"" + sglOld.Addr + "\"]\n"
+	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{Config: cfg})
+	client, err := promapi.NewClient(promapi.Config{Address: prom.URL})
+	require.NoError(t, err)
+	col := collector.Collector{API: promv1.NewAPI(client), Labels: collector.DefaultLabels()}
+	pod := func(res collector.Result, name string) collector.PodMetrics {
+		return res.Pods[collector.PodKey{Namespace: "prod", Pod: name}]
+	}
+
+	// rate() over 60s reads low until a minute of samples exists: the
+	// arrival rates are checked within 25%; the means are ratios of two
+	// rates of the same requests, so they are exact.
+	var res collector.Result
+	testenv.Eventually(ctx, t, "arrival rates 4, 2 and 1 req/s within 25%", func() (bool, string) {
+		res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, RetentionWindows: []time.Duration{time.Minute}, Time: time.Now()})
+		if err != nil {
+			return false, err.Error()
+		}
+		n, _ := res.RequestsOver(time.Minute, collector.ModelKey{Namespace: "prod", Model: "meta/llama"})
+		return math.Abs(pod(res, "vllm-0").ArrivalRate-4) <= 1 && math.Abs(pod(res, "sglang-0").ArrivalRate-2) <= 0.5 &&
+			math.Abs(pod(res, "sglang-old-0").ArrivalRate-1) <= 0.25 && n > 0, fmt_(res.Pods, nil)
+	})
+	// increase() is rate() times the range over the same samples: the
+	// model's count is the three pods' rates over the minute, both engines.
+	n, _ := res.RequestsOver(time.Minute, collector.ModelKey{Namespace: "prod", Model: "meta/llama"})
+	assert.InEpsilon(t, 60*(pod(res, "vllm-0").ArrivalRate+pod(res, "sglang-0").ArrivalRate+pod(res, "sglang-old-0").ArrivalRate), n, 1e-6)
+	assert.Equal(t, 13, res.Queries, "the same 12 metric queries + 1 per retention window as a vLLM-only fleet")
+	assert.Empty(t, res.Dropped)
+	assert.Empty(t, res.Warnings)
+
+	tests := []struct {
+		pod                      string
+		kv, queue                float64
+		capacity                 float64
+		inTokens, outTokens, hit float64
+		ttftMs, itlMs            float64
+		blocks, blockSize        int64
+	}{
+		{"vllm-0", 0.42, 3, fakevllm.KVCapacityTokens, 500, 100, 0.4, 80, 12, 1000, 16},
+		{"sglang-0", 0.77, 5, fakevllm.KVCapacityTokens, 800, 40, 0.75, 300, 25, fakevllm.KVCapacityTokens, 1},
+		{"sglang-old-0", 0.10, 0, fakevllm.KVCapacityTokens, 300, 60, 0, 150, 50, fakevllm.KVCapacityTokens, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pod, func(t *testing.T) {
+			rm, ok := res.ReplicaMetrics("prod", tt.pod)
+			require.True(t, ok, "reports the saturation inputs")
+			assert.Equal(t, tt.kv, rm.KvCacheUsage)
+			assert.Equal(t, tt.queue, rm.QueueLength)
+			assert.Equal(t, tt.blocks, rm.NumGPUBlocks)
+			assert.Equal(t, tt.blockSize, rm.BlockSize)
+			assert.Equal(t, tt.capacity, rm.KVCapacityTokens())
+			assert.InDelta(t, tt.inTokens, rm.AvgInputTokens, 0.01)
+			assert.InDelta(t, tt.outTokens, rm.AvgOutputTokens, 0.01)
+			assert.InDelta(t, tt.hit, rm.PrefixCacheHitRate, 0.001)
+			assert.InDelta(t, tt.ttftMs, rm.AvgTTFTms, 0.01, "seconds to ms")
+			assert.InDelta(t, tt.itlMs, rm.AvgITLms, 0.01)
+		})
+	}
+}
