@@ -31,6 +31,7 @@ import (
 	"github.com/wva-project/wva/pkg/config"
 	"github.com/wva-project/wva/pkg/daemon"
 	"github.com/wva-project/wva/pkg/decide"
+	"github.com/wva-project/wva/pkg/deletioncost"
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
@@ -218,6 +219,10 @@ func (a *Adapter) newEngine(inv *inventory.Inventory, wvaClient versioned.Interf
 		Interval:        opts.EngineInterval,
 		CycleTimeout:    opts.CycleTimeout,
 		StatusHeartbeat: opts.StatusHeartbeat,
+	}
+	if opts.PodDeletionCost {
+		a.Engine.Running = deletioncost.Prometheus{API: prom, Labels: collector.Labels{Namespace: opts.PrometheusNamespaceLabel, Pod: opts.PrometheusPodLabel}}
+		a.Engine.DeletionCosts = deletioncost.Writer{Client: a.kube, Pods: inv.Pods}
 	}
 	return nil
 }

@@ -39,6 +39,11 @@ type Options struct {
 	ConfigNamespace string
 	WatchNamespace  string
 
+	// PodDeletionCost annotates a Deployment's Ready pods with their
+	// running requests before a scale-down, so its ReplicaSet deletes the
+	// idle ones first.
+	PodDeletionCost bool
+
 	// Budget is the GPU budget of enableLimiter groups.
 	Budget budget.Flags
 
@@ -77,6 +82,7 @@ func NewOptions() *Options {
 		EngineInterval:           30 * time.Second,
 		StatusHeartbeat:          2 * time.Minute,
 		ConfigNamespace:          ns,
+		PodDeletionCost:          true,
 		Budget:                   budget.DefaultFlags(),
 		Lease:                    daemon.DefaultLease("wva-adapter", "", true),
 		Endpoints:                daemon.DefaultEndpoints(":8443", ":8080"),
@@ -99,6 +105,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "Age past which a served decision counts as stale in metrics: wva_decision_age_seconds, wva_external_metric_requests_total{result=\"stale\"} (default: heartbeat + 2 intervals)")
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "Namespace of the wva ConfigMaps (default: $POD_NAMESPACE or wva-system)")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", o.WatchNamespace, "Only manage VAs in this namespace (default: all)")
+	fs.BoolVar(&o.PodDeletionCost, "pod-deletion-cost", o.PodDeletionCost,
+		"Before scaling a Deployment down, set controller.kubernetes.io/pod-deletion-cost on its Ready pods to their running requests (vllm:num_requests_running), so its ReplicaSet deletes idle pods first (needs pods patch); StatefulSets and LeaderWorkerSets are left alone")
 	o.Budget.AddFlags(fs)
 	o.Lease.AddFlags(fs, "Elect one replica to run the engine (all replicas serve metrics)")
 	o.Endpoints.AddFlags(fs)

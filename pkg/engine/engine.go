@@ -74,6 +74,12 @@ type Engine struct {
 	// came from, so its successor decides as it would have. A failure is
 	// logged and the statuses are written anyway.
 	SaveState func(ctx context.Context, state map[decide.GroupKey]any) error
+	// DeletionCosts and Running, when both set, annotate the Ready pods of
+	// a Deployment the cycle scales down with their running requests
+	// (controller.kubernetes.io/pod-deletion-cost) before the decision is
+	// published, so its ReplicaSet deletes the idle ones first.
+	DeletionCosts PodCostWriter
+	Running       RunningSource
 	// trigger is made once: informer handlers call Trigger from their own
 	// goroutines while Run reads it.
 	triggerOnce sync.Once
@@ -121,6 +127,8 @@ type Cycle struct {
 	Duration      time.Duration
 	Results       []decide.GroupResult
 	WriteFailures int
+	// CostPatches counts the pods whose deletion cost was patched.
+	CostPatches int
 	// Budget is what the limited groups shared (nil: none read).
 	Budget decision.Free
 }
@@ -241,6 +249,7 @@ func (e *Engine) RunOnce(ctx context.Context) (Cycle, error) {
 			klog.ErrorS(err, "saving the analyzers' state; a new leader would start from an older one")
 		}
 	}
+	e.setDeletionCosts(ctx, &c, views, plans, now)
 	samples, groups := e.publishGroups(ctx, &c, views, plans, now)
 	e.publishUnresolved(ctx, &c, views, now)
 	return e.finishCycle(c, samples, groups, start)

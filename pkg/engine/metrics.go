@@ -8,6 +8,7 @@ import (
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/deletioncost"
 )
 
 // Metrics are the engine's own Prometheus metrics, for Grafana and alerts.
@@ -30,6 +31,9 @@ type Metrics struct {
 	// SharedTargetVariants counts the variants the last cycle held because
 	// another variant scales the same target (holdSharedTargets).
 	SharedTargetVariants prometheus.Gauge
+	// DeletionCostPatches counts pod-deletion-cost patches by result (ok:
+	// pods patched; error: variants whose patches failed).
+	DeletionCostPatches *prometheus.CounterVec
 
 	variantLabels map[[4]string]bool
 	// lastDecision is each variant's [action, rule] series of DecisionInfo,
@@ -79,6 +83,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "VariantAutoscaling status writes that failed after retries."}),
 		SharedTargetVariants: prometheus.NewGauge(prometheus.GaugeOpts{Name: "wva_shared_scale_target_variants",
 			Help: "Variants the last cycle did not decide because another variant scales the same target (TargetResolved=False, SharedScaleTarget)."}),
+		DeletionCostPatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wva_pod_deletion_cost_patches_total",
+			Help: "Pods whose controller.kubernetes.io/pod-deletion-cost the engine set before a scale-down (result=ok), and variants whose patches failed (result=error)."},
+			[]string{"result"}),
 		variantLabels: map[[4]string]bool{},
 		lastDecision:  map[[4]string][2]string{},
 		groupLabels:   map[[2]string]bool{},
@@ -90,8 +97,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, q := range collector.Queries(collector.DefaultLabels(), nil, []time.Duration{time.Minute}) {
 		m.QueryErrors.WithLabelValues(q.Name)
 	}
+	m.QueryErrors.WithLabelValues(deletioncost.QueryRequestsRunning)
+	m.DeletionCostPatches.WithLabelValues("ok")
+	m.DeletionCostPatches.WithLabelValues("error")
 	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.VariantCost, m.DecisionInfo, m.AvgSpareKv, m.AvgSpareQueue, m.MetricsOK, m.Decisions,
-		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs, m.SharedTargetVariants)
+		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs, m.SharedTargetVariants,
+		m.DeletionCostPatches)
 	return m
 }
 

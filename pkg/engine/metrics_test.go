@@ -11,6 +11,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/deletioncost"
 )
 
 // The cost gauge follows the variant: set per cycle, gone with the variant,
@@ -69,6 +70,7 @@ func TestMetricsQueryErrorsStartAtZero(t *testing.T) {
 	for _, q := range collector.Queries(collector.DefaultLabels(), nil, []time.Duration{time.Minute, time.Hour}) {
 		names[q.Name] = true
 	}
+	names[deletioncost.QueryRequestsRunning] = true // the query of scale-down cycles
 	require.Equal(t, len(names), testutil.CollectAndCount(m.QueryErrors))
 	for name := range names {
 		require.Zero(t, testutil.ToFloat64(m.QueryErrors.WithLabelValues(name)), name)

@@ -9,8 +9,9 @@ import (
 // The adapter's informers cache every pod, Deployment and StatefulSet it
 // watches (the whole cluster by default), and the inventory reads a few
 // fields of each. These transforms (cache.TransformFunc, set with
-// SetTransform) keep only those fields: managedFields, annotations, env,
-// volumes, resources and most of the status are dropped before caching.
+// SetTransform) keep only those fields: managedFields, annotations (but a
+// pod's deletion cost), env, volumes, resources and most of the status are
+// dropped before caching.
 // Keep them in step with ResolveTarget, Resolve, StartupDelay,
 // EngineArgs and StartupAllowance: TestTransformsKeepWhatTheInventoryReads
 // fails otherwise.
@@ -21,7 +22,8 @@ func meta(m metav1.ObjectMeta) metav1.ObjectMeta {
 }
 
 // PodTransform keeps a pod's labels (selectors), deletion and creation
-// times, phase and Ready condition.
+// times, phase and Ready condition, and of its annotations only the
+// pod-deletion-cost (the engine patches it only when it changed).
 func PodTransform(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -29,6 +31,9 @@ func PodTransform(obj any) (any, error) {
 	}
 	out := &corev1.Pod{ObjectMeta: meta(p.ObjectMeta), Status: corev1.PodStatus{Phase: p.Status.Phase}}
 	out.Labels, out.DeletionTimestamp, out.CreationTimestamp = p.Labels, p.DeletionTimestamp, p.CreationTimestamp
+	if c, ok := p.Annotations[corev1.PodDeletionCost]; ok {
+		out.Annotations = map[string]string{corev1.PodDeletionCost: c}
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}

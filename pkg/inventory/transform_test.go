@@ -223,6 +223,17 @@ func TestTransformsKeepWhatTheInventoryReads(t *testing.T) {
 	again, err := PodTransform(tp)
 	require.NoError(t, err)
 	assert.Equal(t, tp, again, "idempotent: a relist may transform a cached object again")
+
+	// Of the annotations only the deletion cost stays: the engine's
+	// writer compares with it so as not to patch an unchanged cost.
+	costed := pods[0].DeepCopy()
+	costed.Annotations[corev1.PodDeletionCost] = "7"
+	trimmed, err = PodTransform(costed)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{corev1.PodDeletionCost: "7"}, trimmed.(*corev1.Pod).Annotations)
+	again, err = PodTransform(trimmed)
+	require.NoError(t, err)
+	assert.Equal(t, trimmed, again)
 }
 
 // BenchmarkPodCacheMemory measures the heap an informer-like store of

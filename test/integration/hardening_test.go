@@ -203,8 +203,9 @@ func TestManifestsNamespacedRBAC(t *testing.T) {
 		"wva-system:wva-adapter": {
 			allowed: []access{in("list", "", "pods", "", "llm"), in("watch", "apps", "deployments", "", "llm"), in("update", "llmd.ai", va, "status", "llm"),
 				in("watch", "", "configmaps", "", "wva-system"), in("create", "authentication.k8s.io", "tokenreviews", "", ""),
-				in("create", "authorization.k8s.io", "subjectaccessreviews", "", ""), in("watch", "autoscaling", "horizontalpodautoscalers", "", "llm")},
-			denied: []access{in("list", "", "pods", "", ""), in("list", "", "pods", "", "prod"), in("watch", "llmd.ai", va, "", "prod"),
+				in("create", "authorization.k8s.io", "subjectaccessreviews", "", ""), in("watch", "autoscaling", "horizontalpodautoscalers", "", "llm"),
+				in("patch", "", "pods", "", "llm")},
+			denied: []access{in("list", "", "pods", "", ""), in("list", "", "pods", "", "prod"), in("patch", "", "pods", "", "prod"), in("patch", "", "pods", "", ""), in("watch", "llmd.ai", va, "", "prod"),
 				in("list", "", "nodes", "", ""), in("update", "apps", "deployments", "scale", "llm"),
 				in("watch", "autoscaling", "horizontalpodautoscalers", "", "prod"), in("update", "autoscaling", "horizontalpodautoscalers", "", "llm")},
 		},

@@ -253,7 +253,8 @@ func TestKedaManifestsAccess(t *testing.T) {
 	assertAccess(ctx, t, cluster.Clientset(), "wva-system:wva-adapter",
 		[]access{{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"},
 			{"watch", "", "configmaps", "", "llm", "wva-saturation-scaling-config"}, {"update", "", "configmaps", "", "wva-system", "wva-analyzer-state"},
-			{"update", "", "configmaps", "", "wva-system", "wva-optin-decisions"}, {"watch", "autoscaling", "horizontalpodautoscalers", "", "", ""}},
+			{"update", "", "configmaps", "", "wva-system", "wva-optin-decisions"}, {"watch", "autoscaling", "horizontalpodautoscalers", "", "", ""},
+			{"patch", "", "pods", "", "llm", "x"}},
 		[]access{{"update", "", "configmaps", "", "wva-system", "wva-saturation-scaling-config"}, {"create", "", "configmaps", "", "llm", ""},
 			{"update", "autoscaling", "horizontalpodautoscalers", "", "llm", "x"},
 			{"list", "", "configmaps", "", "llm", ""}})

@@ -257,13 +257,16 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 				{"create", "", "configmaps", "", "wva-system", ""}, {"update", "", "configmaps", "", "wva-system", "wva-last-good-config"},
 				{"update", "", "configmaps", "", "wva-system", "wva-analyzer-state"}, {"update", "", "configmaps", "", "wva-system", "wva-optin-decisions"},
 				// Namespace-local ConfigMaps, listed and watched by name.
-				{"list", "", "configmaps", "", "prod", "wva-saturation-scaling-config"}, {"watch", "", "configmaps", "", "", "wva-queueing-model-config"}},
+				{"list", "", "configmaps", "", "prod", "wva-saturation-scaling-config"}, {"watch", "", "configmaps", "", "", "wva-queueing-model-config"},
+				// pod-deletion-cost before a scale-down.
+				{"patch", "", "pods", "", "prod", "x"}},
 			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"list", "", "configmaps", "", "prod", ""}, {"get", "", "configmaps", "", "prod", "x"},
 				{"update", "", "configmaps", "", "prod", "wva-saturation-scaling-config"},
 				{"update", "", "configmaps", "", "wva-system", "wva-saturation-scaling-config"}, {"delete", "", "configmaps", "", "wva-system", "wva-last-good-config"},
 				{"patch", "", "configmaps", "", "wva-system", "wva-last-good-config"}, {"create", "", "configmaps", "", "prod", ""},
 				{"update", "apps", "deployments", "scale", "prod", "x"}, {"update", "llmd.ai", va, "", "prod", "x"},
-				{"update", "autoscaling", "horizontalpodautoscalers", "", "prod", "x"}, {"delete", "", "pods", "", "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "prod", "x"}},
+				{"update", "autoscaling", "horizontalpodautoscalers", "", "prod", "x"}, {"delete", "", "pods", "", "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "prod", "x"},
+				{"update", "", "pods", "", "prod", "x"}, {"patch", "", "pods", "status", "prod", "x"}, {"create", "", "pods", "eviction", "prod", "x"}},
 		},
 		"wva-system:wva-controller": {
 			allowed: []access{{"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""}, {"update", "apps", "deployments", "scale", "prod", "x"},
