@@ -227,6 +227,23 @@ func TestAzureTraces(t *testing.T) {
 	}
 }
 
+// TestServegenTraces parses the gzip-compressed ServeGen traces shipped in
+// examples/traces: twelve hours each, at their mean rates.
+func TestServegenTraces(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "examples", "traces")
+	for name, rate := range map[string]float64{"servegen-m-mid-00-12h.csv.gz": 12, "servegen-deepseek-r1-00-12h.csv.gz": 3} {
+		f, err := os.Open(filepath.Join(dir, name))
+		require.NoError(t, err)
+		tr, err := Parse(f, name)
+		f.Close()
+		require.NoError(t, err, name)
+		st := tr.Stats()
+		assert.InDelta(t, 12*time.Hour.Hours(), st.Duration.Hours(), 0.01, name)
+		assert.InDelta(t, rate, st.MeanRate, rate*0.01, name)
+	}
+}
+
 // FuzzParseTrace: any file either fails with a *trace.Error naming a line,
 // in an error of bounded size, or yields a sorted trace within the limits
 // that the simulation can bucket per minute.
