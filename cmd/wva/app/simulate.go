@@ -90,6 +90,7 @@ Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,Genera
 	f.StringVar(&o.progress, "progress", "auto", "progress bar on standard error: auto (when a terminal), always, never")
 	cmd.AddCommand(newSimulateReplicaCommand())
 	cmd.AddCommand(newSimulateCalibrateCommand())
+	cmd.AddCommand(newSimulateServegenCommand())
 	return cmd
 }
 

@@ -3,6 +3,8 @@
 package trace
 
 import (
+	"bufio"
+	"compress/gzip"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -79,6 +81,11 @@ const MaxSpan = 31 * 24 * time.Hour
 // The shipped traces have about 20000.
 const MaxRequests = 1_000_000
 
+// MaxBytes bounds a trace's bytes, after decompression: a million Azure
+// rows take about 40 MB, and a gzip bomb or a gigabyte-long field must stop
+// before it is held.
+const MaxBytes = 128 << 20
+
 // MaxRateScale bounds Reshape's rate scale.
 const MaxRateScale = 1000
 
@@ -105,18 +112,31 @@ func quote(s string) string {
 // ("2023-11-16 18:17:03.9799600") or a number of seconds. Lines need not be
 // sorted; arrivals are made relative to the earliest. A request with 0
 // output tokens is counted as 1 (the server always returns one token).
-// Errors name the line and column.
+// Gzip-compressed input (by its magic bytes) is read transparently, within
+// the same bounds. Errors name the line and column.
 func Parse(r io.Reader, name string) (Trace, error) {
-	cr := csv.NewReader(r)
+	br := bufio.NewReader(r)
+	var in io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return Trace{}, &Error{Line: 1, Err: fmt.Errorf("gzip: %w", err)}
+		}
+		defer zr.Close()
+		in = zr
+	}
+	cr := csv.NewReader(&boundedReader{r: in, left: MaxBytes + 1})
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
+	lastLine := 0 // the last line read, for errors of the reader beneath
 	header, err := cr.Read()
 	if errors.Is(err, io.EOF) {
 		return Trace{}, &Error{Line: 1, Err: fmt.Errorf("empty trace: want the header %s", strings.Join(traceColumns, ","))}
 	}
 	if err != nil {
-		return Trace{}, csvError(err)
+		return Trace{}, csvError(err, lastLine)
 	}
+	lastLine, _ = cr.FieldPos(0)
 	if len(header) != len(traceColumns) {
 		return Trace{}, &Error{Line: 1, Err: fmt.Errorf("header has %d columns, want %d: %s", len(header), len(traceColumns), strings.Join(traceColumns, ","))}
 	}
@@ -139,9 +159,10 @@ func Parse(r io.Reader, name string) (Trace, error) {
 			break
 		}
 		if err != nil {
-			return Trace{}, csvError(err)
+			return Trace{}, csvError(err, lastLine)
 		}
 		line, _ := cr.FieldPos(0)
+		lastLine = line
 		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
 			continue
 		}
@@ -183,12 +204,38 @@ func Parse(r io.Reader, name string) (Trace, error) {
 	return t, nil
 }
 
-func csvError(err error) error {
+// csvError names the line of a CSV syntax error, or of a failure of the
+// reader beneath (size bound, corrupt gzip): the line after the last read.
+func csvError(err error, lastLine int) error {
 	var pe *csv.ParseError
-	if errors.As(err, &pe) {
+	if errors.As(err, &pe) && pe.Err != errTooLarge {
 		return &Error{Line: pe.Line, Column: pe.Column, Field: "csv", Err: pe.Err}
 	}
-	return err
+	if errors.Is(err, errTooLarge) {
+		return &Error{Line: lastLine + 1, Err: errTooLarge}
+	}
+	return &Error{Line: lastLine + 1, Err: fmt.Errorf("reading: %w", err)}
+}
+
+var errTooLarge = fmt.Errorf("the trace is larger than %d MiB (after decompression): at most %d requests are accepted", MaxBytes>>20, MaxRequests)
+
+// boundedReader fails with errTooLarge once it has returned all its bytes
+// (MaxBytes + 1: a trace of exactly MaxBytes reads to its end).
+type boundedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // parseTimestamp returns nanoseconds since the Unix epoch (or since the

@@ -1,7 +1,10 @@
 package trace
 
 import (
+	"bytes"
+	"compress/gzip"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -224,6 +227,23 @@ func TestAzureTraces(t *testing.T) {
 	}
 }
 
+// TestServegenTraces parses the gzip-compressed ServeGen traces shipped in
+// examples/traces: twelve hours each, at their mean rates.
+func TestServegenTraces(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "examples", "traces")
+	for name, rate := range map[string]float64{"servegen-m-mid-00-12h.csv.gz": 12, "servegen-deepseek-r1-00-12h.csv.gz": 3} {
+		f, err := os.Open(filepath.Join(dir, name))
+		require.NoError(t, err)
+		tr, err := Parse(f, name)
+		f.Close()
+		require.NoError(t, err, name)
+		st := tr.Stats()
+		assert.InDelta(t, 12*time.Hour.Hours(), st.Duration.Hours(), 0.01, name)
+		assert.InDelta(t, rate, st.MeanRate, rate*0.01, name)
+	}
+}
+
 // FuzzParseTrace: any file either fails with a *trace.Error naming a line,
 // in an error of bounded size, or yields a sorted trace within the limits
 // that the simulation can bucket per minute.
@@ -235,6 +255,8 @@ func FuzzParseTrace(f *testing.F) {
 	f.Add("TIMESTAMP,ContextTokens,GeneratedTokens\n1e400,2,3\n")
 	f.Add("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2\"x,3\n")
 	f.Add("\ufeffTIMESTAMP,ContextTokens,GeneratedTokens\n2300-01-01T00:00:00Z,1,1\n")
+	f.Add(string(gzipped(f, "TIMESTAMP,ContextTokens,GeneratedTokens\n0.5,10,2\n1.25,20,3\n")))
+	f.Add(string(gzipped(f, "TIMESTAMP,ContextTokens,GeneratedTokens\n0.5,10,2\n")[:30]))
 	f.Fuzz(func(t *testing.T, text string) {
 		tr, err := Parse(strings.NewReader(text), "fuzz")
 		if err != nil {
@@ -285,4 +307,92 @@ func TestRequestBound(t *testing.T) {
 	cut, err := tr.Reshape(1, MaxRateScale, 100*time.Second, 1)
 	require.NoError(t, err)
 	assert.Greater(t, len(cut.Requests), 90_000)
+}
+
+func gzipped(t testing.TB, text string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, err := io.WriteString(zw, text)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return b.Bytes()
+}
+
+// TestParseGzip: gzip input (by its magic bytes) parses like the plain text;
+// a corrupt or truncated stream fails naming a line.
+func TestParseGzip(t *testing.T) {
+	const text = "TIMESTAMP,ContextTokens,GeneratedTokens\n2.5,10,2\n1.25,20,0\n"
+	plain, err := Parse(strings.NewReader(text), "t")
+	require.NoError(t, err)
+	require.Len(t, plain.Requests, 2)
+	z := gzipped(t, text)
+	for _, tc := range []struct {
+		name  string
+		input []byte
+		want  string // error; empty: parses like the plain text
+	}{
+		{"gzip", z, ""},
+		{"two gzip members", append(gzipped(t, text[:45]), gzipped(t, text[45:])...), ""},
+		{"truncated", z[:len(z)-6], "line 4: reading: unexpected EOF"},
+		{"corrupt checksum", append(append([]byte{}, z[:len(z)-8]...), 0, 0, 0, 0, 0, 0, 0, 0), "line 4: reading: gzip: invalid checksum"},
+		{"magic bytes only", []byte{0x1f, 0x8b}, "line 1: gzip: unexpected EOF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := Parse(bytes.NewReader(tc.input), "t")
+			if tc.want != "" {
+				var te *Error
+				require.ErrorAs(t, err, &te)
+				assert.EqualError(t, err, tc.want)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, plain, tr)
+		})
+	}
+}
+
+// TestParseBounds: a gzip bomb stops at the row bound or at MaxBytes
+// decompressed, whichever it reaches first, before it is held.
+func TestParseBounds(t *testing.T) {
+	// Gzip members concatenate into one stream: a small bomb is built
+	// without compressing its whole size.
+	bomb := func(head string, body []byte, copies int) []byte {
+		out := gzipped(t, head)
+		member := gzipped(t, string(body))
+		for range copies {
+			out = append(out, member...)
+		}
+		return out
+	}
+	const header = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+	rows := bomb(header, bytes.Repeat([]byte("1,1,1\n"), 1<<16), MaxRequests/(1<<16)+1)
+	long := bomb(header+"1,1,", bytes.Repeat([]byte("0"), 1<<20), MaxBytes>>20+1)
+	blanks := bomb(header, bytes.Repeat([]byte("\n"), 1<<20), MaxBytes>>20+1)
+	for _, tc := range []struct {
+		name  string
+		input []byte
+		want  string
+	}{
+		{"a million rows", rows, "line 1000002: more than 1000000 requests: at most 1000000 are accepted"},
+		{"one endless field", long, "line 2: the trace is larger than 128 MiB (after decompression): at most 1000000 requests are accepted"},
+		{"endless blank lines", blanks, "line 2: the trace is larger than 128 MiB (after decompression): at most 1000000 requests are accepted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Less(t, len(tc.input), 2<<20, "the bomb is small compressed")
+			_, err := Parse(bytes.NewReader(tc.input), "bomb")
+			var te *Error
+			require.ErrorAs(t, err, &te)
+			assert.EqualError(t, err, tc.want)
+		})
+	}
+	// Parse allows MaxBytes + 1: a trace of exactly MaxBytes reads to its end.
+	for _, n := range []int{5, 6} {
+		_, err := io.ReadAll(&boundedReader{r: strings.NewReader(strings.Repeat("x", n)), left: 5 + 1})
+		if n == 5 {
+			assert.NoError(t, err)
+		} else {
+			assert.ErrorIs(t, err, errTooLarge)
+		}
+	}
 }
