@@ -325,12 +325,12 @@ func (c *cycle) demand() {
 	an.StaffedArrivals = staffed(an.ArrivalRate, c.ref, c.slo)
 	if floor, n := saturationFloor(c.g, c.caps, c.ref, c.scaling); floor > rate {
 		// The replicas say demand is more than the rates do: a renamed
-		// counter, a scrape gap or a capacity fitted too high. The floor
-		// is arrivals the hold remembers, not a backlog drained once.
+		// counter, a scrape gap or a capacity fitted too high. Like a
+		// backlog, the floor orders now and is not held: saturation
+		// while a backlog drains is not demand that comes back.
 		c.saturated = true
 		an.Saturated, an.Reporting = n, len(c.g.Replicas)
 		an.Staffed = staffed(floor, c.ref, c.slo)
-		an.StaffedArrivals = max(an.StaffedArrivals, an.Staffed)
 	}
 }
 
