@@ -25,6 +25,8 @@ type simulateOptions struct {
 	shape          string
 	baseRate       float64
 	peakRate       float64
+	inputTokens    float64
+	outputTokens   float64
 	duration       time.Duration
 	timeScale      float64
 	rateScale      float64
@@ -73,6 +75,8 @@ Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,Genera
 	f.StringVar(&o.shape, "shape", "", "synthetic traffic shape instead of the scenario's: "+strings.Join(scenario.Shapes, ", "))
 	f.Float64Var(&o.baseRate, "base-rate", 0, "synthetic base rate, requests/s (default: the scenario's)")
 	f.Float64Var(&o.peakRate, "peak-rate", 0, "synthetic peak rate, requests/s (default: the scenario's)")
+	f.Float64Var(&o.inputTokens, "input-tokens", 0, "synthetic mean prompt length, tokens (default: the scenario's)")
+	f.Float64Var(&o.outputTokens, "output-tokens", 0, "synthetic mean output length, tokens (default: the scenario's)")
 	f.DurationVar(&o.duration, "duration", 0, "truncate the trace (or the synthetic traffic's length)")
 	f.Float64Var(&o.timeScale, "time-scale", 0, "multiply arrival times (0.5 plays the trace twice as fast)")
 	f.Float64Var(&o.rateScale, "rate-scale", 0, "multiply the request rate (2 doubles the requests)")
@@ -171,7 +175,10 @@ func buildScenario(cmd *cobra.Command, o simulateOptions) (scenario.Scenario, er
 	if o.trace != "" {
 		sc.Traffic.Trace, sc.Traffic.Synthetic = o.trace, nil
 	}
-	if o.shape != "" || changed("base-rate") || changed("peak-rate") {
+	if o.trace != "" && (changed("input-tokens") || changed("output-tokens")) {
+		return sc, fmt.Errorf("--input-tokens and --output-tokens shape synthetic traffic: a trace has its own")
+	}
+	if o.shape != "" || changed("base-rate") || changed("peak-rate") || changed("input-tokens") || changed("output-tokens") {
 		if sc.Traffic.Synthetic == nil {
 			def := scenario.DefaultScenario()
 			sc.Traffic.Synthetic = def.Traffic.Synthetic
@@ -186,6 +193,12 @@ func buildScenario(cmd *cobra.Command, o simulateOptions) (scenario.Scenario, er
 		}
 		if changed("peak-rate") {
 			syn.PeakRate = o.peakRate
+		}
+		if changed("input-tokens") {
+			syn.InputTokens = o.inputTokens
+		}
+		if changed("output-tokens") {
+			syn.OutputTokens = o.outputTokens
 		}
 		sc.Traffic.Trace, sc.Traffic.Synthetic = "", &syn
 	}
@@ -250,16 +263,18 @@ func buildScenario(cmd *cobra.Command, o simulateOptions) (scenario.Scenario, er
 
 // fieldFlags are the scenario fields the flags set.
 var fieldFlags = map[string]string{
-	"traffic.synthetic.baseRate": "base-rate",
-	"traffic.synthetic.peakRate": "peak-rate",
-	"traffic.synthetic.duration": "duration",
-	"traffic.limit":              "duration",
-	"traffic.timeScale":          "time-scale",
-	"traffic.rateScale":          "rate-scale",
-	"slo.ttft":                   "slo-ttft",
-	"slo.itl":                    "slo-itl",
-	"control.engineInterval":     "engine-interval",
-	"startupDelay":               "startup-delay", // of every variant
+	"traffic.synthetic.baseRate":     "base-rate",
+	"traffic.synthetic.peakRate":     "peak-rate",
+	"traffic.synthetic.inputTokens":  "input-tokens",
+	"traffic.synthetic.outputTokens": "output-tokens",
+	"traffic.synthetic.duration":     "duration",
+	"traffic.limit":                  "duration",
+	"traffic.timeScale":              "time-scale",
+	"traffic.rateScale":              "rate-scale",
+	"slo.ttft":                       "slo-ttft",
+	"slo.itl":                        "slo-itl",
+	"control.engineInterval":         "engine-interval",
+	"startupDelay":                   "startup-delay", // of every variant
 }
 
 // flagError names the flag that set the field a validation error is about.

@@ -16,7 +16,7 @@ import (
 
 const (
 	nimTable          = "../../../examples/benchmarks/nim-1.8.0-llama-3.3-70b-2xh100-fp8-tp2.json"
-	calibratedFleet   = "../../../pkg/sim/scenario/scenarios/llama-3.3-70b.yaml"
+	calibratedFleet   = "../../../pkg/sim/scenario/scenarios/default.yaml"
 	calibratedVariant = "llama-70b-h100"
 )
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -90,10 +92,12 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"--engine-interval", "1ns"}, "--engine-interval: control.engineInterval: 1ns is outside [1s, 1h0m0s]"},
 		{[]string{"--startup-delay", "100000h"}, "--startup-delay: variants[0].startupDelay: 100000h0m0s is outside [0s, 24h0m0s]"},
 		{[]string{"--base-rate", "1e9"}, "--base-rate: traffic.synthetic.baseRate: 1000000000 req/s is outside [0 req/s, 100000 req/s]"},
+		{[]string{"--input-tokens", "0"}, "--input-tokens: traffic.synthetic.inputTokens: 0 is outside"},
+		{[]string{"--trace", bad, "--output-tokens", "100"}, "--input-tokens and --output-tokens shape synthetic traffic"},
 		{[]string{"--duration", "100000h"}, "--duration: traffic.synthetic.duration: 100000h0m0s is outside [1s, 744h0m0s]"},
 		{[]string{"--time-scale", "1e-9"}, "--time-scale: traffic.timeScale: 1e-09 is outside [0.001, 1000]"},
 		{[]string{"--rate-scale", "2000"}, "--rate-scale: traffic.rateScale: 2000 is outside (0, 1000]"},
-		// The default's 1h at up to 9 req/s, copied 1000 times: refused
+		// The default's 1h at up to 27 req/s, copied 1000 times: refused
 		// before the copies are allocated.
 		{[]string{"--rate-scale", "1000"}, "rate scale 1000 makes"},
 		{[]string{"--trace", bad, "--duration", "100000h"}, "--duration: traffic.limit: 100000h0m0s is outside [0s, 744h0m0s]"},
@@ -109,4 +113,16 @@ func TestSimulateErrors(t *testing.T) {
 func ftoa(f float64) string {
 	b, _ := json.Marshal(f)
 	return string(b)
+}
+
+// --input-tokens and --output-tokens set the synthetic requests' mean lengths.
+func TestSimulateSyntheticTokens(t *testing.T) {
+	out, err := run(t, "", "simulate", "--duration", "5m", "--shape", "day", "--input-tokens", "3000", "--output-tokens", "50", "--policies", "oracle")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`synthetic day: \d+ requests .* mean tokens in (\d+) / out (\d+)`).FindStringSubmatch(out)
+	require.Len(t, m, 3, out)
+	in, _ := strconv.Atoi(m[1])
+	outTokens, _ := strconv.Atoi(m[2])
+	assert.InDelta(t, 3000, in, 450)
+	assert.InDelta(t, 50, outTokens, 8)
 }

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/analyzer/saturation"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/decision/params"
 )
@@ -68,6 +69,7 @@ const (
 	WhyTrend   = "trend"
 	WhyPersist = "short-wait"
 	WhySwap    = "cheaper-mix"
+	WhySat     = "saturated"
 )
 
 const (
@@ -175,6 +177,10 @@ type Analysis struct {
 	// StaffedArrivals is Staffed without the backlog: what the hold
 	// remembers of this cycle.
 	StaffedArrivals float64 `json:"staffedArrivals"`
+	// Saturated is how many replicas set the saturation floor (0 when
+	// the rates set the demand).
+	Saturated int `json:"saturatedReplicas,omitempty"`
+	Reporting int `json:"reportingReplicas,omitempty"`
 	// Held is the highest staffed rate over the hold.
 	Held       float64           `json:"heldRate"`
 	Hold       string            `json:"hold"`
@@ -234,18 +240,19 @@ func (Analyzer) AnalyzeState(g decision.Group, cfg params.Resolved, prev any) (a
 			next.Found[v.Name] = v.CurrentReplicas
 		}
 	}
-	an, sig := plan(g, slo, cfg.Scaling.Priority, st, &next)
+	an, sig := plan(g, slo, cfg.Scaling, st, &next)
 	return analyzer.Result{Signal: sig, Details: an, State: next}, nil
 }
 
 // cycle is one planning cycle: its inputs, and what each step derives for
 // the next.
 type cycle struct {
-	g    decision.Group
-	slo  params.SLO
-	st   State
-	next *State
-	an   Analysis
+	g       decision.Group
+	slo     params.SLO
+	scaling params.Scaling
+	st      State
+	next    *State
+	an      Analysis
 	// variants are the group's, by name.
 	variants []decision.Variant
 	// caps is each variant's rate per replica at the SLO.
@@ -256,14 +263,17 @@ type cycle struct {
 	ref     ReplicaCapacity
 	// short says the supply does not cover the staffed demand.
 	short bool
+	// saturated says most reporting replicas are saturated (demand set
+	// by the saturation floor): the shortfall is evidence, not noise.
+	saturated bool
 	// hold is how long the plan keeps its peak.
 	hold time.Duration
 }
 
 // plan sizes the group: what a replica of each variant serves, the demand
 // to serve, the peak to hold through lulls, and the cheapest mix for them.
-func plan(g decision.Group, slo params.SLO, priority float64, st State, next *State) (Analysis, decision.Signal) {
-	c := &cycle{g: g, slo: slo, st: st, next: next}
+func plan(g decision.Group, slo params.SLO, scaling params.Scaling, st State, next *State) (Analysis, decision.Signal) {
+	c := &cycle{g: g, slo: slo, scaling: scaling, st: st, next: next}
 	c.an.Input, c.an.Output = requestShape(g, st)
 	next.Input, next.Output = c.an.Input, c.an.Output
 	c.variants = append([]decision.Variant(nil), g.Variants...)
@@ -273,7 +283,7 @@ func plan(g decision.Group, slo params.SLO, priority float64, st State, next *St
 	c.demand()
 	c.holdPeak()
 	counts := c.mix()
-	return c.an, c.signal(counts, priority)
+	return c.an, c.signal(counts, scaling.Priority)
 }
 
 // capacities learns each variant's rate per replica at the SLO.
@@ -313,6 +323,36 @@ func (c *cycle) demand() {
 	c.ref = referenceCapacity(c.variants, c.caps)
 	an.Staffed = staffed(rate, c.ref, c.slo)
 	an.StaffedArrivals = staffed(an.ArrivalRate, c.ref, c.slo)
+	if floor, n := saturationFloor(c.g, c.caps, c.ref, c.scaling); floor > rate {
+		// The replicas say demand is more than the rates do: a renamed
+		// counter, a scrape gap or a capacity fitted too high. Like a
+		// backlog, the floor orders now and is not held: saturation
+		// while a backlog drains is not demand that comes back.
+		c.saturated = true
+		an.Saturated, an.Reporting = n, len(c.g.Replicas)
+		an.Staffed = staffed(floor, c.ref, c.slo)
+	}
+}
+
+// saturationFloor is the demand saturated replicas prove. When more than
+// half of the replicas reporting metrics are saturated (KV cache or queue
+// at the percentage analyzer's thresholds), they serve all they can while
+// requests wait, so demand exceeds what they supply by at least one
+// reference replica, whatever the rate series say. It returns 0 otherwise,
+// and how many replicas are saturated.
+func saturationFloor(g decision.Group, caps map[string]ReplicaCapacity, ref ReplicaCapacity, scaling params.Scaling) (float64, int) {
+	var saturatedN int
+	var supply float64
+	for _, r := range g.Replicas {
+		supply += caps[r.Variant].Rate
+		if saturation.IsSaturated(r, scaling) {
+			saturatedN++
+		}
+	}
+	if len(g.Replicas) == 0 || 2*saturatedN <= len(g.Replicas) {
+		return 0, saturatedN
+	}
+	return supply + ref.Rate, saturatedN
 }
 
 // holdPeak compares the supply with the demand, adapts the hold to the
@@ -395,7 +435,7 @@ func (c *cycle) mix() []int32 {
 		counts[i] = decision.Clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
 	}
 	switch {
-	case c.short && lasting(c.g.Now, c.st, c.next, c.an.Supply, c.an.Staffed):
+	case c.short && (c.saturated || lasting(c.g.Now, c.st, c.next, c.an.Supply, c.an.Staffed)):
 		return c.order(mv)
 	case c.short:
 		// A small shortfall not yet a metrics window old: hold.
@@ -424,6 +464,9 @@ func (c *cycle) order(mv []mixVariant) []int32 {
 		an.Why = WhyBacklog
 	case an.Supply+1e-9 >= staffed(an.ArrivalRate+an.BacklogRate, c.ref, c.slo):
 		an.Why = WhyTrend
+	}
+	if c.saturated {
+		an.Why = WhySat
 	}
 	if !ok {
 		an.Why = WhyMax
@@ -505,6 +548,8 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 		why = fmt.Sprintf("demand rising %.2f req/s within %s", an.Rising, an.Horizon)
 	case WhySwap:
 		why = fmt.Sprintf("moving to a cheaper mix covering %.2f req/s: its replicas start first, the others are released once they serve", an.Held)
+	case WhySat:
+		why = fmt.Sprintf("%d of %d reporting replicas saturated: demand exceeds their supply whatever the rates say", an.Saturated, an.Reporting)
 	case WhyPersist:
 		why = fmt.Sprintf("short by less than %.0f%% for under %s; waiting one metrics window", smallShortfall*100, persistFor)
 	default:

@@ -571,3 +571,30 @@ func TestShortfallCoversThePresentPlan(t *testing.T) {
 	assert.GreaterOrEqual(t, supply, an.Staffed, "the present plan is covered: %s", sig.Reason)
 	assert.Less(t, supply, an.Held, "no replicas for the held peak: %s", sig.Reason)
 }
+
+func TestSaturationFloor(t *testing.T) {
+	scaling := params.DefaultScaling()
+	caps := map[string]ReplicaCapacity{"a": {Rate: 2}, "b": {Rate: 5}}
+	ref := ReplicaCapacity{Rate: 2}
+	hot := func(v string) decision.ReplicaMetrics { return decision.ReplicaMetrics{Variant: v, KvCacheUsage: 0.9} }
+	queued := func(v string) decision.ReplicaMetrics { return decision.ReplicaMetrics{Variant: v, QueueLength: 6} }
+	calm := func(v string) decision.ReplicaMetrics { return decision.ReplicaMetrics{Variant: v, KvCacheUsage: 0.5, QueueLength: 1} }
+	for _, tt := range []struct {
+		name      string
+		replicas  []decision.ReplicaMetrics
+		floor     float64
+		saturated int
+	}{
+		{"none reporting", nil, 0, 0},
+		{"all calm", []decision.ReplicaMetrics{calm("a"), calm("b")}, 0, 0},
+		{"half saturated is not most", []decision.ReplicaMetrics{hot("a"), calm("b")}, 0, 1},
+		{"most saturated: their supply and one more", []decision.ReplicaMetrics{hot("a"), queued("b"), calm("a")}, 2 + 5 + 2 + 2, 2},
+		{"queue alone saturates", []decision.ReplicaMetrics{queued("a")}, 2 + 2, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			floor, n := saturationFloor(decision.Group{Replicas: tt.replicas}, caps, ref, scaling)
+			assert.InDelta(t, tt.floor, floor, 1e-9)
+			assert.Equal(t, tt.saturated, n)
+		})
+	}
+}

@@ -81,6 +81,7 @@ func TestBenchReplicaRefusesWhatAReplicaCannotServe(t *testing.T) {
 func TestBenchScenarioNamesEachVariantsHardware(t *testing.T) {
 	sc := scenario.DefaultScenario()
 	sc.Variants[0].Hardware = "4 x L40S 48GB, FP8, TP4, vLLM"
+	sc.Variants[1].Hardware = ""
 	rep, err := BenchScenario(sc, "", 1000, 100, []int{1, 8})
 	require.NoError(t, err)
 	require.Len(t, rep.Variants, len(sc.Variants))
@@ -123,8 +124,7 @@ var nimLlama33on2xH100 = []publishedPoint{
 // The calibrated fleet's H100 variant reproduces NIM's table within 20% on
 // ITL and output tokens/s and 30% on TTFT at every point.
 func TestCalibratedH100ReproducesNIM(t *testing.T) {
-	sc, err := scenario.LoadScenario("../scenario/scenarios/llama-3.3-70b.yaml")
-	require.NoError(t, err)
+	sc := scenario.DefaultScenario()
 	h100 := sc.Variants[sc.VariantIndex("llama-70b-h100")]
 	require.Equal(t, "2 x H100 80GB, FP8, TP2 (NIM 1.8.0 calibrated)", h100.Hardware)
 	for _, want := range nimLlama33on2xH100 {
@@ -138,12 +138,12 @@ func TestCalibratedH100ReproducesNIM(t *testing.T) {
 	}
 }
 
-// The uncalibrated default fleet's H100 is far from NIM's table at
+// The illustrative H100 the embedded scenario had before calibration (its
+// attention term 5-10x NVIDIA's figures) is far from NIM's table at
 // concurrency 25, so the check above can fail.
-func TestDefaultH100MissesNIM(t *testing.T) {
-	sc := scenario.DefaultScenario()
-	h100 := sc.Variants[sc.VariantIndex("llama-70b-h100")]
-	got, err := BenchReplica(h100.Server, 5000, 500, 25)
+func TestUncalibratedH100MissesNIM(t *testing.T) {
+	uncalibrated := scenario.ServerSpec{Alpha: 20, Beta: 0.07, Gamma: 0.0005, NumGPUBlocks: 12288, BlockSize: 16, MaxNumSeqs: 256, MaxNumBatchedTokens: 4096}
+	got, err := BenchReplica(uncalibrated, 5000, 500, 25)
 	require.NoError(t, err)
 	assert.Greater(t, got.ITLMs, 38.75*1.2)
 	assert.Less(t, got.OutputTokensPerSecond, 623.4*0.8)

@@ -106,7 +106,7 @@ func TestKPAConfig(t *testing.T) {
 	sc := scenario.DefaultScenario()
 	assert.InDelta(t, 0.7, sc.Policies.KPA.TargetUtilization, 1e-12)
 	// The default target is half of each variant's --max-num-seqs.
-	assert.InDelta(t, 64*0.7, perPodTarget(sc.Policies.KPA, sc.Variants[0]), 1e-9)
+	assert.InDelta(t, 128*0.7, perPodTarget(sc.Policies.KPA, sc.Variants[0]), 1e-9)
 	assert.InDelta(t, 128*0.7, perPodTarget(sc.Policies.KPA, sc.Variants[1]), 1e-9)
 	for _, tt := range []struct {
 		cfg  scenario.KPAConfig

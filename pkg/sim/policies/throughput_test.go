@@ -171,11 +171,11 @@ func TestCombineTargets(t *testing.T) {
 	}
 }
 
-// TestThroughputPolicyScalesUpUnderSpike: on the spike (1.5 -> 6 req/s at
+// TestThroughputPolicyScalesUpUnderSpike: on the spike (6 -> 27 req/s at
 // minute 10 for 5 minutes) the combined policy holds more replicas in the
 // spike's first minutes than before it, and fits an ITL model.
 func TestThroughputPolicyScalesUpUnderSpike(t *testing.T) {
-	sc, tr := simtest.ShortScenario(t, scenario.ShapeSpike, 30*time.Minute, 1.5, 6)
+	sc, tr := simtest.ShortScenario(t, scenario.ShapeSpike, 30*time.Minute, 6, 27)
 	p := &throughputPolicy{v1Policy: v1Policy{cfg: sc.Policies.V1}}
 	f := fleet.New(&sc, &tr, p, []int32{1, 0})
 	f.Run()

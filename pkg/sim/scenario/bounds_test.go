@@ -51,7 +51,7 @@ func TestScenarioBounds(t *testing.T) {
 		{"long warm-up", func(sc *Scenario) { sc.Control.Warmup = hours(100000) }, "control.warmup", "100000h0m0s is outside [0s, 24h0m0s]"},
 		{"long traffic", func(sc *Scenario) { syn(sc).Duration = hours(100000) }, "traffic.synthetic.duration", "100000h0m0s is outside [1s, 744h0m0s]"},
 		{"1e9 base rate", func(sc *Scenario) { syn(sc).BaseRate = 1e9 }, "traffic.synthetic.baseRate", "1000000000 req/s is outside [0 req/s, 100000 req/s]"},
-		{"1e9 peak rate", func(sc *Scenario) { syn(sc).PeakRate = 1e9 }, "traffic.synthetic.peakRate", "1000000000 req/s is outside [2 req/s, 100000 req/s]"},
+		{"1e9 peak rate", func(sc *Scenario) { syn(sc).PeakRate = 1e9 }, "traffic.synthetic.peakRate", "1000000000 req/s is outside [6 req/s, 100000 req/s]"},
 		{"requests", func(sc *Scenario) { syn(sc).PeakRate, syn(sc).Duration = 1000, hours(24) },
 			"traffic.synthetic", "1000 req/s for 24h0m0s is 8.64e+07 requests: at most 1000000"},
 		{"sigma 1e6", func(sc *Scenario) { syn(sc).Sigma = 1e6 }, "traffic.synthetic.sigma", "1000000 is outside [0, 2]"},

@@ -18,10 +18,11 @@ const (
 	ShapeSpike   = "spike"
 	ShapeDiurnal = "diurnal"
 	ShapeBursty  = "bursty"
+	ShapeDay     = "day"
 )
 
 // Shapes lists the synthetic shapes.
-var Shapes = []string{ShapeSteady, ShapeRamp, ShapeSpike, ShapeDiurnal, ShapeBursty}
+var Shapes = []string{ShapeSteady, ShapeRamp, ShapeSpike, ShapeDiurnal, ShapeBursty, ShapeDay}
 
 // Synthetic describes a generated trace: Poisson arrivals whose rate follows
 // the shape, lognormal prompt and output lengths.
@@ -30,7 +31,10 @@ type Synthetic struct {
 	// (BaseRate, PeakRate from SpikeStart for SpikeLength; by default
 	// the second third's first half), diurnal (one
 	// cosine day from BaseRate up to PeakRate and back), bursty (BaseRate
-	// with random bursts up to PeakRate, 3-12 minutes each).
+	// with random bursts up to PeakRate, 3-12 minutes each), day (a day
+	// from midnight: lowest at 04:00 (BaseRate), highest at 16:00
+	// (PeakRate), with bursts about every 40 minutes lasting 3-12 minutes
+	// that raise the rate of the hour by 30-100%).
 	Shape    string          `json:"shape"`
 	Duration params.Duration `json:"duration"`
 	// Rates in requests per second.
@@ -99,16 +103,36 @@ func (s Synthetic) Validate() error {
 		return fmt.Errorf("traffic.synthetic.spikeStart %s / spikeLength %s: the spike must start inside the duration %s and last > 0",
 			s.SpikeStart, s.SpikeLength, s.Duration)
 	}
-	// Generate draws candidates at the peak rate over the duration.
-	if n := s.peak() * s.Duration.D().Seconds(); n > trace.MaxRequests {
+	// Bound the requests before drawing any: Generate draws candidates at
+	// the peak rate over the duration; a day keeps about half of them.
+	if n := s.drawn() * s.Duration.D().Seconds(); n > trace.MaxRequests {
 		return &FieldError{Field: "traffic.synthetic", Err: fmt.Errorf("%v req/s for %s is %.3g requests: at most %d",
-			s.peak(), s.Duration, n, trace.MaxRequests)}
+			s.drawn(), s.Duration, n, trace.MaxRequests)}
 	}
 	return nil
 }
 
+// drawn bounds the mean rate of the requests Generate keeps: the peak,
+// except for a day, whose bursts (at most dayBurstMax) lift the mean of
+// its curve, (base + peak) / 2.
+func (s Synthetic) drawn() float64 {
+	if s.Shape == ShapeDay {
+		return dayBurstMax * (s.BaseRate + s.PeakRate) / 2
+	}
+	return s.peak()
+}
+
+// dayBurstMax is the most a day's burst multiplies the rate by.
+const dayBurstMax = 2.0
+
 // peak is the rate Generate draws candidates at.
-func (s Synthetic) peak() float64 { return math.Max(s.BaseRate, s.PeakRate) }
+func (s Synthetic) peak() float64 {
+	p := math.Max(s.BaseRate, s.PeakRate)
+	if s.Shape == ShapeDay {
+		p *= dayBurstMax
+	}
+	return p
+}
 
 type burst struct {
 	start, end time.Duration
@@ -137,6 +161,18 @@ func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 			bursts = append(bursts, burst{start: at, end: at + length, rate: rate})
 		}
 	}
+	if s.Shape == ShapeDay {
+		// Bursts multiply the hour's rate; rate holds the factor.
+		for at := time.Duration(0); ; {
+			at += time.Duration(rng.ExpFloat64() * float64(40*time.Minute))
+			if at >= d {
+				break
+			}
+			length := 3*time.Minute + time.Duration(rng.Float64()*float64(9*time.Minute))
+			factor := 1.3 + (dayBurstMax-1.3)*rng.Float64()
+			bursts = append(bursts, burst{start: at, end: at + length, rate: factor})
+		}
+	}
 	rate := func(t time.Duration) float64 {
 		x := float64(t) / float64(d)
 		switch s.Shape {
@@ -157,6 +193,17 @@ func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 				}
 			}
 			return r
+		case ShapeDay:
+			// The hour of the day, whatever the duration: 24h is one day.
+			h := math.Mod(t.Hours(), 24)
+			r := s.BaseRate + (s.PeakRate-s.BaseRate)*(1-math.Cos(2*math.Pi*(h-4)/24))/2
+			f := 1.0
+			for _, b := range bursts {
+				if t >= b.start && t < b.end {
+					f = math.Max(f, b.rate)
+				}
+			}
+			return r * f
 		}
 		return s.BaseRate
 	}

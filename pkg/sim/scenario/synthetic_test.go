@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -41,8 +42,40 @@ func TestSyntheticShapes(t *testing.T) {
 			}
 		})
 	}
-	_, err := Synthetic{Shape: "square", Duration: params.Duration(time.Minute), InputTokens: 1, OutputTokens: 1}.Generate(1)
+	// A day: the afternoon is busier than the night, and bursts lift some
+	// ten-minute windows well above the smooth curve of their hour.
+	day := Synthetic{Shape: ShapeDay, Duration: params.Duration(24 * time.Hour), BaseRate: 1, PeakRate: 4, InputTokens: 500, OutputTokens: 100}
+	tr, err := day.Generate(3)
+	require.NoError(t, err)
+	perTen := make([]float64, 24*6)
+	for _, r := range tr.Requests {
+		perTen[int(r.Arrival/(10*time.Minute))]++
+	}
+	hourOf := func(h int) float64 { return sum(perTen[6*h : 6*h+6]) }
+	assert.Greater(t, hourOf(16), 3*hourOf(4), "16:00 against 04:00")
+	smooth := func(i int) float64 { // the curve without bursts, requests per ten minutes
+		h := (float64(i) + 0.5) / 6
+		return 600 * (1 + 3*(1-math.Cos(2*math.Pi*(h-4)/24))/2)
+	}
+	bursts := 0
+	for i, n := range perTen {
+		if n > 1.25*smooth(i) {
+			bursts++
+		}
+	}
+	assert.GreaterOrEqual(t, bursts, 10, "ten-minute windows lifted by a burst")
+	assert.Less(t, bursts, 72, "bursts are the exception")
+
+	_, err = Synthetic{Shape: "square", Duration: params.Duration(time.Minute), InputTokens: 1, OutputTokens: 1}.Generate(1)
 	assert.ErrorContains(t, err, `traffic.synthetic.shape "square"`)
 	_, err = Synthetic{Shape: ShapeRamp, Duration: params.Duration(time.Minute), BaseRate: 2, PeakRate: 1, InputTokens: 1, OutputTokens: 1}.Generate(1)
 	assert.ErrorContains(t, err, "traffic.synthetic.peakRate: 1 req/s is outside [2 req/s, 100000 req/s]")
+}
+
+func sum(xs []float64) float64 {
+	t := 0.0
+	for _, x := range xs {
+		t += x
+	}
+	return t
 }
