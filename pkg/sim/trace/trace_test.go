@@ -232,7 +232,7 @@ func TestAzureTraces(t *testing.T) {
 func TestServegenTraces(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "examples", "traces")
-	for name, rate := range map[string]float64{"servegen-m-mid-00-12h.csv.gz": 12, "servegen-deepseek-r1-00-12h.csv.gz": 3} {
+	for name, rate := range map[string]float64{"servegen-m-mid-00-12h.csv.gz": 12, "servegen-deepseek-r1-00-12h.csv.gz": 1.5} {
 		f, err := os.Open(filepath.Join(dir, name))
 		require.NoError(t, err)
 		tr, err := Parse(f, name)
