@@ -203,14 +203,18 @@ func TestManifestsNamespacedRBAC(t *testing.T) {
 		"wva-system:wva-adapter": {
 			allowed: []access{in("list", "", "pods", "", "llm"), in("watch", "apps", "deployments", "", "llm"), in("update", "llmd.ai", va, "status", "llm"),
 				in("watch", "", "configmaps", "", "wva-system"), in("create", "authentication.k8s.io", "tokenreviews", "", ""),
-				in("create", "authorization.k8s.io", "subjectaccessreviews", "", ""), in("watch", "autoscaling", "horizontalpodautoscalers", "", "llm")},
+				in("create", "authorization.k8s.io", "subjectaccessreviews", "", ""), in("watch", "autoscaling", "horizontalpodautoscalers", "", "llm"),
+				in("watch", "inference.networking.k8s.io", "inferencepools", "", "llm")},
 			denied: []access{in("list", "", "pods", "", ""), in("list", "", "pods", "", "prod"), in("watch", "llmd.ai", va, "", "prod"),
 				in("list", "", "nodes", "", ""), in("update", "apps", "deployments", "scale", "llm"),
-				in("watch", "autoscaling", "horizontalpodautoscalers", "", "prod"), in("update", "autoscaling", "horizontalpodautoscalers", "", "llm")},
+				in("watch", "autoscaling", "horizontalpodautoscalers", "", "prod"), in("update", "autoscaling", "horizontalpodautoscalers", "", "llm"),
+				in("watch", "inference.networking.k8s.io", "inferencepools", "", ""), in("update", "inference.networking.k8s.io", "inferencepools", "", "llm")},
 		},
 		"wva-system:wva-scale-from-zero": {
-			allowed: []access{in("update", "apps", "deployments", "scale", "llm"), in("patch", "llmd.ai", va, "", "llm"), in("watch", "", "pods", "", "llm")},
+			allowed: []access{in("update", "apps", "deployments", "scale", "llm"), in("patch", "llmd.ai", va, "", "llm"), in("watch", "", "pods", "", "llm"),
+				in("watch", "inference.networking.k8s.io", "inferencepools", "", "llm")},
 			denied: []access{in("update", "apps", "deployments", "scale", "prod"), in("watch", "", "pods", "", ""), in("list", "", "nodes", "", ""),
+				in("watch", "inference.networking.k8s.io", "inferencepools", "", "prod"),
 				in("patch", "llmd.ai", va, "", "prod")},
 		},
 		"kube-system:horizontal-pod-autoscaler": {
