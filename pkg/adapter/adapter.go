@@ -35,6 +35,7 @@ import (
 	"github.com/wva-project/wva/pkg/engine"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
+	"github.com/wva-project/wva/pkg/inferencepool"
 	"github.com/wva-project/wva/pkg/inventory"
 	"github.com/wva-project/wva/pkg/kedascaler"
 	"github.com/wva-project/wva/pkg/provider"
@@ -58,6 +59,8 @@ type Adapter struct {
 	dyn        dynamicinformer.DynamicSharedInformerFactory
 	// keda: the ScaledObject API is served; opted-in ScaledObjects are read.
 	keda bool
+	// pools are the InferencePools (nil when the API is not served).
+	pools *inferencepool.Source
 	// budgetStart and budgetSynced are the GPU budget's informers (nil
 	// when no budget is configured).
 	budgetStart  []func(<-chan struct{})
@@ -109,6 +112,9 @@ func New(base *basecmd.AdapterBase, opts *Options) (*Adapter, error) {
 		return nil, err
 	}
 	if err := a.newEngine(inv, wvaClient); err != nil {
+		return nil, err
+	}
+	if err := a.newPools(restCfg); err != nil {
 		return nil, err
 	}
 	if err := a.newBudget(); err != nil {
@@ -227,6 +233,20 @@ func (a *Adapter) newEngine(inv *inventory.Inventory, wvaClient versioned.Interf
 	return nil
 }
 
+// newPools watches InferencePools when the API is served, so each VA
+// reports the pool that selects its pods and the pool's endpoint picker.
+func (a *Adapter) newPools(restCfg *rest.Config) error {
+	dynClient, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	a.pools = inferencepool.NewSource(a.kube, dynClient, a.Options.WatchNamespace)
+	if a.pools != nil {
+		a.Engine.Pools = a.pools
+	}
+	return nil
+}
+
 // newBudget gives the engine the GPU budget's source, when one is
 // configured.
 func (a *Adapter) newBudget() error {
@@ -327,6 +347,8 @@ func (a *Adapter) watch() {
 			DeleteFunc: trigger,
 		})
 	}
+	// A pool added, changed or deleted changes the VAs' pool condition.
+	a.pools.OnChange(a.Engine.Trigger)
 	// Every replica applies the ConfigMaps (the engine may move to any of
 	// them); the leader persists what is in force (lastGoodPersister).
 	configChanged := func() {
@@ -369,6 +391,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	for _, start := range a.budgetStart {
 		start(ctx.Done())
 	}
+	a.pools.Start(ctx.Done())
 	if err := daemon.Serve(ctx, a.Options.Endpoints, a.kube, prometheus.Gatherers{a.Registry, legacyregistry.DefaultGatherer}, a.ready, a.live); err != nil {
 		return err
 	}
@@ -394,6 +417,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), a.cmHandlerSynced...) {
 		return errors.New("ConfigMap handler did not apply the initial ConfigMaps")
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), a.pools.HasSynced) {
+		return errors.New("InferencePool informer did not sync")
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), a.budgetSynced...) {
 		return errors.New("GPU budget informers (nodes, pods, budget ConfigMap) did not sync")

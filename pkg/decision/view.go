@@ -43,6 +43,9 @@ type InventoryTarget struct {
 	// budget uses them to see what the variant holds and on which pool.
 	PodSelector  labels.Selector
 	NodeSelector map[string]string
+	// PodLabels are the pod template's labels (an LWS's leader template),
+	// which an InferencePool's selector is matched against.
+	PodLabels map[string]string
 	// Role is the variant's part in prefill/decode disaggregated serving,
 	// from the pod template's llm-d.ai/role label.
 	Role Role

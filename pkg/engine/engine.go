@@ -28,6 +28,7 @@ import (
 	"github.com/wva-project/wva/pkg/decide"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/decision/params"
+	"github.com/wva-project/wva/pkg/inferencepool"
 )
 
 // ViewSource lists VAs with their resolved targets (from informer caches).
@@ -44,6 +45,12 @@ type MetricsSource interface {
 // the VA and re-applying the status it was given.
 type StatusWriter interface {
 	WriteStatus(ctx context.Context, va *llmdv1alpha1.VariantAutoscaling, status llmdv1alpha1.VariantAutoscalingStatus) error
+}
+
+// PoolResolver matches a variant's pod labels against the InferencePools of
+// its namespace; ok is false when InferencePool discovery is off.
+type PoolResolver interface {
+	Resolve(namespace string, podLabels map[string]string) (res inferencepool.Resolution, ok bool)
 }
 
 // Engine is the decision loop. Only the leader runs it; every adapter
@@ -80,6 +87,9 @@ type Engine struct {
 	// published, so its ReplicaSet deletes the idle ones first.
 	DeletionCosts PodCostWriter
 	Running       RunningSource
+	// Pools, when set, finds the InferencePool that selects each variant's
+	// pods; its InferencePoolResolved condition is written with the status.
+	Pools PoolResolver
 	// trigger is made once: informer handlers call Trigger from their own
 	// goroutines while Run reads it.
 	triggerOnce sync.Once
@@ -344,6 +354,11 @@ func (e *Engine) publishVariant(ctx context.Context, c *Cycle, p decide.Plan, va
 	status := decide.NextStatus(va, p, res, t, tgt, c.MetricsErr, now)
 	if e.Config != nil {
 		decide.SetConfigCondition(&status, va, entryProblems(e.Config.InvalidFor(p.Key.ModelID, p.Key.Namespace)), now)
+	}
+	if e.Pools != nil {
+		if r, ok := e.Pools.Resolve(va.Namespace, tgt.PodLabels); ok {
+			r.SetCondition(&status.Conditions, va.Generation, now)
+		}
 	}
 	stuck := decide.SetStuckCondition(&status, va, res, now)
 	prev := va.Status.DesiredOptimizedAlloc

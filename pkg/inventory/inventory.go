@@ -117,6 +117,7 @@ func (inv *Inventory) Resolve(va *llmdv1alpha1.VariantAutoscaling) decision.Inve
 	t.MaxNumSeqs, t.MaxNumBatchedTokens = EngineArgs(&st.Template)
 	t.StartupAllowance = StartupAllowance(&st.Template)
 	t.Role = RoleOf(st.TemplateLabels)
+	t.PodLabels = st.TemplateLabels
 	if r, ok := RoleOverride(va); ok {
 		t.Role = r
 	}

@@ -43,6 +43,9 @@ type Variant struct {
 	Pool string
 	// Need is what one replica takes from the pool.
 	Need budget.Amount
+	// PodLabels are the target's pod template labels, which an
+	// InferencePool's selector matches.
+	PodLabels map[string]string
 }
 
 // Group is a variant group whose targets resolved.

@@ -58,6 +58,7 @@ func (c *cluster) variant(ns, name, model, cost string, replicas int32, pool str
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}},
 		},
 	}
 	if pool != "" {

@@ -97,15 +97,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "How often the EPPs of groups at zero are scraped")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Timeout of one EPP /metrics scrape")
 	fs.IntVar(&o.MaxConcurrentScrape, "max-concurrent-scrapes", o.MaxConcurrentScrape, "Bound on EPP scrapes in flight (one per EPP at most); one namespace holds at most all but one, and a freed slot goes to the waiting namespace holding the fewest")
-	fs.StringVar(&o.EPPSelector, "epp-selector", o.EPPSelector, "Label selector of EPP pods, e.g. app.kubernetes.io/component=epp; an EPP pod serves the groups of its namespace")
-	fs.IntVar(&o.EPPMetricsPort, "epp-metrics-port", o.EPPMetricsPort, "Port of the EPP pods' metrics endpoint")
+	fs.StringVar(&o.EPPSelector, "epp-selector", o.EPPSelector, "Label selector of EPP pods, e.g. app.kubernetes.io/component=epp; an EPP pod serves the groups of its namespace. Overrides InferencePool discovery (default: each InferencePool's spec.endpointPickerRef Service, scraped on --epp-metrics-port)")
+	fs.IntVar(&o.EPPMetricsPort, "epp-metrics-port", o.EPPMetricsPort, "Port of the EPPs' metrics endpoint (EPP pods, or the InferencePools' EPP Services)")
 	fs.StringVar(&o.EPPMetricsPath, "epp-metrics-path", o.EPPMetricsPath, "Path of the EPP pods' metrics endpoint")
 	fs.StringVar(&o.EPPScheme, "epp-scheme", o.EPPScheme, "http or https for the EPP pods' metrics endpoint")
 	fs.BoolVar(&o.EPPInsecureTLS, "epp-insecure-skip-verify", o.EPPInsecureTLS, "Skip TLS verification of EPP metrics endpoints (not allowed with --epp-bearer-token-file)")
 	fs.StringVar(&o.EPPCAFile, "epp-ca-file", o.EPPCAFile, "PEM CA bundle that signed the EPPs' serving certificates (https only; required with --epp-bearer-token-file)")
 	fs.StringVar(&o.EPPTLSServerName, "epp-tls-server-name", o.EPPTLSServerName, "Name the EPP certificates are checked against (default: the host of the URL; pod IPs are rarely in a certificate)")
 	fs.StringVar(&o.EPPBearerTokenFile, "epp-bearer-token-file", o.EPPBearerTokenFile, "Opt-in: bearer token file sent to the EPPs, re-read on every request so rotation works; needs --epp-scheme=https (https --epp-url) and --epp-ca-file. Default: no token is sent")
-	fs.StringArrayVar(&o.EPPURLs, "epp-url", o.EPPURLs, "Static EPP metrics URL serving every namespace (repeatable); replaces pod discovery through --epp-selector")
+	fs.StringArrayVar(&o.EPPURLs, "epp-url", o.EPPURLs, "Static EPP metrics URL serving every namespace (repeatable); overrides InferencePool discovery, not allowed with --epp-selector")
 
 	fs.DurationVar(&o.WakeTimeout, "wake-timeout", o.WakeTimeout, "After a wake-up, how long to wait for the target to show a replica before waking again")
 	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "Wait before re-deciding a group refused by the budget or whose scale call failed")
@@ -155,10 +155,9 @@ func (o *Options) Validate() error {
 	if o.MaxConcurrentScrape < 1 {
 		errs = append(errs, fmt.Errorf("--max-concurrent-scrapes=%d: must be >= 1", o.MaxConcurrentScrape))
 	}
-	switch {
-	case o.EPPSelector == "" && len(o.EPPURLs) == 0 && o.ActivatorListen == "":
-		errs = append(errs, errors.New("nothing to watch: set --epp-selector, --epp-url or --activator-listen"))
-	case o.EPPSelector != "" && len(o.EPPURLs) > 0:
+	// Neither EPP flag: the InferencePools name the EPPs (Run fails when
+	// the API is not served and there is no activator either).
+	if o.EPPSelector != "" && len(o.EPPURLs) > 0 {
 		errs = append(errs, fmt.Errorf("--epp-selector=%q and --epp-url: choose one way to find EPPs", o.EPPSelector))
 	}
 	if o.EPPSelector != "" {

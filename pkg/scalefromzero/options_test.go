@@ -19,7 +19,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"activator only", func(o *Options) {
 			o.ActivatorListen, o.ActivatorBackends = ":8000", []string{"meta/llama=http://llama:8000"}
 		}, ""},
-		{"nothing to watch", func(*Options) {}, "nothing to watch"},
+		{"InferencePool discovery", func(*Options) {}, ""},
 		{"both EPP modes", func(o *Options) { o.EPPSelector, o.EPPURLs = "a=b", []string{"http://x/metrics"} }, "choose one way to find EPPs"},
 		{"bad selector", func(o *Options) { o.EPPSelector = "a in (" }, `--epp-selector="a in ("`},
 		{"bad URL", func(o *Options) { o.EPPURLs = []string{"tcp://127.0.0.1:9090"} }, `--epp-url="tcp://127.0.0.1:9090": want an http(s) URL with a host`},

@@ -37,6 +37,7 @@ import (
 	"github.com/wva-project/wva/pkg/daemon"
 	"github.com/wva-project/wva/pkg/generated/clientset/versioned"
 	wvainformers "github.com/wva-project/wva/pkg/generated/informers/externalversions"
+	"github.com/wva-project/wva/pkg/inferencepool"
 	"github.com/wva-project/wva/pkg/tlsfiles"
 )
 
@@ -101,8 +102,9 @@ type watches struct {
 }
 
 // newWatches builds the informers: VAs and scale targets always,
-// LeaderWorkerSets when the API is served, EPP pods with --epp-selector, and
-// nodes and the budget ConfigMap when a budget is configured.
+// LeaderWorkerSets when the API is served, EPP pods with --epp-selector,
+// InferencePools when neither EPP flag is set, and nodes and the budget
+// ConfigMap when a budget is configured.
 func newWatches(o *Options, cfg *rest.Config, kube kubernetes.Interface, wva versioned.Interface) (*watches, error) {
 	ns := informers.WithNamespace(o.WatchNamespace)
 	kubeInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns)
@@ -120,11 +122,11 @@ func newWatches(o *Options, cfg *rest.Config, kube kubernetes.Interface, wva ver
 		},
 		starters: []func(<-chan struct{}){kubeInf.Start, wvaInf.Start},
 	}
+	dynClient, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if daemon.APIServed(kube, llmdv1alpha1.LeaderWorkerSetResource) {
-		dynClient, err := dynamic.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
 		dynInf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, o.WatchNamespace, nil)
 		lws := dynInf.ForResource(llmdv1alpha1.LeaderWorkerSetResource)
 		w.state.LeaderWorkerSets = lws.Lister()
@@ -140,6 +142,19 @@ func newWatches(o *Options, cfg *rest.Config, kube kubernetes.Interface, wva ver
 		w.endpoints = PodEndpoints{Pods: pods.Lister(), Scheme: o.EPPScheme, Port: o.EPPMetricsPort, Path: o.EPPMetricsPath}
 		w.synced = append(w.synced, pods.Informer().HasSynced)
 		w.starters = append(w.starters, eppInf.Start)
+	}
+	// The flags override discovery: without them the InferencePools name
+	// the EPPs.
+	if o.EPPSelector == "" && len(o.EPPURLs) == 0 {
+		pools := inferencepool.NewSource(kube, dynClient, o.WatchNamespace)
+		if pools == nil && o.ActivatorListen == "" {
+			return nil, errors.New("nothing to watch: the InferencePool API is not served; set --epp-selector, --epp-url or --activator-listen")
+		}
+		if pools != nil {
+			w.endpoints = PoolEndpoints{Pools: pools, Scheme: o.EPPScheme, Port: o.EPPMetricsPort, Path: o.EPPMetricsPath}
+			w.synced = append(w.synced, pools.HasSynced)
+			w.starters = append(w.starters, pools.Start)
+		}
 	}
 
 	w.budgeted = o.Budget.Enabled()

@@ -12,13 +12,33 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/wva-project/wva/pkg/inferencepool"
 )
 
 // Endpoint is one EPP /metrics URL and the namespace whose groups it
-// serves ("" = every namespace).
+// serves ("" = every namespace); with Pool, only the groups with a variant
+// whose pods the pool selects.
 type Endpoint struct {
 	URL       string
 	Namespace string
+	Pool      *inferencepool.Pool
+}
+
+// Serves reports whether the endpoint's EPP serves the group.
+func (ep Endpoint) Serves(g Group) bool {
+	if ep.Namespace != "" && ep.Namespace != g.Key.Namespace {
+		return false
+	}
+	if ep.Pool == nil {
+		return true
+	}
+	for _, v := range g.Variants {
+		if ep.Pool.Selects(g.Key.Namespace, v.PodLabels) {
+			return true
+		}
+	}
+	return false
 }
 
 // EndpointSource lists the EPP endpoints serving the given namespaces.
@@ -62,6 +82,31 @@ func (p PodEndpoints) Endpoints(namespaces map[string]bool) []Endpoint {
 			}
 			u := fmt.Sprintf("%s://%s%s", p.Scheme, net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(p.Port)), p.Path)
 			out = append(out, Endpoint{URL: u, Namespace: ns})
+		}
+	}
+	return out
+}
+
+// PoolEndpoints are the endpoint pickers named by the InferencePools of the
+// namespaces asked for, scraped through their Service (the EPP that serves
+// it is the one routing: a standby replica is not Ready, so not behind it)
+// on the metrics port, since spec.endpointPickerRef's port is the gateway's
+// ext-proc port.
+type PoolEndpoints struct {
+	Pools  *inferencepool.Source
+	Scheme string
+	Port   int
+	Path   string
+}
+
+// Endpoints implements EndpointSource.
+func (p PoolEndpoints) Endpoints(namespaces map[string]bool) []Endpoint {
+	var out []Endpoint
+	for ns := range namespaces {
+		for _, pool := range p.Pools.Pools(ns) {
+			host := pool.EPP.Name + "." + pool.Namespace + ".svc"
+			u := fmt.Sprintf("%s://%s%s", p.Scheme, net.JoinHostPort(host, strconv.Itoa(p.Port)), p.Path)
+			out = append(out, Endpoint{URL: u, Namespace: ns, Pool: &pool})
 		}
 	}
 	return out
@@ -123,9 +168,12 @@ func (r *Runner) Tick(ctx context.Context) {
 	for _, ep := range eps {
 		var served []Group
 		for _, g := range zero {
-			if ep.Namespace == "" || ep.Namespace == g.Key.Namespace {
+			if ep.Serves(g) {
 				served = append(served, g)
 			}
+		}
+		if len(served) == 0 {
+			continue // a pool none of whose groups is at zero
 		}
 		r.Scraper.LaunchIn(ctx, ep.Namespace, ep.URL, func(res ScrapeResult) { r.handle(ctx, res, served) })
 	}

@@ -81,7 +81,7 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 			klog.V(5).InfoS("skipping VA", "va", klog.KObj(va), "err", err)
 			continue
 		}
-		v := Variant{Name: va.Name, VA: va, Cost: cost, Replicas: t.Replicas, Need: budget.PerReplica(va),
+		v := Variant{Name: va.Name, VA: va, Cost: cost, Replicas: t.Replicas, Need: budget.PerReplica(va), PodLabels: t.TemplateLabels,
 			Target: Target{GVK: t.GVK, Namespace: t.Namespace, Name: t.Name, ResourceVersion: t.ResourceVersion}}
 		if withBudget {
 			w := budget.Workload{VA: va, Replicas: int64(t.Replicas), TemplateNodeSelector: t.Template.NodeSelector, PodSelector: t.PodSelector}

@@ -250,6 +250,7 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 			allowed: []access{{"list", "", "pods", "", "", ""}, {"watch", "apps", "deployments", "", "", ""}, {"watch", "llmd.ai", va, "", "", ""},
 				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"watch", "", "configmaps", "", "wva-system", ""},
 				{"watch", "autoscaling", "horizontalpodautoscalers", "", "", ""}, // opt-in by annotations, read only
+				{"watch", "inference.networking.k8s.io", "inferencepools", "", "", ""}, {"list", "inference.networking.k8s.io", "inferencepools", "", "", ""},
 				{"update", "coordination.k8s.io", "leases", "", "wva-system", "wva-adapter"}, {"create", "", "events", "", "prod", ""},
 				{"get", "", "configmaps", "", "kube-system", "extension-apiserver-authentication"},
 				{"create", "authentication.k8s.io", "tokenreviews", "", "", ""}, {"create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""},
@@ -266,7 +267,8 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 				{"patch", "", "configmaps", "", "wva-system", "wva-last-good-config"}, {"create", "", "configmaps", "", "prod", ""},
 				{"update", "apps", "deployments", "scale", "prod", "x"}, {"update", "llmd.ai", va, "", "prod", "x"},
 				{"update", "autoscaling", "horizontalpodautoscalers", "", "prod", "x"}, {"delete", "", "pods", "", "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "prod", "x"},
-				{"update", "", "pods", "", "prod", "x"}, {"patch", "", "pods", "status", "prod", "x"}, {"create", "", "pods", "eviction", "prod", "x"}},
+				{"update", "", "pods", "", "prod", "x"}, {"patch", "", "pods", "status", "prod", "x"}, {"create", "", "pods", "eviction", "prod", "x"},
+				{"update", "inference.networking.k8s.io", "inferencepools", "", "prod", "x"}, {"update", "inference.networking.k8s.io", "inferencepools", "status", "prod", "x"}},
 		},
 		"wva-system:wva-controller": {
 			allowed: []access{{"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""}, {"update", "apps", "deployments", "scale", "prod", "x"},
@@ -278,9 +280,11 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 		"wva-system:wva-scale-from-zero": {
 			allowed: []access{{"patch", "llmd.ai", va, "", "prod", "x"}, {"update", "apps", "deployments", "scale", "prod", "x"},
 				{"list", "", "nodes", "", "", ""}, {"list", "", "pods", "", "", ""}, {"watch", "", "configmaps", "", "wva-system", ""},
+				{"watch", "inference.networking.k8s.io", "inferencepools", "", "", ""},
 				{"create", "authentication.k8s.io", "tokenreviews", "", "", ""}, {"create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""}},
 			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"delete", "", "pods", "", "prod", "x"},
-				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""}},
+				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""},
+				{"patch", "inference.networking.k8s.io", "inferencepools", "", "prod", "x"}},
 		},
 		"kube-system:horizontal-pod-autoscaler": {
 			allowed: []access{{"get", "external.metrics.k8s.io", "wva_desired_replicas", "", "prod", ""}},

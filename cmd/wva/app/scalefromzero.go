@@ -11,11 +11,13 @@ import (
 func newScaleFromZeroCommand() *cobra.Command {
 	opts := scalefromzero.NewOptions()
 	cmd := &cobra.Command{
-		Use:   "scale-from-zero (--epp-selector SELECTOR | --epp-url URL | --activator-listen ADDR) [flags]",
+		Use:   "scale-from-zero [--epp-selector SELECTOR | --epp-url URL] [--activator-listen ADDR] [flags]",
 		Short: "Bring variant groups at zero replicas back to one as soon as requests queue for them",
 		Long: `Watches every VariantAutoscaling group (namespace + modelID) whose scale targets are all at
 zero replicas and, every --poll-interval, reads the EPP flow-control queue of those models
-straight from the EPP pods' /metrics. When requests are queued it annotates the cheapest VA
+straight from the EPPs' /metrics: by default the EPP Service each InferencePool
+(inference.networking.k8s.io/v1) names in spec.endpointPickerRef, for the groups whose pods
+the pool selects; --epp-selector or --epp-url override that discovery. When requests are queued it annotates the cheapest VA
 that fits the GPU budget with ` + llmdv1alpha1.AnnotationScaledFromZeroAt + `, then scales its
 target to 1 through the scale subresource and records an Event. The optional activator is an
 OpenAI-compatible proxy that holds requests while a model wakes, for setups without an EPP.`,

@@ -578,7 +578,9 @@ func TestSaturationFloor(t *testing.T) {
 	ref := ReplicaCapacity{Rate: 2}
 	hot := func(v string) decision.ReplicaMetrics { return decision.ReplicaMetrics{Variant: v, KvCacheUsage: 0.9} }
 	queued := func(v string) decision.ReplicaMetrics { return decision.ReplicaMetrics{Variant: v, QueueLength: 6} }
-	calm := func(v string) decision.ReplicaMetrics { return decision.ReplicaMetrics{Variant: v, KvCacheUsage: 0.5, QueueLength: 1} }
+	calm := func(v string) decision.ReplicaMetrics {
+		return decision.ReplicaMetrics{Variant: v, KvCacheUsage: 0.5, QueueLength: 1}
+	}
 	for _, tt := range []struct {
 		name      string
 		replicas  []decision.ReplicaMetrics

@@ -10,6 +10,7 @@ var EngineConditionTypes = []string{
 	ConditionTypeOptimizationReady,
 	ConditionTypeConfigValid,
 	ConditionTypeTransitionStuck,
+	ConditionTypeInferencePoolResolved,
 }
 
 // MergeEngineStatus copies the engine-owned fields of from into into.

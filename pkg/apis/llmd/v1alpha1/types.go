@@ -76,6 +76,10 @@ const (
 	// longer than its bound (twice its start-up); it no longer blocks the
 	// other variants' decisions.
 	ConditionTypeTransitionStuck = "TransitionStuck"
+	// ConditionTypeInferencePoolResolved reports which InferencePool
+	// (inference.networking.k8s.io/v1) selects the scale target's pods and
+	// which endpoint picker it names; set only while the API is served.
+	ConditionTypeInferencePoolResolved = "InferencePoolResolved"
 )
 
 // Condition reasons set in status.conditions.
@@ -117,6 +121,12 @@ const (
 	// ConfigValid reasons.
 	ReasonConfigApplied = "ConfigApplied"
 	ReasonInvalidConfig = "InvalidConfig"
+
+	// InferencePoolResolved reasons: one pool selects the pods, none does,
+	// several do (ambiguous: the gateway routes through one of them).
+	ReasonPoolFound     = "PoolFound"
+	ReasonNoPoolMatches = "NoPoolMatches"
+	ReasonMultiplePools = "MultiplePools"
 
 	// HPAReady reasons.
 	ReasonHPASynced          = "HPASynced"
