@@ -4,7 +4,7 @@
 //
 // Beside the tables it writes a stamp: a digest of everything the tables
 // are computed from (the Go toolchain, go.mod and go.sum, every file of
-// this module compiled into wva and benchreport, the traces and configs
+// this module compiled into the simulator, the simulate command and benchreport, the traces and configs
 // the workloads read) and of the tables themselves. -check skips the
 // simulations when the stamp still matches: the simulator is deterministic,
 // so the same inputs give the same tables. A changed input or a table
@@ -243,33 +243,61 @@ func writeStamp() error {
 
 func stampLine(digest string) string { return "<!-- inputs sha256:" + digest + " -->\n" }
 
-// inputsDigest hashes what the tables are computed from and the tables as
-// they are in the tree.
-func inputsDigest() (string, error) {
-	// This module's files compiled into wva and benchreport (dependencies
-	// are pinned by go.mod and go.sum).
+// simulateCommandFiles are the files of wva's command package that the
+// tables run: the simulate command and what every command shares. The
+// adapter's, controller's and fast path's commands are not simulated.
+var simulateCommandFiles = regexp.MustCompile(`^cmd/wva/(main\.go|app/(root|simulate[a-z_]*)\.go)$`)
+
+// stampSources lists what the tables are computed from: this module's
+// files compiled into the simulator (pkg/sim and everything it imports:
+// the analyzers, the decision pipeline, the collector's types) and into
+// benchreport, the simulate command's own files, go.mod and go.sum
+// (dependencies are pinned by them), and the traces and configs the
+// workloads read. A change to the adapter, the controller or the fast
+// path leaves the stamp current.
+func stampSources() ([]string, error) {
 	out, err := exec.Command("go", "list", "-deps", "-f",
 		`{{if .Module}}{{if .Module.Main}}{{.Dir}}|{{join .GoFiles ","}},{{join .CgoFiles ","}},{{join .EmbedFiles ","}}{{end}}{{end}}`,
-		"./cmd/wva", "./hack/benchreport").Output()
+		"./pkg/sim/...", "./hack/benchreport", "./cmd/wva").Output()
 	if err != nil {
-		return "", fmt.Errorf("go list: %w", err)
+		return nil, fmt.Errorf("go list: %w", err)
 	}
 	root, err := os.Getwd()
 	if err != nil {
-		return "", err
+		return nil, err
+	}
+	simulated, err := exec.Command("go", "list", "-deps", "-f", `{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}`,
+		"./pkg/sim/...", "./hack/benchreport").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %w", err)
+	}
+	inSimulator := map[string]bool{}
+	for _, dir := range strings.Fields(string(simulated)) {
+		inSimulator[dir] = true
 	}
 	files := []string{"go.mod", "go.sum", conv, code, servegenChat, servegenReason, tokenConfig}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		dir, names, _ := strings.Cut(line, "|")
 		rel, err := filepath.Rel(root, dir)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		for _, n := range strings.Split(names, ",") {
-			if n != "" {
-				files = append(files, filepath.ToSlash(filepath.Join(rel, n)))
+			f := filepath.ToSlash(filepath.Join(rel, n))
+			if n != "" && (inSimulator[dir] || simulateCommandFiles.MatchString(f)) {
+				files = append(files, f)
 			}
 		}
+	}
+	return files, nil
+}
+
+// inputsDigest hashes what the tables are computed from and the tables as
+// they are in the tree.
+func inputsDigest() (string, error) {
+	files, err := stampSources()
+	if err != nil {
+		return "", err
 	}
 	contents := map[string][]byte{}
 	for _, f := range files {

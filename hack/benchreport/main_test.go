@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -50,4 +52,21 @@ func TestBlock(t *testing.T) {
 	assert.Equal(t, "old\n", got)
 	_, err = block(doc, "missing")
 	assert.ErrorContains(t, err, "benchreport:missing")
+}
+
+// The stamp covers the simulator, what it imports and the simulate
+// command, not the programs it does not run.
+func TestStampSources(t *testing.T) {
+	require.NoError(t, os.Chdir("../.."))
+	t.Cleanup(func() { _ = os.Chdir("hack/benchreport") })
+	files, err := stampSources()
+	require.NoError(t, err)
+	for _, want := range []string{"go.sum", "pkg/sim/fleet/fleet.go", "pkg/sim/scenario/scenarios/default.yaml", "pkg/decide/pipeline.go",
+		"pkg/analyzer/planner/planner.go", "pkg/collector/collector.go", "cmd/wva/app/simulate.go", "cmd/wva/app/root.go", "cmd/wva/main.go",
+		"hack/benchreport/main.go", conv, servegenChat} {
+		assert.Contains(t, files, want)
+	}
+	for _, f := range files {
+		assert.False(t, strings.HasPrefix(f, "pkg/engine/") || strings.HasPrefix(f, "pkg/adapter/") || f == "cmd/wva/app/adapter.go", f)
+	}
 }
