@@ -136,24 +136,20 @@ func newWatches(o *Options, cfg *rest.Config, kube kubernetes.Interface, wva ver
 
 	w.endpoints = StaticEndpoints(o.EPPURLs)
 	if o.EPPSelector != "" {
-		eppInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns,
-			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.EPPSelector }))
-		pods := eppInf.Core().V1().Pods()
-		w.endpoints = PodEndpoints{Pods: pods.Lister(), Scheme: o.EPPScheme, Port: o.EPPMetricsPort, Path: o.EPPMetricsPath}
-		w.synced = append(w.synced, pods.Informer().HasSynced)
-		w.starters = append(w.starters, eppInf.Start)
+		w.watchEPPPods(o, kube, ns, o.EPPSelector)
 	}
 	// The flags override discovery: without them the InferencePools name
-	// the EPPs.
+	// the EPPs. Without the InferencePool API, the EPP pods are found by
+	// the selector wva shipped before discovery, so an upgrade of a
+	// cluster without InferencePools keeps waking its groups.
 	if o.EPPSelector == "" && len(o.EPPURLs) == 0 {
-		pools := inferencepool.NewSource(kube, dynClient, o.WatchNamespace)
-		if pools == nil && o.ActivatorListen == "" {
-			return nil, errors.New("nothing to watch: the InferencePool API is not served; set --epp-selector, --epp-url or --activator-listen")
-		}
-		if pools != nil {
+		if pools := inferencepool.NewSource(kube, dynClient, o.WatchNamespace); pools != nil {
 			w.endpoints = PoolEndpoints{Pools: pools, Scheme: o.EPPScheme, Port: o.EPPMetricsPort, Path: o.EPPMetricsPath}
 			w.synced = append(w.synced, pools.HasSynced)
 			w.starters = append(w.starters, pools.Start)
+		} else {
+			klog.InfoS("Finding endpoint pickers by pod selector", "selector", DefaultEPPSelector)
+			w.watchEPPPods(o, kube, ns, DefaultEPPSelector)
 		}
 	}
 
@@ -168,6 +164,20 @@ func newWatches(o *Options, cfg *rest.Config, kube kubernetes.Interface, wva ver
 		w.starters = append(w.starters, start...)
 	}
 	return w, nil
+}
+
+// DefaultEPPSelector finds EPP pods when neither flag names them and the
+// InferencePool API is not served: the llm-d inference scheduler's label.
+const DefaultEPPSelector = "app.kubernetes.io/component=epp"
+
+// watchEPPPods finds the EPPs as the pods the selector matches.
+func (w *watches) watchEPPPods(o *Options, kube kubernetes.Interface, ns informers.SharedInformerOption, selector string) {
+	eppInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, ns,
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = selector }))
+	pods := eppInf.Core().V1().Pods()
+	w.endpoints = PodEndpoints{Pods: pods.Lister(), Scheme: o.EPPScheme, Port: o.EPPMetricsPort, Path: o.EPPMetricsPath}
+	w.synced = append(w.synced, pods.Informer().HasSynced)
+	w.starters = append(w.starters, eppInf.Start)
 }
 
 // newWaker builds the waker on the scale subresource, so any kind with one
