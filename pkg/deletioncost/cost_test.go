@@ -46,9 +46,9 @@ func TestCosts(t *testing.T) {
 
 func TestRunningQuery(t *testing.T) {
 	l := collector.DefaultLabels()
-	assert.Equal(t, `max by (namespace, pod) (vllm:num_requests_running)`, RunningQuery(l, nil))
-	assert.Equal(t, `max by (namespace, pod) (vllm:num_requests_running{namespace=~"a\\.b|prod"})`, RunningQuery(l, []string{"prod", "a.b"}))
-	assert.Equal(t, `max by (ns, kpod) (vllm:num_requests_running{ns=~"x"})`, RunningQuery(collector.Labels{Namespace: "ns", Pod: "kpod"}, []string{"x"}))
+	assert.Equal(t, `max by (namespace, pod) ({__name__=~"vllm:num_requests_running|sglang:num_running_reqs"})`, RunningQuery(l, nil))
+	assert.Equal(t, `max by (namespace, pod) ({__name__=~"vllm:num_requests_running|sglang:num_running_reqs",namespace=~"a\\.b|prod"})`, RunningQuery(l, []string{"prod", "a.b"}))
+	assert.Equal(t, `max by (ns, kpod) ({__name__=~"vllm:num_requests_running|sglang:num_running_reqs",ns=~"x"})`, RunningQuery(collector.Labels{Namespace: "ns", Pod: "kpod"}, []string{"x"}))
 }
 
 type fakeQuerier struct {

@@ -13,26 +13,30 @@ import (
 	"github.com/wva-project/wva/pkg/collector"
 )
 
-// MetricRequestsRunning is vLLM's gauge of requests in the running batch.
-const MetricRequestsRunning = "vllm:num_requests_running"
+// MetricRequestsRunning is vLLM's gauge of requests in the running batch;
+// MetricSGLangRunning is SGLang's (python/sglang/srt/metrics/collector.py).
+const (
+	MetricRequestsRunning = "vllm:num_requests_running"
+	MetricSGLangRunning   = "sglang:num_running_reqs"
+)
 
 // QueryRequestsRunning names the query in wva_prometheus_query_errors_total.
 const QueryRequestsRunning = "requests_running"
 
-// RunningQuery is each pod's running requests now, in the namespaces given
-// (all when empty). Namespace names are regexp- and string-quoted, as the
-// collector's queries.
+// RunningQuery is each pod's running requests now, vLLM's or SGLang's
+// gauge, in the namespaces given (all when empty). Namespace names are
+// regexp- and string-quoted, as the collector's queries.
 func RunningQuery(labels collector.Labels, namespaces []string) string {
-	sel := ""
+	sel := "__name__=~" + collector.QuoteLabelValue(MetricRequestsRunning+"|"+MetricSGLangRunning)
 	if len(namespaces) > 0 {
 		ns := append([]string(nil), namespaces...)
 		sort.Strings(ns)
 		for i, n := range ns {
 			ns[i] = regexp.QuoteMeta(n)
 		}
-		sel = fmt.Sprintf("{%s=~%s}", labels.Namespace, collector.QuoteLabelValue(strings.Join(ns, "|")))
+		sel += fmt.Sprintf(",%s=~%s", labels.Namespace, collector.QuoteLabelValue(strings.Join(ns, "|")))
 	}
-	return fmt.Sprintf("max by (%s, %s) (%s%s)", labels.Namespace, labels.Pod, MetricRequestsRunning, sel)
+	return fmt.Sprintf("max by (%s, %s) ({%s})", labels.Namespace, labels.Pod, sel)
 }
 
 // Prometheus reads the running requests per pod. It is queried only on a

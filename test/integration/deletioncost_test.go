@@ -170,7 +170,8 @@ func TestDeletionCostRemovesIdlePod(t *testing.T) {
 }
 
 // TestRunningRequestsAgainstPrometheus runs the scale-down query against
-// Debian's Prometheus: per pod, in the namespaces asked for only.
+// Debian's Prometheus: per pod, vLLM's and SGLang's gauges, in the
+// namespaces asked for only.
 func TestRunningRequestsAgainstPrometheus(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -178,7 +179,10 @@ func TestRunningRequestsAgainstPrometheus(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	running := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: deletioncost.MetricRequestsRunning, Help: "Running requests."},
 		[]string{"namespace", "pod", "model_name"})
-	reg.MustRegister(running)
+	sglang := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: deletioncost.MetricSGLangRunning, Help: "Running requests."},
+		[]string{"namespace", "pod", "model_name"})
+	reg.MustRegister(running, sglang)
+	sglang.WithLabelValues("prod", "sglang-0", "m").Set(4)
 	running.WithLabelValues("prod", "llama-0", "m").Set(3)
 	running.WithLabelValues("prod", "llama-1", "m").Set(0)
 	running.WithLabelValues("staging", "llama-2", "m").Set(7)
@@ -197,7 +201,7 @@ func TestRunningRequestsAgainstPrometheus(t *testing.T) {
 		got, err = src.RequestsRunning(ctx, []string{"prod"}, time.Now())
 		return err == nil && len(got) > 0, fmt.Sprint(got, err)
 	})
-	assert.Equal(t, map[collector.PodKey]float64{{Namespace: "prod", Pod: "llama-0"}: 3, {Namespace: "prod", Pod: "llama-1"}: 0}, got)
+	assert.Equal(t, map[collector.PodKey]float64{{Namespace: "prod", Pod: "llama-0"}: 3, {Namespace: "prod", Pod: "llama-1"}: 0, {Namespace: "prod", Pod: "sglang-0"}: 4}, got)
 	byPod := map[string]float64{}
 	for k, v := range got {
 		byPod[k.Pod] = v
