@@ -2,7 +2,8 @@
 # Installs what the real-component tests need, skipping what is present:
 #   - Prometheus and promtool (manifest rule checks) from Debian's "prometheus" package
 #   - kube-apiserver, kube-controller-manager, kube-scheduler and etcd built
-#     from the Go module proxy at pinned versions into a cache (test/tools)
+#     from the Go module proxy at pinned versions into a cache (test/tools),
+#     with kwok and helm (the chart tests)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 

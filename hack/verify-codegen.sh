@@ -29,6 +29,7 @@ check() {
 
 check "${WVA_DEEPCOPY_DIR}/${WVA_DEEPCOPY_FILE}" "${tmp}/deepcopy/${WVA_DEEPCOPY_FILE}"
 check "${WVA_CRD_DIR}/${WVA_CRD_FILE}" "${tmp}/crd/${WVA_CRD_FILE}"
+check "${WVA_CHART_CRD_DIR}/${WVA_CRD_FILE}" "${tmp}/crd/${WVA_CRD_FILE}"
 
 # Generated outputs that are not checked in (e.g. a new CRD).
 for f in "${tmp}"/crd/*; do

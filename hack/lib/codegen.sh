@@ -26,6 +26,8 @@ WVA_DEEPCOPY_DIR="${WVA_ROOT}/pkg/apis/llmd/v1alpha1"
 WVA_DEEPCOPY_FILE="zz_generated.deepcopy.go"
 WVA_CRD_DIR="${WVA_ROOT}/deploy/crd"
 WVA_CRD_FILE="llmd.ai_variantautoscalings.yaml"
+# The Helm chart carries a copy of the CRD (a chart cannot read files outside it).
+WVA_CHART_CRD_DIR="${WVA_ROOT}/charts/wva/files"
 
 # Typed client inputs: client-gen takes GROUP/VERSION directories below
 # WVA_CLIENT_INPUT_BASE; lister-gen and informer-gen take the full package

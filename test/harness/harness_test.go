@@ -55,7 +55,8 @@ func TestPinnedVersions(t *testing.T) {
 			t.Errorf("test/tools/go.mod lacks %q", want)
 		}
 	}
-	for _, want := range []string{"K8S_VERSION=" + harness.KubernetesVersion, "ETCD_VERSION=" + harness.EtcdVersion, "KWOK_VERSION=" + harness.KwokVersion} {
+	for _, want := range []string{"K8S_VERSION=" + harness.KubernetesVersion, "ETCD_VERSION=" + harness.EtcdVersion, "KWOK_VERSION=" + harness.KwokVersion,
+		"HELM_VERSION=" + harness.HelmVersion} {
 		if !strings.Contains(string(build), want) {
 			t.Errorf("test/tools/build.sh lacks %q", want)
 		}

@@ -3,7 +3,8 @@
 #   kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes)
 #   etcd (go.etcd.io/etcd/server/v3)
 # into ${WVA_TEST_BIN_CACHE:-$HOME/.cache/wva-test/bin}/k8s-<ver>-etcd-<ver>/,
-# and kwok (fake nodes and pods for the e2e rig) into .../kwok-<ver>/.
+# kwok (fake nodes and pods for the e2e rig) into .../kwok-<ver>/ and helm
+# (the chart tests) into .../helm-<ver>/.
 # A binary that is already there is not rebuilt, so a warm run is instant.
 # The last line printed on stdout is the control-plane binary directory.
 set -euo pipefail
@@ -11,11 +12,15 @@ set -euo pipefail
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.7.0
 KWOK_VERSION=v0.8.0
+# helm is built from its own module at this tag, not from test/tools/go.mod:
+# its Kubernetes libraries lag the control plane's and must not raise them.
+HELM_VERSION=v3.22.0
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${WVA_TEST_BIN_CACHE:-$HOME/.cache/wva-test/bin}
 out="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 kwok_out="$cache/kwok-$KWOK_VERSION"
+helm_out="$cache/helm-$HELM_VERSION"
 
 # name -> Go main package (all from test/tools/go.mod)
 declare -A pkgs=(
@@ -25,10 +30,14 @@ declare -A pkgs=(
 	[kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
 	[kwok]=sigs.k8s.io/kwok/cmd/kwok
 )
-order=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+order=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm)
 
 dest() {
-	if [[ "$1" == kwok ]]; then echo "$kwok_out/kwok"; else echo "$out/$1"; fi
+	case "$1" in
+	kwok) echo "$kwok_out/kwok" ;;
+	helm) echo "$helm_out/helm" ;;
+	*) echo "$out/$1" ;;
+	esac
 }
 
 missing() {
@@ -39,7 +48,7 @@ missing() {
 	echo "${m[@]:-}"
 }
 
-mkdir -p "$out" "$kwok_out"
+mkdir -p "$out" "$kwok_out" "$helm_out"
 if [[ -z "$(missing)" ]]; then
 	echo "$out"
 	exit 0
@@ -91,10 +100,21 @@ if [[ -n "$todo" ]]; then
 		echo "$base"
 	}
 	main_pkgs=()
-	for b in $todo; do main_pkgs+=("${pkgs[$b]}"); done
-	go build -ldflags="-s -w$vflags" -o "$tmp/" "${main_pkgs[@]}"
 	for b in $todo; do
-		mv -f "$tmp/$(exec_name "${pkgs[$b]}")" "$(dest "$b")" # atomic: a partial build never looks finished
+		if [[ "$b" != helm ]]; then main_pkgs+=("${pkgs[$b]}"); fi
+	done
+	if [[ ${#main_pkgs[@]} -gt 0 ]]; then
+		go build -ldflags="-s -w$vflags" -o "$tmp/" "${main_pkgs[@]}"
+	fi
+	if [[ " $todo " == *" helm "* ]]; then
+		# `go install pkg@version` builds helm with its own go.mod.
+		GOBIN="$tmp" go install -ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+			"helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+	fi
+	for b in $todo; do
+		name=helm
+		if [[ "$b" != helm ]]; then name=$(exec_name "${pkgs[$b]}"); fi
+		mv -f "$tmp/$name" "$(dest "$b")" # atomic: a partial build never looks finished
 	done
 	echo "build.sh: built $todo in $((SECONDS - start))s" >&2
 fi
