@@ -51,15 +51,24 @@ var allBinaries = []string{BinEtcd, BinKubeAPIServer, BinKubeControllerManager, 
 // DefaultBinDir is the directory build.sh fills:
 // ${WVA_TEST_BIN_CACHE:-$HOME/.cache/wva-test/bin}/k8s-<ver>-etcd-<ver>.
 func DefaultBinDir() (string, error) {
-	root := os.Getenv(EnvBinCache)
-	if root == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("harness: no $HOME and no $%s: %w", EnvBinCache, err)
-		}
-		root = filepath.Join(home, ".cache", "wva-test", "bin")
+	root, err := binCacheRoot()
+	if err != nil {
+		return "", err
 	}
 	return filepath.Join(root, "k8s-"+KubernetesVersion+"-etcd-"+EtcdVersion), nil
+}
+
+// binCacheRoot is the build cache build.sh fills:
+// ${WVA_TEST_BIN_CACHE:-$HOME/.cache/wva-test/bin}.
+func binCacheRoot() (string, error) {
+	if root := os.Getenv(EnvBinCache); root != "" {
+		return root, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("harness: no $HOME and no $%s: %w", EnvBinCache, err)
+	}
+	return filepath.Join(home, ".cache", "wva-test", "bin"), nil
 }
 
 func missingBinaries(dir string) []string {

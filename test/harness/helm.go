@@ -12,13 +12,9 @@ const HelmVersion = "v3.22.0"
 // HelmBinary finds helm in the build cache (test/tools/build.sh installs
 // it); the chart tests fail rather than skip without it.
 func HelmBinary() (string, error) {
-	root := os.Getenv(EnvBinCache)
-	if root == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", err
-		}
-		root = filepath.Join(home, ".cache", "wva-test", "bin")
+	root, err := binCacheRoot()
+	if err != nil {
+		return "", err
 	}
 	bin := filepath.Join(root, "helm-"+HelmVersion, "helm")
 	if _, err := os.Stat(bin); err != nil {

@@ -43,13 +43,9 @@ type FakeNode struct {
 
 // KwokBinary finds kwok in the build cache (test/tools/build.sh installs it).
 func KwokBinary() (string, error) {
-	root := os.Getenv(EnvBinCache)
-	if root == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", err
-		}
-		root = filepath.Join(home, ".cache", "wva-test", "bin")
+	root, err := binCacheRoot()
+	if err != nil {
+		return "", err
 	}
 	bin := filepath.Join(root, "kwok-"+KwokVersion, "kwok")
 	if _, err := os.Stat(bin); err != nil {

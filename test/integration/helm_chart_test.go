@@ -78,31 +78,30 @@ func withoutHelmMetadata(t *testing.T, objs []*unstructured.Unstructured) []*uns
 	out := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
 		o = o.DeepCopy()
-		labels := o.GetLabels()
-		for _, l := range helmAddedLabels {
-			require.Contains(t, labels, l, "%s: label %s", objKey(o), l)
-			delete(labels, l)
-		}
-		if len(labels) == 0 {
-			unstructured.RemoveNestedField(o.Object, "metadata", "labels")
-		} else {
-			o.SetLabels(labels)
-		}
+		dropRequired(t, o, "labels", helmAddedLabels)
 		if drop, ok := chartOnlyAnnotations[objKey(o)]; ok {
-			annotations := o.GetAnnotations()
-			for _, a := range drop {
-				require.Contains(t, annotations, a, "%s: annotation %s", objKey(o), a)
-				delete(annotations, a)
-			}
-			if len(annotations) == 0 {
-				unstructured.RemoveNestedField(o.Object, "metadata", "annotations")
-			} else {
-				o.SetAnnotations(annotations)
-			}
+			dropRequired(t, o, "annotations", drop)
 		}
 		out = append(out, o)
 	}
 	return out
+}
+
+// dropRequired deletes keys from o's metadata.<field> (labels or
+// annotations), each of which must be there, and the map once empty.
+func dropRequired(t *testing.T, o *unstructured.Unstructured, field string, keys []string) {
+	t.Helper()
+	m, _, err := unstructured.NestedStringMap(o.Object, "metadata", field)
+	require.NoError(t, err)
+	for _, k := range keys {
+		require.Contains(t, m, k, "%s: %s %s", objKey(o), field, k)
+		delete(m, k)
+	}
+	if len(m) == 0 {
+		unstructured.RemoveNestedField(o.Object, "metadata", field)
+		return
+	}
+	require.NoError(t, unstructured.SetNestedStringMap(o.Object, m, "metadata", field))
 }
 
 // without is objs less those whose key is among drop's or listed.
