@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,15 +130,34 @@ func TestAdapterEndToEnd(t *testing.T) {
 	})
 
 	t.Run("the adapter exports its own metrics", func(t *testing.T) {
-		body := httpGet(ctx, t, adapter.MetricsURL+"/metrics")
-		assert.Contains(t, body, `wva_desired_replicas{accelerator="",model_id="meta/llama-3.1-8b",namespace="prod",variant_name="llama-l4"} 3`)
-		assert.Contains(t, body, "wva_prometheus_queries_per_cycle 13", "12 vLLM and EPP queries plus one idle window")
+		// The per-cycle series show the latest cycle: with a 1 s interval
+		// and cycle timeout, one cycle of a loaded machine can run out of
+		// time and hold instead (metrics-unreachable-hold); the next
+		// decides again. Wait for a cycle that decided, then read the rest.
+		perCycle := []string{
+			`wva_desired_replicas{accelerator="",model_id="meta/llama-3.1-8b",namespace="prod",variant_name="llama-l4"} 3`,
+			"wva_prometheus_queries_per_cycle 13", // 12 vLLM and EPP queries plus one idle window
+			`wva_variant_decision_info{accelerator="",action="scale-up",model_id="meta/llama-3.1-8b",namespace="prod",rule="scale-up",variant_name="llama-l4"} 1`,
+		}
+		var body string
+		testenv.Eventually(ctx, t, "a cycle that decided 3 with 13 queries", func() (bool, string) {
+			b, err := tryGet(ctx, adapter.MetricsURL+"/metrics")
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, line := range perCycle {
+				if !strings.Contains(b, line) {
+					return false, "missing " + line
+				}
+			}
+			body = b
+			return true, ""
+		})
 		assert.Contains(t, body, `wva_decisions_total{action="scale-up",rule="scale-up"}`)
 		assert.Contains(t, body, "wva_engine_cycle_duration_seconds_count")
 		assert.Contains(t, body, "wva_engine_last_success_timestamp_seconds")
 		// Present at 0 before any failure, so rate() sees the first one.
 		assert.Contains(t, body, `wva_prometheus_query_errors_total{query="kv_cache_usage"} 0`)
-		assert.Contains(t, body, `wva_variant_decision_info{accelerator="",action="scale-up",model_id="meta/llama-3.1-8b",namespace="prod",rule="scale-up",variant_name="llama-l4"} 1`)
 		assert.Contains(t, body, `wva_variant_cost{accelerator="",model_id="meta/llama-3.1-8b",namespace="prod",variant_name="llama-l4"} 5`)
 		assert.Contains(t, body, `wva_decision_age_seconds{namespace="prod",variant_name="llama-l4"}`)
 		assert.Contains(t, body, `wva_external_metric_requests_total{result="ok"}`)
