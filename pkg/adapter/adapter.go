@@ -257,6 +257,8 @@ func (a *Adapter) newBudget() error {
 			return err
 		}
 		a.Engine.Budget = src
+		// Validate has checked it.
+		a.Engine.Unbudgeted, _ = budget.ParseUnbudgeted(opts.UnbudgetedVariants)
 		a.budgetStart, a.budgetSynced = start, synced
 	}
 	return nil

@@ -80,3 +80,30 @@ func TestOptionsLivenessStaleAfter(t *testing.T) {
 		})
 	}
 }
+
+func TestOptionsUnbudgetedVariants(t *testing.T) {
+	cases := []struct {
+		value   string
+		errText string
+	}{
+		{value: "unlimited"},
+		{value: "refuse"},
+		{value: "Refuse", errText: `--unbudgeted-variants="Refuse": want unlimited or refuse`},
+		{value: "", errText: `--unbudgeted-variants="": want unlimited or refuse`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.value, func(t *testing.T) {
+			o := NewOptions()
+			o.PrometheusURL = "http://prometheus:9090"
+			o.UnbudgetedVariants = tc.value
+			o.Complete()
+			err := o.Validate()
+			if tc.errText == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tc.errText)
+		})
+	}
+	assert.Equal(t, "unlimited", NewOptions().UnbudgetedVariants, "today's behaviour by default")
+}

@@ -2,9 +2,10 @@
 // node pool (which pools exist, what the pods and variants on them hold,
 // whether one more replica fits and, when it does not, who holds the
 // budget) for the scale-from-zero fast path, and turns the same accounting
-// into the limiter's free GPUs per accelerator (decision.Free). The
-// accounting is pure; Source (source.go, read.go) gathers nodes, pods and
-// pools from informer caches.
+// into the limiter's free GPUs per accelerator (decision.Free) and the
+// engine's admission of every scale-up (Ledger, admit.go). The accounting is
+// pure; Source (source.go, read.go) gathers nodes, pods and pools from
+// informer caches.
 package budget
 
 import (

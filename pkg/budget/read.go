@@ -96,22 +96,31 @@ func (r Reading) LimiterVariants(ws []Workload) []Variant {
 	return out
 }
 
-// LimiterSource gives the limiter's budget for the workloads (FreeForLimiter):
-// the same pools and accounting as the scale-from-zero fast path. *Source is
-// the one implementation; the engine depends on this interface.
+// LimiterSource gives the engine's budget for the workloads: the same pools
+// and accounting as the scale-from-zero fast path. *Source is the one
+// implementation; the engine depends on this interface.
 type LimiterSource interface {
-	FreeForLimiter(ws []Workload) (decision.Free, error)
+	// LimiterUsage describes the workloads (in order) with their pools and
+	// returns every pool's usage; usage is nil when no pool is defined.
+	LimiterUsage(ws []Workload) ([]Variant, map[string]Usage, error)
+}
+
+// LimiterUsage reads the pools and the bound pods once for the workloads.
+func (s *Source) LimiterUsage(ws []Workload) ([]Variant, map[string]Usage, error) {
+	r, err := s.Read()
+	if err != nil {
+		return nil, nil, err
+	}
+	vs := r.LimiterVariants(ws)
+	usage, err := r.Usage(vs)
+	return vs, usage, err
 }
 
 // FreeForLimiter is the limiter's budget: per accelerator-named pool with
 // a GPU limit, the GPUs the workloads and other bound pods leave free; nil
 // when no pool is defined (not limited).
 func (s *Source) FreeForLimiter(ws []Workload) (decision.Free, error) {
-	r, err := s.Read()
-	if err != nil {
-		return nil, err
-	}
-	usage, err := r.Usage(r.LimiterVariants(ws))
+	_, usage, err := s.LimiterUsage(ws)
 	if usage == nil || err != nil {
 		return nil, err
 	}

@@ -61,13 +61,18 @@ type Engine struct {
 	Status   StatusWriter
 	Config   *config.Store
 	Pipeline decide.Pipeline
-	// Budget, when set, is read each cycle that has a limited group (GPUs
-	// free per accelerator, the views' own replicas counted as held) and
-	// handed to the pipeline; nil leaves limited groups unlimited.
-	Budget   budget.LimiterSource
-	Recorder record.EventRecorder
-	Observe  *Metrics
-	Clock    clock.PassiveClock
+	// Budget, when set, is read each cycle: limited groups share its free
+	// GPUs per accelerator in the pipeline, then every scale-up is admitted
+	// against its pool's GPUs and GPU memory (the views' own replicas
+	// counted as held) and each variant's GPUBudgeted condition written;
+	// nil leaves every group unlimited.
+	Budget budget.LimiterSource
+	// Unbudgeted is what admission does with a variant no pool fully
+	// covers ("" = budget.UnbudgetedUnlimited).
+	Unbudgeted budget.Unbudgeted
+	Recorder   record.EventRecorder
+	Observe    *Metrics
+	Clock      clock.PassiveClock
 	// Interval between cycles.
 	Interval time.Duration
 	// CycleTimeout bounds one cycle.
@@ -141,6 +146,9 @@ type Cycle struct {
 	CostPatches int
 	// Budget is what the limited groups shared (nil: none read).
 	Budget decision.Free
+	// Admitted is each resolved variant's standing with the GPU budget,
+	// by "namespace/name" (nil: no budget read).
+	Admitted map[string]Admitted
 }
 
 // Trigger asks for a cycle as soon as possible (VA or ConfigMap change). It
@@ -167,6 +175,7 @@ func (e *Engine) Run(ctx context.Context) {
 	// Prometheus (and prometheus-adapter rules on wva_desired_replicas)
 	// see only the current leader's decisions, not a frozen second series.
 	defer e.Observe.Publish(nil, nil)
+	defer e.Observe.PublishUnbudgeted(nil)
 	defer func() {
 		if e.Observe != nil {
 			e.Observe.SharedTargetVariants.Set(0)
@@ -295,18 +304,19 @@ func (e *Engine) decide(c *Cycle, views []decide.View, result collector.Result, 
 		inputs[i].State = prevState[p.Key]
 	}
 	pipe := e.Pipeline
-	if e.Budget != nil && anyLimited(plans) {
-		b, err := e.Budget.FreeForLimiter(Workloads(views))
-		if err != nil {
-			// Informer caches do not fail in practice; deciding unlimited
-			// beats holding every group for a budget read.
-			klog.ErrorS(err, "reading the GPU budget; limited groups decide without it this cycle")
-		} else {
-			pipe.Budget, c.Budget = b, b
-		}
+	read, usage, budgeted := e.readBudget(views)
+	if budgeted && usage != nil && anyLimited(plans) {
+		b := budget.FreeGPUs(usage)
+		pipe.Budget, c.Budget = b, b
 	}
 	now := e.Clock.Now()
 	c.Results = pipe.Run(now, inputs)
+	if budgeted {
+		c.Admitted = admit(read, plans, c.Results)
+	}
+	if e.Observe != nil {
+		e.Observe.PublishUnbudgeted(unbudgetedSeries(c.Admitted))
+	}
 	next := make(map[decide.GroupKey]any, len(plans))
 	for i, p := range plans {
 		if c.Results[i].State != nil {
@@ -361,6 +371,10 @@ func (e *Engine) publishVariant(ctx context.Context, c *Cycle, p decide.Plan, va
 		}
 	}
 	stuck := decide.SetStuckCondition(&status, va, res, now)
+	var budgetEvent, budgetMsg string
+	if a, ok := c.Admitted[va.Namespace+"/"+va.Name]; ok {
+		budgetEvent, budgetMsg = setBudgetCondition(&status, va, a, now)
+	}
 	prev := va.Status.DesiredOptimizedAlloc
 	wrote, err := e.publish(ctx, va, status, now)
 	if errors.Is(err, ErrWokenMeanwhile) {
@@ -382,6 +396,7 @@ func (e *Engine) publishVariant(ctx context.Context, c *Cycle, p decide.Plan, va
 	if stuck != "" && e.Recorder != nil {
 		e.Recorder.Event(va, corev1.EventTypeWarning, llmdv1alpha1.ReasonStuckTransition, stuck)
 	}
+	e.recordBudget(va, budgetEvent, budgetMsg)
 	return true
 }
 

@@ -181,14 +181,36 @@ func TestRunClearsGaugesWhenItStops(t *testing.T) {
 	assert.Equal(t, 0, testutil.CollectAndCount(e.Observe.CurrentReplicas))
 }
 
+// fixedBudget is one pool per accelerator whose free GPUs are given; each
+// variant in it holds its replicas * gpusPerReplica.
 type fixedBudget struct {
-	budget decision.Free
-	calls  int
+	free  decision.Free
+	calls int
 }
 
-func (f *fixedBudget) FreeForLimiter([]budget.Workload) (decision.Free, error) {
+func (f *fixedBudget) LimiterUsage(ws []budget.Workload) ([]budget.Variant, map[string]budget.Usage, error) {
 	f.calls++
-	return f.budget.Copy(), nil
+	usage := map[string]budget.Usage{}
+	for acc, n := range f.free {
+		usage[acc] = budget.Usage{Pool: acc, Total: budget.Amount{GPUs: n, GPUMemory: budget.Unlimited}}
+	}
+	var vs []budget.Variant
+	for _, w := range ws {
+		pool := ""
+		if _, ok := f.free[w.VA.Spec.AcceleratorName]; ok {
+			pool = w.VA.Spec.AcceleratorName
+		}
+		v := budget.NewVariant(w, pool)
+		vs = append(vs, v)
+		if u, ok := usage[pool]; ok {
+			held := v.PerReplica.Times(v.Replicas)
+			u.Total = u.Total.Add(budget.Amount{GPUs: held.GPUs})
+			u.Allocated = u.Allocated.Add(held)
+			u.Holders = append(u.Holders, budget.Holder{Name: v.Key, Amount: held})
+			usage[pool] = u
+		}
+	}
+	return vs, usage, nil
 }
 
 func TestRunOnceLimitedGroupGetsTheBudget(t *testing.T) {
@@ -203,29 +225,34 @@ func TestRunOnceLimitedGroupGetsTheBudget(t *testing.T) {
 			Status: writer, Config: store, Pipeline: decide.Default(), Budget: b, Clock: clocktesting.NewFakeClock(t0)}, writer
 	}
 	tests := []struct {
-		name      string
-		limiter   bool
-		budget    decision.Free
-		want      int32
-		wantRule  string
-		wantCalls int
+		name       string
+		limiter    bool
+		budget     decision.Free
+		want       int32
+		wantRule   string
+		wantReason string
 	}{
-		{name: "no room: held at current, reason says what was cut", limiter: true, budget: decision.Free{"H100": 1}, want: 2, wantRule: string(decision.RuleGPULimited), wantCalls: 1},
-		{name: "room for one more", limiter: true, budget: decision.Free{"H100": 2}, want: 3, wantCalls: 1},
-		{name: "limiter off: budget not even read", limiter: false, budget: decision.Free{"H100": 0}, want: 3, wantCalls: 0},
+		{name: "no room: held at current, reason says what was cut", limiter: true, budget: decision.Free{"H100": 1}, want: 2,
+			wantRule: string(decision.RuleGPULimited), wantReason: "H100 budget 1 GPUs"},
+		{name: "room for one more", limiter: true, budget: decision.Free{"H100": 2}, want: 3},
+		// Admission applies to every group: the limiter only shares the
+		// GPUs among limited ones.
+		{name: "limiter off: admission still holds at current", limiter: false, budget: decision.Free{"H100": 0}, want: 2,
+			wantRule: string(decision.RuleGPULimited), wantReason: "GPU budget: prod/h100 +1 (2 GPUs each) cut to +0: pool H100 has 0 GPUs, unlimited GPU memory left of 4 GPUs, unlimited GPU memory, held by the variant itself"},
+		{name: "limiter off, room for one more", limiter: false, budget: decision.Free{"H100": 2}, want: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := &fixedBudget{budget: tt.budget}
+			b := &fixedBudget{free: tt.budget}
 			e, writer := newEngine(tt.limiter, b)
 			c, err := e.RunOnce(context.Background())
 			require.NoError(t, err)
-			assert.Equal(t, tt.wantCalls, b.calls)
+			assert.Equal(t, 1, b.calls)
 			alloc := writer.writes["h100"].DesiredOptimizedAlloc
 			assert.Equal(t, tt.want, alloc.NumReplicas, alloc.Reason)
 			if tt.wantRule != "" {
 				assert.Equal(t, tt.wantRule, string(c.Results[0].Targets[0].Rule))
-				assert.Contains(t, alloc.Reason, "H100 budget 1 GPUs")
+				assert.Contains(t, alloc.Reason, tt.wantReason)
 			}
 		})
 	}

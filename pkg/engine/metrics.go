@@ -34,8 +34,12 @@ type Metrics struct {
 	// DeletionCostPatches counts pod-deletion-cost patches by result (ok:
 	// pods patched; error: variants whose patches failed).
 	DeletionCostPatches *prometheus.CounterVec
+	// Unbudgeted is 1 for each variant no GPU budget covers, by reason (the
+	// GPUBudgeted condition's).
+	Unbudgeted *prometheus.GaugeVec
 
-	variantLabels map[[4]string]bool
+	unbudgetedLabels map[[3]string]bool
+	variantLabels    map[[4]string]bool
 	// lastDecision is each variant's [action, rule] series of DecisionInfo,
 	// deleted when the decision changes so one series per variant remains.
 	lastDecision map[[4]string][2]string
@@ -86,10 +90,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		DeletionCostPatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wva_pod_deletion_cost_patches_total",
 			Help: "Pods whose controller.kubernetes.io/pod-deletion-cost the engine set before a scale-down (result=ok), and variants whose patches failed (result=error)."},
 			[]string{"result"}),
-		variantLabels: map[[4]string]bool{},
-		lastDecision:  map[[4]string][2]string{},
-		groupLabels:   map[[2]string]bool{},
-		metricsLabels: map[[2]string]bool{},
+		Unbudgeted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_variant_unbudgeted",
+			Help: "1 for each variant whose scale-ups no GPU budget pool fully checks, by reason (NoPool, UnknownPool, NoGPUMemoryPerReplica; the GPUBudgeted condition's reason); only with a budget source."},
+			[]string{"namespace", llmdv1alpha1.MetricLabelVariantName, "reason"}),
+		unbudgetedLabels: map[[3]string]bool{},
+		variantLabels:    map[[4]string]bool{},
+		lastDecision:     map[[4]string][2]string{},
+		groupLabels:      map[[2]string]bool{},
+		metricsLabels:    map[[2]string]bool{},
 	}
 	// Every query's error counter exists from the start at 0: a series that
 	// first appears at 1 has no increase to rate(), so an alert on
@@ -102,8 +110,27 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.DeletionCostPatches.WithLabelValues("error")
 	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.VariantCost, m.DecisionInfo, m.AvgSpareKv, m.AvgSpareQueue, m.MetricsOK, m.Decisions,
 		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs, m.SharedTargetVariants,
-		m.DeletionCostPatches)
+		m.DeletionCostPatches, m.Unbudgeted)
 	return m
+}
+
+// PublishUnbudgeted sets wva_variant_unbudgeted to 1 for each [namespace,
+// variant_name, reason] and deletes the series of the last call not in it.
+func (m *Metrics) PublishUnbudgeted(unbudgeted [][3]string) {
+	if m == nil {
+		return
+	}
+	seen := map[[3]string]bool{}
+	for _, l := range unbudgeted {
+		seen[l] = true
+		m.Unbudgeted.WithLabelValues(l[:]...).Set(1)
+	}
+	for l := range m.unbudgetedLabels {
+		if !seen[l] {
+			m.Unbudgeted.DeleteLabelValues(l[:]...)
+		}
+	}
+	m.unbudgetedLabels = seen
 }
 
 // VariantSample is one variant's published decision.

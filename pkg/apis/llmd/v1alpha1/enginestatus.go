@@ -11,6 +11,7 @@ var EngineConditionTypes = []string{
 	ConditionTypeConfigValid,
 	ConditionTypeTransitionStuck,
 	ConditionTypeInferencePoolResolved,
+	ConditionTypeGPUBudgeted,
 }
 
 // MergeEngineStatus copies the engine-owned fields of from into into.

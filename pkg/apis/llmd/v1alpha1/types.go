@@ -80,6 +80,10 @@ const (
 	// (inference.networking.k8s.io/v1) selects the scale target's pods and
 	// which endpoint picker it names; set only while the API is served.
 	ConditionTypeInferencePoolResolved = "InferencePoolResolved"
+	// ConditionTypeGPUBudgeted reports whether the variant's scale-ups are
+	// admitted against a GPU budget pool (its GPUs and GPU memory); set only
+	// while the adapter has a budget source.
+	ConditionTypeGPUBudgeted = "GPUBudgeted"
 )
 
 // Condition reasons set in status.conditions.
@@ -127,6 +131,15 @@ const (
 	ReasonPoolFound     = "PoolFound"
 	ReasonNoPoolMatches = "NoPoolMatches"
 	ReasonMultiplePools = "MultiplePools"
+
+	// GPUBudgeted reasons: budgeted by a pool; no pool applies; the pool
+	// named by the node-pool annotation is not defined (its scale-ups are
+	// refused); the pool limits GPU memory and spec.gpuMemoryPerReplica is
+	// unset.
+	ReasonBudgeted              = "Budgeted"
+	ReasonNoPool                = "NoPool"
+	ReasonUnknownPool           = "UnknownPool"
+	ReasonNoGPUMemoryPerReplica = "NoGPUMemoryPerReplica"
 
 	// HPAReady reasons.
 	ReasonHPASynced          = "HPASynced"
