@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"time"
 
@@ -53,6 +54,9 @@ type PodMetrics struct {
 	ArrivalRate float64
 	AvgTTFTms   float64
 	AvgITLms    float64
+	// TPOT is the per-request time-per-output-token histogram's rate
+	// over RateWindow (seconds), empty when the pod observed none.
+	TPOT decision.Histogram
 }
 
 // Reporting says whether the pod exports the saturation inputs.
@@ -133,7 +137,7 @@ func (r Result) ReplicaMetrics(namespace, pod string) (decision.ReplicaMetrics, 
 		KvCacheUsage: pm.KvCacheUsage, QueueLength: pm.QueueLength,
 		NumGPUBlocks: pm.NumGPUBlocks, BlockSize: pm.BlockSize,
 		AvgInputTokens: pm.AvgInputTokens, AvgOutputTokens: pm.AvgOutputTokens, PrefixCacheHitRate: pm.PrefixCacheHitRate,
-		ArrivalRate: pm.ArrivalRate, AvgTTFTms: pm.AvgTTFTms, AvgITLms: pm.AvgITLms,
+		ArrivalRate: pm.ArrivalRate, AvgTTFTms: pm.AvgTTFTms, AvgITLms: pm.AvgITLms, TPOT: pm.TPOT,
 	}, true
 }
 
@@ -246,6 +250,10 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		}
 		return
 	}
+	if q.Name == QueryTPOTBuckets {
+		c.absorbBuckets(res, vec, drop)
+		return
+	}
 	for _, s := range vec {
 		key := PodKey{Namespace: string(s.Metric[nsLabel]), Pod: string(s.Metric[podLabel])}
 		v := float64(s.Value)
@@ -286,6 +294,50 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		case QueryAvgITL:
 			pm.AvgITLms = v * 1000
 		}
+		res.Pods[key] = pm
+	}
+}
+
+// absorbBuckets assembles each pod's TPOT histogram from its buckets'
+// rates. A pod whose buckets lack +Inf or saw nothing keeps none; counts
+// are made cumulative-monotone (rate() of counters scraped at slightly
+// different times can dip by a fraction).
+func (c Collector) absorbBuckets(res *Result, vec model.Vector, drop func(*model.Sample, string)) {
+	nsLabel := model.LabelName(c.Labels.Namespace)
+	podLabel := model.LabelName(c.Labels.Pod)
+	type bucket struct{ le, count float64 }
+	byPod := map[PodKey][]bucket{}
+	for _, s := range vec {
+		key := PodKey{Namespace: string(s.Metric[nsLabel]), Pod: string(s.Metric[podLabel])}
+		v := float64(s.Value)
+		reason := Reject(QueryTPOTBuckets, v)
+		if reason == "" && key.Pod == "" {
+			reason = ReasonNoTarget
+		}
+		le, err := strconv.ParseFloat(string(s.Metric[model.BucketLabel]), 64)
+		if reason == "" && (err != nil || math.IsNaN(le) || le < 0) {
+			reason = ReasonBadLabels
+		}
+		if reason != "" {
+			drop(s, reason)
+			continue
+		}
+		byPod[key] = append(byPod[key], bucket{le: le, count: v})
+	}
+	for key, bs := range byPod {
+		sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
+		if !math.IsInf(bs[len(bs)-1].le, 1) || bs[len(bs)-1].count <= 0 {
+			continue
+		}
+		h := decision.Histogram{Bounds: make([]float64, len(bs)), Counts: make([]float64, len(bs))}
+		for i, b := range bs {
+			h.Bounds[i], h.Counts[i] = b.le, b.count
+			if i > 0 {
+				h.Counts[i] = math.Max(h.Counts[i], h.Counts[i-1])
+			}
+		}
+		pm := res.Pods[key]
+		pm.TPOT = h
 		res.Pods[key] = pm
 	}
 }
@@ -344,7 +396,8 @@ const (
 	// (EPP queries).
 	ReasonNoTarget = "no_target"
 	// ReasonBadLabels: cache_config_info's num_gpu_blocks or block_size (or
-	// SGLang's KV pool size in tokens) is not a positive integer.
+	// SGLang's KV pool size in tokens) is not a positive integer, or a
+	// histogram bucket's le is not a number.
 	ReasonBadLabels = "bad_labels"
 )
 
@@ -373,7 +426,7 @@ func MaxValue(query string) float64 {
 		return decision.MaxQueueLength
 	case QueryAvgInputTokens, QueryAvgOutputTokens:
 		return decision.MaxTokens
-	case QueryArrivalRate, QueryGatewayArrivals:
+	case QueryArrivalRate, QueryGatewayArrivals, QueryTPOTBuckets:
 		return decision.MaxArrivalRate
 	case QueryAvgTTFT, QueryAvgITL:
 		return decision.MaxLatencyMs / 1000

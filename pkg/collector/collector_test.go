@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/decision"
 )
 
 // fakeQuerier answers by query-name substring; unit tests only (the real
@@ -46,9 +48,9 @@ func sample(v float64, labels ...string) *model.Sample {
 func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	few := Queries(DefaultLabels(), []string{"prod"}, []time.Duration{10 * time.Minute})
 	many := Queries(DefaultLabels(), []string{"a", "b", "c", "d"}, []time.Duration{10 * time.Minute, 10 * time.Minute})
-	assert.Len(t, few, 13)
-	assert.Len(t, many, 13, "same number of queries whatever the number of namespaces or models")
-	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 14, "one more per distinct window")
+	assert.Len(t, few, 14)
+	assert.Len(t, many, 14, "same number of queries whatever the number of namespaces or models")
+	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 15, "one more per distinct window")
 
 	evil := `prod"}) or vector(1) #`
 	q := Queries(DefaultLabels(), []string{evil, "x.y"}, nil)[1].Expr
@@ -58,7 +60,7 @@ func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	kv := few[0].Expr
 	assert.Contains(t, kv, "vllm:kv_cache_usage_perc")
 	assert.Contains(t, kv, "or max by (namespace, pod) (max_over_time(vllm:gpu_cache_usage_perc")
-	assert.Contains(t, few[12].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
+	assert.Contains(t, few[13].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
 }
 
 func TestIdleWindow(t *testing.T) {
@@ -102,7 +104,7 @@ func TestRequestCountQueriesBoundedWhateverThePeriods(t *testing.T) {
 			assert.Contains(t, q.Expr, "["+promDuration(q.Window)+"]")
 		}
 	}
-	assert.Len(t, qs, 12+len(IdleWindows), "12 metric queries + at most one per idle window")
+	assert.Len(t, qs, 13+len(IdleWindows), "13 metric queries + at most one per idle window")
 	assert.Len(t, windows, len(IdleWindows))
 	for w := range windows {
 		assert.Contains(t, IdleWindows, w)
@@ -112,8 +114,8 @@ func TestRequestCountQueriesBoundedWhateverThePeriods(t *testing.T) {
 	fq := &fakeQuerier{answers: map[string]model.Vector{"increase(vllm:request_success_total": {sample(7, "namespace", "prod", "model_name", "m")}}}
 	res, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(), Request{RetentionWindows: periods, Time: time.Now()})
 	require.NoError(t, err)
-	assert.Equal(t, 12+len(IdleWindows), res.Queries)
-	assert.Len(t, fq.seen, 12+len(IdleWindows))
+	assert.Equal(t, 13+len(IdleWindows), res.Queries)
+	assert.Len(t, fq.seen, 13+len(IdleWindows))
 	n, ok := res.RequestsOver(3*time.Minute+17*time.Second, ModelKey{"prod", "m"})
 	assert.True(t, ok, "a period is read through its idle window")
 	assert.Equal(t, 7.0, n)
@@ -154,6 +156,9 @@ func TestQueryExpressions(t *testing.T) {
 			`(rate(vllm:time_per_output_token_seconds_sum{ns=~"prod"}[60s])) / sum by (ns, pod_name) (rate(vllm:time_per_output_token_seconds_count{ns=~"prod"}[60s]))`,
 			sglang("inter_token_latency_seconds_sum", "inter_token_latency_seconds_count", "60s"),
 			sglang("time_per_output_token_seconds_sum", "time_per_output_token_seconds_count", "60s")}, nil},
+		{QueryTPOTBuckets, []string{
+			`sum by (ns, pod_name, le) (rate(vllm:request_time_per_output_token_seconds_bucket{ns=~"prod"}[60s])) or ` +
+				`sum by (ns, pod_name, le) (rate(sglang:request_time_per_output_token_seconds_bucket{ns=~"prod"}[60s]))`}, nil},
 		{QueryEPPQueueSize, []string{
 			"sum by (ns, target_model_name, model_name) (llm_d_epp_flow_control_queue_size) or " +
 				"sum by (ns, target_model_name, model_name) (inference_extension_flow_control_queue_size)"},
@@ -211,8 +216,8 @@ func TestCollect(t *testing.T) {
 	c := Collector{API: fq, Labels: DefaultLabels()}
 	res, err := c.Collect(context.Background(), Request{Namespaces: []string{"prod"}, RetentionWindows: []time.Duration{10 * time.Minute}, Time: time.Now()})
 	require.NoError(t, err)
-	assert.Equal(t, 13, res.Queries)
-	assert.Len(t, fq.seen, 13)
+	assert.Equal(t, 14, res.Queries)
+	assert.Len(t, fq.seen, 14)
 	a := res.Pods[PodKey{"prod", "a"}]
 	assert.True(t, a.Reporting())
 	assert.Equal(t, 0.5, a.KvCacheUsage)
@@ -242,6 +247,55 @@ func TestCollect(t *testing.T) {
 	assert.False(t, ok, "no series is unknown, not zero requests")
 	_, ok = res.RequestsOver(5*time.Minute, ModelKey{"prod", "meta/llama"})
 	assert.False(t, ok, "window not queried")
+}
+
+// A pod's TPOT buckets become its histogram: sorted by le, cumulative
+// counts kept monotone, dropped without a +Inf bucket or observations;
+// bad buckets are counted as dropped samples.
+func TestCollectTPOTBuckets(t *testing.T) {
+	pod := func(name string) []string { return []string{"namespace", "prod", "pod", name} }
+	bucket := func(v float64, pod []string, le string) *model.Sample {
+		return sample(v, append(append([]string(nil), pod...), "le", le)...)
+	}
+	inf := math.Inf(1)
+	tests := []struct {
+		name    string
+		buckets model.Vector
+		want    decision.Histogram
+		over    float64 // share above 100 ms
+		dropped map[Drop]int
+	}{
+		{"sorted by le", model.Vector{bucket(4, pod("p"), "+Inf"), bucket(1, pod("p"), "0.05"), bucket(3, pod("p"), "0.1")},
+			decision.Histogram{Bounds: []float64{0.05, 0.1, inf}, Counts: []float64{1, 3, 4}}, 0.25, nil},
+		{"a dip from scrape timing is evened out", model.Vector{bucket(2, pod("p"), "0.05"), bucket(1.9, pod("p"), "0.1"), bucket(2, pod("p"), "+Inf")},
+			decision.Histogram{Bounds: []float64{0.05, 0.1, inf}, Counts: []float64{2, 2, 2}}, 0, nil},
+		{"no +Inf bucket: no histogram", model.Vector{bucket(1, pod("p"), "0.05"), bucket(3, pod("p"), "0.1")}, decision.Histogram{}, 0, nil},
+		{"nothing observed: no histogram", model.Vector{bucket(0, pod("p"), "0.1"), bucket(0, pod("p"), "+Inf")}, decision.Histogram{}, 0, nil},
+		{"bad le and negative rate are dropped", model.Vector{bucket(1, pod("p"), "0.1"), bucket(2, pod("p"), "+Inf"), bucket(1, pod("p"), "soon"),
+			bucket(-1, pod("p"), "0.2")},
+			decision.Histogram{Bounds: []float64{0.1, inf}, Counts: []float64{1, 2}}, 0.5,
+			map[Drop]int{{QueryTPOTBuckets, ReasonBadLabels}: 1, {QueryTPOTBuckets, ReasonNegative}: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fq := &fakeQuerier{answers: map[string]model.Vector{
+				"request_time_per_output_token_seconds_bucket": tt.buckets,
+				"kv_cache_usage_perc":                          {sample(0.3, pod("p")...)},
+				"num_requests_waiting":                         {sample(0, pod("p")...)},
+			}}
+			res, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(), Request{Time: time.Now()})
+			require.NoError(t, err)
+			rm, ok := res.ReplicaMetrics("prod", "p")
+			require.True(t, ok)
+			assert.Equal(t, tt.want, rm.TPOT)
+			assert.InDelta(t, tt.over, rm.TPOT.Above(0.1), 1e-9)
+			if tt.dropped == nil {
+				assert.Empty(t, res.Dropped)
+				return
+			}
+			assert.Equal(t, tt.dropped, res.Dropped)
+		})
+	}
 }
 
 // SGLang's KV capacity is a gauge's value, not labels: the query marks its

@@ -30,6 +30,10 @@ const (
 	MetricTTFT      = "vllm:time_to_first_token_seconds"
 	MetricITL       = "vllm:inter_token_latency_seconds"
 	MetricITLLegacy = "vllm:time_per_output_token_seconds"
+	// MetricTPOT is the per-request histogram of time per output token
+	// (decode time / (output tokens - 1)): the ITL the SLO counts per
+	// request, where MetricITL observes every token gap.
+	MetricTPOT = "vllm:request_time_per_output_token_seconds"
 	// SGLang's names (label model_name), from its production metrics page
 	// and python/sglang/srt/metrics/collector.py. Its token averages and
 	// prefix cache hit rate are ratios of counters incremented once per
@@ -45,6 +49,7 @@ const (
 	MetricSGLangTTFT             = "sglang:time_to_first_token_seconds"
 	MetricSGLangITL              = "sglang:inter_token_latency_seconds"
 	MetricSGLangITLLegacy        = "sglang:time_per_output_token_seconds"
+	MetricSGLangTPOT             = "sglang:request_time_per_output_token_seconds"
 	// LabelKVTokens marks a cache_config_info sample whose value is the KV
 	// capacity in tokens (SGLang's gauge) rather than vLLM's labels.
 	LabelKVTokens = "wva_kv_tokens"
@@ -95,6 +100,7 @@ const (
 	QueryArrivalRate     = "arrival_rate"
 	QueryAvgTTFT         = "avg_ttft"
 	QueryAvgITL          = "avg_itl"
+	QueryTPOTBuckets     = "tpot_buckets"
 	QueryEPPQueueSize    = "scheduler_queue_size"
 	QueryEPPQueueBytes   = "scheduler_queue_bytes"
 	QueryGatewayArrivals = "gateway_arrival_rate"
@@ -134,7 +140,7 @@ type Query struct {
 	Window time.Duration
 }
 
-// Queries builds the cycle's queries: 12, plus one request count per
+// Queries builds the cycle's queries: 13, plus one request count per
 // distinct IdleWindow of the retention periods given (at most
 // len(IdleWindows)). Their number never depends on how many models or pods
 // there are, nor on which engines (vLLM, SGLang) serve them: results are grouped by namespace and pod (or model) and split
@@ -178,6 +184,12 @@ func Queries(labels Labels, namespaces []string, windows []time.Duration) []Quer
 		{Name: QueryAvgTTFT, Expr: either(histogramMean(byPod, MetricTTFT, sel, rw), histogramMean(byPod, MetricSGLangTTFT, sel, rw))},
 		{Name: QueryAvgITL, Expr: either(histogramMean(byPod, MetricITL, sel, rw), histogramMean(byPod, MetricITLLegacy, sel, rw),
 			histogramMean(byPod, MetricSGLangITL, sel, rw), histogramMean(byPod, MetricSGLangITLLegacy, sel, rw))},
+		// Each pod's per-request TPOT histogram (its buckets' rates):
+		// the share of requests over the ITL target is read in Go, so
+		// the query does not depend on any group's SLO.
+		{Name: QueryTPOTBuckets, Expr: either(
+			fmt.Sprintf("sum by (%s, le) (rate(%s_bucket%s[%s]))", byPod, MetricTPOT, sel, rw),
+			fmt.Sprintf("sum by (%s, le) (rate(%s_bucket%s[%s]))", byPod, MetricSGLangTPOT, sel, rw))},
 		// The EPP exports no namespace label of its own: the scrape's
 		// namespace label (the EPP pod's) is kept when present, and no
 		// namespace selector applies (the EPP may run elsewhere).

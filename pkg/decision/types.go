@@ -115,6 +115,11 @@ type ReplicaMetrics struct {
 	// including queueing) and inter-token latency, in milliseconds.
 	AvgTTFTms float64
 	AvgITLms  float64
+	// TPOT is the histogram of each finished request's time per output
+	// token (vllm:request_time_per_output_token_seconds, seconds) over
+	// the rate window: the share over the ITL target is the attainment
+	// the SLO counts, where AvgITLms is only its mean.
+	TPOT Histogram
 }
 
 // KVCapacityTokens is the replica's KV cache capacity in tokens

@@ -25,17 +25,20 @@ type Pod struct {
 type Exporter struct {
 	Addr string
 
-	mu       sync.Mutex
-	reg      *prometheus.Registry
-	kv       *prometheus.GaugeVec
-	waiting  *prometheus.GaugeVec
-	running  *prometheus.GaugeVec
-	config   *prometheus.GaugeVec
-	success  *prometheus.CounterVec
-	prompt   *prometheus.HistogramVec
-	output   *prometheus.HistogramVec
-	ttft     *prometheus.HistogramVec
-	itl      *prometheus.HistogramVec
+	mu      sync.Mutex
+	reg     *prometheus.Registry
+	kv      *prometheus.GaugeVec
+	waiting *prometheus.GaugeVec
+	running *prometheus.GaugeVec
+	config  *prometheus.GaugeVec
+	success *prometheus.CounterVec
+	prompt  *prometheus.HistogramVec
+	output  *prometheus.HistogramVec
+	ttft    *prometheus.HistogramVec
+	itl     *prometheus.HistogramVec
+	// tpot is the per-request time-per-output-token histogram (nil on
+	// the legacy exporter: older vLLMs have none).
+	tpot     *prometheus.HistogramVec
 	eppSize  *prometheus.GaugeVec
 	eppBytes *prometheus.GaugeVec
 	gateway  *prometheus.CounterVec
@@ -94,6 +97,11 @@ func Start(legacyKV bool) (*Exporter, error) {
 		pcHit:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:prefix_cache_hits_total", Help: "Prompt tokens found in the prefix cache."}, podLabels),
 	}
 	e.reg.MustRegister(e.kv, e.waiting, e.running, e.config, e.success, e.prompt, e.output, e.ttft, e.itl, e.eppSize, e.eppBytes, e.gateway, e.pcQuery, e.pcHit)
+	if !legacyKV {
+		e.tpot = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vllm:request_time_per_output_token_seconds",
+			Help: "Time per output token per request.", Buckets: TPOTBuckets}, podLabels)
+		e.reg.MustRegister(e.tpot)
+	}
 	if err := e.serve(); err != nil {
 		return nil, err
 	}
@@ -135,13 +143,19 @@ func StartSGLang(legacyITL bool) (*Exporter, error) {
 		gateway: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "inference_objective_request_total", Help: "Requests received by the EPP."},
 			[]string{"model_name", "target_model_name"}),
 	}
+	e.tpot = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sglang:request_time_per_output_token_seconds",
+		Help: "Time per output token per request.", Buckets: TPOTBuckets}, podLabels)
 	e.reg.MustRegister(e.kv, e.waiting, e.running, e.config, e.success, e.promptTotal, e.outputTotal, e.cachedTotal, e.ttft, e.itl,
-		e.eppSize, e.eppBytes, e.gateway)
+		e.eppSize, e.eppBytes, e.gateway, e.tpot)
 	if err := e.serve(); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
+
+// TPOTBuckets are vLLM's bucket bounds (seconds) of the per-request
+// time-per-output-token histogram.
+var TPOTBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
 
 // KVCapacityTokens is what Set publishes as a pod's KV cache: vLLM's 1000
 // blocks of 16 tokens, SGLang's pool of as many tokens.
@@ -192,16 +206,17 @@ func (e *Exporter) Served(p Pod, n float64) {
 // Request is what one finished request looked like.
 type Request struct {
 	PromptTokens, OutputTokens float64
-	// TTFT and ITL in seconds, as vLLM observes them.
-	TTFT, ITL float64
+	// TTFT and ITL in seconds, as vLLM observes them; TPOT is the
+	// request's time per output token (0: ITL).
+	TTFT, ITL, TPOT float64
 	// CachedPromptTokens of PromptTokens were found in the prefix cache.
 	CachedPromptTokens float64
 }
 
 // Finished records n finished requests like r for the pod: the success
 // counter, the prefix cache counters, and the token and latency histograms
-// (ITL once per request, which keeps its mean); SGLang's token counters in
-// place of the token histograms.
+// (ITL once per request, which keeps its mean; TPOT per request); SGLang's
+// token counters in place of the token histograms.
 func (e *Exporter) Finished(p Pod, n int, r Request) {
 	l := []string{p.Namespace, p.Name, p.Model}
 	e.success.WithLabelValues(e.successLabels(p)...).Add(float64(n))
@@ -222,6 +237,13 @@ func (e *Exporter) Finished(p Pod, n int, r Request) {
 		}
 		e.ttft.WithLabelValues(l...).Observe(r.TTFT)
 		e.itl.WithLabelValues(l...).Observe(r.ITL)
+		if e.tpot != nil {
+			tpot := r.TPOT
+			if tpot == 0 {
+				tpot = r.ITL
+			}
+			e.tpot.WithLabelValues(l...).Observe(tpot)
+		}
 	}
 }
 

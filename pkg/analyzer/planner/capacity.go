@@ -18,13 +18,18 @@ import (
 // variant (ridge regression with forgetting, pulled towards a prior so one
 // operating point still gives a usable plane); a saturated replica's
 // completions still lie on the plane, so overload teaches it too. The rate
-// a replica sustains at the SLO is the r where ITL reaches itlHeadroom of
-// the target, within the KV cache's and --max-num-seqs' bounds on the
-// requests in flight.
+// a replica is planned at is a headroom (learned, attainment.go) of the r
+// where ITL reaches the target, within the KV cache's and --max-num-seqs'
+// bounds on the requests in flight.
 const (
-	// itlHeadroom keeps the mean ITL this far under the target: a
-	// request's own mean ITL varies around it with the batch it meets.
+	// itlHeadroom is the share of the ITL target a request's duration
+	// is planned with, and the prior's curve reaches at the engine's
+	// concurrency limit.
 	itlHeadroom = 0.9
+	// startHeadroom is the share of the rate at the ITL target a replica
+	// is planned at until its variant's requests say otherwise
+	// (attainment.go).
+	startHeadroom = 0.9
 	// kvHeadroom is the share of the KV cache the plan fills: above it
 	// vLLM queues or preempts, and the TTFT tail grows.
 	kvHeadroom = 0.75
@@ -204,11 +209,19 @@ type ReplicaCapacity struct {
 	RequestSeconds float64 `json:"requestSeconds"`
 }
 
-// capacityAt applies the limits to a fitted curve.
-func capacityAt(c Curve, lim Limits, targetITL, targetTTFT, in, out float64) ReplicaCapacity {
+// capacityAt applies the limits to a fitted curve: a replica is planned at
+// headroom of the rate where its mean ITL reaches the target. The margin
+// is on the rate, not on the ITL: 1/ITL falls linearly with the load, so
+// ITL climbs as 1/(1-utilization) near the target, and 10% under the
+// target ITL is only a few percent of load (a burst of that size puts the
+// replica over the target).
+func capacityAt(c Curve, lim Limits, headroom, targetITL, targetTTFT, in, out float64) ReplicaCapacity {
+	rate, bound := headroom*c.Rate(targetITL, in, out), "itl"
+	// A request lasts as long as the ITL the plan allows (itlHeadroom of
+	// the target), not what the fit says at that rate: a line fitted
+	// from few points would swing the concurrency bounds and the margin.
 	itl := itlHeadroom * targetITL
 	secs := out*itl/1000 + ttftShare*targetTTFT/1000
-	rate, bound := c.Rate(itl, in, out), "itl"
 	if k := lim.MaxNumSeqs; k/secs < rate {
 		rate, bound = k/secs, "max-num-seqs"
 	}

@@ -132,6 +132,12 @@ type VariantState struct {
 	// PeakLoad is the highest request rate one of its replicas was seen
 	// serving (requests per second).
 	PeakLoad float64 `json:"peakLoad,omitempty"`
+	// Headroom is the share of the ITL target the plan holds the mean
+	// ITL to, learned from the requests over the target (attainment.go);
+	// 0 until the variant is first analyzed.
+	Headroom float64 `json:"itlHeadroom,omitempty"`
+	// TPOTPool is the requests pooled towards the next headroom verdict.
+	TPOTPool Pool `json:"tpotPool,omitempty"`
 	// StartupDelay is the last start-up delay measured for the variant,
 	// kept while it has no Ready pod to measure it from.
 	StartupDelay time.Duration `json:"startupDelay,omitempty"`
@@ -161,6 +167,10 @@ type VariantAnalysis struct {
 	StartupDelay string          `json:"startupDelay"`
 	Planned      int32           `json:"planned"`
 	PeakLoad     float64         `json:"peakLoad"`
+	// Headroom is the ITL headroom planned with; TPOTOverTarget the share
+	// of the variant's requests over the ITL target in the rate window.
+	Headroom       float64 `json:"itlHeadroom"`
+	TPOTOverTarget float64 `json:"tpotOverTarget"`
 }
 
 // Analysis is the planner's intermediate quantities for a group.
@@ -200,8 +210,8 @@ func (a Analysis) Summary() []string {
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
-		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms; 1/ITL = %.4g - %.4g*x1 - %.4g*x2 from %d observations); start-up %s",
-			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Curve.P, v.Curve.C1, v.Curve.C2, v.Observations, v.StartupDelay))
+		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms at headroom %.3f, %.1f%% of requests over the ITL target; 1/ITL = %.4g - %.4g*x1 - %.4g*x2 from %d observations); start-up %s",
+			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Headroom, 100*v.TPOTOverTarget, v.Curve.P, v.Curve.C1, v.Curve.C2, v.Observations, v.StartupDelay))
 	}
 	return lines
 }
@@ -808,7 +818,22 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	va.Curve = fit.solve(prior(slo.TargetITLms, in, out, lim))
 	va.Observations = fit.Obs
 	va.Limits = lim
-	va.Capacity = capacityAt(va.Curve, lim, slo.TargetITLms, slo.TargetTTFTms, in, out)
+	h := vs.Headroom
+	if h <= 0 {
+		h = startHeadroom
+	}
+	va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
+	if vs.Settle == 0 {
+		att := observeAttainment(v.Name, reps, slo.TargetITLms)
+		va.TPOTOverTarget = att.Over
+		var nh float64
+		if nh, vs.TPOTPool = adaptHeadroom(vs.Headroom, vs.TPOTPool, att, va.Capacity.Rate, slo.Attainment); nh != h {
+			h = nh
+			va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
+		}
+		vs.Headroom = h
+	}
+	va.Headroom = h
 	va.PeakLoad = vs.PeakLoad
 	return va, vs
 }

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -47,9 +48,12 @@ func TestFitRecoversPlane(t *testing.T) {
 
 func TestCapacityBounds(t *testing.T) {
 	const in, out = 800.0, 200.0
-	// 1/ITL = 50 - 0.005 * tokens/s: at the headroom ITL (90 ms) that is
-	// 50 - 1000/90 tokens per second per 0.005.
+	// 1/ITL = 50 - 0.005 * tokens/s: the ITL target (100 ms) is reached
+	// at (50 - 1000/100) / 0.005 tokens per second, 8 req/s, and the plan
+	// takes the headroom of that rate; a request lasts as long as the
+	// ITL the plan allows (90 ms).
 	curve := Curve{P: 50, C1: 0.005 * scale1}
+	atTarget := (50 - 1000/100.0) / 0.005 / (in + out)
 	itl := itlHeadroom * 100
 	secs := out*itl/1000 + ttftShare*2
 	cases := []struct {
@@ -59,14 +63,14 @@ func TestCapacityBounds(t *testing.T) {
 		bound string
 		rate  float64
 	}{
-		{"itl", curve, Limits{MaxNumSeqs: 256}, "itl", (50 - 1000/itl) / 0.005 / (in + out)},
+		{"itl", curve, Limits{MaxNumSeqs: 256}, "itl", startHeadroom * atTarget},
 		{"kv cache", curve, Limits{MaxNumSeqs: 256, KVConcurrency: 40}, "kv-cache", 40 / secs},
 		{"max-num-seqs", curve, Limits{MaxNumSeqs: 32, KVConcurrency: 400}, "max-num-seqs", 32 / secs},
 		{"infeasible", Curve{P: 5, C1: 0.005 * scale1}, Limits{MaxNumSeqs: 256}, "itl-infeasible", 1 / (out*200/1000 + ttftShare*2)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := capacityAt(tc.curve, tc.lim, 100, 2000, in, out)
+			c := capacityAt(tc.curve, tc.lim, startHeadroom, 100, 2000, in, out)
 			assert.Equal(t, tc.bound, c.Bound)
 			assert.InDelta(t, tc.rate, c.Rate, 1e-9)
 			// Little's law: rate x request time = concurrency.
@@ -240,6 +244,12 @@ func TestHoldThroughShortLulls(t *testing.T) {
 				g.Variants[1].MaxReplicas, g.Variants[1].StartupDelay = 0, 0
 				g.Variants[0].StartupDelay = tc.startup
 				g.Now = t0.Add(at)
+				// The replicas' ITL follows one curve (20 ms idle, 100 ms
+				// at 8 req/s), so what is learned in the lull does not
+				// move the capacity the hold is counted in.
+				for i := range g.Replicas {
+					g.Replicas[i].AvgITLms = 1000 / math.Max(50-5*g.Replicas[i].ArrivalRate, 2)
+				}
 				var sig decision.Signal
 				_, sig, st = run(t, g, st)
 				// The replicas ordered start before the next cycle.

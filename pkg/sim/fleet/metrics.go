@@ -28,6 +28,19 @@ type sample struct {
 	ttftCount int64
 	itlSum    float64
 	itlCount  int64
+	tpot      tpotCounts
+}
+
+// TPOTBounds are the upper bounds (seconds) of vLLM's per-request
+// time-per-output-token histogram, the last +Inf.
+var TPOTBounds = [...]float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, math.Inf(1)}
+
+// tpotCounts is a histogram's per-bucket (not cumulative) counters.
+type tpotCounts [len(TPOTBounds)]int64
+
+func (c *tpotCounts) observe(seconds float64) {
+	i := sort.SearchFloat64s(TPOTBounds[:], seconds)
+	c[min(i, len(c)-1)]++
 }
 
 // series is the samples Prometheus holds for one pod, trimmed to the
@@ -109,6 +122,9 @@ func (s *series) tokenAverages(now time.Duration) (in, out float64, ok bool) {
 type windowed struct {
 	arrivalRate float64
 	ttft, itl   float64 // seconds
+	// tpot is the cumulative rate (per second) of requests at or below
+	// each of TPOTBounds; nil when none finished in the window.
+	tpot []float64
 }
 
 // rates computes per-second rates and histogram means over (now-window,
@@ -136,6 +152,13 @@ func (s *series) rates(now, window time.Duration) (windowed, bool) {
 	}
 	if n := last.itlCount - first.itlCount; n > 0 {
 		w.itl = (last.itlSum - first.itlSum) / float64(n)
+		secs := (last.at - first.at).Seconds()
+		w.tpot = make([]float64, len(TPOTBounds))
+		var cum int64
+		for i := range TPOTBounds {
+			cum += last.tpot[i] - first.tpot[i]
+			w.tpot[i] = float64(cum) / secs
+		}
 	}
 	return w, true
 }

@@ -76,6 +76,14 @@ func (p *Pod) Rates(now, window time.Duration) (arrivalRate, ttft, itl float64, 
 	return w.arrivalRate, w.ttft, w.itl, ok
 }
 
+// TPOT is the pod's per-request time-per-output-token histogram over the
+// window as rate() of its buckets returns it: the cumulative requests per
+// second at or below each of TPOTBounds; nil when none finished.
+func (p *Pod) TPOT(now, window time.Duration) []float64 {
+	w, _ := p.prom.rates(now, window)
+	return w.tpot
+}
+
 // SetControlStart sets when the control loop starts (default: once the
 // first metrics window is full).
 func (f *Fleet) SetControlStart(d time.Duration) { f.controlStart = d }

@@ -46,6 +46,9 @@ type server struct {
 	ttftCount   int64
 	itlSum      float64
 	itlCount    int64
+	// tpot counts finished requests by their time per output token, per
+	// bucket of TPOTBounds (vllm:request_time_per_output_token_seconds).
+	tpot        tpotCounts
 	preemptions int64
 	steps       int64
 }
@@ -206,6 +209,7 @@ func (s *server) complete(now time.Duration, done []*seq) []*seq {
 					if q.output > 1 {
 						s.itlSum += (now - q.firstToken).Seconds()
 						s.itlCount += int64(q.output - 1)
+						s.tpot.observe((now - q.firstToken).Seconds() / float64(q.output-1))
 					}
 					done = append(done, q)
 					continue

@@ -261,6 +261,9 @@ func podMetrics(p *fleet.Pod, now, window time.Duration) (collector.PodMetrics, 
 	if arrivalRate, ttft, itl, ok := p.Rates(now, window); ok {
 		pm.ArrivalRate, pm.AvgTTFTms, pm.AvgITLms = arrivalRate, ttft*1000, itl*1000
 	}
+	if counts := p.TPOT(now, window); counts != nil {
+		pm.TPOT = decision.Histogram{Bounds: fleet.TPOTBounds[:], Counts: counts}
+	}
 	return pm, true
 }
 

@@ -1,0 +1,110 @@
+package planner
+
+import (
+	"math"
+
+	"github.com/wva-project/wva/pkg/decision"
+)
+
+// Attainment feedback. The capacity model plans a replica's mean ITL at a
+// headroom under the target, but the SLO counts requests: a request's own
+// time per output token varies with the prompts prefilled while it
+// decodes, by how much depends on the traffic (long prompts and short
+// outputs spread it more) and on the engine's chunk size. So each
+// variant's headroom is learned from the share of its requests over the
+// ITL target (vLLM's per-request TPOT histogram) at loads near the plan's
+// rate per replica: the requests of such cycles are pooled until they are
+// enough to tell a share over the ITL's part of the error budget from
+// noise, then the headroom is lowered when the share exceeds that part
+// and raised when it stays well within it, and the pool starts again (the
+// next verdict sees only replicas sized with the new headroom). Misses at
+// a load above the plan's rate (an onset, replicas still starting) say
+// nothing of the headroom: the plan already orders for them; a load well
+// under it says little either.
+const (
+	// minHeadroom and maxHeadroom bound the learned headroom.
+	minHeadroom = 0.5
+	maxHeadroom = 0.95
+	// headroomDown is the factor a verdict over budget applies;
+	// headroomUp what a verdict well within it adds back.
+	headroomDown = 0.95
+	headroomUp   = 0.02
+	// itlBudgetShare is the ITL's part of the SLO's error budget: the
+	// rest is left to the TTFT and to onsets.
+	itlBudgetShare = 0.5
+	// verdictMisses is how many misses the budget allows in the pooled
+	// requests before a verdict: 10 tells a share twice the budget from
+	// the budget (Poisson, about 3 standard deviations).
+	verdictMisses = 10
+	// loadedShare of the planned rate per replica is the lowest load
+	// whose requests are pooled.
+	loadedShare = 0.6
+)
+
+// attainment is what a variant's replicas show of the ITL target.
+type attainment struct {
+	// Over is the share of finished requests whose time per output
+	// token exceeded the target; Requests how many finished in the
+	// rate window.
+	Over     float64
+	Requests float64
+	// Load is the mean arrival rate per reporting replica.
+	Load float64
+}
+
+// observeAttainment merges the TPOT histograms of the variant's replicas
+// over the rate window.
+func observeAttainment(v string, reps []decision.ReplicaMetrics, targetITLms float64) attainment {
+	var h decision.Histogram
+	var load float64
+	var n int
+	for _, r := range reps {
+		if r.Variant != v {
+			continue
+		}
+		h = h.Merge(r.TPOT)
+		if r.ArrivalRate > 0 && decision.Finite(r.ArrivalRate) {
+			load += r.ArrivalRate
+		}
+		n++
+	}
+	a := attainment{Requests: h.Total() * decision.RateWindow.Seconds()}
+	if n > 0 {
+		a.Load = load / float64(n)
+	}
+	if a.Requests > 0 {
+		a.Over = h.Above(targetITLms / 1000)
+	}
+	return a
+}
+
+// Pool is the requests pooled towards the next headroom verdict.
+type Pool struct {
+	Requests float64 `json:"requests,omitempty"`
+	Over     float64 `json:"over,omitempty"`
+}
+
+// adaptHeadroom pools what the replicas show when their load is near the
+// plan's rate per replica (planned, at the current headroom h; 0: never
+// adapted) and returns the headroom and pool for the next cycle.
+func adaptHeadroom(h float64, pool Pool, a attainment, planned, target float64) (float64, Pool) {
+	if h <= 0 {
+		h = startHeadroom
+	}
+	if a.Requests <= 0 || planned <= 0 || a.Load < loadedShare*planned || a.Load > planned*(1+smallShortfall) {
+		return h, pool
+	}
+	pool.Requests += a.Requests
+	pool.Over += a.Over * a.Requests
+	budget := itlBudgetShare * (1 - target)
+	if budget <= 0 || pool.Requests*budget < verdictMisses {
+		return h, pool
+	}
+	switch share := pool.Over / pool.Requests; {
+	case share > budget:
+		h *= headroomDown
+	case share <= budget/2:
+		h += headroomUp
+	}
+	return math.Min(maxHeadroom, math.Max(minHeadroom, h)), Pool{}
+}

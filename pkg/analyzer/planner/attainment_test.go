@@ -1,0 +1,95 @@
+package planner
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/decision"
+)
+
+func TestAdaptHeadroom(t *testing.T) {
+	const target = 0.99 // ITL budget: half of 1%
+	budget := itlBudgetShare * (1 - target)
+	verdict := verdictMisses / budget // requests a verdict needs
+	cases := []struct {
+		name     string
+		h        float64
+		pool     Pool
+		a        attainment
+		wantH    float64
+		wantPool Pool
+	}{
+		{"never adapted starts at the default", 0, Pool{}, attainment{}, startHeadroom, Pool{}},
+		{"no requests: nothing learned", 0.8, Pool{Requests: 5}, attainment{Load: 3}, 0.8, Pool{Requests: 5}},
+		{"light load says little", 0.8, Pool{}, attainment{Over: 0, Requests: 100, Load: 1}, 0.8, Pool{}},
+		{"overload is the plan's to order for", 0.8, Pool{}, attainment{Over: 0.5, Requests: 100, Load: 4}, 0.8, Pool{}},
+		{"too few requests for a verdict: pooled", 0.8, Pool{Requests: 10, Over: 1}, attainment{Over: 0.1, Requests: 100, Load: 3},
+			0.8, Pool{Requests: 110, Over: 11}},
+		{"over budget: lower", 0.8, Pool{}, attainment{Over: 2 * budget, Requests: verdict, Load: 3}, 0.8 * headroomDown, Pool{}},
+		{"well within: raise", 0.8, Pool{}, attainment{Over: budget / 4, Requests: verdict, Load: 3}, 0.8 + headroomUp, Pool{}},
+		{"within but near the budget: keep, start over", 0.8, Pool{}, attainment{Over: 0.75 * budget, Requests: verdict, Load: 3}, 0.8, Pool{}},
+		{"never below the floor", minHeadroom, Pool{}, attainment{Over: 1, Requests: verdict, Load: 3}, minHeadroom, Pool{}},
+		{"never above the ceiling", maxHeadroom, Pool{}, attainment{Requests: verdict, Load: 3}, maxHeadroom, Pool{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// The plan's rate per replica is 3.2 req/s: loads 2-3.5 are near it.
+			h, pool := adaptHeadroom(tc.h, tc.pool, tc.a, 3.2, target)
+			assert.InDelta(t, tc.wantH, h, 1e-12)
+			assert.InDelta(t, tc.wantPool.Requests, pool.Requests, 1e-9)
+			assert.InDelta(t, tc.wantPool.Over, pool.Over, 1e-9)
+		})
+	}
+}
+
+// Requests over the ITL target at the plan's load lower the variant's
+// headroom, and the plan orders more replicas than for the same traffic
+// meeting the target; requests well within it let the headroom rise.
+func TestMissedITLBuysCapacity(t *testing.T) {
+	// The L4's rate per replica at the SLO, as first planned.
+	first, _, _ := run(t, fleet(4, 0, 4), nil)
+	capacity := first.Variants[1].Capacity.Rate
+	require.Greater(t, capacity, 0.0)
+	plan := func(over float64) (VariantAnalysis, decision.Signal) {
+		var st any
+		var an Analysis
+		var sig decision.Signal
+		for i := range 60 {
+			// Four L4s each carrying 90% of the first plan's rate.
+			g := fleet(4, 0, 4*0.9*capacity)
+			g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+			for j := range g.Replicas {
+				r := g.Replicas[j].ArrivalRate
+				g.Replicas[j].TPOT = decision.Histogram{Bounds: []float64{0.05, 0.1, math.Inf(1)}, Counts: []float64{0.5 * r, (1 - over) * r, r}}
+			}
+			an, sig, st = run(t, g, st)
+		}
+		return an.Variants[1], sig
+	}
+	missing, missingSig := plan(0.05)
+	meeting, meetingSig := plan(0)
+	assert.InDelta(t, 0.05, missing.TPOTOverTarget, 1e-9)
+	assert.Less(t, missing.Headroom, startHeadroom, "%+v", missing)
+	assert.Greater(t, meeting.Headroom, startHeadroom, "%+v", meeting)
+	assert.Less(t, missing.Capacity.Rate, meeting.Capacity.Rate)
+	assert.Greater(t, missingSig.PlannedReplicas["l4"], meetingSig.PlannedReplicas["l4"],
+		"missing: %s; meeting: %s", missingSig.Reason, meetingSig.Reason)
+}
+
+// Replicas that report no TPOT histogram (older engines) keep the
+// starting headroom.
+func TestNoTPOTKeepsHeadroom(t *testing.T) {
+	var st any
+	var an Analysis
+	for i := range 20 {
+		g := fleet(4, 0, 10)
+		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+		an, _, st = run(t, g, st)
+	}
+	assert.Equal(t, startHeadroom, an.Variants[1].Headroom)
+	assert.Zero(t, an.Variants[1].TPOTOverTarget)
+}
