@@ -194,7 +194,7 @@ func newWaker(o *Options, cfg *rest.Config, kube kubernetes.Interface, wva versi
 	}
 	return &Waker{
 		State: w.state, Scaler: SubresourceScaler{Scales: scales, Mapper: mapper}, Marker: AnnotationMarker{Client: wva},
-		Recorder: recorder, Metrics: metrics, Clock: clock.RealClock{}, Budgeted: w.budgeted,
+		Recorder: recorder, Metrics: metrics, Clock: clock.RealClock{}, Budgeted: w.budgeted, Unbudgeted: o.Budget.Policy(),
 		WakeTimeout: o.WakeTimeout, RetryAfter: o.RetryAfter,
 	}, nil
 }
