@@ -45,9 +45,12 @@ type Activator struct {
 	// HealthPath is probed on the backend; 200 means ready (vLLM: /health).
 	HealthPath    string
 	ProbeInterval time.Duration
-	// RetryAfter is sent with 503 when the wait runs out or a cap is hit,
-	// and with 429 when the GPU budget refuses the wake.
+	// RetryAfter is sent with 503 when the wait runs out or a cap is hit.
 	RetryAfter time.Duration
+	// BudgetRetryAfter is sent (rounded up to whole seconds, at least 1)
+	// with 429 when the GPU budget refuses the wake: the waker re-decides a
+	// refused group after --retry-after (0: RetryAfter).
+	BudgetRetryAfter time.Duration
 	// MaxBodyBytes bounds one request body (413 beyond).
 	MaxBodyBytes int64
 	// MaxHeldRequests bounds the requests waiting for a model at once;
@@ -461,9 +464,11 @@ func (a *Activator) holdUntilReady(w http.ResponseWriter, r *http.Request, h *ho
 		for _, o := range outcomes {
 			msgs = append(msgs, o.Message)
 		}
-		// The refusal holds until a holder scales down or the quota
-		// grows; the waker re-decides no sooner than RetryAfter.
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(a.RetryAfter.Seconds()))))
+		retry := a.BudgetRetryAfter
+		if retry <= 0 {
+			retry = a.RetryAfter
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
 		a.failBlocked(w, strings.Join(msgs, "; "), blockers, quotas)
 		return false
 	}
