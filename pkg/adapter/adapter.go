@@ -258,7 +258,7 @@ func (a *Adapter) newBudget() error {
 		}
 		a.Engine.Budget = src
 		// Validate has checked it.
-		a.Engine.Unbudgeted, _ = budget.ParseUnbudgeted(opts.UnbudgetedVariants)
+		a.Engine.Unbudgeted = opts.Budget.Policy()
 		a.budgetStart, a.budgetSynced = start, synced
 	}
 	return nil

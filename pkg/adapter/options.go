@@ -47,9 +47,6 @@ type Options struct {
 	// Budget is the GPU budget every scale-up is admitted against (and
 	// enableLimiter groups share).
 	Budget budget.Flags
-	// UnbudgetedVariants is what admission does with a variant no budget
-	// pool fully covers: unlimited or refuse.
-	UnbudgetedVariants string
 
 	Lease                daemon.Lease
 	Endpoints            daemon.Endpoints
@@ -88,7 +85,6 @@ func NewOptions() *Options {
 		ConfigNamespace:          ns,
 		PodDeletionCost:          true,
 		Budget:                   budget.DefaultFlags(),
-		UnbudgetedVariants:       string(budget.UnbudgetedUnlimited),
 		Lease:                    daemon.DefaultLease("wva-adapter", "", true),
 		Endpoints:                daemon.DefaultEndpoints(":8443", ":8080"),
 		KedaScalerResendInterval: kedascaler.DefaultResendInterval,
@@ -113,8 +109,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.PodDeletionCost, "pod-deletion-cost", o.PodDeletionCost,
 		"Before scaling a Deployment down, set controller.kubernetes.io/pod-deletion-cost on its Ready pods to their running requests (vllm:num_requests_running), so its ReplicaSet deletes idle pods first (needs pods patch); StatefulSets and LeaderWorkerSets are left alone")
 	o.Budget.AddFlags(fs)
-	fs.StringVar(&o.UnbudgetedVariants, "unbudgeted-variants", o.UnbudgetedVariants,
-		"With a GPU budget source: what a scale-up of a variant no pool fully covers gets (no pool assigned, or a pool limiting GPU memory and no spec.gpuMemoryPerReplica): unlimited admits it, refuse holds it at its current replicas (rule gpu-limited); such variants have GPUBudgeted=False either way")
 	o.Lease.AddFlags(fs, "Elect one replica to run the engine (all replicas serve metrics)")
 	o.Endpoints.AddFlags(fs)
 	fs.DurationVar(&o.LivenessStaleAfter, "liveness-stale-after", o.LivenessStaleAfter,
@@ -178,9 +172,6 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.validateKedaTLS()...)
 	errs = append(errs, o.Budget.Validate()...)
-	if _, err := budget.ParseUnbudgeted(o.UnbudgetedVariants); err != nil {
-		errs = append(errs, err)
-	}
 	if err := o.Endpoints.Validate(); err != nil {
 		errs = append(errs, err)
 	}

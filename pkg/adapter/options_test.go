@@ -95,7 +95,7 @@ func TestOptionsUnbudgetedVariants(t *testing.T) {
 		t.Run(tc.value, func(t *testing.T) {
 			o := NewOptions()
 			o.PrometheusURL = "http://prometheus:9090"
-			o.UnbudgetedVariants = tc.value
+			o.Budget.Unbudgeted = tc.value
 			o.Complete()
 			err := o.Validate()
 			if tc.errText == "" {
@@ -105,5 +105,5 @@ func TestOptionsUnbudgetedVariants(t *testing.T) {
 			assert.ErrorContains(t, err, tc.errText)
 		})
 	}
-	assert.Equal(t, "unlimited", NewOptions().UnbudgetedVariants, "today's behaviour by default")
+	assert.Equal(t, "unlimited", NewOptions().Budget.Unbudgeted, "today's behaviour by default")
 }

@@ -58,13 +58,16 @@ func Cover(v Variant, usage map[string]Usage) Coverage {
 }
 
 // Ledger admits a cycle's scale-ups one after the other against the pools'
-// usage: each admitted replica is taken out of its pool, so two variants
-// never both get the same free GPUs.
+// usage and the namespaces' GPU quotas: each admitted replica is taken out
+// of its pool and its namespace's quotas, so two variants never both get
+// the same free GPUs.
 type Ledger struct {
 	usage  map[string]Usage
 	policy Unbudgeted
 	// models names each variant key's model in reasons.
 	models map[string]string
+	// quotas by namespace.
+	quotas map[string][]Quota
 }
 
 // NewLedger copies usage (nil: no pool is defined). models maps variant
@@ -81,20 +84,34 @@ func NewLedger(usage map[string]Usage, policy Unbudgeted, models map[string]stri
 	return l
 }
 
+// WithQuotas makes the ledger also admit against the namespaces' GPU
+// quotas (see EffectiveQuotas for what their used should count).
+func (l *Ledger) WithQuotas(quotas []Quota) *Ledger {
+	l.quotas = map[string][]Quota{}
+	for _, q := range quotas {
+		l.quotas[q.Namespace] = append(l.quotas[q.Namespace], q)
+	}
+	return l
+}
+
 // Admission is the outcome of one scale-up.
 type Admission struct {
 	Replicas int32
 	// Reason is why the scale-up was cut ("" when admitted as asked).
 	Reason string
-	// Blockers hold the rest of the pool, largest first.
+	// Blockers hold the rest of the pool, largest first (none when a quota
+	// cut it).
 	Blockers []Holder
+	// Quota is the namespace quota that cut it (nil when the pool did).
+	Quota *Quota
 }
 
 // Cut reports whether the scale-up was not admitted in full.
 func (a Admission) Cut() bool { return a.Reason != "" }
 
 // Admit admits v's scale-up from current to desired replicas: the largest
-// count whose added GPUs and GPU memory fit what its pool has left. v's own
+// count whose added GPUs and GPU memory fit both what its pool has left
+// and what its namespace's GPU quotas have left (the tighter wins). v's own
 // current holding is already in the pool's usage, so it only needs room for
 // the added replicas. A variant without gpusPerReplica counts 1 GPU per
 // replica, as the GPU limiter does. Scale-downs and holds pass unchanged.
@@ -110,25 +127,41 @@ func (l *Ledger) Admit(v Variant, current, desired int32) Admission {
 		cov.Reason == llmdv1alpha1.ReasonNoGPUMemoryPerReplica && l.policy == UnbudgetedRefuse:
 		return Admission{Replicas: current, Reason: fmt.Sprintf("GPU budget: %s +%d refused (--unbudgeted-variants=refuse): %s",
 			v.Key, desired-current, cov.Message)}
-	case cov.Reason == llmdv1alpha1.ReasonNoPool:
-		return Admission{Replicas: desired}
 	}
-	u := l.usage[v.Pool]
+	pooled := cov.Reason != llmdv1alpha1.ReasonNoPool
 	per := v.PerReplica
 	per.GPUs = max(1, per.GPUs)
 	want := int64(desired - current)
-	left := u.Available()
 	n := want
-	if left.GPUs != Unlimited {
-		n = min(n, left.GPUs/per.GPUs)
+	var u Usage
+	var left Amount
+	if pooled {
+		u = l.usage[v.Pool]
+		left = u.Available()
+		if left.GPUs != Unlimited {
+			n = min(n, left.GPUs/per.GPUs)
+		}
+		if left.GPUMemory != Unlimited && per.GPUMemory > 0 {
+			n = min(n, left.GPUMemory/per.GPUMemory)
+		}
+		n = max(0, n)
 	}
-	if left.GPUMemory != Unlimited && per.GPUMemory > 0 {
-		n = min(n, left.GPUMemory/per.GPUMemory)
+	byPool := n
+	q, quotaCut := l.tightestQuota(v.Namespace, per.GPUs, n)
+	if quotaCut {
+		n = max(0, q.Room()/per.GPUs)
 	}
-	n = max(0, n)
-	l.take(v.Pool, v.Key, per.Times(n))
-	if n == want {
+	if pooled {
+		l.take(v.Pool, v.Key, per.Times(n))
+	}
+	l.takeQuota(v.Namespace, per.GPUs*n)
+	switch {
+	case n == want:
 		return Admission{Replicas: desired}
+	case quotaCut && n < byPool:
+		return Admission{Replicas: current + int32(n), Quota: &q,
+			Reason: fmt.Sprintf("GPU quota: %s +%d (%d GPUs each) cut to +%d: %s has %d GPUs left",
+				v.Key, want, per.GPUs, n, q, q.Room())}
 	}
 	var others []Holder
 	for _, h := range u.Holders {
@@ -140,9 +173,44 @@ func (l *Ledger) Admit(v Variant, current, desired int32) Admission {
 	if len(others) > 0 {
 		held = l.Describe(others)
 	}
-	return Admission{Replicas: current + int32(n), Blockers: others,
+	return Admission{Replicas: current + int32(n), Blockers: l.Annotate(others),
 		Reason: fmt.Sprintf("GPU budget: %s +%d (%s each) cut to +%d: pool %s has %s left of %s, held by %s",
 			v.Key, want, per, n, v.Pool, left, u.Total, held)}
+}
+
+// tightestQuota is the namespace's quota with the least room, and whether
+// it admits fewer than n replicas of gpus each.
+func (l *Ledger) tightestQuota(ns string, gpus, n int64) (Quota, bool) {
+	var tight Quota
+	found := false
+	for _, q := range l.quotas[ns] {
+		if !found || q.Room() < tight.Room() {
+			tight, found = q, true
+		}
+	}
+	return tight, found && tight.Room()/gpus < n
+}
+
+// takeQuota counts gpus against every quota of ns.
+func (l *Ledger) takeQuota(ns string, gpus int64) {
+	for i := range l.quotas[ns] {
+		l.quotas[ns][i].Used += gpus
+	}
+}
+
+// Annotate fills in the holders' namespaces and the models of those that
+// are variants, for machine-readable refusals (the activator's 429).
+func (l *Ledger) Annotate(h []Holder) []Holder {
+	out := make([]Holder, len(h))
+	for i, x := range h {
+		x.Model = l.models[x.Name]
+		name := strings.TrimPrefix(x.Name, "pod ")
+		if ns, _, ok := strings.Cut(name, "/"); ok {
+			x.Namespace = ns
+		}
+		out[i] = x
+	}
+	return out
 }
 
 // take adds a to key's holding in pool.

@@ -107,6 +107,10 @@ type Variant struct {
 type Holder struct {
 	// Name is "namespace/name" of the VA, or "pod namespace/name".
 	Name string `json:"name"`
+	// Namespace and Model (the variant's modelID, "" for a pod) are filled
+	// in by Ledger.Annotate for refusals.
+	Namespace string `json:"namespace,omitempty"`
+	Model     string `json:"modelID,omitempty"`
 	Amount
 }
 

@@ -9,25 +9,41 @@ import (
 )
 
 // Flags are the GPU budget flags that `wva adapter` and `wva scale-from-zero`
-// both take: at most one pool source (a ConfigMap or a node label) and the
-// resource counted as GPUs. Neither source set = no budget.
+// both take: at most one pool source (a ConfigMap or a node label), the
+// resource counted as GPUs, and what an unbudgeted variant's scale-up gets.
+// Neither source set = no budget.
 type Flags struct {
 	ConfigMap   string
 	PoolLabel   string
 	GPUResource string
+	// Unbudgeted is --unbudgeted-variants (see ParseUnbudgeted).
+	Unbudgeted string
 }
 
 // DefaultFlags returns the defaults.
-func DefaultFlags() Flags { return Flags{GPUResource: "nvidia.com/gpu"} }
+func DefaultFlags() Flags {
+	return Flags{GPUResource: "nvidia.com/gpu", Unbudgeted: string(UnbudgetedUnlimited)}
+}
 
-// AddFlags registers --budget-configmap, --budget-node-pool-label and
-// --gpu-resource.
+// AddFlags registers --budget-configmap, --budget-node-pool-label,
+// --gpu-resource and --unbudgeted-variants.
 func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.ConfigMap, "budget-configmap", f.ConfigMap,
 		"ConfigMap in --config-namespace with the GPU budget per node pool (data key = pool name, the acceleratorName for enableLimiter groups; value = {nodeSelector, gpus, gpuMemory}); exclusive with --budget-node-pool-label")
 	fs.StringVar(&f.PoolLabel, "budget-node-pool-label", f.PoolLabel,
 		"Compute the GPU budget from nodes: one pool per value of this node label (the accelerator label, e.g. nvidia.com/gpu.product, so pools match acceleratorName), a pool holds the allocatable --gpu-resource of its nodes, and the GPUs pods request count against it; exclusive with --budget-configmap")
-	fs.StringVar(&f.GPUResource, "gpu-resource", f.GPUResource, "Extended resource counted as GPUs")
+	fs.StringVar(&f.GPUResource, "gpu-resource", f.GPUResource, "Extended resource counted as GPUs (a namespace's ResourceQuota on requests.<this resource> also limits its scale-ups)")
+	fs.StringVar(&f.Unbudgeted, "unbudgeted-variants", f.Unbudgeted,
+		"With a GPU budget source: what a scale-up or scale-from-zero wake of a variant no pool fully covers gets (no pool assigned, or a pool limiting GPU memory and no spec.gpuMemoryPerReplica): unlimited admits it, refuse holds it at its current replicas (rule gpu-limited); the adapter sets GPUBudgeted=False on such variants either way")
+}
+
+// Policy is the parsed --unbudgeted-variants (unlimited when invalid;
+// Validate reports that).
+func (f Flags) Policy() Unbudgeted {
+	if u, err := ParseUnbudgeted(f.Unbudgeted); err == nil {
+		return u
+	}
+	return UnbudgetedUnlimited
 }
 
 // Enabled reports whether a budget source is configured.
@@ -43,6 +59,9 @@ func (f Flags) Validate() []error {
 		for _, msg := range validation.IsQualifiedName(f.PoolLabel) {
 			errs = append(errs, fmt.Errorf("--budget-node-pool-label=%q: %s", f.PoolLabel, msg))
 		}
+	}
+	if _, err := ParseUnbudgeted(f.Unbudgeted); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }

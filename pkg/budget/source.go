@@ -30,6 +30,9 @@ type Source struct {
 	PoolLabel   string
 	GPUResource corev1.ResourceName
 
+	// ResourceQuotas are the namespaces' quotas (nil: quotas not read).
+	ResourceQuotas corelisters.ResourceQuotaLister
+
 	mu        sync.Mutex
 	lastRV    string
 	lastPools []Pool
@@ -162,7 +165,8 @@ type InformerOptions struct {
 }
 
 // NewInformerSource builds a Source on its own informers: every bound,
-// non-terminal pod of the cluster (trimmed by PodTransform), nodes, and the
+// non-terminal pod of the cluster (trimmed by PodTransform), nodes,
+// ResourceQuotas (for the namespaces' GPU quotas), and the
 // ConfigMap when configured. Start the returned starters, then wait for
 // synced, before the first read.
 func NewInformerSource(kube kubernetes.Interface, o InformerOptions) (*Source, []func(<-chan struct{}), []cache.InformerSynced, error) {
@@ -175,9 +179,11 @@ func NewInformerSource(kube kubernetes.Interface, o InformerOptions) (*Source, [
 	}
 	nodeInf := informers.NewSharedInformerFactory(kube, 0)
 	nodes := nodeInf.Core().V1().Nodes()
-	b := &Source{Nodes: nodes.Lister(), Pods: pods.Lister(), PoolLabel: o.PoolLabel, GPUResource: o.GPUResource}
+	quotas := nodeInf.Core().V1().ResourceQuotas()
+	b := &Source{Nodes: nodes.Lister(), Pods: pods.Lister(), PoolLabel: o.PoolLabel, GPUResource: o.GPUResource,
+		ResourceQuotas: quotas.Lister()}
 	starts := []func(<-chan struct{}){podInf.Start, nodeInf.Start}
-	synced := []cache.InformerSynced{pods.Informer().HasSynced, nodes.Informer().HasSynced}
+	synced := []cache.InformerSynced{pods.Informer().HasSynced, nodes.Informer().HasSynced, quotas.Informer().HasSynced}
 	if o.ConfigMapName != "" {
 		cmInf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(o.ConfigMapNamespace),
 			informers.WithTweakListOptions(func(lo *metav1.ListOptions) {

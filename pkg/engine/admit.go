@@ -53,7 +53,15 @@ func (e *Engine) readBudget(views []decide.View) (budgetRead, map[string]budget.
 	if policy == "" {
 		policy = budget.UnbudgetedUnlimited
 	}
-	return budgetRead{variants: byKey, usage: usage, ledger: budget.NewLedger(usage, policy, models)}, usage, true
+	ledger := budget.NewLedger(usage, policy, models)
+	if qs, ok := e.Budget.(budget.QuotaSource); ok {
+		quotas, err := qs.ReadQuotas()
+		if err != nil {
+			klog.ErrorS(err, "reading the namespaces' GPU quotas; scale-ups are not admitted against them this cycle")
+		}
+		ledger.WithQuotas(budget.EffectiveQuotas(quotas, vs))
+	}
+	return budgetRead{variants: byKey, usage: usage, ledger: ledger}, usage, true
 }
 
 // admit cuts each scale-up of the results to what its pool has left (see

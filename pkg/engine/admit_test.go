@@ -101,3 +101,52 @@ func TestRunOnceNoBudgetNoCondition(t *testing.T) {
 	assert.Nil(t, meta.FindStatusCondition(writer.writes["l4"].Conditions, llmdv1alpha1.ConditionTypeGPUBudgeted))
 	assert.Equal(t, 0, testutil.CollectAndCount(e.Observe.Unbudgeted))
 }
+
+// quotaBudget adds namespace GPU quotas to fixedBudget.
+type quotaBudget struct {
+	fixedBudget
+	quotas []budget.Quota
+}
+
+func (q *quotaBudget) ReadQuotas() ([]budget.Quota, error) { return q.quotas, nil }
+
+// A namespace's GPU quota cuts a scale-up its pool has room for: the
+// condition, the reason and the Event name the quota; another namespace's
+// variant in the same pool is not limited by it.
+func TestRunOnceNamespaceQuota(t *testing.T) {
+	prod := va("prod", "h100", "llama", "5", 1, 8)
+	prod.Spec.AcceleratorName, prod.Spec.GPUsPerReplica = "H100", ptr.To(int32(2))
+	dev := va("dev", "h100-dev", "llama", "5", 1, 8)
+	dev.Spec.AcceleratorName, dev.Spec.GPUsPerReplica = "H100", ptr.To(int32(2))
+	writer := &fakeWriter{writes: map[string]llmdv1alpha1.VariantAutoscalingStatus{}}
+	rec := record.NewFakeRecorder(20)
+	// Pool H100: 16 GPUs free. prod's quota: 5 GPUs, its variant holds 2 x 2
+	// by spec although the quota's status has seen only 2 of them.
+	b := &quotaBudget{fixedBudget: fixedBudget{free: decision.Free{"H100": 16}},
+		quotas: []budget.Quota{{Namespace: "prod", Name: "gpus", Hard: 5, Used: 2}}}
+	ps := pods("prod", 0.95, "p1", "p2")
+	for k, m := range pods("dev", 0.95, "d1", "d2") {
+		ps[k] = m
+	}
+	e := &Engine{Views: &fakeViews{views: []decide.View{{VA: prod, Target: resolved(2, "p1", "p2")}, {VA: dev, Target: resolved(2, "d1", "d2")}}},
+		Metrics: &fakeMetrics{res: collector.Result{Pods: ps}},
+		Status:  writer, Config: percentageStore(t, ""), Pipeline: decide.Default(), Budget: b,
+		Recorder: rec, Observe: NewMetrics(prometheus.NewRegistry()), Clock: clocktesting.NewFakeClock(t0)}
+	_, err := e.RunOnce(context.Background())
+	require.NoError(t, err)
+
+	const quotaCut = "GPU quota: prod/h100 +1 (2 GPUs each) cut to +0: ResourceQuota prod/gpus (hard 5 GPUs, used 4) has 1 GPUs left"
+	p := writer.writes["h100"]
+	assert.Equal(t, int32(2), p.DesiredOptimizedAlloc.NumReplicas, p.DesiredOptimizedAlloc.Reason)
+	assert.Contains(t, p.DesiredOptimizedAlloc.Reason, quotaCut)
+	cond := meta.FindStatusCondition(p.Conditions, llmdv1alpha1.ConditionTypeGPUBudgeted)
+	require.NotNil(t, cond)
+	assert.Contains(t, cond.Message, "last scale-up: "+quotaCut)
+	var events []string
+	for len(rec.Events) > 0 {
+		events = append(events, <-rec.Events)
+	}
+	assert.Contains(t, strings.Join(events, "\n"), "Warning "+ReasonGPUBudgetExceeded+" "+quotaCut)
+	d := writer.writes["h100-dev"]
+	assert.Equal(t, int32(3), d.DesiredOptimizedAlloc.NumReplicas, "dev has no quota: "+d.DesiredOptimizedAlloc.Reason)
+}

@@ -47,6 +47,10 @@ type Activator struct {
 	ProbeInterval time.Duration
 	// RetryAfter is sent with 503 when the wait runs out or a cap is hit.
 	RetryAfter time.Duration
+	// BudgetRetryAfter is sent (rounded up to whole seconds, at least 1)
+	// with 429 when the GPU budget refuses the wake: the waker re-decides a
+	// refused group after --retry-after (0: RetryAfter).
+	BudgetRetryAfter time.Duration
 	// MaxBodyBytes bounds one request body (413 beyond).
 	MaxBodyBytes int64
 	// MaxHeldRequests bounds the requests waiting for a model at once;
@@ -455,12 +459,17 @@ func (a *Activator) holdUntilReady(w http.ResponseWriter, r *http.Request, h *ho
 		a.Metrics.ActivatorHeld.Dec()
 	}()
 	outcomes := a.Waker.WakeModel(ctx, h.model, time.Now())
-	if blockers, ok := allBlocked(outcomes); ok {
+	if blockers, quotas, ok := allBlocked(outcomes); ok {
 		msgs := make([]string, 0, len(outcomes))
 		for _, o := range outcomes {
 			msgs = append(msgs, o.Message)
 		}
-		a.fail(w, http.StatusTooManyRequests, "budget_blocked", "insufficient_gpu_budget", strings.Join(msgs, "; "), blockers)
+		retry := a.BudgetRetryAfter
+		if retry <= 0 {
+			retry = a.RetryAfter
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
+		a.failBlocked(w, strings.Join(msgs, "; "), blockers, quotas)
 		return false
 	}
 	err := a.waitReady(ctx, h.model)
@@ -554,19 +563,22 @@ func backendGone(err error) bool {
 }
 
 // allBlocked reports whether every group of the model was refused by the
-// budget (a model with some group waking is worth waiting for).
-func allBlocked(outcomes []Outcome) ([]budget.Holder, bool) {
+// budget (a model with some group waking is worth waiting for), with the
+// holders and quotas that refused them.
+func allBlocked(outcomes []Outcome) ([]budget.Holder, []budget.Quota, bool) {
 	if len(outcomes) == 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	var holders []budget.Holder
+	var quotas []budget.Quota
 	for _, o := range outcomes {
 		if o.Result != ResultBlocked {
-			return nil, false
+			return nil, nil, false
 		}
 		holders = append(holders, o.Blockers...)
+		quotas = append(quotas, o.Quotas...)
 	}
-	return holders, true
+	return holders, quotas, true
 }
 
 func (a *Activator) isReady(model string) bool {
@@ -668,7 +680,9 @@ func (a *Activator) listModels(w http.ResponseWriter) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// apiError is the OpenAI error shape, plus who holds the budget on 429.
+// apiError is the OpenAI error shape, plus on 429 what refused the wake:
+// the pools' holders (namespace, model, GPUs and memory each holds) and
+// the namespace quotas.
 type apiError struct {
 	Error struct {
 		Message string `json:"message"`
@@ -676,13 +690,25 @@ type apiError struct {
 		Code    int    `json:"code"`
 	} `json:"error"`
 	Blocking []budget.Holder `json:"blocking,omitempty"`
+	Quotas   []budget.Quota  `json:"quotas,omitempty"`
 }
 
 func (a *Activator) fail(w http.ResponseWriter, status int, result, typ, msg string, blocking []budget.Holder) {
-	a.Metrics.ActivatorReqs.WithLabelValues(result).Inc()
 	var e apiError
-	e.Error.Message, e.Error.Type, e.Error.Code = msg, typ, status
 	e.Blocking = blocking
+	a.write(w, status, result, typ, msg, e)
+}
+
+// failBlocked answers 429: the GPU budget refused every group of the model.
+func (a *Activator) failBlocked(w http.ResponseWriter, msg string, blocking []budget.Holder, quotas []budget.Quota) {
+	var e apiError
+	e.Blocking, e.Quotas = blocking, quotas
+	a.write(w, http.StatusTooManyRequests, "budget_blocked", "insufficient_gpu_budget", msg, e)
+}
+
+func (a *Activator) write(w http.ResponseWriter, status int, result, typ, msg string, e apiError) {
+	a.Metrics.ActivatorReqs.WithLabelValues(result).Inc()
+	e.Error.Message, e.Error.Type, e.Error.Code = msg, typ, status
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(e)

@@ -188,23 +188,42 @@ func TestActivatorTimeout(t *testing.T) {
 	body := readAll(t, resp)
 	assert.Less(t, time.Since(start), 2*time.Second)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.Equal(t, "5", resp.Header.Get("Retry-After"))
+	assert.Equal(t, "5", resp.Header.Get("Retry-After"), "--retry-after unset: RetryAfter")
 	assert.Contains(t, body, `"type":"model_not_ready"`)
 	assert.Contains(t, body, `did not become ready within 300ms`)
 	assert.Equal(t, 1.0, testutil.ToFloat64(a.Metrics.ActivatorReqs.WithLabelValues("timeout")))
 }
 
+// TestActivatorBudgetBlocked: 429 with Retry-After, naming the holders
+// (namespace, model, GPUs and memory) and the quotas that refused the wake.
 func TestActivatorBudgetBlocked(t *testing.T) {
-	_, waker, _, front := newActivatorFixture(t, &backend{}, 5*time.Second)
-	waker.outcomes = []Outcome{{Result: ResultBlocked, Message: "GPU budget forbids waking model meta/llama",
-		Blockers: []budget.Holder{{Name: "prod/mixtral-h100", Amount: budget.Amount{GPUs: 6}}}}}
+	a, waker, _, front := newActivatorFixture(t, &backend{}, 5*time.Second)
+	holder := budget.Holder{Name: "prod/mixtral-h100", Namespace: "prod", Model: "mistral/mixtral", Amount: budget.Amount{GPUs: 6, GPUMemory: 480 << 30}}
+	quota := budget.Quota{Namespace: "dev", Name: "gpus", Hard: 2, Used: 2}
+	waker.outcomes = []Outcome{
+		{Result: ResultBlocked, Message: "GPU budget forbids waking model meta/llama: ... held by prod/mixtral-h100 (model mistral/mixtral, 6 GPUs, 480Gi GPU memory)",
+			Blockers: []budget.Holder{holder}},
+		{Result: ResultBlocked, Message: "GPU budget forbids waking model meta/llama: GPU quota: dev/l4 ...", Quotas: []budget.Quota{quota}},
+	}
 	resp := post(t, front.URL, `{"model":"meta/llama"}`)
 	body := readAll(t, resp)
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, "5", resp.Header.Get("Retry-After"), "--retry-after unset: RetryAfter")
 	var e apiError
 	require.NoError(t, json.Unmarshal([]byte(body), &e))
 	assert.Equal(t, "insufficient_gpu_budget", e.Error.Type)
-	assert.Equal(t, []budget.Holder{{Name: "prod/mixtral-h100", Amount: budget.Amount{GPUs: 6}}}, e.Blocking)
+	assert.Contains(t, e.Error.Message, "held by prod/mixtral-h100 (model mistral/mixtral, 6 GPUs, 480Gi GPU memory)")
+	assert.Contains(t, e.Error.Message, "GPU quota: dev/l4")
+	assert.Equal(t, []budget.Holder{holder}, e.Blocking)
+	assert.Equal(t, []budget.Quota{quota}, e.Quotas)
+	assert.Contains(t, body, `"blocking":[{"name":"prod/mixtral-h100","namespace":"prod","modelID":"mistral/mixtral","gpus":6,"gpuMemoryBytes":515396075520}]`)
+	assert.Contains(t, body, `"quotas":[{"namespace":"dev","name":"gpus","hard":2,"used":2}]`)
+
+	a.BudgetRetryAfter = 1500 * time.Millisecond // the waker's --retry-after, rounded up
+	resp = post(t, front.URL, `{"model":"meta/llama"}`)
+	readAll(t, resp)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, "2", resp.Header.Get("Retry-After"))
 }
 
 func TestActivatorRequestErrors(t *testing.T) {

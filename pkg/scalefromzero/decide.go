@@ -88,22 +88,16 @@ const (
 	ResultError         Result = "error"
 )
 
-// Skip is a cheaper variant passed over because it does not fit its pool.
+// Skip is a cheaper variant passed over because its wake was not admitted.
 type Skip struct {
-	Variant   string
-	Pool      string
-	Need      budget.Amount
-	Available budget.Amount
-	// UnknownPool: the variant names a pool the budget does not define.
-	UnknownPool bool
+	Variant string
+	Pool    string
+	// Reason is the admission's (budget.Ledger.Admit), naming the pool's
+	// holders with their models, or the namespace quota.
+	Reason string
 }
 
-func (s Skip) String() string {
-	if s.UnknownPool {
-		return fmt.Sprintf("%s is assigned to pool %q, which the budget does not define", s.Variant, s.Pool)
-	}
-	return fmt.Sprintf("%s needs %s, pool %s has %s left", s.Variant, s.Need, s.Pool, s.Available)
-}
+func (s Skip) String() string { return s.Reason }
 
 // Decision says which variant of a group at zero to wake.
 type Decision struct {
@@ -113,41 +107,48 @@ type Decision struct {
 	// Skipped are cheaper variants that did not fit, cheapest first.
 	Skipped []Skip
 	// Blockers hold the budget of the pools that refused every variant
-	// (ResultBlocked), largest first.
+	// (ResultBlocked), largest first, with their namespaces and models.
 	Blockers []budget.Holder
+	// Quotas are the namespace quotas that refused a variant (ResultBlocked).
+	Quotas []budget.Quota
 }
 
-// Choose picks the cheapest variant (ties: alphabetical) whose pool can
-// take one more replica. usage is nil when no budget is configured; a
-// variant without a pool is not limited; one assigned to a pool missing
-// from a configured budget does not fit (its annotation names no pool).
-func Choose(g Group, usage map[string]budget.Usage) Decision {
+// Choose picks the cheapest variant (ties: alphabetical) whose 0 -> 1 wake
+// the ledger admits: the engine's admission (its pool's GPUs and GPU
+// memory, its namespace's GPU quota, --unbudgeted-variants). l is nil when
+// no budget is configured: the cheapest variant wins.
+func Choose(g Group, l *budget.Ledger) Decision {
 	vs := g.WakeOrder()
 	if len(vs) == 0 {
 		return Decision{Result: ResultNoVariant}
 	}
 	var d Decision
+	var blockers []budget.Holder
+	var quotas []budget.Quota
+	seen := map[string]bool{}
 	for _, v := range vs {
-		u, known := usage[v.Pool]
-		switch {
-		case usage == nil || v.Pool == "" || (known && u.Fits(v.Need)):
+		if l == nil {
 			d.Result, d.Variant = ResultScaled, v
 			return d
-		case !known:
-			d.Skipped = append(d.Skipped, Skip{Variant: v.Name, Pool: v.Pool, Need: v.Need, UnknownPool: true})
-		default:
-			d.Skipped = append(d.Skipped, Skip{Variant: v.Name, Pool: v.Pool, Need: v.Need, Available: u.Available()})
+		}
+		key := g.Key.Namespace + "/" + v.Name
+		a := l.Admit(budget.Variant{Key: key, Namespace: g.Key.Namespace, Pool: v.Pool, PerReplica: v.Need}, 0, 1)
+		if !a.Cut() {
+			d.Result, d.Variant = ResultScaled, v
+			return d
+		}
+		d.Skipped = append(d.Skipped, Skip{Variant: v.Name, Pool: v.Pool, Reason: a.Reason})
+		if a.Quota != nil {
+			quotas = append(quotas, *a.Quota)
+		}
+		for _, h := range a.Blockers {
+			if !seen[h.Name] {
+				seen[h.Name] = true
+				blockers = append(blockers, h)
+			}
 		}
 	}
-	d.Result = ResultBlocked
-	seen := map[string]bool{}
-	for _, s := range d.Skipped {
-		if seen[s.Pool] {
-			continue
-		}
-		seen[s.Pool] = true
-		d.Blockers = append(d.Blockers, usage[s.Pool].Holders...)
-	}
+	d.Result, d.Blockers, d.Quotas = ResultBlocked, blockers, quotas
 	budget.SortHolders(d.Blockers)
 	return d
 }

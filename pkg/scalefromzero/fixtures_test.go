@@ -17,14 +17,14 @@ import (
 
 // cluster is informer caches filled by hand.
 type cluster struct {
-	vas, deploys, sts, nodes, pods, cms cache.Indexer
+	vas, deploys, sts, nodes, pods, cms, quotas cache.Indexer
 }
 
 func newCluster() *cluster {
 	idx := func() cache.Indexer {
 		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
-	return &cluster{vas: idx(), deploys: idx(), sts: idx(), nodes: idx(), pods: idx(), cms: idx()}
+	return &cluster{vas: idx(), deploys: idx(), sts: idx(), nodes: idx(), pods: idx(), cms: idx(), quotas: idx()}
 }
 
 func (c *cluster) state() *State {
@@ -38,7 +38,7 @@ func (c *cluster) state() *State {
 // withNodeBudget: pools from nodes labelled "pool".
 func (c *cluster) withNodeBudget(s *State) *State {
 	s.Budget = &budget.Source{Nodes: corelisters.NewNodeLister(c.nodes), Pods: corelisters.NewPodLister(c.pods),
-		PoolLabel: "pool", GPUResource: "nvidia.com/gpu"}
+		PoolLabel: "pool", GPUResource: "nvidia.com/gpu", ResourceQuotas: corelisters.NewResourceQuotaLister(c.quotas)}
 	return s
 }
 
@@ -46,7 +46,7 @@ func (c *cluster) withNodeBudget(s *State) *State {
 func (c *cluster) withConfigMapBudget(s *State) *State {
 	s.Budget = &budget.Source{Nodes: corelisters.NewNodeLister(c.nodes), Pods: corelisters.NewPodLister(c.pods),
 		ConfigMaps: corelisters.NewConfigMapLister(c.cms), ConfigMapNamespace: "wva-system", ConfigMapName: "gpu-budget",
-		GPUResource: "nvidia.com/gpu"}
+		GPUResource: "nvidia.com/gpu", ResourceQuotas: corelisters.NewResourceQuotaLister(c.quotas)}
 	return s
 }
 
@@ -108,4 +108,14 @@ func (c *cluster) configMap(rv string, data map[string]string) {
 		return
 	}
 	_ = c.cms.Add(cm)
+}
+
+// quota adds a ResourceQuota on requests.nvidia.com/gpu.
+func (c *cluster) quota(ns, name string, hard, used int64) {
+	res := corev1.ResourceName("requests.nvidia.com/gpu")
+	_ = c.quotas.Add(&corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{res: *resource.NewQuantity(hard, resource.DecimalSI)}},
+		Status:     corev1.ResourceQuotaStatus{Used: corev1.ResourceList{res: *resource.NewQuantity(used, resource.DecimalSI)}},
+	})
 }

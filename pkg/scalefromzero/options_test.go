@@ -25,6 +25,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad URL", func(o *Options) { o.EPPURLs = []string{"tcp://127.0.0.1:9090"} }, `--epp-url="tcp://127.0.0.1:9090": want an http(s) URL with a host`},
 		{"zero interval", func(o *Options) { o.EPPSelector, o.PollInterval = "a=b", 0 }, "--poll-interval=0s: must be positive"},
 		{"bad path", func(o *Options) { o.EPPSelector, o.EPPMetricsPath = "a=b", "metrics" }, `--epp-metrics-path="metrics": must start with /`},
+		{"refuse unbudgeted", func(o *Options) { o.EPPSelector, o.Budget.Unbudgeted = "a=b", "refuse" }, ""},
+		{"bad unbudgeted policy", func(o *Options) { o.EPPSelector, o.Budget.Unbudgeted = "a=b", "deny" }, `--unbudgeted-variants="deny": want unlimited or refuse`},
 		{"both budgets", func(o *Options) { o.EPPSelector, o.Budget.ConfigMap, o.Budget.PoolLabel = "a=b", "cm", "pool" }, "choose one budget source"},
 		{"missing token file", func(o *Options) { o.EPPSelector, o.EPPBearerTokenFile = "a=b", "/nonexistent/token" }, "--epp-bearer-token-file"},
 		{"CA file with http", func(o *Options) { o.EPPSelector, o.EPPCAFile = "a=b", "options_test.go" }, `--epp-ca-file="options_test.go": only used with --epp-scheme=https`},

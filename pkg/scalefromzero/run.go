@@ -194,7 +194,7 @@ func newWaker(o *Options, cfg *rest.Config, kube kubernetes.Interface, wva versi
 	}
 	return &Waker{
 		State: w.state, Scaler: SubresourceScaler{Scales: scales, Mapper: mapper}, Marker: AnnotationMarker{Client: wva},
-		Recorder: recorder, Metrics: metrics, Clock: clock.RealClock{}, Budgeted: w.budgeted,
+		Recorder: recorder, Metrics: metrics, Clock: clock.RealClock{}, Budgeted: w.budgeted, Unbudgeted: o.Budget.Policy(),
 		WakeTimeout: o.WakeTimeout, RetryAfter: o.RetryAfter,
 	}, nil
 }
@@ -303,7 +303,8 @@ func serveActivator(ctx context.Context, o *Options, waker *Waker, metrics *Metr
 		MaxBodyBytes: o.ActivatorMaxBodyBytes, MaxHeldBytes: o.ActivatorMaxHeldBytes, MaxHeldRequests: int64(o.ActivatorMaxHeldRequests),
 		MaxHeldRequestsPerModel: int64(o.ActivatorMaxHeldRequestsPerModel), MaxHeldBytesPerModel: o.ActivatorMaxHeldBytesPerModel,
 		MaxHeaderBytes: o.ActivatorMaxHeaderBytes, MaxConnections: o.ActivatorMaxConnections, Paths: o.ActivatorPaths,
-		ReadTimeout: o.ActivatorReadTimeout, ResponseTimeout: o.ActivatorWriteTimeout, IdleTimeout: o.ActivatorIdleTimeout})
+		ReadTimeout: o.ActivatorReadTimeout, ResponseTimeout: o.ActivatorWriteTimeout, IdleTimeout: o.ActivatorIdleTimeout,
+		BudgetRetryAfter: o.RetryAfter})
 	ln, err := net.Listen("tcp", o.ActivatorListen)
 	if err != nil {
 		return fmt.Errorf("--activator-listen=%s: %w", o.ActivatorListen, err)

@@ -20,6 +20,26 @@ type Snapshot struct {
 	Groups map[GroupKey]Group
 	// Usage per pool; nil when no budget is configured or none was asked.
 	Usage map[string]budget.Usage
+	// Budgeted: the budget was read (Usage may still be nil: no pool).
+	Budgeted bool
+	// Quotas are the namespaces' GPU quotas, used raised to what their
+	// variants hold by spec (budget.EffectiveQuotas).
+	Quotas []budget.Quota
+}
+
+// Ledger admits the snapshot's wakes with policy for unbudgeted variants;
+// nil when the budget was not read (no admission).
+func (s Snapshot) Ledger(policy budget.Unbudgeted) *budget.Ledger {
+	if !s.Budgeted {
+		return nil
+	}
+	models := map[string]string{}
+	for _, g := range s.Groups {
+		for _, v := range g.Variants {
+			models[g.Key.Namespace+"/"+v.Name] = g.Key.ModelID
+		}
+	}
+	return budget.NewLedger(s.Usage, policy, models).WithQuotas(s.Quotas)
 }
 
 // ZeroGroups returns the groups whose targets are all at zero, sorted.
@@ -101,6 +121,11 @@ func (s *State) Snapshot(withBudget bool, reserved map[string]bool) (Snapshot, e
 		if snap.Usage, err = reading.Usage(bvs); err != nil {
 			return Snapshot{}, err
 		}
+		quotas, err := s.Budget.ReadQuotas()
+		if err != nil {
+			return Snapshot{}, err
+		}
+		snap.Budgeted, snap.Quotas = true, budget.EffectiveQuotas(quotas, bvs)
 	}
 	return snap, nil
 }

@@ -46,10 +46,10 @@ func TestBudgetSources(t *testing.T) {
 			assert.Equal(t, int64(8), u.Total.GPUs)
 			assert.Equal(t, int64(6), u.Allocated.GPUs)
 
-			four := Choose(snap.Groups[GroupKey{"prod", "m-four"}], snap.Usage)
+			four := Choose(snap.Groups[GroupKey{"prod", "m-four"}], snap.Ledger(budget.UnbudgetedUnlimited))
 			assert.Equal(t, ResultBlocked, four.Result, "needs 4, 2 left")
-			assert.Equal(t, []budget.Holder{{Name: "prod/big", Amount: budget.Amount{GPUs: 6}}}, four.Blockers)
-			two := Choose(snap.Groups[GroupKey{"prod", "m-two"}], snap.Usage)
+			assert.Equal(t, []budget.Holder{{Name: "prod/big", Namespace: "prod", Model: "m-big", Amount: budget.Amount{GPUs: 6}}}, four.Blockers)
+			two := Choose(snap.Groups[GroupKey{"prod", "m-two"}], snap.Ledger(budget.UnbudgetedUnlimited))
 			assert.Equal(t, ResultScaled, two.Result, "needs 2, 2 left")
 			assert.Equal(t, "two", two.Variant.Name)
 
@@ -59,7 +59,7 @@ func TestBudgetSources(t *testing.T) {
 			snap, err = s.Snapshot(true, map[string]bool{"prod/two": true})
 			require.NoError(t, err)
 			assert.Equal(t, int64(8), snap.Usage["gpu-a"].Allocated.GPUs)
-			assert.Equal(t, ResultBlocked, Choose(snap.Groups[GroupKey{"prod", "m-two-b"}], snap.Usage).Result)
+			assert.Equal(t, ResultBlocked, Choose(snap.Groups[GroupKey{"prod", "m-two-b"}], snap.Ledger(budget.UnbudgetedUnlimited)).Result)
 		})
 	}
 }
@@ -71,17 +71,17 @@ func TestConfigMapBudgetLastValidStays(t *testing.T) {
 	snap, err := s.Snapshot(true, nil)
 	require.NoError(t, err)
 	assert.Nil(t, snap.Usage, "no ConfigMap: no pools, no limit")
-	assert.Equal(t, ResultScaled, Choose(snap.Groups[GroupKey{"prod", "m-four"}], snap.Usage).Result)
+	assert.Equal(t, ResultScaled, Choose(snap.Groups[GroupKey{"prod", "m-four"}], snap.Ledger(budget.UnbudgetedUnlimited)).Result)
 	annotated := c.variant("prod", "pinned", "m-pinned", "1", 0, "", 4)
 	annotated.Annotations = map[string]string{llmdv1alpha1.AnnotationNodePool: "gpu-a"}
 	_ = c.vas.Update(annotated)
 	snap, _ = s.Snapshot(true, nil)
-	assert.Equal(t, ResultScaled, Choose(snap.Groups[GroupKey{"prod", "m-pinned"}], snap.Usage).Result, "even a pinned variant")
+	assert.Equal(t, ResultScaled, Choose(snap.Groups[GroupKey{"prod", "m-pinned"}], snap.Ledger(budget.UnbudgetedUnlimited)).Result, "even a pinned variant")
 	_ = c.vas.Delete(annotated)
 
 	c.configMap("1", map[string]string{"gpu-a": "nodeSelector: {pool: gpu-a}\ngpus: 8"})
 	snap, _ = s.Snapshot(true, nil)
-	assert.Equal(t, ResultBlocked, Choose(snap.Groups[GroupKey{"prod", "m-four"}], snap.Usage).Result)
+	assert.Equal(t, ResultBlocked, Choose(snap.Groups[GroupKey{"prod", "m-four"}], snap.Ledger(budget.UnbudgetedUnlimited)).Result)
 
 	c.configMap("2", map[string]string{"gpu-a": "nodeSelector: {pool: gpu-a}\ngpus: -3"})
 	snap, _ = s.Snapshot(true, nil)
@@ -89,7 +89,7 @@ func TestConfigMapBudgetLastValidStays(t *testing.T) {
 
 	c.configMap("3", map[string]string{"gpu-a": "nodeSelector: {pool: gpu-a}\ngpus: 16"})
 	snap, _ = s.Snapshot(true, nil)
-	assert.Equal(t, ResultScaled, Choose(snap.Groups[GroupKey{"prod", "m-four"}], snap.Usage).Result)
+	assert.Equal(t, ResultScaled, Choose(snap.Groups[GroupKey{"prod", "m-four"}], snap.Ledger(budget.UnbudgetedUnlimited)).Result)
 }
 
 func TestSnapshotGroups(t *testing.T) {
@@ -107,7 +107,7 @@ func TestSnapshotGroups(t *testing.T) {
 	assert.True(t, g.AtZero())
 	assert.False(t, snap.Groups[GroupKey{"dev", "llama"}].AtZero())
 	assert.Equal(t, []Group{g}, snap.ZeroGroups()[:1])
-	assert.Nil(t, snap.Usage)
+	assert.Nil(t, snap.Ledger(budget.UnbudgetedUnlimited))
 	assert.Equal(t, "1", g.Variants[0].Target.ResourceVersion)
 }
 

@@ -30,6 +30,8 @@ type Outcome struct {
 	Variant string
 	// Blockers when Result is ResultBlocked.
 	Blockers []budget.Holder
+	// Quotas: namespace quotas that refused a variant (ResultBlocked).
+	Quotas []budget.Quota
 	// Message says why, for logs and HTTP answers.
 	Message string
 	// Repeated: the group was already handled and the outcome is the
@@ -61,6 +63,8 @@ type Waker struct {
 	Clock    clock.PassiveClock
 	// Budgeted: a budget is configured, so decisions read pool usage.
 	Budgeted bool
+	// Unbudgeted is --unbudgeted-variants ("" = unlimited).
+	Unbudgeted budget.Unbudgeted
 	// WakeTimeout: how long a woken group is left alone before it may be
 	// woken again if its target still shows zero.
 	WakeTimeout time.Duration
@@ -109,7 +113,11 @@ func (w *Waker) Wake(ctx context.Context, key GroupKey, seen time.Time) Outcome 
 		w.mu.Unlock()
 		return Outcome{Active: true, Message: "group is not at zero"}
 	}
-	d := Choose(g, snap.Usage)
+	policy := w.Unbudgeted
+	if policy == "" {
+		policy = budget.UnbudgetedUnlimited
+	}
+	d := Choose(g, snap.Ledger(policy))
 	switch d.Result {
 	case ResultScaled:
 		return w.scale(ctx, key, d, seen) // unlocks
@@ -198,8 +206,9 @@ func (w *Waker) blocked(key GroupKey, g Group, d Decision, now time.Time) Outcom
 	for _, s := range d.Skipped {
 		reasons = append(reasons, s.String())
 	}
-	msg := fmt.Sprintf("GPU budget forbids waking model %s: %s; held by %s", key.ModelID, strings.Join(reasons, "; "), HolderNames(d.Blockers))
-	o := Outcome{Result: ResultBlocked, Blockers: d.Blockers, Message: msg}
+	// Each reason names the pool's holders with their models, or the quota.
+	msg := fmt.Sprintf("GPU budget forbids waking model %s: %s", key.ModelID, strings.Join(reasons, "; "))
+	o := Outcome{Result: ResultBlocked, Blockers: d.Blockers, Quotas: d.Quotas, Message: msg}
 	w.pending[key] = &pending{outcome: o, until: now.Add(w.RetryAfter)}
 	w.Metrics.Decisions.WithLabelValues(string(ResultBlocked)).Inc()
 	w.Metrics.BudgetBlocked.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "model_id": key.ModelID})

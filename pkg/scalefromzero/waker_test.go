@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
+	"github.com/wva-project/wva/pkg/budget"
 )
 
 type fakeScaler struct {
@@ -117,6 +118,36 @@ func (f *wakerFixture) events() []string {
 func (f *wakerFixture) sync() {
 	snap, _ := f.waker.State.Snapshot(false, nil)
 	f.waker.Sync(snap.ZeroGroups())
+}
+
+// TestWakeQuota: the namespace's GPU quota refuses a wake its pool allows;
+// the refusal names the quota, and a variant of another namespace wakes.
+// With --unbudgeted-variants=refuse a variant in no pool is refused too.
+func TestWakeQuota(t *testing.T) {
+	c := budgetCluster() // pool gpu-a: 2 of 8 GPUs left
+	c.variant("team-a", "two", "m-two", "1", 0, "gpu-a", 2)
+	c.variant("team-a", "loose", "m-loose", "1", 0, "", 1)
+	c.quota("prod", "gpus", 7, 6) // prod/big's 6 GPUs: 1 left
+	f := newWakerFixture(c, true)
+	ctx := context.Background()
+
+	o := f.waker.Wake(ctx, GroupKey{"prod", "m-two"}, f.clock.Now())
+	assert.Equal(t, ResultBlocked, o.Result)
+	assert.Contains(t, o.Message, "GPU quota: prod/two +1 (2 GPUs each) cut to +0: ResourceQuota prod/gpus (hard 7 GPUs, used 6) has 1 GPUs left")
+	assert.Equal(t, []budget.Quota{{Namespace: "prod", Name: "gpus", Hard: 7, Used: 6}}, o.Quotas)
+	assert.Empty(t, f.scaler.calls)
+	ev := f.events()
+	require.Len(t, ev, 1)
+	assert.Contains(t, ev[0], "Warning ScaleFromZeroBlocked GPU budget forbids waking model m-two: GPU quota: prod/two")
+
+	assert.Equal(t, ResultScaled, f.waker.Wake(ctx, GroupKey{"team-a", "m-two"}, f.clock.Now()).Result, "team-a has no quota; the pool has room")
+	assert.Equal(t, ResultScaled, f.waker.Wake(ctx, GroupKey{"team-a", "m-loose"}, f.clock.Now()).Result, "in no pool: unlimited by default")
+
+	c.variant("team-a", "loose-b", "m-loose-b", "1", 0, "", 1)
+	f.waker.Unbudgeted = budget.UnbudgetedRefuse
+	o = f.waker.Wake(ctx, GroupKey{"team-a", "m-loose-b"}, f.clock.Now())
+	assert.Equal(t, ResultBlocked, o.Result)
+	assert.Contains(t, o.Message, "team-a/loose-b +1 refused (--unbudgeted-variants=refuse)")
 }
 
 func TestWakeOncePerGroup(t *testing.T) {
@@ -226,8 +257,8 @@ func TestWakeBudget(t *testing.T) {
 
 	o := f.waker.Wake(ctx, four, f.clock.Now())
 	assert.Equal(t, ResultBlocked, o.Result)
-	assert.Contains(t, o.Message, "four needs 4 GPUs, pool gpu-a has 2 GPUs")
-	assert.Contains(t, o.Message, "held by prod/big (6 GPUs)")
+	assert.Contains(t, o.Message, "prod/four +1 (4 GPUs each) cut to +0: pool gpu-a has 2 GPUs")
+	assert.Contains(t, o.Message, "held by prod/big (model m-big, 6 GPUs)")
 	assert.Empty(t, f.scaler.calls)
 	assert.Equal(t, 6.0, testutil.ToFloat64(f.waker.Metrics.BudgetBlocked.WithLabelValues("prod", "m-four", "prod/big")))
 	ev := f.events()

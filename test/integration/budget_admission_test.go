@@ -27,7 +27,9 @@ import (
 // its reason, its GPUBudgeted condition and a Warning Event name
 // team-b/big's model. Two variants no pool fully covers (no pool; pool-b
 // limits memory and the variant sets no gpuMemoryPerReplica) get
-// GPUBudgeted=False with their reasons.
+// GPUBudgeted=False with their reasons. team-b's ResourceQuota on
+// requests.nvidia.com/gpu cuts team-b/capped's scale-up to less than its
+// pool allows, and the condition names the quota.
 func TestAdapterAdmitsScaleUpsAgainstTheBudget(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -56,10 +58,15 @@ func TestAdapterAdmitsScaleUpsAgainstTheBudget(t *testing.T) {
 		_, err := wva.LlmdV1alpha1().VariantAutoscalings(ns).Create(ctx, va, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	variant("team-b", "big", "org/big", "pool-a", 2, 2, 2, "60Gi")     // holds 4 GPUs, 120Gi of pool-a
-	variant("team-a", "small", "org/small", "pool-a", 1, 3, 1, "20Gi") // 20Gi held, wants +2 x 20Gi, 20Gi left
-	variant("team-b", "loose", "org/loose", "", 1, 1, 1, "20Gi")       // in no pool
-	variant("team-a", "nomem", "org/nomem", "pool-b", 1, 1, 1, "")     // pool-b limits memory
+	variant("team-b", "big", "org/big", "pool-a", 2, 2, 2, "60Gi")       // holds 4 GPUs, 120Gi of pool-a
+	variant("team-a", "small", "org/small", "pool-a", 1, 3, 1, "20Gi")   // 20Gi held, wants +2 x 20Gi, 20Gi left
+	variant("team-b", "loose", "org/loose", "", 1, 1, 1, "20Gi")         // in no pool
+	variant("team-a", "nomem", "org/nomem", "pool-b", 1, 1, 1, "")       // pool-b limits memory
+	variant("team-b", "capped", "org/capped", "pool-b", 1, 3, 2, "10Gi") // pool-b has room for +2, team-b's quota for +1
+	// team-b's variants hold 2x2 + 1 + 1x2 = 7 GPUs by spec (no pods yet).
+	_, err = cs.CoreV1().ResourceQuotas("team-b").Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "gpus"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpu": resource.MustParse("9")}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 
 	prom := harness.StartPrometheusT(t, harness.PrometheusOptions{})
 	cert, key := adapterServingCert(t, cluster)
@@ -108,6 +115,20 @@ func TestAdapterAdmitsScaleUpsAgainstTheBudget(t *testing.T) {
 			return e.Type == corev1.EventTypeWarning && e.InvolvedObject.Name == "small" && strings.Contains(e.Message, blocker), e.Message
 		})
 		testenv.Eventually(ctx, t, "team-b/big is budgeted and not cut", budgeted("team-b", "big", metav1.ConditionTrue, llmdv1alpha1.ReasonBudgeted))
+	})
+
+	t.Run("a namespace's GPU quota cuts a scale-up its pool has room for", func(t *testing.T) {
+		const quotaCut = "GPU quota: team-b/capped +2 (2 GPUs each) cut to +1: ResourceQuota team-b/gpus (hard 9 GPUs, used 7) has 2 GPUs left"
+		testenv.Eventually(ctx, t, "team-b/capped cut to 2 by the quota", func() (bool, string) {
+			va, err := get("team-b", "capped")
+			if err != nil {
+				return false, err.Error()
+			}
+			a := va.Status.DesiredOptimizedAlloc
+			return a.NumReplicas == 2 && strings.Contains(a.Reason, quotaCut), fmt_(a, nil)
+		})
+		testenv.Eventually(ctx, t, "GPUBudgeted names the quota", budgeted("team-b", "capped", metav1.ConditionTrue,
+			llmdv1alpha1.ReasonBudgeted, "last scale-up: "+quotaCut))
 	})
 
 	t.Run("unbudgeted variants get GPUBudgeted=False", func(t *testing.T) {

@@ -260,7 +260,9 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 				// Namespace-local ConfigMaps, listed and watched by name.
 				{"list", "", "configmaps", "", "prod", "wva-saturation-scaling-config"}, {"watch", "", "configmaps", "", "", "wva-queueing-model-config"},
 				// pod-deletion-cost before a scale-down.
-				{"patch", "", "pods", "", "prod", "x"}},
+				{"patch", "", "pods", "", "prod", "x"},
+				// Namespaces' GPU quotas.
+				{"list", "", "resourcequotas", "", "", ""}, {"watch", "", "resourcequotas", "", "", ""}},
 			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"list", "", "configmaps", "", "prod", ""}, {"get", "", "configmaps", "", "prod", "x"},
 				{"update", "", "configmaps", "", "prod", "wva-saturation-scaling-config"},
 				{"update", "", "configmaps", "", "wva-system", "wva-saturation-scaling-config"}, {"delete", "", "configmaps", "", "wva-system", "wva-last-good-config"},
@@ -268,7 +270,8 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 				{"update", "apps", "deployments", "scale", "prod", "x"}, {"update", "llmd.ai", va, "", "prod", "x"},
 				{"update", "autoscaling", "horizontalpodautoscalers", "", "prod", "x"}, {"delete", "", "pods", "", "prod", "x"}, {"update", "coordination.k8s.io", "leases", "", "prod", "x"},
 				{"update", "", "pods", "", "prod", "x"}, {"patch", "", "pods", "status", "prod", "x"}, {"create", "", "pods", "eviction", "prod", "x"},
-				{"update", "inference.networking.k8s.io", "inferencepools", "", "prod", "x"}, {"update", "inference.networking.k8s.io", "inferencepools", "status", "prod", "x"}},
+				{"update", "inference.networking.k8s.io", "inferencepools", "", "prod", "x"}, {"update", "inference.networking.k8s.io", "inferencepools", "status", "prod", "x"},
+				{"get", "", "resourcequotas", "", "prod", "x"}, {"update", "", "resourcequotas", "", "prod", "x"}, {"update", "", "resourcequotas", "status", "prod", "x"}},
 		},
 		"wva-system:wva-controller": {
 			allowed: []access{{"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""}, {"update", "apps", "deployments", "scale", "prod", "x"},
@@ -281,8 +284,10 @@ func checkPermissions(ctx context.Context, t *testing.T, cluster *harness.Cluste
 			allowed: []access{{"patch", "llmd.ai", va, "", "prod", "x"}, {"update", "apps", "deployments", "scale", "prod", "x"},
 				{"list", "", "nodes", "", "", ""}, {"list", "", "pods", "", "", ""}, {"watch", "", "configmaps", "", "wva-system", ""},
 				{"watch", "inference.networking.k8s.io", "inferencepools", "", "", ""},
+				{"list", "", "resourcequotas", "", "", ""}, {"watch", "", "resourcequotas", "", "", ""},
 				{"create", "authentication.k8s.io", "tokenreviews", "", "", ""}, {"create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""}},
 			denied: []access{{"get", "", "secrets", "", "wva-system", "x"}, {"delete", "", "pods", "", "prod", "x"},
+				{"update", "", "resourcequotas", "", "prod", "x"},
 				{"update", "llmd.ai", va, vaStatus, "prod", "x"}, {"create", "autoscaling", "horizontalpodautoscalers", "", "prod", ""},
 				{"patch", "inference.networking.k8s.io", "inferencepools", "", "prod", "x"}},
 		},

@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -61,6 +62,7 @@ func TestScaleFromZero(t *testing.T) {
 	t.Run("latency", func(t *testing.T) { sfzLatency(ctx, t, cs, wva, kubeconfig) })
 	t.Run("budget", func(t *testing.T) { sfzBudget(ctx, t, cs, wva, kubeconfig) })
 	t.Run("activator", func(t *testing.T) { sfzActivator(ctx, t, cs, wva, kubeconfig) })
+	t.Run("namespace quota", func(t *testing.T) { sfzQuota(ctx, t, cs, wva, kubeconfig) })
 }
 
 // sfzLatency: a Deployment at 0, the fake EPP starts reporting queue=3,
@@ -209,7 +211,7 @@ func sfzBudget(ctx context.Context, t *testing.T, cs kubernetes.Interface, wva v
 		return *d.Spec.Replicas
 	}
 	testenv.Eventually(ctx, t, "the 2-GPU variant is woken", func() (bool, string) { return replicas("two") == 1, fmt.Sprint(replicas("two")) })
-	sfzWaitEvent(ctx, t, cs, ns, "four", scalefromzero.EventBlocked, "held by "+ns+"/big (6 GPUs)")
+	sfzWaitEvent(ctx, t, cs, ns, "four", scalefromzero.EventBlocked, "held by "+ns+"/big (model m-big, 6 GPUs)")
 	testenv.Eventually(ctx, t, "metrics name the holder and the pool is full", func() (bool, string) {
 		held, err1 := sfzMetric(ctx, p.MetricsURL, `wva_scale_from_zero_budget_blocked{holder="`+ns+`/big",model_id="m-four",namespace="`+ns+`"}`)
 		total, err2 := sfzMetric(ctx, p.MetricsURL, `wva_scale_from_zero_budget_gpus{kind="total",pool="gpu-a"}`)
@@ -222,6 +224,89 @@ func sfzBudget(ctx context.Context, t *testing.T, cs kubernetes.Interface, wva v
 	blocked, err := sfzMetric(ctx, p.MetricsURL, `wva_scale_from_zero_decisions_total{result="budget_blocked"}`)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, blocked, 2.0, "retried every --retry-after")
+}
+
+// sfzQuota: two namespaces share pool gpu-q (8 GPUs, sfz-quota-b/hold
+// holds 4). sfz-quota-a's ResourceQuota allows 1 GPU: its 2-GPU variant is
+// not woken although the pool has room, and the Event and the activator's
+// 429 name the quota; sfz-quota-b's 2-GPU variant is woken. Then the pool
+// refuses sfz-quota-b's 8-GPU model: the activator's 429 names the holders
+// with their namespaces and models, and carries Retry-After.
+func sfzQuota(ctx context.Context, t *testing.T, cs kubernetes.Interface, wva versioned.Interface, kubeconfig string) {
+	const nsA, nsB, poolLabel = "sfz-quota-a", "sfz-quota-b", "wva-test/pool"
+	createNamespace(ctx, t, cs, nsA)
+	createNamespace(ctx, t, cs, nsB)
+	node, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-q", Labels: map[string]string{poolLabel: "gpu-q"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	node.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	node.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = cs.CoreV1().ResourceQuotas(nsA).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "gpus"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpu": resource.MustParse("1")}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	pool := map[string]string{poolLabel: "gpu-q"}
+	for _, v := range []struct {
+		ns, name string
+		replicas int32
+		gpus     int32
+	}{{nsB, "hold", 1, 4}, {nsA, "a-two", 0, 2}, {nsB, "b-two", 0, 2}, {nsB, "b-big", 0, 8}} {
+		sfzDeployment(ctx, t, cs, v.ns, v.name, v.replicas, pool)
+		va := newVA(v.ns, v.name, "m-"+v.name, "1", 0, 2)
+		va.Spec.GPUsPerReplica = ptr.To(v.gpus)
+		va.Spec.GPUMemoryPerReplica = ptr.To(resource.MustParse("10Gi"))
+		_, err := wva.LlmdV1alpha1().VariantAutoscalings(v.ns).Create(ctx, va, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "loading", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(backend.Close)
+	epp := newSFZEPP(t)
+	epp.set("m-a-two", 3)
+	epp.set("m-b-two", 3)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startWVAProcess(ctx, t, "scale-from-zero", []string{"scale-from-zero", "--kubeconfig=" + kubeconfig,
+		"--epp-url=" + epp.URL() + "/metrics", "--budget-node-pool-label=" + poolLabel,
+		"--activator-listen=" + listen, "--activator-backend=m-a-two=" + backend.URL, "--activator-backend=m-b-big=" + backend.URL,
+		"--activator-max-wait=2s", "--retry-after=3s", "--leader-elect=false", "--v=2"})
+
+	replicas := func(ns, name string) int32 {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		return *d.Spec.Replicas
+	}
+	const quotaNamed = "GPU quota: sfz-quota-a/a-two +1 (2 GPUs each) cut to +0: ResourceQuota sfz-quota-a/gpus (hard 1 GPUs, used 0) has 1 GPUs left"
+	testenv.Eventually(ctx, t, "sfz-quota-b's 2-GPU variant is woken", func() (bool, string) {
+		return replicas(nsB, "b-two") == 1, fmt.Sprint(replicas(nsB, "b-two"))
+	})
+	sfzWaitEvent(ctx, t, cs, nsA, "a-two", scalefromzero.EventBlocked, quotaNamed)
+	assert.Equal(t, int32(0), replicas(nsA, "a-two"), "the quota, not the pool (6 GPUs free), refuses it")
+
+	ask := func(model string) (*http.Response, map[string]any) {
+		resp, err := http.Post("http://"+listen+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		return resp, body
+	}
+	resp, body := ask("m-a-two")
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%v", body)
+	assert.Equal(t, "3", resp.Header.Get("Retry-After"))
+	assert.Contains(t, fmt.Sprint(body["error"]), quotaNamed)
+	assert.Equal(t, []any{map[string]any{"namespace": nsA, "name": "gpus", "hard": 1.0, "used": 0.0}}, body["quotas"])
+
+	resp, body = ask("m-b-big")
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%v", body)
+	assert.Equal(t, "3", resp.Header.Get("Retry-After"))
+	assert.Contains(t, fmt.Sprint(body["error"]), "held by sfz-quota-b/hold (model m-hold, 4 GPUs, 10Gi GPU memory)")
+	assert.Contains(t, body["blocking"], map[string]any{"name": nsB + "/hold", "namespace": nsB, "modelID": "m-hold",
+		"gpus": 4.0, "gpuMemoryBytes": float64(10 << 30)})
+	assert.Equal(t, int32(0), replicas(nsB, "b-big"))
 }
 
 // sfzActivator: a request for a model at zero wakes it, is held until the
