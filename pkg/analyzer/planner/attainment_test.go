@@ -93,3 +93,36 @@ func TestNoTPOTKeepsHeadroom(t *testing.T) {
 	assert.Equal(t, startHeadroom, an.Variants[1].Headroom)
 	assert.Zero(t, an.Variants[1].TPOTOverTarget)
 }
+
+// The request shape the plan sizes by follows the replicas' 5m token
+// averages over shapeMemory: one window in which a few 30k-token answers
+// finished moves it by a cycle's share, not all the way.
+func TestRequestShapeFollowsSlowly(t *testing.T) {
+	report := func(out float64) decision.Group {
+		g := fleet(2, 0, 2)
+		for i := range g.Replicas {
+			g.Replicas[i].AvgInputTokens, g.Replicas[i].AvgOutputTokens = 1000, out
+		}
+		return g
+	}
+	first, _, st := run(t, report(2000), nil)
+	assert.Equal(t, 2000.0, first.Output, "a first cycle reads the replicas")
+	cases := []struct {
+		name  string
+		after time.Duration
+		want  float64
+	}{
+		{"one 30 s cycle later", 30 * time.Second, 2000 + 18000*0.1},
+		{"a whole memory later", shapeMemory, 20000},
+		{"a replay at the same time", 0, 20000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := report(20000)
+			g.Now = t0.Add(tc.after)
+			an, _, _ := run(t, g, st)
+			assert.InDelta(t, tc.want, an.Output, 1e-9)
+			assert.InDelta(t, 1000, an.Input, 1e-9)
+		})
+	}
+}

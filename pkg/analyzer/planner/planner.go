@@ -736,6 +736,10 @@ func referenceCapacity(variants []decision.Variant, caps map[string]ReplicaCapac
 	return best
 }
 
+// shapeMemory is how long the request shape the plan sizes by takes to
+// follow a change of the replicas' token averages (to 63%).
+const shapeMemory = 5 * time.Minute
+
 // requestShape is the arrival-weighted mean input and output tokens of the
 // replicas, else the remembered shape, else a default.
 func requestShape(g decision.Group, st State) (in, out float64) {
@@ -749,6 +753,17 @@ func requestShape(g decision.Group, st State) (in, out float64) {
 		}
 	}
 	switch {
+	case w > 0 && st.Output > 0 && len(st.Plans) > 0:
+		// The replicas' 5m means swing with the few long requests that
+		// finish in a window (a reasoning model's 30k-token answers) and
+		// read short on a new replica (its short requests finish
+		// first): the shape the plan sizes by moves by their average
+		// over shapeMemory.
+		a := min(1, g.Now.Sub(st.Plans[len(st.Plans)-1].At).Seconds()/shapeMemory.Seconds())
+		if a <= 0 {
+			a = 1 // no time passed (a replay): the replicas as they are
+		}
+		return st.Input + a*(si/w-st.Input), st.Output + a*(so/w-st.Output)
 	case w > 0:
 		return si / w, so / w
 	case st.Output > 0:
