@@ -250,10 +250,7 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		}
 		return
 	}
-	if q.Name == QueryTPOTBuckets {
-		c.absorbBuckets(res, vec, drop)
-		return
-	}
+	var tpot map[PodKey][]bucket // QueryTPOTBuckets' buckets by pod
 	for _, s := range vec {
 		key := PodKey{Namespace: string(s.Metric[nsLabel]), Pod: string(s.Metric[podLabel])}
 		v := float64(s.Value)
@@ -266,6 +263,18 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		}
 		if reason != "" {
 			drop(s, reason)
+			continue
+		}
+		if q.Name == QueryTPOTBuckets {
+			le, err := strconv.ParseFloat(string(s.Metric[model.BucketLabel]), 64)
+			if err != nil || math.IsNaN(le) || le < 0 {
+				drop(s, ReasonBadLabels)
+				continue
+			}
+			if tpot == nil {
+				tpot = map[PodKey][]bucket{}
+			}
+			tpot[key] = append(tpot[key], bucket{le: le, count: v})
 			continue
 		}
 		pm := res.Pods[key]
@@ -296,34 +305,17 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		}
 		res.Pods[key] = pm
 	}
+	setTPOT(res, tpot)
 }
 
-// absorbBuckets assembles each pod's TPOT histogram from its buckets'
-// rates. A pod whose buckets lack +Inf or saw nothing keeps none; counts
-// are made cumulative-monotone (rate() of counters scraped at slightly
-// different times can dip by a fraction).
-func (c Collector) absorbBuckets(res *Result, vec model.Vector, drop func(*model.Sample, string)) {
-	nsLabel := model.LabelName(c.Labels.Namespace)
-	podLabel := model.LabelName(c.Labels.Pod)
-	type bucket struct{ le, count float64 }
-	byPod := map[PodKey][]bucket{}
-	for _, s := range vec {
-		key := PodKey{Namespace: string(s.Metric[nsLabel]), Pod: string(s.Metric[podLabel])}
-		v := float64(s.Value)
-		reason := Reject(QueryTPOTBuckets, v)
-		if reason == "" && key.Pod == "" {
-			reason = ReasonNoTarget
-		}
-		le, err := strconv.ParseFloat(string(s.Metric[model.BucketLabel]), 64)
-		if reason == "" && (err != nil || math.IsNaN(le) || le < 0) {
-			reason = ReasonBadLabels
-		}
-		if reason != "" {
-			drop(s, reason)
-			continue
-		}
-		byPod[key] = append(byPod[key], bucket{le: le, count: v})
-	}
+// bucket is one histogram bucket's rate.
+type bucket struct{ le, count float64 }
+
+// setTPOT assembles each pod's TPOT histogram from its buckets' rates. A
+// pod whose buckets lack +Inf or saw nothing keeps none; counts are made
+// cumulative-monotone (rate() of counters scraped at slightly different
+// times can dip by a fraction).
+func setTPOT(res *Result, byPod map[PodKey][]bucket) {
 	for key, bs := range byPod {
 		sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
 		if !math.IsInf(bs[len(bs)-1].le, 1) || bs[len(bs)-1].count <= 0 {

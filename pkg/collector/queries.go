@@ -237,9 +237,18 @@ func eppModelSum(nsLabel, expr, legacy string) string {
 	return fmt.Sprintf("sum by (%[1]s) (%[2]s) or sum by (%[1]s) (%[3]s)", by, expr, legacy)
 }
 
-// selector restricts series to the namespaces that hold VAs. Namespace names
-// are regexp-quoted and then string-quoted, so no value can change the query.
+// selector restricts series to the namespaces that hold VAs.
 func selector(labels Labels, namespaces []string) string {
+	if len(namespaces) == 0 {
+		return ""
+	}
+	return "{" + NamespaceMatcher(labels, namespaces) + "}"
+}
+
+// NamespaceMatcher is the label matcher of the given namespaces ("" for
+// none). Namespace names are regexp-quoted and then string-quoted, so no
+// value can change the query.
+func NamespaceMatcher(labels Labels, namespaces []string) string {
 	if len(namespaces) == 0 {
 		return ""
 	}
@@ -249,7 +258,7 @@ func selector(labels Labels, namespaces []string) string {
 	for _, n := range ns {
 		parts = append(parts, regexp.QuoteMeta(n))
 	}
-	return fmt.Sprintf("{%s=~%s}", labels.Namespace, QuoteLabelValue(strings.Join(parts, "|")))
+	return fmt.Sprintf("%s=~%s", labels.Namespace, QuoteLabelValue(strings.Join(parts, "|")))
 }
 
 // QuoteLabelValue quotes a label value for PromQL, which uses Go's string

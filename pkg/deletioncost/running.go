@@ -3,9 +3,6 @@ package deletioncost
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -24,17 +21,12 @@ const (
 const QueryRequestsRunning = "requests_running"
 
 // RunningQuery is each pod's running requests now, vLLM's or SGLang's
-// gauge, in the namespaces given (all when empty). Namespace names are
-// regexp- and string-quoted, as the collector's queries.
+// gauge, in the namespaces given (all when empty), selected as the
+// collector's queries are.
 func RunningQuery(labels collector.Labels, namespaces []string) string {
 	sel := "__name__=~" + collector.QuoteLabelValue(MetricRequestsRunning+"|"+MetricSGLangRunning)
-	if len(namespaces) > 0 {
-		ns := append([]string(nil), namespaces...)
-		sort.Strings(ns)
-		for i, n := range ns {
-			ns[i] = regexp.QuoteMeta(n)
-		}
-		sel += fmt.Sprintf(",%s=~%s", labels.Namespace, collector.QuoteLabelValue(strings.Join(ns, "|")))
+	if m := collector.NamespaceMatcher(labels, namespaces); m != "" {
+		sel += "," + m
 	}
 	return fmt.Sprintf("max by (%s, %s) ({%s})", labels.Namespace, labels.Pod, sel)
 }
