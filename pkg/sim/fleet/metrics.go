@@ -116,21 +116,22 @@ func (s *series) tokenAverages(now time.Duration) (in, out float64, ok bool) {
 	return float64(last.finishedIn-first.finishedIn) / float64(n), float64(last.finishedOut-first.finishedOut) / float64(n), true
 }
 
-// windowed is what rate()-style queries over a window return for one pod:
-// the arrival rate and the mean TTFT and ITL of the window (zero when no
-// observation fell in it).
-type windowed struct {
-	arrivalRate float64
-	ttft, itl   float64 // seconds
-	// tpot is the cumulative rate (per second) of requests at or below
-	// each of TPOTBounds; nil when none finished in the window.
-	tpot []float64
+// WindowRates is what rate()-style queries over a window return for one
+// pod: the arrival rate and the mean TTFT and ITL of the window (zero when
+// no observation fell in it).
+type WindowRates struct {
+	ArrivalRate float64
+	TTFT, ITL   float64 // seconds
+	// TPOT is the per-request time-per-output-token histogram as rate()
+	// of its buckets returns it: the cumulative requests per second at or
+	// below each of TPOTBounds; nil when none finished in the window.
+	TPOT []float64
 }
 
 // rates computes per-second rates and histogram means over (now-window,
 // now] from the first and last samples in the window, as rate() does
 // (without extrapolation); ok is false with fewer than two samples.
-func (s *series) rates(now, window time.Duration) (windowed, bool) {
+func (s *series) rates(now, window time.Duration) (WindowRates, bool) {
 	var first, last *sample
 	for i := range s.samples {
 		x := &s.samples[i]
@@ -143,21 +144,21 @@ func (s *series) rates(now, window time.Duration) (windowed, bool) {
 		last = x
 	}
 	if first == nil || last == first {
-		return windowed{}, false
+		return WindowRates{}, false
 	}
-	var w windowed
-	w.arrivalRate = float64(last.arrived-first.arrived) / (last.at - first.at).Seconds()
+	var w WindowRates
+	w.ArrivalRate = float64(last.arrived-first.arrived) / (last.at - first.at).Seconds()
 	if n := last.ttftCount - first.ttftCount; n > 0 {
-		w.ttft = (last.ttftSum - first.ttftSum) / float64(n)
+		w.TTFT = (last.ttftSum - first.ttftSum) / float64(n)
 	}
 	if n := last.itlCount - first.itlCount; n > 0 {
-		w.itl = (last.itlSum - first.itlSum) / float64(n)
+		w.ITL = (last.itlSum - first.itlSum) / float64(n)
 		secs := (last.at - first.at).Seconds()
-		w.tpot = make([]float64, len(TPOTBounds))
+		w.TPOT = make([]float64, len(TPOTBounds))
 		var cum int64
 		for i := range TPOTBounds {
 			cum += last.tpot[i] - first.tpot[i]
-			w.tpot[i] = float64(cum) / secs
+			w.TPOT[i] = float64(cum) / secs
 		}
 	}
 	return w, true

@@ -69,19 +69,10 @@ func (p *Pod) TokenAverages(now time.Duration) (in, out float64, ok bool) {
 	return p.prom.tokenAverages(now)
 }
 
-// Rates are the pod's arrival rate and mean TTFT and ITL (seconds) over
-// (now-window, now]; ok is false with fewer than two samples.
-func (p *Pod) Rates(now, window time.Duration) (arrivalRate, ttft, itl float64, ok bool) {
-	w, ok := p.prom.rates(now, window)
-	return w.arrivalRate, w.ttft, w.itl, ok
-}
-
-// TPOT is the pod's per-request time-per-output-token histogram over the
-// window as rate() of its buckets returns it: the cumulative requests per
-// second at or below each of TPOTBounds; nil when none finished.
-func (p *Pod) TPOT(now, window time.Duration) []float64 {
-	w, _ := p.prom.rates(now, window)
-	return w.tpot
+// Rates are the pod's arrival rate, mean TTFT and ITL and TPOT histogram
+// over (now-window, now]; ok is false with fewer than two samples.
+func (p *Pod) Rates(now, window time.Duration) (WindowRates, bool) {
+	return p.prom.rates(now, window)
 }
 
 // SetControlStart sets when the control loop starts (default: once the

@@ -258,11 +258,11 @@ func podMetrics(p *fleet.Pod, now, window time.Duration) (collector.PodMetrics, 
 	if in, out, ok := p.TokenAverages(now); ok {
 		pm.AvgInputTokens, pm.AvgOutputTokens = in, out
 	}
-	if arrivalRate, ttft, itl, ok := p.Rates(now, window); ok {
-		pm.ArrivalRate, pm.AvgTTFTms, pm.AvgITLms = arrivalRate, ttft*1000, itl*1000
-	}
-	if counts := p.TPOT(now, window); counts != nil {
-		pm.TPOT = decision.Histogram{Bounds: fleet.TPOTBounds[:], Counts: counts}
+	if w, ok := p.Rates(now, window); ok {
+		pm.ArrivalRate, pm.AvgTTFTms, pm.AvgITLms = w.ArrivalRate, w.TTFT*1000, w.ITL*1000
+		if w.TPOT != nil {
+			pm.TPOT = decision.Histogram{Bounds: fleet.TPOTBounds[:], Counts: w.TPOT}
+		}
 	}
 	return pm, true
 }

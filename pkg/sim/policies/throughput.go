@@ -305,7 +305,8 @@ func (p *throughputPolicy) observe(f *fleet.Fleet) tpInput {
 		for _, pod := range f.ReadyPods(v) {
 			tv.Ready++
 			kv, _, ok := pod.Latest(f.Now())
-			_, _, itl, okRate := pod.Rates(f.Now(), window)
+			w, okRate := pod.Rates(f.Now(), window)
+			itl := w.ITL
 			pin, pout, okTok := pod.TokenAverages(f.Now())
 			if !ok || !okRate || !okTok || !(itl > 0) {
 				continue

@@ -139,6 +139,22 @@ type burst struct {
 	rate       float64
 }
 
+// drawBursts draws bursts over d starting about every mean apart (an
+// exponential gap) and lasting 3-12 minutes; level turns a uniform draw
+// into the burst's rate. The draws come in that order per burst (gap,
+// length, level), so a seed draws the same trace.
+func drawBursts(rng *rand.Rand, d, mean time.Duration, level func(u float64) float64) []burst {
+	var bursts []burst
+	for at := time.Duration(0); ; {
+		at += time.Duration(rng.ExpFloat64() * float64(mean))
+		if at >= d {
+			return bursts
+		}
+		length := 3*time.Minute + time.Duration(rng.Float64()*float64(9*time.Minute))
+		bursts = append(bursts, burst{start: at, end: at + length, rate: level(rng.Float64())})
+	}
+}
+
 // Generate draws the trace. Deterministic for a seed.
 func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 	if err := s.Validate(); err != nil {
@@ -148,30 +164,19 @@ func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x73796e7468))
 	d := s.Duration.D()
 	var bursts []burst
-	if s.Shape == ShapeBursty {
-		// Bursts start about every 10 minutes, last 3-12 minutes, at a rate
-		// between the midpoint and the peak.
-		for at := time.Duration(0); ; {
-			at += time.Duration(rng.ExpFloat64() * float64(10*time.Minute))
-			if at >= d {
-				break
-			}
-			length := 3*time.Minute + time.Duration(rng.Float64()*float64(9*time.Minute))
-			rate := s.BaseRate + (s.PeakRate-s.BaseRate)*(0.5+0.5*rng.Float64())
-			bursts = append(bursts, burst{start: at, end: at + length, rate: rate})
-		}
-	}
-	if s.Shape == ShapeDay {
-		// Bursts multiply the hour's rate; rate holds the factor.
-		for at := time.Duration(0); ; {
-			at += time.Duration(rng.ExpFloat64() * float64(40*time.Minute))
-			if at >= d {
-				break
-			}
-			length := 3*time.Minute + time.Duration(rng.Float64()*float64(9*time.Minute))
-			factor := 1.3 + (dayBurstMax-1.3)*rng.Float64()
-			bursts = append(bursts, burst{start: at, end: at + length, rate: factor})
-		}
+	switch s.Shape {
+	case ShapeBursty:
+		// Bursts start about every 10 minutes at a rate between the
+		// midpoint and the peak.
+		bursts = drawBursts(rng, d, 10*time.Minute, func(u float64) float64 {
+			return s.BaseRate + (s.PeakRate-s.BaseRate)*(0.5+0.5*u)
+		})
+	case ShapeDay:
+		// Bursts start about every 40 minutes and multiply the hour's
+		// rate; rate holds the factor.
+		bursts = drawBursts(rng, d, 40*time.Minute, func(u float64) float64 {
+			return 1.3 + (dayBurstMax-1.3)*u
+		})
 	}
 	rate := func(t time.Duration) float64 {
 		x := float64(t) / float64(d)
