@@ -60,10 +60,11 @@ func (h Histogram) Merge(o Histogram) Histogram {
 	}
 	out := Histogram{Bounds: append([]float64(nil), h.Bounds...), Counts: append([]float64(nil), h.Counts...)}
 	for i, b := range out.Bounds {
-		out.Counts[i] += o.Total() * (1 - o.Above(b))
 		if math.IsInf(b, 1) {
-			out.Counts[i] = h.Counts[i] + o.Total()
+			out.Counts[i] += o.Total()
+			continue
 		}
+		out.Counts[i] += o.Total() * (1 - o.Above(b))
 	}
 	return out
 }

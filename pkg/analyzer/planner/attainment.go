@@ -84,13 +84,20 @@ type Pool struct {
 	Over     float64 `json:"over,omitempty"`
 }
 
+// headroomOf is a variant's headroom, startHeadroom until it is first
+// analyzed (0).
+func headroomOf(h float64) float64 {
+	if h <= 0 {
+		return startHeadroom
+	}
+	return h
+}
+
 // adaptHeadroom pools what the replicas show when their load is near the
 // plan's rate per replica (planned, at the current headroom h; 0: never
 // adapted) and returns the headroom and pool for the next cycle.
 func adaptHeadroom(h float64, pool Pool, a attainment, planned, target float64) (float64, Pool) {
-	if h <= 0 {
-		h = startHeadroom
-	}
+	h = headroomOf(h)
 	if a.Requests <= 0 || planned <= 0 || a.Load < loadedShare*planned || a.Load > planned*(1+smallShortfall) {
 		return h, pool
 	}

@@ -833,17 +833,14 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	va.Curve = fit.solve(prior(slo.TargetITLms, in, out, lim))
 	va.Observations = fit.Obs
 	va.Limits = lim
-	h := vs.Headroom
-	if h <= 0 {
-		h = startHeadroom
-	}
+	h := headroomOf(vs.Headroom)
 	va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
 	if vs.Settle == 0 {
 		att := observeAttainment(v.Name, reps, slo.TargetITLms)
 		va.TPOTOverTarget = att.Over
-		var nh float64
-		if nh, vs.TPOTPool = adaptHeadroom(vs.Headroom, vs.TPOTPool, att, va.Capacity.Rate, slo.Attainment); nh != h {
-			h = nh
+		prev := h
+		h, vs.TPOTPool = adaptHeadroom(h, vs.TPOTPool, att, va.Capacity.Rate, slo.Attainment)
+		if h != prev {
 			va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
 		}
 		vs.Headroom = h
