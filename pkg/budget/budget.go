@@ -134,12 +134,6 @@ func (u Usage) Available() Amount {
 	return Amount{GPUs: avail(u.Total.GPUs, u.Allocated.GPUs), GPUMemory: avail(u.Total.GPUMemory, u.Allocated.GPUMemory)}
 }
 
-// Fits reports whether need fits in what is left of the pool.
-func (u Usage) Fits(need Amount) bool {
-	a := u.Available()
-	return (a.GPUs == Unlimited || need.GPUs <= a.GPUs) && (a.GPUMemory == Unlimited || need.GPUMemory <= a.GPUMemory)
-}
-
 // Assign returns the pool a variant belongs to: the pool named by its
 // annotation when set (returned even when no such pool exists, so that a
 // typo blocks instead of silently lifting the limit), else the first pool (by name) whose node selector the variant's

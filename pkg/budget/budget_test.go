@@ -12,25 +12,6 @@ import (
 
 const gi = int64(1) << 30
 
-func TestFits(t *testing.T) {
-	tests := []struct {
-		name  string
-		usage Usage
-		need  Amount
-		want  bool
-	}{
-		{"exactly fits", Usage{Total: Amount{GPUs: 8, GPUMemory: Unlimited}, Allocated: Amount{GPUs: 6}}, Amount{GPUs: 2}, true},
-		{"one GPU short", Usage{Total: Amount{GPUs: 8, GPUMemory: Unlimited}, Allocated: Amount{GPUs: 6}}, Amount{GPUs: 4}, false},
-		{"unlimited GPUs, memory short", Usage{Total: Amount{GPUs: Unlimited, GPUMemory: 80 * gi}, Allocated: Amount{GPUMemory: 60 * gi}}, Amount{GPUs: 1, GPUMemory: 40 * gi}, false},
-		{"both limits, both fit", Usage{Total: Amount{GPUs: 8, GPUMemory: 640 * gi}, Allocated: Amount{GPUs: 4, GPUMemory: 320 * gi}}, Amount{GPUs: 4, GPUMemory: 320 * gi}, true},
-		{"over-allocated pool", Usage{Total: Amount{GPUs: 4, GPUMemory: Unlimited}, Allocated: Amount{GPUs: 6}}, Amount{GPUs: 0}, true},
-		{"over-allocated pool, needs one", Usage{Total: Amount{GPUs: 4, GPUMemory: Unlimited}, Allocated: Amount{GPUs: 6}}, Amount{GPUs: 1}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, tt.usage.Fits(tt.need)) })
-	}
-}
-
 func TestAssign(t *testing.T) {
 	pools := []Pool{
 		{Name: "h100", NodeSelector: labels.Set{"pool": "h100"}},
@@ -84,7 +65,6 @@ func TestCompute(t *testing.T) {
 		{Name: "prod/small", Amount: Amount{GPUs: 1}},
 	}, u.Holders)
 	assert.Equal(t, Amount{GPUs: 0, GPUMemory: 160 * gi}, u.Available())
-	assert.False(t, u.Fits(Amount{GPUs: 1}))
 }
 
 func TestComputePodsBeyondSpec(t *testing.T) {

@@ -31,9 +31,9 @@ type budgetRead struct {
 
 // readBudget reads the pools and what holds them for the views; ok is
 // false when there is no budget source or the read failed.
-func (e *Engine) readBudget(views []decide.View) (budgetRead, map[string]budget.Usage, bool) {
+func (e *Engine) readBudget(views []decide.View) (budgetRead, bool) {
 	if e.Budget == nil {
-		return budgetRead{}, nil, false
+		return budgetRead{}, false
 	}
 	ws := Workloads(views)
 	vs, usage, err := e.Budget.LimiterUsage(ws)
@@ -41,7 +41,7 @@ func (e *Engine) readBudget(views []decide.View) (budgetRead, map[string]budget.
 		// Informer caches do not fail in practice; deciding unlimited
 		// beats holding every group for a budget read.
 		klog.ErrorS(err, "reading the GPU budget; scale-ups are not admitted against it this cycle")
-		return budgetRead{}, nil, false
+		return budgetRead{}, false
 	}
 	models := make(map[string]string, len(ws))
 	byKey := make(map[string]budget.Variant, len(vs))
@@ -61,7 +61,7 @@ func (e *Engine) readBudget(views []decide.View) (budgetRead, map[string]budget.
 		}
 		ledger.WithQuotas(budget.EffectiveQuotas(quotas, vs))
 	}
-	return budgetRead{variants: byKey, usage: usage, ledger: ledger}, usage, true
+	return budgetRead{variants: byKey, usage: usage, ledger: ledger}, true
 }
 
 // admit cuts each scale-up of the results to what its pool has left (see

@@ -304,9 +304,9 @@ func (e *Engine) decide(c *Cycle, views []decide.View, result collector.Result, 
 		inputs[i].State = prevState[p.Key]
 	}
 	pipe := e.Pipeline
-	read, usage, budgeted := e.readBudget(views)
-	if budgeted && usage != nil && anyLimited(plans) {
-		b := budget.FreeGPUs(usage)
+	read, budgeted := e.readBudget(views)
+	if budgeted && read.usage != nil && anyLimited(plans) {
+		b := budget.FreeGPUs(read.usage)
 		pipe.Budget, c.Budget = b, b
 	}
 	now := e.Clock.Now()
