@@ -20,12 +20,13 @@ const (
 	calibratedVariant = "llama-70b-h100"
 )
 
-// NIM's published H100 table, fitted back: the roofline reproduces every
-// point's ITL and throughput closely and its TTFT within 17%, and the
-// fitted server is the one the calibrated scenario ships.
+// NIM's published H100 table, fitted back within the default tolerance
+// (15% per point): the roofline reproduces every point's ITL and
+// throughput within 5% and its TTFT within 15%, and the fitted server is
+// the one the calibrated scenario ships.
 func TestSimulateCalibrateFitsNIMTable(t *testing.T) {
 	out, err := run(t, "", "simulate", "calibrate", "--from", nimTable, "--scenario", calibratedFleet,
-		"--variant", calibratedVariant, "--tolerance", "0.2", "--json")
+		"--variant", calibratedVariant, "--json")
 	require.NoError(t, err)
 	var rep struct {
 		Server map[string]float64 `json:"server"`
@@ -41,13 +42,13 @@ func TestSimulateCalibrateFitsNIMTable(t *testing.T) {
 	for i, p := range rep.Points {
 		assert.Less(t, abs(p.ITLError), 0.05, "point %d ITL", i+1)
 		assert.Less(t, abs(p.ThroughputError), 0.05, "point %d throughput", i+1)
-		assert.Less(t, abs(p.TTFTError), 0.17, "point %d TTFT", i+1)
+		assert.Less(t, abs(p.TTFTError), 0.15, "point %d TTFT", i+1)
 	}
-	assert.Less(t, rep.Worst, 0.17)
+	assert.Less(t, rep.Worst, 0.15)
 	// The scenario's H100 is this fit (its comments give this command).
-	assert.InEpsilon(t, 2.658, rep.Server["overhead"], 0.01)
-	assert.InEpsilon(t, 15.9, rep.Server["alpha"], 0.01)
-	assert.InEpsilon(t, 0.09023, rep.Server["beta"], 0.01)
+	assert.InEpsilon(t, 3.385, rep.Server["overhead"], 0.01)
+	assert.InEpsilon(t, 15.1, rep.Server["alpha"], 0.01)
+	assert.InEpsilon(t, 0.09258, rep.Server["beta"], 0.01)
 	assert.Equal(t, 26474.0, rep.Server["numGPUBlocks"], "the variant's KV cache is kept")
 }
 
@@ -93,7 +94,7 @@ func abs(x float64) float64 {
 // fitted too: runs the calibrated H100 would measure at three rates, as
 // --append-result writes them, give back its figures.
 func TestSimulateCalibrateRateDrivenRuns(t *testing.T) {
-	h100 := scenario.ServerSpec{Overhead: 2.658, Alpha: 15.9, Beta: 0.09023, Gamma: 8.061e-8, NumGPUBlocks: 26474, MaxNumBatchedTokens: 8192}
+	h100 := scenario.ServerSpec{Overhead: 3.385, Alpha: 15.1, Beta: 0.09258, Gamma: 8.062e-8, NumGPUBlocks: 26474, MaxNumBatchedTokens: 8192}
 	var lines []string
 	for _, rate := range []float64{0.2, 1, 2} {
 		p, err := fleet.BenchReplicaRate(h100, 2000, 300, rate)

@@ -84,31 +84,31 @@ func Fit(points []Point, model Model, roofline bool) (Result, error) {
 	if len(points) == 0 {
 		return Result{}, errors.New("no benchmark points to fit")
 	}
-	start := initialGuess(points, roofline)
+	origin := toLog(initialGuess(points, roofline))
 	evals := 0
-	cost := func(x []float64) float64 {
+	// errorsOf returns the sum of squared relative errors and the worst
+	// one.
+	errorsOf := func(x []float64) (sum, worst float64) {
 		evals++
 		fits, err := predictAll(points, model, fromLog(x))
 		if err != nil {
-			return math.Inf(1)
+			return math.Inf(1), math.Inf(1)
 		}
-		sum := 0.0
 		for _, f := range fits {
 			sum += f.TTFTError*f.TTFTError + f.ITLError*f.ITLError + f.ThroughputError*f.ThroughputError
+			worst = math.Max(worst, f.Worst())
 		}
-		return sum
+		return sum, worst
 	}
-	// Restarted from its own answer until a restart gains nothing: a kink
-	// of the roofline's max can stall one pass with its step shrunk.
-	best := toLog(start)
-	bestCost := cost(best)
-	for restart := 0; restart < maxRestarts && evals < maxFitEvals; restart++ {
-		x := nelderMead(best, toLog(start), cost, maxFitEvals-evals)
-		c := cost(x)
-		if c >= bestCost*(1-1e-9) {
-			break
-		}
-		best, bestCost = x, c
+	leastSquares := func(x []float64) float64 { s, _ := errorsOf(x); return s }
+	best := minimize(origin, origin, leastSquares, &evals)
+	// A point is accepted within a tolerance of its own, so the fit then
+	// narrows the worst point from the least-squares answer (the sum of
+	// squares, scaled down, breaks ties between equal worst points). The
+	// worst point keeps the least-squares answer unless it is narrower.
+	minimax := func(x []float64) float64 { s, w := errorsOf(x); return w + 1e-3*s }
+	if x := minimize(best, origin, minimax, &evals); minimax(x) < minimax(best) {
+		best = x
 	}
 	p := fromLog(best)
 	fits, err := predictAll(points, model, p)
@@ -116,6 +116,22 @@ func Fit(points []Point, model Model, roofline bool) (Result, error) {
 		return Result{}, fmt.Errorf("the fitted model cannot run the points: %w", err)
 	}
 	return Result{Params: p, Points: fits, Evaluations: evals}, nil
+}
+
+// minimize runs Nelder-Mead from x, restarted from its own answer until a
+// restart gains nothing (a kink of the roofline's max, or of a worst
+// point, can stall one pass with its step shrunk).
+func minimize(x, origin []float64, cost func([]float64) float64, evals *int) []float64 {
+	best, bestCost := x, cost(x)
+	for restart := 0; restart < maxRestarts && *evals < maxFitEvals; restart++ {
+		next := nelderMead(best, origin, cost, maxFitEvals-*evals)
+		c := cost(next)
+		if c >= bestCost*(1-1e-9) {
+			break
+		}
+		best, bestCost = next, c
+	}
+	return best
 }
 
 // initialGuess reads the parameters off the lightest and heaviest points:
