@@ -1,11 +1,12 @@
-// Command benchreport regenerates the benchmark tables in README.md and
-// docs/benchmarks.md from `wva simulate` runs, or with -check fails when the
-// committed tables differ from a fresh run's (CI runs it that way).
+// Command benchreport regenerates the benchmark tables in README.md,
+// docs/benchmarks.md and docs/simulator.md from `wva simulate` runs, or with
+// -check fails when the committed tables differ from a fresh run's (CI runs
+// it that way).
 //
 // Beside the tables it writes a stamp: a digest of everything the tables
 // are computed from (the Go toolchain, go.mod and go.sum, every file of
-// this module compiled into the simulator, the simulate command and benchreport, the traces and configs
-// the workloads read) and of the tables themselves. -check skips the
+// this module compiled into the simulator, the simulate command and benchreport, the traces, configs
+// and published benchmarks the tables read) and of the tables themselves. -check skips the
 // simulations when the stamp still matches: the simulator is deterministic,
 // so the same inputs give the same tables. A changed input or a table
 // edited by hand no longer matches, and the tables are simulated again.
@@ -21,15 +22,19 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/calibrate"
+	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/oracle"
 	simpolicies "github.com/wva-project/wva/pkg/sim/policies"
 	simreport "github.com/wva-project/wva/pkg/sim/report"
@@ -52,6 +57,10 @@ const (
 	servegenReason = "examples/traces/servegen-deepseek-r1-00-12h.csv.gz"
 	// tokenConfig runs wva on the previous default analyzer for comparison.
 	tokenConfig = "examples/slo-planner/token-analyzer.yaml"
+	// nimTable is NVIDIA NIM 1.8.0's published table the calibrated H100
+	// variant, replicaVariant, is fitted to (docs/simulator.md).
+	nimTable       = "examples/benchmarks/nim-1.8.0-llama-3.3-70b-2xh100-fp8-tp2.json"
+	replicaVariant = "llama-70b-h100"
 	// azureScale sizes the Azure traces to the calibrated fleet: at their
 	// own rate (about 5 req/s) one replica serves either.
 	azureScale = 3.0
@@ -86,13 +95,13 @@ var tablePolicies = map[string]bool{"wva": true, "wva-v1": true, "wva-throughput
 // every other benchreport block of tableFiles.
 const stampFile, stampBlock = "docs/benchmarks.md", "stamp"
 
-var tableFiles = []string{"README.md", "docs/benchmarks.md"}
+var tableFiles = []string{"README.md", "docs/benchmarks.md", "docs/simulator.md"}
 
 // blockBegin matches a block's opening marker and names the block.
 var blockBegin = regexp.MustCompile(`<!-- benchreport:([A-Za-z0-9_-]+) -->\n`)
 
 func main() {
-	check := flag.Bool("check", false, "fail when README.md or docs/benchmarks.md differ from a fresh run instead of writing them")
+	check := flag.Bool("check", false, "fail when the tables ("+strings.Join(tableFiles, ", ")+") differ from a fresh run instead of writing them")
 	full := flag.Bool("full", false, "with -check, simulate even when the stamp says the tables are current")
 	flag.Parse()
 	if *check && !*full {
@@ -123,17 +132,25 @@ func run(check bool) error {
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/wva").CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	simulate := func(args ...string) ([]byte, error) {
-		cmd := exec.Command(bin, append([]string{"simulate", "--progress", "never"}, args...)...)
+	wva := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(bin, args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			return nil, fmt.Errorf("wva simulate %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+			return nil, fmt.Errorf("wva %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 		}
 		return out, nil
 	}
+	simulate := func(args ...string) ([]byte, error) {
+		return wva(append([]string{"simulate", "--progress", "never"}, args...)...)
+	}
 
+	// The replica table first: it takes seconds, the others minutes.
+	replica, err := replicaTable(wva)
+	if err != nil {
+		return err
+	}
 	table, frontier, err := policyTable(simulate)
 	if err != nil {
 		return err
@@ -169,6 +186,7 @@ func run(check bool) error {
 			"setting":  setting,
 			"default":  fence(full),
 		},
+		"docs/simulator.md": {"replica": replica},
 	}
 	var stale []string
 	for file, bs := range blocks {
@@ -252,8 +270,8 @@ var simulateCommandFiles = regexp.MustCompile(`^cmd/wva/(main\.go|app/(root|simu
 // files compiled into the simulator (pkg/sim and everything it imports:
 // the analyzers, the decision pipeline, the collector's types) and into
 // benchreport, the simulate command's own files, go.mod and go.sum
-// (dependencies are pinned by them), and the traces and configs the
-// workloads read. A change to the adapter, the controller or the fast
+// (dependencies are pinned by them), the traces and configs the
+// workloads read, and the published table the replica table compares with. A change to the adapter, the controller or the fast
 // path leaves the stamp current.
 func stampSources() ([]string, error) {
 	out, err := exec.Command("go", "list", "-deps", "-f",
@@ -275,7 +293,7 @@ func stampSources() ([]string, error) {
 	for _, dir := range strings.Fields(string(simulated)) {
 		inSimulator[dir] = true
 	}
-	files := []string{"go.mod", "go.sum", conv, code, servegenChat, servegenReason, tokenConfig}
+	files := []string{"go.mod", "go.sum", conv, code, servegenChat, servegenReason, tokenConfig, nimTable}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		dir, names, _ := strings.Cut(line, "|")
 		rel, err := filepath.Rel(root, dir)
@@ -539,6 +557,107 @@ func settingTable(simulate func(...string) ([]byte, error), dir string) (string,
 	b.WriteString("\n")
 	return b.String(), nil
 }
+
+// replicaShape is a benchmark's request: input and output tokens.
+type replicaShape struct{ in, out int32 }
+
+// replicaShapes groups a published table's points by request, in the
+// order they first appear, with each shape's concurrencies in file order.
+// `simulate replica` runs fixed concurrency and whole tokens, so a
+// rate-driven point or a fractional mean is an error.
+func replicaShapes(points []calibrate.Point) ([]replicaShape, map[replicaShape][]int, error) {
+	var order []replicaShape
+	concurrencies := map[replicaShape][]int{}
+	for _, p := range points {
+		if p.Concurrency < 1 {
+			return nil, nil, fmt.Errorf("%s: not a fixed-concurrency run", p.Source)
+		}
+		if p.InputTokens != math.Trunc(p.InputTokens) || p.OutputTokens != math.Trunc(p.OutputTokens) ||
+			p.InputTokens < 1 || p.OutputTokens < 1 || p.InputTokens > fleet.MaxBenchTokens || p.OutputTokens > fleet.MaxBenchTokens {
+			return nil, nil, fmt.Errorf("%s: %g input / %g output tokens: `simulate replica` runs whole tokens in [1, %d]", p.Source, p.InputTokens, p.OutputTokens, fleet.MaxBenchTokens)
+		}
+		s := replicaShape{int32(p.InputTokens), int32(p.OutputTokens)}
+		if _, seen := concurrencies[s]; !seen {
+			order = append(order, s)
+		}
+		concurrencies[s] = append(concurrencies[s], p.Concurrency)
+	}
+	return order, concurrencies, nil
+}
+
+// replicaTable runs `wva simulate replica` on replicaVariant for each
+// request shape of the published nimTable and renders the comparison.
+func replicaTable(wva func(...string) ([]byte, error)) (string, error) {
+	data, err := os.ReadFile(nimTable)
+	if err != nil {
+		return "", err
+	}
+	published, err := calibrate.Parse(nimTable, data)
+	if err != nil {
+		return "", err
+	}
+	shapes, concurrencies, err := replicaShapes(published)
+	if err != nil {
+		return "", err
+	}
+	simulated := map[replicaShape][]fleet.ReplicaPoint{}
+	for _, s := range shapes {
+		list := make([]string, len(concurrencies[s]))
+		for i, c := range concurrencies[s] {
+			list[i] = strconv.Itoa(c)
+		}
+		args := []string{"simulate", "replica", "--variant", replicaVariant, "--input-tokens", strconv.Itoa(int(s.in)),
+			"--output-tokens", strconv.Itoa(int(s.out)), "--concurrency", strings.Join(list, ","), "--json"}
+		out, err := wva(args...)
+		if err != nil {
+			return "", err
+		}
+		var rep fleet.ReplicaReport
+		if err := json.Unmarshal(out, &rep); err != nil {
+			return "", fmt.Errorf("wva %s: %w", strings.Join(args, " "), err)
+		}
+		if len(rep.Variants) != 1 {
+			return "", fmt.Errorf("wva %s: %d variants in the answer, want 1", strings.Join(args, " "), len(rep.Variants))
+		}
+		simulated[s] = rep.Variants[0].Points
+	}
+	return renderReplicaTable(published, simulated)
+}
+
+// renderReplicaTable is the Markdown table of each published point beside
+// the simulated point of the same request shape and concurrency, in the
+// published order, with the largest relative error of the three figures.
+func renderReplicaTable(published []calibrate.Point, simulated map[replicaShape][]fleet.ReplicaPoint) (string, error) {
+	var b strings.Builder
+	b.WriteString("| in / out tokens | concurrency | simulated (TTFT ms / ITL ms / output tok/s) | NIM 1.8.0 (same) | worst error |\n")
+	b.WriteString("| --- | --- | --- | --- | --- |\n")
+	for _, p := range published {
+		s := replicaShape{int32(p.InputTokens), int32(p.OutputTokens)}
+		var got *fleet.ReplicaPoint
+		for i := range simulated[s] {
+			if simulated[s][i].Concurrency == p.Concurrency {
+				got = &simulated[s][i]
+				break
+			}
+		}
+		if got == nil {
+			return "", fmt.Errorf("%s: no simulated point at %d input / %d output tokens, concurrency %d", p.Source, s.in, s.out, p.Concurrency)
+		}
+		worst := 0.0
+		for _, pair := range [][2]float64{{got.TTFTMs, p.TTFTMs}, {got.ITLMs, p.ITLMs}, {got.OutputTokensPerSecond, p.OutputTokensPerSecond}} {
+			if pair[1] <= 0 {
+				return "", fmt.Errorf("%s: a published figure is %g; the error against it is undefined", p.Source, pair[1])
+			}
+			worst = math.Max(worst, math.Abs(pair[0]/pair[1]-1))
+		}
+		// The published figures as published; the simulated ones rounded.
+		fmt.Fprintf(&b, "| %d / %d | %d | %.1f / %.2f / %.1f | %s / %s / %s | %.1f%% |\n", s.in, s.out, p.Concurrency,
+			got.TTFTMs, got.ITLMs, got.OutputTokensPerSecond, asPublished(p.TTFTMs), asPublished(p.ITLMs), asPublished(p.OutputTokensPerSecond), 100*worst)
+	}
+	return b.String(), nil
+}
+
+func asPublished(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // header is a Markdown table's heading: first, then one column per
 // workload.
