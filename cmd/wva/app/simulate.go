@@ -40,6 +40,7 @@ type simulateOptions struct {
 	flowControl    bool
 	jsonOut        bool
 	htmlOut        string
+	timelineOut    string
 	frontier       bool
 	progress       string
 }
@@ -90,6 +91,7 @@ Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,Genera
 	f.StringVar(&o.wvaConfig, "wva-config", "", "YAML of wva's ConfigMaps for the wva policy: {<ConfigMap name>: {<key>: <entry>}}")
 	f.BoolVar(&o.jsonOut, "json", false, "print a machine-readable summary (one object per policy) instead of the table")
 	f.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report with charts to this file")
+	f.StringVar(&o.timelineOut, "timeline", "", "also write every policy's timeline as CSV to this file: per scrape, arrivals, replicas and ready replicas per variant, queues, KV usage, TTFT and the requests over each target")
 	f.BoolVar(&o.frontier, "frontier", false, "also sweep each policy's one knob (wva: sloAttainment; wva-v1, wva-throughput: kvCacheThreshold; queue-threshold, kpa: their targets) and report its cost to reach 95% and 99% attainment (with --html, also a chart of cost against attainment)")
 	f.StringVar(&o.progress, "progress", "auto", "progress bar on standard error: auto (when a terminal), always, never")
 	cmd.AddCommand(newSimulateReplicaCommand())
@@ -126,15 +128,12 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 		}
 	}
 	if o.htmlOut != "" {
-		f, err := os.Create(o.htmlOut)
-		if err != nil {
+		if err := writeFile(o.htmlOut, func(w io.Writer) error { return report.RenderHTML(w, rep) }); err != nil {
 			return err
 		}
-		if err := report.RenderHTML(f, rep); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+	}
+	if o.timelineOut != "" {
+		if err := writeFile(o.timelineOut, func(w io.Writer) error { return report.RenderTimelineCSV(w, rep) }); err != nil {
 			return err
 		}
 	}
@@ -152,6 +151,19 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	}
 	fmt.Fprintf(out, "\nSimulated in %.2fs.\n", rep.Elapsed)
 	return nil
+}
+
+// writeFile creates path and writes it with render.
+func writeFile(path string, render func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := render(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // scenarioFile is the scenario at path, or the embedded default when path

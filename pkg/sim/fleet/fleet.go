@@ -119,13 +119,16 @@ type Fleet struct {
 	nextReady, nextGrace, fastPath  time.Duration
 	controlStart                    time.Duration
 
-	timeline    []TimePoint
-	bucketTTFT  []float64
-	bucketArr   int
-	doneBuf     []*seq
-	preemptions int64
-	steps64     int64
-	progress    func(now, end time.Duration)
+	timeline   []TimePoint
+	bucketTTFT []float64
+	bucketArr  int
+	// bucketMissTTFT and bucketMissITL count the bucket's requests over
+	// each target.
+	bucketMissTTFT, bucketMissITL int
+	doneBuf                       []*seq
+	preemptions                   int64
+	steps64                       int64
+	progress                      func(now, end time.Duration)
 }
 
 func New(sc *scenario.Scenario, trace *trace.Trace, ctl Policy, initial []int32) *Fleet {
@@ -479,6 +482,12 @@ func (f *Fleet) finish(q *seq) {
 		r.itl = float32((f.now - q.firstToken).Seconds() / float64(q.output-1))
 	}
 	f.bucketTTFT = append(f.bucketTTFT, float64(r.ttft))
+	if float64(r.ttft) > f.sc.SLO.TTFT.D().Seconds()+1e-9 {
+		f.bucketMissTTFT++
+	}
+	if float64(r.itl) > f.sc.SLO.ITL.D().Seconds()+1e-9 {
+		f.bucketMissITL++
+	}
 }
 
 // Met says whether request i finished within the SLO.
@@ -652,12 +661,19 @@ type TimePoint struct {
 	// previous point; NaN-free: 0 when none finished.
 	TTFTp50 float64 `json:"ttftP50"`
 	TTFTp99 float64 `json:"ttftP99"`
+	// Finished counts the requests that finished since the previous
+	// point; MissedTTFT and MissedITL those of them over each target (a
+	// request can miss both).
+	Finished   int `json:"finished"`
+	MissedTTFT int `json:"missedTTFT"`
+	MissedITL  int `json:"missedITL"`
 }
 
 func (f *Fleet) recordTimePoint() {
 	if f.now < f.origin {
 		f.bucketArr = 0
 		f.bucketTTFT = f.bucketTTFT[:0]
+		f.bucketMissTTFT, f.bucketMissITL = 0, 0
 		return
 	}
 	if len(f.timeline) == 0 {
@@ -697,6 +713,8 @@ func (f *Fleet) recordTimePoint() {
 	if len(f.routable) > 0 {
 		tp.KVUsage = kv / float64(len(f.routable))
 	}
+	tp.Finished, tp.MissedTTFT, tp.MissedITL = len(f.bucketTTFT), f.bucketMissTTFT, f.bucketMissITL
+	f.bucketMissTTFT, f.bucketMissITL = 0, 0
 	if len(f.bucketTTFT) > 0 {
 		slices.Sort(f.bucketTTFT)
 		tp.TTFTp50 = percentileSorted(f.bucketTTFT, 0.50)

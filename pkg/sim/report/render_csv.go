@@ -1,0 +1,59 @@
+package report
+
+import (
+	"encoding/csv"
+	"io"
+	"strconv"
+
+	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/oracle"
+)
+
+// RenderTimelineCSV writes every policy's timeline (one row per scrape:
+// arrivals, replicas and ready replicas per variant, queues, KV, TTFT and
+// the requests that finished over each target) as CSV, for reading where a
+// policy missed the SLO and what it ran then. The static-frontier rows are
+// left out.
+func RenderTimelineCSV(w io.Writer, rep sim.Report) error {
+	cw := csv.NewWriter(w)
+	head := []string{"policy", "seconds", "arrival_rate"}
+	for _, v := range rep.Variants {
+		head = append(head, "replicas_"+v.Name)
+	}
+	for _, v := range rep.Variants {
+		head = append(head, "ready_"+v.Name)
+	}
+	head = append(head, "waiting", "running", "kv_usage", "ttft_p50_seconds", "ttft_p99_seconds", "finished", "missed_ttft", "missed_itl")
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	num := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+	for _, p := range rep.Policies {
+		if oracle.IsFrontierRow(p.Policy) {
+			continue
+		}
+		for _, tp := range p.Timeline {
+			row := []string{p.Policy, num(tp.Seconds), num(tp.ArrivalRate)}
+			for i := range rep.Variants {
+				row = append(row, strconv.Itoa(int(at(tp.Replicas, i))))
+			}
+			for i := range rep.Variants {
+				row = append(row, strconv.Itoa(int(at(tp.Ready, i))))
+			}
+			row = append(row, strconv.Itoa(tp.Waiting), strconv.Itoa(tp.Running), num(tp.KVUsage), num(tp.TTFTp50), num(tp.TTFTp99),
+				strconv.Itoa(tp.Finished), strconv.Itoa(tp.MissedTTFT), strconv.Itoa(tp.MissedITL))
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func at(xs []int32, i int) int32 {
+	if i < len(xs) {
+		return xs[i]
+	}
+	return 0
+}
