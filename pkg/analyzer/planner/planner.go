@@ -114,6 +114,9 @@ type State struct {
 	Output float64 `json:"outputTokens,omitempty"`
 	// Roles is each role's memory in a disaggregated group (roles.go).
 	Roles map[decision.Role]State `json:"roles,omitempty"`
+	// RiseHistory is the rises seen within a start-up delay, for the
+	// rise margin (risemargin.go).
+	RiseHistory RiseHistory `json:"riseHistory,omitempty"`
 }
 
 // VariantState is one variant's learned capacity; kept while the variant
@@ -180,8 +183,11 @@ type Analysis struct {
 	Backlog       float64 `json:"backlog"`
 	BacklogRate   float64 `json:"backlogRate"`
 	// Rising is the growth forecast over the horizon (req/s).
-	Rising  float64 `json:"rising"`
-	Horizon string  `json:"horizon"`
+	Rising float64 `json:"rising"`
+	// RiseMargin is the rise the group's history says can come within
+	// the horizon (req/s), planned for when the trend forecasts less.
+	RiseMargin float64 `json:"riseMargin"`
+	Horizon    string  `json:"horizon"`
 	// Staffed is demand plus the margin for the attainment target.
 	Staffed float64 `json:"staffedRate"`
 	// StaffedArrivals is Staffed without the backlog: what the hold
@@ -205,8 +211,8 @@ type Analysis struct {
 // Summary implements analyzer.Summarizer.
 func (a Analysis) Summary() []string {
 	lines := []string{
-		fmt.Sprintf("demand %.3f req/s (%s) + rising %.3f + backlog %.0f over %s = %.3f req/s; with margin %.3f; held %.3f over %s",
-			a.ArrivalRate, a.ArrivalSource, a.Rising, a.Backlog, a.Horizon, a.ArrivalRate+a.Rising+a.BacklogRate, a.Staffed, a.Held, a.Hold),
+		fmt.Sprintf("demand %.3f req/s (%s) + rising %.3f (history's rise margin %.3f) + backlog %.0f over %s = %.3f req/s; with margin %.3f; held %.3f over %s",
+			a.ArrivalRate, a.ArrivalSource, a.Rising, a.RiseMargin, a.Backlog, a.Horizon, a.ArrivalRate+max(a.Rising, a.RiseMargin)+a.BacklogRate, a.Staffed, a.Held, a.Hold),
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
@@ -329,10 +335,12 @@ func (c *cycle) demand() {
 	// the replicas already serving drain much of it meanwhile.
 	an.BacklogRate = an.Backlog / c.horizon.Seconds()
 	an.Rising = rising(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon)
-	rate := an.ArrivalRate + an.Rising + an.BacklogRate
+	c.next.RiseHistory = c.st.RiseHistory.record(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon)
+	an.RiseMargin = an.ArrivalRate * c.next.RiseHistory.margin(c.slo.Attainment)
+	rate := an.ArrivalRate + max(an.Rising, an.RiseMargin) + an.BacklogRate
 	c.ref = referenceCapacity(c.variants, c.caps)
 	an.Staffed = staffed(rate, c.ref, c.slo)
-	an.StaffedArrivals = staffed(an.ArrivalRate, c.ref, c.slo)
+	an.StaffedArrivals = staffed(an.ArrivalRate+an.RiseMargin, c.ref, c.slo)
 	if floor, n := saturationFloor(c.g, c.caps, c.ref, c.scaling); floor > rate {
 		// The replicas say demand is more than the rates do: a renamed
 		// counter, a scrape gap or a capacity fitted too high. Like a

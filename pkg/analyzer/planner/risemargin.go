@@ -1,0 +1,118 @@
+package planner
+
+import (
+	"math"
+	"time"
+
+	"github.com/wva-project/wva/pkg/decision"
+)
+
+// A replica ordered now serves one start-up delay later, so demand that
+// rises faster than that lands on the fleet of before the rise. The trend
+// (trend.go) sees a rise only once it is under way; the rise margin is
+// what the group's own history says demand can add within a start-up
+// delay before the trend shows it. Each cycle records how far the
+// arrivals rose over the start-up delay that just ended (the highest rate
+// of the delay against its first, less the rate window's Poisson noise),
+// as a share of the rate it started from, in a histogram that forgets
+// with a half-life of riseHalfLife and is persisted with the planner's
+// state. The margin is the rise that riseCover of the delays stayed
+// within, times the arrival rate now: where bursts come within a start-up
+// the plan carries their usual size, and a smooth day carries little. The
+// margin is held like the demand it is planned with: a burst that came
+// back within the hold is still covered. A group with less than
+// minRiseHistory of history plans as without: an hour holds a burst or
+// two, too few to say how large the usual one is.
+const (
+	// riseBin is the histogram's bin width, in shares of the rate;
+	// riseBins of them reach a rise of 4x.
+	riseBin  = 0.05
+	riseBins = 80
+	// riseHalfLife is how long a recorded rise counts for half.
+	riseHalfLife = 12 * time.Hour
+	// minRiseHistory is the history worth planning on.
+	minRiseHistory = 2 * time.Hour
+	// riseNoiseSigmas of the rate window's Poisson noise are not a rise.
+	riseNoiseSigmas = 2
+	// riseBudget is how many times the SLO's error budget of start-up
+	// delays may rise beyond the margin: 10% of them at 99% attainment
+	// (a rise beyond it costs misses for part of one delay, not all of
+	// its requests).
+	riseBudget = 10
+)
+
+// RiseHistory is the histogram of the rises seen within a start-up delay.
+type RiseHistory struct {
+	// Bins are the decayed weights of rises in [i, i+1) x riseBin.
+	Bins []float64 `json:"bins,omitempty"`
+	// Since is when the first delay was recorded, At the last.
+	Since time.Time `json:"since,omitempty"`
+	At    time.Time `json:"at,omitempty"`
+}
+
+// record adds the rise over the start-up delay that ended now, read from
+// the remembered arrivals and the current rate; it records nothing until
+// the history covers a whole delay.
+func (h RiseHistory) record(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration) RiseHistory {
+	start, found := 0.0, false
+	peak := cur
+	for _, p := range plans {
+		age := now.Sub(p.At)
+		switch {
+		case age >= horizon:
+			// The youngest point a whole delay old starts it.
+			start, found = p.Arrivals, true
+		case found:
+			peak = max(peak, p.Arrivals)
+		}
+	}
+	if !found || start <= 0 {
+		return h
+	}
+	noise := riseNoiseSigmas * math.Sqrt(start/decision.RateWindow.Seconds())
+	share := max(0, peak-start-noise) / start
+	out := RiseHistory{Bins: make([]float64, riseBins), Since: h.Since, At: now}
+	if out.Since.IsZero() {
+		out.Since = now
+	}
+	decay := 1.0
+	if !h.At.IsZero() && now.After(h.At) {
+		decay = math.Exp2(-now.Sub(h.At).Hours() / riseHalfLife.Hours())
+	}
+	for i := range min(len(h.Bins), riseBins) {
+		out.Bins[i] = h.Bins[i] * decay
+	}
+	out.Bins[min(int(share/riseBin), riseBins-1)]++
+	return out
+}
+
+// margin is the rise share that all but the error budget's share of the
+// recorded delays stayed within (the upper edge of its bin), 0 with too
+// little history.
+func (h RiseHistory) margin(attainment float64) float64 {
+	if h.Since.IsZero() || h.At.Sub(h.Since) < minRiseHistory {
+		return 0
+	}
+	var total float64
+	for _, w := range h.Bins {
+		total += w
+	}
+	if total <= 0 {
+		return 0
+	}
+	cover := 1 - riseBudget*(1-attainment)
+	if cover <= 0 {
+		return 0
+	}
+	var sum float64
+	for i, w := range h.Bins {
+		sum += w
+		if sum >= cover*total-1e-12 {
+			if i == 0 {
+				return 0
+			}
+			return float64(i+1) * riseBin
+		}
+	}
+	return float64(riseBins) * riseBin
+}

@@ -1,0 +1,126 @@
+package planner
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/decision"
+)
+
+func TestRiseHistoryRecord(t *testing.T) {
+	const horizon = 4 * time.Minute
+	now := t0.Add(time.Hour)
+	points := func(rates ...float64) []PlanPoint {
+		// One a minute, the last a minute before now.
+		var ps []PlanPoint
+		for i, r := range rates {
+			ps = append(ps, PlanPoint{At: now.Add(-time.Duration(len(rates)-i) * time.Minute), Arrivals: r})
+		}
+		return ps
+	}
+	noise := func(start float64) float64 { return riseNoiseSigmas * math.Sqrt(start/60) }
+	cases := []struct {
+		name  string
+		plans []PlanPoint
+		cur   float64
+		// bin is where the rise lands; -1 when nothing is recorded.
+		bin int
+	}{
+		{"flat", points(4, 4, 4, 4, 4), 4, 0},
+		{"within the rate window's noise", points(4, 4, 4.2, 4.4, 4.3), 4.4, 0},
+		{"a step to 3x within the delay", points(1, 2, 2, 6, 6), 6, int((4 - noise(2)) / 2 / riseBin)},
+		{"the peak counts, not the last rate", points(2, 2, 8, 3, 2), 2, int((6 - noise(2)) / 2 / riseBin)},
+		{"a fall is no rise", points(6, 6, 3, 2, 2), 2, 0},
+		{"beyond 4x: the last bin", points(5, 1, 1, 20, 20), 20, riseBins - 1},
+		{"no point a whole delay old", points(2, 2, 2), 2, -1},
+		{"from an idle group", points(0, 0, 0, 0, 3), 3, -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := RiseHistory{}.record(tc.plans, now, tc.cur, horizon)
+			if tc.bin < 0 {
+				assert.Empty(t, h.Bins)
+				return
+			}
+			require.Len(t, h.Bins, riseBins)
+			assert.Equal(t, 1.0, h.Bins[tc.bin], "bins %v", h.Bins)
+			assert.Equal(t, now, h.Since)
+		})
+	}
+}
+
+func TestRiseHistoryForgets(t *testing.T) {
+	plans := []PlanPoint{{At: t0, Arrivals: 4}}
+	h := RiseHistory{}.record(plans, t0.Add(5*time.Minute), 4, 4*time.Minute)
+	later := t0.Add(5*time.Minute + riseHalfLife)
+	plans = []PlanPoint{{At: later.Add(-5 * time.Minute), Arrivals: 4}}
+	h = h.record(plans, later, 4, 4*time.Minute)
+	assert.InDelta(t, 1.5, h.Bins[0], 1e-9, "the first rise counts half after a half-life")
+	assert.Equal(t, t0.Add(5*time.Minute), h.Since)
+}
+
+func TestRiseMargin(t *testing.T) {
+	history := func(span time.Duration, weights map[int]float64) RiseHistory {
+		h := RiseHistory{Bins: make([]float64, riseBins), Since: t0, At: t0.Add(span)}
+		for i, w := range weights {
+			h.Bins[i] = w
+		}
+		return h
+	}
+	cases := []struct {
+		name       string
+		h          RiseHistory
+		attainment float64
+		want       float64
+	}{
+		{"no history", RiseHistory{}, 0.99, 0},
+		{"an hour of history is too little", history(time.Hour, map[int]float64{20: 100}), 0.99, 0},
+		{"smooth: nine in ten delays within the noise", history(3*time.Hour, map[int]float64{0: 90, 20: 10}), 0.99, 0},
+		{"bursts in 15% of delays: their size", history(3*time.Hour, map[int]float64{0: 85, 20: 15}), 0.99, 21 * riseBin},
+		{"a lower target covers fewer", history(3*time.Hour, map[int]float64{0: 85, 20: 15}), 0.98, 0},
+		{"the rises below the cover set it", history(3*time.Hour, map[int]float64{0: 50, 4: 45, 20: 5}), 0.99, 5 * riseBin},
+		{"a target the budget cannot cover", history(3*time.Hour, map[int]float64{0: 50, 20: 50}), 0.8, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.InDelta(t, tc.want, tc.h.margin(tc.attainment), 1e-9)
+		})
+	}
+}
+
+// A group whose history has bursts within a start-up delay plans for the
+// usual one at the rate between bursts; the same rate after a smooth
+// history, or after too short a history, plans none.
+func TestRiseMarginPlansForUsualBursts(t *testing.T) {
+	play := func(minutes int, bursty bool) Analysis {
+		var st any
+		var an Analysis
+		l4 := int32(2)
+		for m := range minutes {
+			rate := 2.0
+			if bursty && m%15 >= 12 {
+				// A 3x burst for the last three minutes of each quarter
+				// hour.
+				rate = 6
+			}
+			g := fleet(l4, 0, rate)
+			g.Variants[1].MaxReplicas = 0
+			g.Now = t0.Add(time.Duration(m) * time.Minute)
+			var sig decision.Signal
+			an, sig, st = run(t, g, st)
+			l4 = sig.PlannedReplicas["l4"]
+		}
+		return an
+	}
+	// Each ends five minutes into a lull.
+	bursty, smooth, young := play(185, true), play(185, false), play(95, true)
+	assert.Equal(t, 2.0, bursty.ArrivalRate)
+	assert.InDelta(t, 2*(4-riseNoiseSigmas*math.Sqrt(2.0/60))/2, bursty.RiseMargin, 2*riseBin+1e-9, "the usual burst's rise at the rate now")
+	assert.Zero(t, smooth.RiseMargin)
+	assert.Zero(t, young.RiseMargin)
+	assert.Greater(t, bursty.StaffedArrivals, smooth.StaffedArrivals)
+}
