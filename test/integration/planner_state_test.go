@@ -1,0 +1,112 @@
+package integration
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/wva-project/wva/pkg/adapter"
+	"github.com/wva-project/wva/pkg/analyzer/planner"
+	"github.com/wva-project/wva/pkg/collector"
+	"github.com/wva-project/wva/pkg/config"
+	"github.com/wva-project/wva/pkg/decide"
+	"github.com/wva-project/wva/pkg/engine"
+)
+
+// burstyGateway reports a gateway arrival rate of 2 req/s with a 3x burst
+// for the last three minutes of every quarter hour of its clock, and one
+// replica serving it.
+type burstyGateway struct {
+	mu    sync.Mutex
+	clock *clocktesting.FakeClock
+	start time.Time
+}
+
+func (b *burstyGateway) rate() float64 {
+	if m := int(b.clock.Since(b.start).Minutes()); m%15 >= 12 {
+		return 6
+	}
+	return 2
+}
+
+func (b *burstyGateway) Collect(context.Context, collector.Request) (collector.Result, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rate := b.rate()
+	return collector.Result{
+		Pods: map[collector.PodKey]collector.PodMetrics{{Namespace: "prod", Pod: "p1"}: {
+			KvCacheUsage: 0.3, HasKvCacheUsage: true, HasQueueLength: true, NumGPUBlocks: 4096, BlockSize: 16,
+			AvgInputTokens: 800, AvgOutputTokens: 200, ArrivalRate: rate, AvgITLms: 30, AvgTTFTms: 200}},
+		GatewayArrivals: map[collector.ModelKey]float64{{Namespace: "prod", Model: "meta/llama-3.1-8b"}: rate},
+	}, nil
+}
+
+// TestPlannerRiseMarginSurvivesLeaderChange: the slo-planner's rise margin
+// is learned from the group's own history, which lives in its persisted
+// state. Engine A plans a group through three hours of bursts (a fake
+// clock, a cycle a minute) and saves its state; a new leader B loads it
+// from the API server and plans the lull after with the margin A learned,
+// as A itself does next, where a cold engine at the same rate plans none.
+func TestPlannerRiseMarginSurvivesLeaderChange(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, cs, wva := startCluster(ctx, t, "wva-system", "prod")
+	_, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-l4", "meta/llama-3.1-8b", "5", 1, 20), metav1.CreateOptions{})
+	require.NoError(t, err)
+	cms := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("wva-system"))
+	lister := cms.Core().V1().ConfigMaps().Lister()
+	cms.Start(ctx.Done())
+	cms.WaitForCacheSync(ctx.Done())
+
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	gateway := &burstyGateway{clock: clk, start: start}
+	newEngine := func() (*engine.Engine, *adapter.StatePersister) {
+		// The built-in configuration: the slo-planner.
+		e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: gateway, Status: engine.ClientStatusWriter{Client: wva},
+			Config: config.NewStore(), Pipeline: decide.Default(), Clock: clk, Interval: time.Minute, StatusHeartbeat: time.Minute}
+		return e, &adapter.StatePersister{Kube: cs, Namespace: "wva-system", Engine: e, Lister: lister}
+	}
+	analysis := func(c engine.Cycle) planner.Analysis {
+		require.Len(t, c.Results, 1)
+		require.NoError(t, c.Results[0].Err)
+		an, ok := c.Results[0].Analysis.(planner.Analysis)
+		require.True(t, ok, "the slo-planner decided: %T", c.Results[0].Analysis)
+		return an
+	}
+
+	a, pa := newEngine()
+	require.NoError(t, pa.Load(ctx))
+	// Three hours and five minutes: the last cycles are a lull.
+	for range 185 {
+		_, err := a.RunOnce(ctx)
+		require.NoError(t, err)
+		clk.Step(time.Minute)
+	}
+	require.NoError(t, pa.Persist(ctx))
+
+	b, pb := newEngine()
+	require.NoError(t, pb.Load(ctx))
+	cb, err := b.RunOnce(ctx)
+	require.NoError(t, err)
+	fromB := analysis(cb)
+	assert.Equal(t, 2.0, fromB.ArrivalRate, "a lull")
+	assert.Greater(t, fromB.RiseMargin, 2.0, "B plans the usual burst's rise A learned")
+
+	ca, err := a.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.InDelta(t, analysis(ca).RiseMargin, fromB.RiseMargin, 1e-9, "as A does from its own memory")
+
+	cold, _ := newEngine()
+	cc, err := cold.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, analysis(cc).RiseMargin, "a cold engine has no history")
+}
