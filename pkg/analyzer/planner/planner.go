@@ -156,6 +156,9 @@ type PlanPoint struct {
 	Rate float64   `json:"rate"`
 	// Arrivals is the arrival rate seen then, for the trend.
 	Arrivals float64 `json:"arrivals,omitempty"`
+	// SlowFloor is the saturation floor set by replicas over the ITL
+	// target then (0 when none), held for a short hold.
+	SlowFloor float64 `json:"slowFloor,omitempty"`
 }
 
 // VariantAnalysis is one variant's intermediate quantities.
@@ -196,7 +199,10 @@ type Analysis struct {
 	// Saturated is how many replicas set the saturation floor (0 when
 	// the rates set the demand).
 	Saturated int `json:"saturatedReplicas,omitempty"`
-	Reporting int `json:"reportingReplicas,omitempty"`
+	// SlowFloor is the staffed floor when most replicas are over the ITL
+	// target (held for a short hold), 0 otherwise.
+	SlowFloor float64 `json:"slowFloor,omitempty"`
+	Reporting int     `json:"reportingReplicas,omitempty"`
 	// Held is the highest staffed rate over the hold.
 	Held       float64           `json:"heldRate"`
 	Hold       string            `json:"hold"`
@@ -341,7 +347,7 @@ func (c *cycle) demand() {
 	c.ref = referenceCapacity(c.variants, c.caps)
 	an.Staffed = staffed(rate, c.ref, c.slo)
 	an.StaffedArrivals = staffed(an.ArrivalRate+an.RiseMargin, c.ref, c.slo)
-	if floor, n := saturationFloor(c.g, c.caps, c.ref, c.scaling); floor > rate {
+	if floor, n, slow := saturationFloor(c.g, c.caps, c.ref, c.scaling, c.slo); floor > rate {
 		// The replicas say demand is more than the rates do: a renamed
 		// counter, a scrape gap or a capacity fitted too high. Like a
 		// backlog, the floor orders now and is not held: saturation
@@ -349,28 +355,57 @@ func (c *cycle) demand() {
 		c.saturated = true
 		an.Saturated, an.Reporting = n, len(c.g.Replicas)
 		an.Staffed = staffed(floor, c.ref, c.slo)
+		if slow*2 > len(c.g.Replicas) {
+			// Most replicas are over the ITL target, not just queued:
+			// their capacity was fitted too high, and what the floor
+			// orders is held for a short hold (while the attainment
+			// feedback lowers the capacity), not given back the next
+			// cycle to be ordered again.
+			an.SlowFloor = an.Staffed
+		}
 	}
 }
 
 // saturationFloor is the demand saturated replicas prove. When more than
 // half of the replicas reporting metrics are saturated (KV cache or queue
-// at the percentage analyzer's thresholds), they serve all they can while
-// requests wait, so demand exceeds what they supply by at least one
-// reference replica, whatever the rate series say. It returns 0 otherwise,
-// and how many replicas are saturated.
-func saturationFloor(g decision.Group, caps map[string]ReplicaCapacity, ref ReplicaCapacity, scaling params.Scaling) (float64, int) {
-	var saturatedN int
+// at the percentage analyzer's thresholds, or too many of their requests
+// over the ITL target: overSLO), they serve all they can while requests
+// wait or run slow, so demand exceeds what they supply by at least one
+// reference replica, whatever the rate series and the fitted capacity
+// say. It returns 0 otherwise, how many replicas are saturated and how
+// many of them are over the ITL target.
+func saturationFloor(g decision.Group, caps map[string]ReplicaCapacity, ref ReplicaCapacity, scaling params.Scaling, slo params.SLO) (floor float64, saturated, slow int) {
 	var supply float64
 	for _, r := range g.Replicas {
 		supply += caps[r.Variant].Rate
-		if saturation.IsSaturated(r, scaling) {
-			saturatedN++
+		over := overSLO(r, slo)
+		if over {
+			slow++
+		}
+		if over || saturation.IsSaturated(r, scaling) {
+			saturated++
 		}
 	}
-	if len(g.Replicas) == 0 || 2*saturatedN <= len(g.Replicas) {
-		return 0, saturatedN
+	if len(g.Replicas) == 0 || 2*saturated <= len(g.Replicas) {
+		return 0, saturated, slow
 	}
-	return supply + ref.Rate, saturatedN
+	return supply + ref.Rate, saturated, slow
+}
+
+// A replica is over its SLO when more than overSLOBudgets times the SLO's
+// error budget of the requests it finished in the rate window (5% at 99%
+// attainment, of at least minOverSLORequests) took longer per output
+// token than the ITL target: the per-request TPOT histogram says so
+// directly where the fitted capacity claims room.
+const (
+	overSLOBudgets     = 5
+	minOverSLORequests = 10
+)
+
+func overSLO(r decision.ReplicaMetrics, slo params.SLO) bool {
+	n := r.TPOT.Total() * decision.RateWindow.Seconds()
+	return n >= minOverSLORequests && slo.TargetITLms > 0 &&
+		r.TPOT.Above(slo.TargetITLms/1000) > overSLOBudgets*(1-slo.Attainment)
 }
 
 // holdPeak compares the supply with the demand, adapts the hold to the
@@ -430,10 +465,13 @@ func (c *cycle) remember() {
 		if age < c.hold {
 			an.Held = max(an.Held, p.Rate)
 		}
+		if age < min(c.hold, time.Duration(shortHoldFactor*float64(lullUnit(c.horizon)))) {
+			an.Held = max(an.Held, p.SlowFloor)
+		}
 	}
 	// The hold remembers arrivals, not the backlog: a backlog is drained
 	// once, and the rate that drained it is not needed again.
-	next.Plans = append(next.Plans, PlanPoint{At: c.g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate})
+	next.Plans = append(next.Plans, PlanPoint{At: c.g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate, SlowFloor: an.SlowFloor})
 	if len(next.Plans) > maxHistory {
 		next.Plans = next.Plans[len(next.Plans)-maxHistory:]
 	}

@@ -591,6 +591,13 @@ func TestSaturationFloor(t *testing.T) {
 	calm := func(v string) decision.ReplicaMetrics {
 		return decision.ReplicaMetrics{Variant: v, KvCacheUsage: 0.5, QueueLength: 1}
 	}
+	// slow's requests (req/s in the 1m window) take 50 ms per token, or
+	// 150 ms for a share of them.
+	slow := func(v string, rate, share float64) decision.ReplicaMetrics {
+		r := calm(v)
+		r.TPOT = decision.Histogram{Bounds: []float64{0.05, 0.1, 0.15, math.Inf(1)}, Counts: []float64{rate * (1 - share), rate * (1 - share), rate, rate}}
+		return r
+	}
 	for _, tt := range []struct {
 		name      string
 		replicas  []decision.ReplicaMetrics
@@ -602,11 +609,52 @@ func TestSaturationFloor(t *testing.T) {
 		{"half saturated is not most", []decision.ReplicaMetrics{hot("a"), calm("b")}, 0, 1},
 		{"most saturated: their supply and one more", []decision.ReplicaMetrics{hot("a"), queued("b"), calm("a")}, 2 + 5 + 2 + 2, 2},
 		{"queue alone saturates", []decision.ReplicaMetrics{queued("a")}, 2 + 2, 1},
+		{"most over the ITL target", []decision.ReplicaMetrics{slow("a", 2, 0.2), slow("b", 5, 0.06), calm("a")}, 2 + 5 + 2 + 2, 2},
+		{"within five error budgets", []decision.ReplicaMetrics{slow("a", 2, 0.04), slow("b", 5, 0.04)}, 0, 0},
+		{"too few requests to tell", []decision.ReplicaMetrics{slow("a", 0.1, 0.5)}, 0, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			floor, n := saturationFloor(decision.Group{Replicas: tt.replicas}, caps, ref, scaling)
+			floor, n, _ := saturationFloor(decision.Group{Replicas: tt.replicas}, caps, ref, scaling, params.DefaultSLO())
 			assert.InDelta(t, tt.floor, floor, 1e-9)
 			assert.Equal(t, tt.saturated, n)
 		})
 	}
+}
+
+// Replicas mostly over the ITL target prove the capacity fitted too high:
+// the floor they set orders at once and is held for a short hold, so the
+// next calm cycle does not give the replicas back to order them again.
+func TestSlowReplicasOrderAndHold(t *testing.T) {
+	slow := decision.Histogram{Bounds: []float64{0.05, 0.1, 0.15, math.Inf(1)}, Counts: []float64{1, 1, 2, 2}}
+	var st any
+	l4 := int32(3)
+	cycle := func(at time.Duration, over bool) (Analysis, int32) {
+		g := fleet(l4, 0, 3)
+		g.Variants[1].MaxReplicas = 0
+		g.Now = t0.Add(at)
+		for i := range g.Replicas {
+			if over {
+				g.Replicas[i].TPOT = slow
+			}
+		}
+		an, sig, next := run(t, g, st)
+		st = next
+		l4 = sig.PlannedReplicas["l4"]
+		return an, l4
+	}
+	var calm int32
+	for m := range 20 {
+		_, calm = cycle(time.Duration(m)*time.Minute, false)
+	}
+	an, ordered := cycle(20*time.Minute, true)
+	assert.Positive(t, an.SlowFloor)
+	assert.Greater(t, ordered, calm, "half the requests over the target order replicas at once: %s", an.Why)
+	an, kept := cycle(21*time.Minute, false)
+	assert.Zero(t, an.SlowFloor)
+	assert.Equal(t, ordered, kept, "the next calm cycle keeps them")
+	var released int32
+	for m := 22; m < 60; m++ {
+		_, released = cycle(time.Duration(m)*time.Minute, false)
+	}
+	assert.Less(t, released, ordered, "given back after the short hold")
 }
