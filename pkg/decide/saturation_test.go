@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -54,8 +55,8 @@ func TestSaturatedGroupScalesUp(t *testing.T) {
 
 // saturatedGroup draws a group of one to three variants below their
 // maxReplicas, every replica Ready and reporting, more than half of them
-// saturated (KV or queue at the thresholds), with rate series that are
-// missing, zero or small.
+// saturated (KV or queue at the thresholds, or too many requests over the
+// ITL target), with rate series that are missing, zero or small.
 func saturatedGroup(rng *rand.Rand) decision.Group {
 	g := decision.Group{ModelID: "m", Namespace: "ns"}
 	if rng.IntN(2) == 0 {
@@ -78,13 +79,20 @@ func saturatedGroup(rng *rand.Rand) decision.Group {
 				r.ArrivalRate = rng.Float64()
 				r.AvgTTFTms, r.AvgITLms = 50+rng.Float64()*500, 5+rng.Float64()*50
 			}
-			switch rng.IntN(3) {
+			switch rng.IntN(4) {
 			case 0:
 				r.KvCacheUsage = 0.8 + 0.2*rng.Float64()
 			case 1:
 				r.QueueLength = float64(5 + rng.IntN(20))
-			default:
+			case 2:
 				r.KvCacheUsage, r.QueueLength = 0.95, float64(11+rng.IntN(5))
+			default:
+				// KV and queue calm, but 10-100% of its requests (0.5-5
+				// req/s in the 1m window) over the 100 ms ITL target.
+				rate, share := 0.5+4.5*rng.Float64(), 0.1+0.9*rng.Float64()
+				r.KvCacheUsage = 0.5 * rng.Float64()
+				r.TPOT = decision.Histogram{Bounds: []float64{0.05, 0.1, 0.2, math.Inf(1)},
+					Counts: []float64{rate * (1 - share) / 2, rate * (1 - share), rate, rate}}
 			}
 			g.Replicas = append(g.Replicas, r)
 		}
@@ -92,7 +100,7 @@ func saturatedGroup(rng *rand.Rand) decision.Group {
 	// One replica of a variant with two or more may be unsaturated: the
 	// majority still is.
 	if n := len(g.Replicas); n >= 3 {
-		g.Replicas[n-1].KvCacheUsage, g.Replicas[n-1].QueueLength = 0.3, 0
+		g.Replicas[n-1].KvCacheUsage, g.Replicas[n-1].QueueLength, g.Replicas[n-1].TPOT = 0.3, 0, decision.Histogram{}
 	}
 	return g
 }
