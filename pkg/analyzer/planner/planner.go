@@ -341,10 +341,14 @@ func (c *cycle) demand() {
 	// the replicas already serving drain much of it meanwhile.
 	an.BacklogRate = an.Backlog / c.horizon.Seconds()
 	an.Rising = rising(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon)
-	c.next.RiseHistory = c.st.RiseHistory.record(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon)
+	c.ref = referenceCapacity(c.variants, c.caps)
+	// Rises are read at the timescale of the load they bring: a burst of
+	// arrivals shorter than a request adds less than its height to the
+	// requests in flight (a reasoning model's minutes-long answers).
+	span := time.Duration(c.ref.RequestSeconds * float64(time.Second))
+	c.next.RiseHistory = c.st.RiseHistory.record(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon, span)
 	an.RiseMargin = an.ArrivalRate * c.next.RiseHistory.margin(c.slo.Attainment)
 	rate := an.ArrivalRate + max(an.Rising, an.RiseMargin) + an.BacklogRate
-	c.ref = referenceCapacity(c.variants, c.caps)
 	an.Staffed = staffed(rate, c.ref, c.slo)
 	an.StaffedArrivals = staffed(an.ArrivalRate+an.RiseMargin, c.ref, c.slo)
 	if floor, n, slow := saturationFloor(c.g, c.caps, c.ref, c.scaling, c.slo); floor > rate {

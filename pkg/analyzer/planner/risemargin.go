@@ -13,11 +13,12 @@ import (
 // what the group's own history says demand can add within a start-up
 // delay before the trend shows it. Each cycle records how far the
 // arrivals rose over the start-up delay that just ended (the highest rate
-// of the delay against its first, less the rate window's Poisson noise),
+// of the delay against its first, each averaged over a request's
+// duration, less the Poisson noise of that average),
 // as a share of the rate it started from, in a histogram that forgets
 // with a half-life of riseHalfLife and is persisted with the planner's
-// state. The margin is the rise that riseCover of the delays stayed
-// within, times the arrival rate now: where bursts come within a start-up
+// state. The margin is the rise that all but riseBudget error budgets of
+// the delays stayed within, times the arrival rate now: where bursts come within a start-up
 // the plan carries their usual size, and a smooth day carries little. The
 // margin is held like the demand it is planned with: a burst that came
 // back within the hold is still covered. A group with less than
@@ -51,25 +52,41 @@ type RiseHistory struct {
 }
 
 // record adds the rise over the start-up delay that ended now, read from
-// the remembered arrivals and the current rate; it records nothing until
-// the history covers a whole delay.
-func (h RiseHistory) record(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration) RiseHistory {
+// the remembered arrivals and the current rate, each averaged over span
+// (a request's duration; at least the rate window, whose Poisson noise
+// the rise is counted beyond); it records nothing until the history
+// covers a whole delay.
+func (h RiseHistory) record(plans []PlanPoint, now time.Time, cur float64, horizon, span time.Duration) RiseHistory {
+	window := decision.RateWindow
+	span = max(span, window)
+	pts := append(append(make([]PlanPoint, 0, len(plans)+1), plans...), PlanPoint{At: now, Arrivals: cur})
+	// smoothed is the mean of the 1m rates whose windows fall within span
+	// of point i's end.
+	smoothed := func(i int) float64 {
+		var sum float64
+		n := 0
+		for j := i; j >= 0 && pts[i].At.Sub(pts[j].At) <= span-window; j-- {
+			sum += pts[j].Arrivals
+			n++
+		}
+		return sum / float64(n)
+	}
 	start, found := 0.0, false
-	peak := cur
-	for _, p := range plans {
+	peak := 0.0
+	for i, p := range pts {
 		age := now.Sub(p.At)
 		switch {
 		case age >= horizon:
 			// The youngest point a whole delay old starts it.
-			start, found = p.Arrivals, true
+			start, found = smoothed(i), true
 		case found:
-			peak = max(peak, p.Arrivals)
+			peak = max(peak, smoothed(i))
 		}
 	}
 	if !found || start <= 0 {
 		return h
 	}
-	noise := riseNoiseSigmas * math.Sqrt(start/decision.RateWindow.Seconds())
+	noise := riseNoiseSigmas * math.Sqrt(start/span.Seconds())
 	share := max(0, peak-start-noise) / start
 	out := RiseHistory{Bins: make([]float64, riseBins), Since: h.Since, At: now}
 	if out.Since.IsZero() {

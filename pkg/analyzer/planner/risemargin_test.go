@@ -23,25 +23,32 @@ func TestRiseHistoryRecord(t *testing.T) {
 		return ps
 	}
 	noise := func(start float64) float64 { return riseNoiseSigmas * math.Sqrt(start/60) }
+	// Requests lasting three minutes: a rise counts as the mean of three
+	// 1m rates.
+	const span = 3 * time.Minute
+	noise3 := func(start float64) float64 { return riseNoiseSigmas * math.Sqrt(start/180) }
 	cases := []struct {
 		name  string
 		plans []PlanPoint
 		cur   float64
+		span  time.Duration
 		// bin is where the rise lands; -1 when nothing is recorded.
 		bin int
 	}{
-		{"flat", points(4, 4, 4, 4, 4), 4, 0},
-		{"within the rate window's noise", points(4, 4, 4.2, 4.4, 4.3), 4.4, 0},
-		{"a step to 3x within the delay", points(1, 2, 2, 6, 6), 6, int((4 - noise(2)) / 2 / riseBin)},
-		{"the peak counts, not the last rate", points(2, 2, 8, 3, 2), 2, int((6 - noise(2)) / 2 / riseBin)},
-		{"a fall is no rise", points(6, 6, 3, 2, 2), 2, 0},
-		{"beyond 4x: the last bin", points(5, 1, 1, 20, 20), 20, riseBins - 1},
-		{"no point a whole delay old", points(2, 2, 2), 2, -1},
-		{"from an idle group", points(0, 0, 0, 0, 3), 3, -1},
+		{"flat", points(4, 4, 4, 4, 4), 4, 0, 0},
+		{"within the rate window's noise", points(4, 4, 4.2, 4.4, 4.3), 4.4, 0, 0},
+		{"a step to 3x within the delay", points(1, 2, 2, 6, 6), 6, 0, int((4 - noise(2)) / 2 / riseBin)},
+		{"the peak counts, not the last rate", points(2, 2, 8, 3, 2), 2, 0, int((6 - noise(2)) / 2 / riseBin)},
+		{"a fall is no rise", points(6, 6, 3, 2, 2), 2, 0, 0},
+		{"beyond 4x: the last bin", points(5, 1, 1, 20, 20), 20, 0, riseBins - 1},
+		{"no point a whole delay old", points(2, 2, 2), 2, 0, -1},
+		{"from an idle group", points(0, 0, 0, 0, 3), 3, 0, -1},
+		{"a one-minute burst among long requests adds a third of its height", points(2, 2, 2, 2, 8, 2), 2, span, int((2 - noise3(2)) / 2 / riseBin)},
+		{"a lasting step among long requests counts whole", points(2, 2, 2, 2, 8, 8), 8, span, int((6 - noise3(2)) / 2 / riseBin)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := RiseHistory{}.record(tc.plans, now, tc.cur, horizon)
+			h := RiseHistory{}.record(tc.plans, now, tc.cur, horizon, tc.span)
 			if tc.bin < 0 {
 				assert.Empty(t, h.Bins)
 				return
@@ -55,10 +62,10 @@ func TestRiseHistoryRecord(t *testing.T) {
 
 func TestRiseHistoryForgets(t *testing.T) {
 	plans := []PlanPoint{{At: t0, Arrivals: 4}}
-	h := RiseHistory{}.record(plans, t0.Add(5*time.Minute), 4, 4*time.Minute)
+	h := RiseHistory{}.record(plans, t0.Add(5*time.Minute), 4, 4*time.Minute, 0)
 	later := t0.Add(5*time.Minute + riseHalfLife)
 	plans = []PlanPoint{{At: later.Add(-5 * time.Minute), Arrivals: 4}}
-	h = h.record(plans, later, 4, 4*time.Minute)
+	h = h.record(plans, later, 4, 4*time.Minute, 0)
 	assert.InDelta(t, 1.5, h.Bins[0], 1e-9, "the first rise counts half after a half-life")
 	assert.Equal(t, t0.Add(5*time.Minute), h.Since)
 }
