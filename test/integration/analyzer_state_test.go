@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -73,6 +74,21 @@ func (fixedMetrics) Collect(context.Context, collector.Request) (collector.Resul
 		{Namespace: "prod", Pod: "p1"}: {KvCacheUsage: 0.5, HasKvCacheUsage: true, HasQueueLength: true}}}, nil
 }
 
+// stateCluster starts a control plane with the VA prod/llama-l4 (up to
+// maxReplicas) and a ConfigMap lister on wva-system, where the analyzer
+// state is persisted.
+func stateCluster(ctx context.Context, t *testing.T, maxReplicas int32) (kubernetes.Interface, versioned.Interface, corelisters.ConfigMapLister) {
+	t.Helper()
+	_, cs, wva := startCluster(ctx, t, "wva-system", "prod")
+	_, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-l4", "meta/llama-3.1-8b", "5", 1, maxReplicas), metav1.CreateOptions{})
+	require.NoError(t, err)
+	cms := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("wva-system"))
+	lister := cms.Core().V1().ConfigMaps().Lister()
+	cms.Start(ctx.Done())
+	cms.WaitForCacheSync(ctx.Done())
+	return cs, wva, lister
+}
+
 // TestAnalyzerStateSurvivesLeaderChange: engine A decides a few cycles and
 // persists its analyzers' state in wva-analyzer-state; a fresh engine B (a
 // new leader, no memory of its own) loads it from the API server and its
@@ -82,13 +98,7 @@ func TestAnalyzerStateSurvivesLeaderChange(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, cs, wva := startCluster(ctx, t, "wva-system", "prod")
-	_, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-l4", "meta/llama-3.1-8b", "5", 1, 10), metav1.CreateOptions{})
-	require.NoError(t, err)
-	cms := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("wva-system"))
-	lister := cms.Core().V1().ConfigMaps().Lister()
-	cms.Start(ctx.Done())
-	cms.WaitForCacheSync(ctx.Done())
+	cs, wva, lister := stateCluster(ctx, t, 10)
 
 	newEngine := func() (*engine.Engine, *adapter.StatePersister) {
 		p := decide.Default()

@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/wva-project/wva/pkg/adapter"
@@ -58,13 +56,7 @@ func TestPlannerRiseMarginSurvivesLeaderChange(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, cs, wva := startCluster(ctx, t, "wva-system", "prod")
-	_, err := wva.LlmdV1alpha1().VariantAutoscalings("prod").Create(ctx, newVA("prod", "llama-l4", "meta/llama-3.1-8b", "5", 1, 20), metav1.CreateOptions{})
-	require.NoError(t, err)
-	cms := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("wva-system"))
-	lister := cms.Core().V1().ConfigMaps().Lister()
-	cms.Start(ctx.Done())
-	cms.WaitForCacheSync(ctx.Done())
+	cs, wva, lister := stateCluster(ctx, t, 20)
 
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(start)

@@ -26,6 +26,20 @@ func closedForm(p Params, pt Point) (Predicted, error) {
 	return Predicted{TTFTMs: ttft, ITLMs: itl, OutputTokensPerSecond: float64(c) * float64(out) / e2e * 1000}, nil
 }
 
+// nimShaped is what closedForm with p measures at NIM's 5000/500 points
+// (concurrency 1, 5, 25, 50).
+func nimShaped(t *testing.T, p Params) []Point {
+	t.Helper()
+	var points []Point
+	for i, c := range []int{1, 5, 25, 50} {
+		pred, err := closedForm(p, Point{InputTokens: 5000, OutputTokens: 500, Concurrency: c})
+		require.NoError(t, err)
+		points = append(points, Point{Source: fmt.Sprintf("p#%d", i+1), Concurrency: c, InputTokens: 5000, OutputTokens: 500,
+			TTFTMs: pred.TTFTMs, ITLMs: pred.ITLMs, OutputTokensPerSecond: pred.OutputTokensPerSecond})
+	}
+	return points
+}
+
 func TestFitRecoversKnownParameters(t *testing.T) {
 	for _, want := range []Params{
 		{Alpha: 18.4, Beta: 0.0776, Gamma: 2.45e-5},
@@ -34,13 +48,7 @@ func TestFitRecoversKnownParameters(t *testing.T) {
 		{Overhead: 8.1, Alpha: 10.5, Beta: 0.0798, Gamma: 2e-5},
 	} {
 		t.Run(fmt.Sprintf("%+v", want), func(t *testing.T) {
-			var points []Point
-			for i, c := range []int{1, 5, 25, 50} {
-				pred, err := closedForm(want, Point{InputTokens: 5000, OutputTokens: 500, Concurrency: c})
-				require.NoError(t, err)
-				points = append(points, Point{Source: fmt.Sprintf("p#%d", i+1), Concurrency: c, InputTokens: 5000, OutputTokens: 500,
-					TTFTMs: pred.TTFTMs, ITLMs: pred.ITLMs, OutputTokensPerSecond: pred.OutputTokensPerSecond})
-			}
+			points := nimShaped(t, want)
 			// The 500-token prompt tells a roofline's overhead from its
 			// weight reads.
 			pred, err := closedForm(want, Point{InputTokens: 500, OutputTokens: 2000, Concurrency: 1})
@@ -78,13 +86,7 @@ func TestFitReportsTheModelsFailure(t *testing.T) {
 // narrows the worst point, which is what a tolerance per point accepts.
 func TestFitNarrowsTheWorstPoint(t *testing.T) {
 	want := Params{Alpha: 18.4, Beta: 0.0776, Gamma: 2.45e-5}
-	var points []Point
-	for i, c := range []int{1, 5, 25, 50} {
-		pred, err := closedForm(want, Point{InputTokens: 5000, OutputTokens: 500, Concurrency: c})
-		require.NoError(t, err)
-		points = append(points, Point{Source: fmt.Sprintf("p#%d", i+1), Concurrency: c, InputTokens: 5000, OutputTokens: 500,
-			TTFTMs: pred.TTFTMs, ITLMs: pred.ITLMs, OutputTokensPerSecond: pred.OutputTokensPerSecond})
-	}
+	points := nimShaped(t, want)
 	// Concurrency 5 measured a third more TTFT than the model can give it
 	// beside concurrency 1 (as NIM's table does).
 	points[1].TTFTMs *= 1.35
