@@ -5,9 +5,10 @@
 //
 // Beside the tables it writes a stamp: a digest of everything the tables
 // are computed from (the Go toolchain, go.mod and go.sum, every file of
-// this module compiled into the simulator, the simulate command and benchreport, the traces, configs
-// and published benchmarks the tables read) and of the tables themselves. -check skips the
-// simulations when the stamp still matches: the simulator is deterministic,
+// this module compiled into the simulator, the simulate command and
+// benchreport, the traces, configs and published benchmarks the tables
+// read) and of the tables themselves. -check skips the simulations when
+// the stamp still matches: the simulator is deterministic,
 // so the same inputs give the same tables. A changed input or a table
 // edited by hand no longer matches, and the tables are simulated again.
 //
@@ -271,8 +272,9 @@ var simulateCommandFiles = regexp.MustCompile(`^cmd/wva/(main\.go|app/(root|simu
 // the analyzers, the decision pipeline, the collector's types) and into
 // benchreport, the simulate command's own files, go.mod and go.sum
 // (dependencies are pinned by them), the traces and configs the
-// workloads read, and the published table the replica table compares with. A change to the adapter, the controller or the fast
-// path leaves the stamp current.
+// workloads read, and the published table the replica table compares
+// with. A change to the adapter, the controller or the fast path leaves
+// the stamp current.
 func stampSources() ([]string, error) {
 	out, err := exec.Command("go", "list", "-deps", "-f",
 		`{{if .Module}}{{if .Module.Main}}{{.Dir}}|{{join .GoFiles ","}},{{join .CgoFiles ","}},{{join .EmbedFiles ","}}{{end}}{{end}}`,
@@ -643,13 +645,12 @@ func renderReplicaTable(published []calibrate.Point, simulated map[replicaShape]
 		if got == nil {
 			return "", fmt.Errorf("%s: no simulated point at %d input / %d output tokens, concurrency %d", p.Source, s.in, s.out, p.Concurrency)
 		}
-		worst := 0.0
-		for _, pair := range [][2]float64{{got.TTFTMs, p.TTFTMs}, {got.ITLMs, p.ITLMs}, {got.OutputTokensPerSecond, p.OutputTokensPerSecond}} {
-			if pair[1] <= 0 {
-				return "", fmt.Errorf("%s: a published figure is %g; the error against it is undefined", p.Source, pair[1])
+		for _, published := range []float64{p.TTFTMs, p.ITLMs, p.OutputTokensPerSecond} {
+			if published <= 0 {
+				return "", fmt.Errorf("%s: a published figure is %g; the error against it is undefined", p.Source, published)
 			}
-			worst = math.Max(worst, math.Abs(pair[0]/pair[1]-1))
 		}
+		worst := calibrate.Compare(p, calibrate.Predicted{TTFTMs: got.TTFTMs, ITLMs: got.ITLMs, OutputTokensPerSecond: got.OutputTokensPerSecond}).Worst()
 		// The published figures as published; the simulated ones rounded.
 		fmt.Fprintf(&b, "| %d / %d | %d | %.1f / %.2f / %.1f | %s / %s / %s | %.1f%% |\n", s.in, s.out, p.Concurrency,
 			got.TTFTMs, got.ITLMs, got.OutputTokensPerSecond, asPublished(p.TTFTMs), asPublished(p.ITLMs), asPublished(p.OutputTokensPerSecond), 100*worst)

@@ -104,12 +104,10 @@ func Fit(points []Point, model Model, roofline bool) (Result, error) {
 	best := minimize(origin, origin, leastSquares, &evals)
 	// A point is accepted within a tolerance of its own, so the fit then
 	// narrows the worst point from the least-squares answer (the sum of
-	// squares, scaled down, breaks ties between equal worst points). The
-	// worst point keeps the least-squares answer unless it is narrower.
+	// squares, scaled down, breaks ties between equal worst points);
+	// minimize keeps that answer unless it narrows the worst point.
 	minimax := func(x []float64) float64 { s, w := errorsOf(x); return w + 1e-3*s }
-	if x := minimize(best, origin, minimax, &evals); minimax(x) < minimax(best) {
-		best = x
-	}
+	best = minimize(best, origin, minimax, &evals)
 	p := fromLog(best)
 	fits, err := predictAll(points, model, p)
 	if err != nil {
@@ -174,12 +172,18 @@ func predictAll(points []Point, model Model, p Params) ([]PointFit, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pt.Source, err)
 		}
-		fits[i] = PointFit{Point: pt, Predicted: pred,
-			TTFTError:       pred.TTFTMs/pt.TTFTMs - 1,
-			ITLError:        pred.ITLMs/pt.ITLMs - 1,
-			ThroughputError: pred.OutputTokensPerSecond/pt.OutputTokensPerSecond - 1}
+		fits[i] = Compare(pt, pred)
 	}
 	return fits, nil
+}
+
+// Compare is a prediction beside the measured point, with its relative
+// errors.
+func Compare(pt Point, pred Predicted) PointFit {
+	return PointFit{Point: pt, Predicted: pred,
+		TTFTError:       pred.TTFTMs/pt.TTFTMs - 1,
+		ITLError:        pred.ITLMs/pt.ITLMs - 1,
+		ThroughputError: pred.OutputTokensPerSecond/pt.OutputTokensPerSecond - 1}
 }
 
 // toLog is the search's coordinates: the logs of Alpha, Beta, Gamma and,
