@@ -68,14 +68,18 @@ func observeAttainment(v string, reps []decision.ReplicaMetrics, targetITLms flo
 		}
 		n++
 	}
-	a := attainment{Requests: h.Total() * decision.RateWindow.Seconds()}
+	a := attainment{}
+	a.Requests, a.Over = overTarget(h, targetITLms)
 	if n > 0 {
 		a.Load = load / float64(n)
 	}
-	if a.Requests > 0 {
-		a.Over = h.Above(targetITLms / 1000)
-	}
 	return a
+}
+
+// overTarget reads a TPOT histogram's rate over the rate window: the
+// requests it counts and the share of them over the ITL target.
+func overTarget(h decision.Histogram, targetITLms float64) (requests, share float64) {
+	return h.Total() * decision.RateWindow.Seconds(), h.Above(targetITLms / 1000)
 }
 
 // Pool is the requests pooled towards the next headroom verdict.

@@ -407,9 +407,8 @@ const (
 )
 
 func overSLO(r decision.ReplicaMetrics, slo params.SLO) bool {
-	n := r.TPOT.Total() * decision.RateWindow.Seconds()
-	return n >= minOverSLORequests && slo.TargetITLms > 0 &&
-		r.TPOT.Above(slo.TargetITLms/1000) > overSLOBudgets*(1-slo.Attainment)
+	n, share := overTarget(r.TPOT, slo.TargetITLms)
+	return n >= minOverSLORequests && slo.TargetITLms > 0 && share > overSLOBudgets*(1-slo.Attainment)
 }
 
 // holdPeak compares the supply with the demand, adapts the hold to the

@@ -14,11 +14,11 @@ import (
 // delay before the trend shows it. Each cycle records how far the
 // arrivals rose over the start-up delay that just ended (the highest rate
 // of the delay against its first, each averaged over a request's
-// duration, less the Poisson noise of that average),
-// as a share of the rate it started from, in a histogram that forgets
-// with a half-life of riseHalfLife and is persisted with the planner's
-// state. The margin is the rise that all but riseBudget error budgets of
-// the delays stayed within, times the arrival rate now: where bursts come within a start-up
+// duration, less the Poisson noise of that average), as a share of the
+// rate it started from, in a histogram that forgets with a half-life of
+// riseHalfLife and is persisted with the planner's state. The margin is
+// the rise that all but riseBudget error budgets of the delays stayed
+// within, times the arrival rate now: where bursts come within a start-up
 // the plan carries their usual size, and a smooth day carries little. The
 // margin is held like the demand it is planned with: a burst that came
 // back within the hold is still covered. A group with less than
@@ -71,20 +71,24 @@ func (h RiseHistory) record(plans []PlanPoint, now time.Time, cur float64, horiz
 		}
 		return sum / float64(n)
 	}
-	start, found := 0.0, false
-	peak := 0.0
+	// The youngest point a whole delay old starts the delay (the points
+	// are oldest first).
+	first := -1
 	for i, p := range pts {
-		age := now.Sub(p.At)
-		switch {
-		case age >= horizon:
-			// The youngest point a whole delay old starts it.
-			start, found = smoothed(i), true
-		case found:
-			peak = max(peak, smoothed(i))
+		if now.Sub(p.At) >= horizon {
+			first = i
 		}
 	}
-	if !found || start <= 0 {
+	if first < 0 {
 		return h
+	}
+	start := smoothed(first)
+	if start <= 0 {
+		return h
+	}
+	peak := 0.0
+	for i := first + 1; i < len(pts); i++ {
+		peak = max(peak, smoothed(i))
 	}
 	noise := riseNoiseSigmas * math.Sqrt(start/span.Seconds())
 	share := max(0, peak-start-noise) / start
