@@ -482,10 +482,10 @@ func (f *Fleet) finish(q *seq) {
 		r.itl = float32((f.now - q.firstToken).Seconds() / float64(q.output-1))
 	}
 	f.bucketTTFT = append(f.bucketTTFT, float64(r.ttft))
-	if float64(r.ttft) > f.sc.SLO.TTFT.D().Seconds()+1e-9 {
+	if f.overTTFT(*r) {
 		f.bucketMissTTFT++
 	}
-	if float64(r.itl) > f.sc.SLO.ITL.D().Seconds()+1e-9 {
+	if f.overITL(*r) {
 		f.bucketMissITL++
 	}
 }
@@ -493,8 +493,16 @@ func (f *Fleet) finish(q *seq) {
 // Met says whether request i finished within the SLO.
 func (f *Fleet) Met(i int) bool {
 	r := f.results[i]
-	slo := f.sc.SLO
-	return r.state == reqDone && float64(r.ttft) <= slo.TTFT.D().Seconds()+1e-9 && float64(r.itl) <= slo.ITL.D().Seconds()+1e-9
+	return r.state == reqDone && !f.overTTFT(r) && !f.overITL(r)
+}
+
+// overTTFT and overITL say whether a finished request missed each target.
+func (f *Fleet) overTTFT(r reqResult) bool {
+	return float64(r.ttft) > f.sc.SLO.TTFT.D().Seconds()+1e-9
+}
+
+func (f *Fleet) overITL(r reqResult) bool {
+	return float64(r.itl) > f.sc.SLO.ITL.D().Seconds()+1e-9
 }
 
 func (f *Fleet) arrive() {
