@@ -133,11 +133,17 @@ func TestAdapterEndToEnd(t *testing.T) {
 		// The per-cycle series show the latest cycle: with a 1 s interval
 		// and cycle timeout, one cycle of a loaded machine can run out of
 		// time and hold instead (metrics-unreachable-hold); the next
-		// decides again. Wait for a cycle that decided, then read the rest.
+		// decides again. Wait for a cycle that decided 3 with every
+		// query, then read the rest. The scale-up is one cycle's decision:
+		// the cycles after it hold it while the target scales
+		// (transition-hold), so either is the decision's series.
 		perCycle := []string{
 			`wva_desired_replicas{accelerator="",model_id="meta/llama-3.1-8b",namespace="prod",variant_name="llama-l4"} 3`,
 			"wva_prometheus_queries_per_cycle 14", // 13 vLLM and EPP queries plus one idle window
+		}
+		decided := []string{
 			`wva_variant_decision_info{accelerator="",action="scale-up",model_id="meta/llama-3.1-8b",namespace="prod",rule="scale-up",variant_name="llama-l4"} 1`,
+			`wva_variant_decision_info{accelerator="",action="blocked",model_id="meta/llama-3.1-8b",namespace="prod",rule="transition-hold",variant_name="llama-l4"} 1`,
 		}
 		var body string
 		testenv.Eventually(ctx, t, "a cycle that decided 3 with 14 queries", func() (bool, string) {
@@ -149,6 +155,9 @@ func TestAdapterEndToEnd(t *testing.T) {
 				if !strings.Contains(b, line) {
 					return false, "missing " + line
 				}
+			}
+			if !strings.Contains(b, decided[0]) && !strings.Contains(b, decided[1]) {
+				return false, "missing " + decided[0] + " or " + decided[1]
 			}
 			body = b
 			return true, ""
