@@ -123,8 +123,10 @@ type Fleet struct {
 	bucketTTFT []float64
 	bucketArr  int
 	// bucketMissTTFT and bucketMissITL count the bucket's requests over
-	// each target.
+	// each target; bucketVariants the same per variant, and the requests
+	// sent to its pods.
 	bucketMissTTFT, bucketMissITL int
+	bucketVariants                []VariantPoint
 	doneBuf                       []*seq
 	preemptions                   int64
 	steps64                       int64
@@ -176,6 +178,7 @@ func NewWarm(sc *scenario.Scenario, tr *trace.Trace, ctl Policy, initial []int32
 	for i := range sc.Variants {
 		f.variants = append(f.variants, &variantState{spec: &sc.Variants[i], index: i})
 	}
+	f.bucketVariants = make([]VariantPoint, len(sc.Variants))
 	f.fitsAny = func(in, out int32) bool {
 		for _, v := range sc.Variants {
 			if int64(in)+int64(out) <= v.Server.KVCapacityTokens() {
@@ -402,6 +405,7 @@ func (f *Fleet) route(q *seq) {
 }
 
 func (f *Fleet) dispatch(p *Pod, q *seq) {
+	f.bucketVariants[p.variant].Dispatched++
 	p.srv.enqueue(q)
 	if !p.srv.busy {
 		f.startStep(p)
@@ -457,7 +461,7 @@ func (f *Fleet) completeStep(p *Pod) {
 	p.srv.busy = false
 	f.doneBuf = p.srv.complete(f.now, f.doneBuf[:0])
 	for _, q := range f.doneBuf {
-		f.finish(q)
+		f.finish(p, q)
 	}
 	if p.terminating && p.srv.idle() {
 		f.remove(p)
@@ -469,7 +473,7 @@ func (f *Fleet) completeStep(p *Pod) {
 	}
 }
 
-func (f *Fleet) finish(q *seq) {
+func (f *Fleet) finish(p *Pod, q *seq) {
 	f.inFlight--
 	f.completions.add(f.now)
 	if int(q.req) < f.skip {
@@ -482,11 +486,15 @@ func (f *Fleet) finish(q *seq) {
 		r.itl = float32((f.now - q.firstToken).Seconds() / float64(q.output-1))
 	}
 	f.bucketTTFT = append(f.bucketTTFT, float64(r.ttft))
+	vp := &f.bucketVariants[p.variant]
+	vp.Finished++
 	if f.overTTFT(*r) {
 		f.bucketMissTTFT++
+		vp.MissedTTFT++
 	}
 	if f.overITL(*r) {
 		f.bucketMissITL++
+		vp.MissedITL++
 	}
 }
 
@@ -675,6 +683,22 @@ type TimePoint struct {
 	Finished   int `json:"finished"`
 	MissedTTFT int `json:"missedTTFT"`
 	MissedITL  int `json:"missedITL"`
+	// Variants splits the requests by the variant whose pods ran them
+	// (in the scenario's order): where the gateway sent the load and
+	// which variant missed.
+	Variants []VariantPoint `json:"variants"`
+}
+
+// VariantPoint is one variant's share of a TimePoint.
+type VariantPoint struct {
+	// Dispatched counts the requests the gateway sent to its pods since
+	// the previous point (a request evicted and sent again counts again);
+	// Running those in its pods' batches.
+	Dispatched int `json:"dispatched"`
+	Running    int `json:"running"`
+	Finished   int `json:"finished"`
+	MissedTTFT int `json:"missedTTFT"`
+	MissedITL  int `json:"missedITL"`
 }
 
 func (f *Fleet) recordTimePoint() {
@@ -682,6 +706,7 @@ func (f *Fleet) recordTimePoint() {
 		f.bucketArr = 0
 		f.bucketTTFT = f.bucketTTFT[:0]
 		f.bucketMissTTFT, f.bucketMissITL = 0, 0
+		clear(f.bucketVariants)
 		return
 	}
 	if len(f.timeline) == 0 {
@@ -712,11 +737,14 @@ func (f *Fleet) recordTimePoint() {
 		}
 		tp.Ready = append(tp.Ready, ready)
 	}
+	tp.Variants = slices.Clone(f.bucketVariants)
+	clear(f.bucketVariants)
 	var kv float64
 	for _, p := range f.routable {
 		kv += p.srv.kvUsage()
 		tp.Waiting += p.srv.numWaiting()
 		tp.Running += len(p.srv.running)
+		tp.Variants[p.variant].Running += len(p.srv.running)
 	}
 	if len(f.routable) > 0 {
 		tp.KVUsage = kv / float64(len(f.routable))

@@ -6,14 +6,16 @@ import (
 	"strconv"
 
 	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/oracle"
 )
 
 // RenderTimelineCSV writes every policy's timeline (one row per scrape:
 // arrivals, replicas and ready replicas per variant, queues, KV, TTFT and
-// the requests that finished over each target) as CSV, for reading where a
-// policy missed the SLO and what it ran then. The static-frontier rows are
-// left out.
+// the requests that finished over each target, then per variant the
+// requests sent to its pods, running, finished and over each target) as
+// CSV, for reading where a policy missed the SLO, what it ran then and
+// which variant missed. The static-frontier rows are left out.
 func RenderTimelineCSV(w io.Writer, rep sim.Report) error {
 	cw := csv.NewWriter(w)
 	head := []string{"policy", "seconds", "arrival_rate"}
@@ -24,6 +26,11 @@ func RenderTimelineCSV(w io.Writer, rep sim.Report) error {
 		head = append(head, "ready_"+v.Name)
 	}
 	head = append(head, "waiting", "running", "kv_usage", "ttft_p50_seconds", "ttft_p99_seconds", "finished", "missed_ttft", "missed_itl")
+	for _, v := range rep.Variants {
+		for _, c := range variantColumns {
+			head = append(head, c+"_"+v.Name)
+		}
+	}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -42,6 +49,15 @@ func RenderTimelineCSV(w io.Writer, rep sim.Report) error {
 			}
 			row = append(row, strconv.Itoa(tp.Waiting), strconv.Itoa(tp.Running), num(tp.KVUsage), num(tp.TTFTp50), num(tp.TTFTp99),
 				strconv.Itoa(tp.Finished), strconv.Itoa(tp.MissedTTFT), strconv.Itoa(tp.MissedITL))
+			for i := range rep.Variants {
+				var vp fleet.VariantPoint
+				if i < len(tp.Variants) {
+					vp = tp.Variants[i]
+				}
+				for _, n := range []int{vp.Dispatched, vp.Running, vp.Finished, vp.MissedTTFT, vp.MissedITL} {
+					row = append(row, strconv.Itoa(n))
+				}
+			}
 			if err := cw.Write(row); err != nil {
 				return err
 			}
@@ -50,6 +66,9 @@ func RenderTimelineCSV(w io.Writer, rep sim.Report) error {
 	cw.Flush()
 	return cw.Error()
 }
+
+// variantColumns are the per-variant columns, in VariantPoint's order.
+var variantColumns = []string{"dispatched", "running", "finished", "missed_ttft", "missed_itl"}
 
 func at(xs []int32, i int) int32 {
 	if i < len(xs) {

@@ -39,18 +39,32 @@ func TestRenderTimelineCSV(t *testing.T) {
 		assert.Contains(t, col, "replicas_"+v.Name)
 		assert.Contains(t, col, "ready_"+v.Name)
 	}
+	cell := func(r []string, name string) int {
+		i, ok := col[name]
+		require.True(t, ok, "column %s", name)
+		n, err := strconv.Atoi(r[i])
+		require.NoError(t, err, "column %s", name)
+		return n
+	}
 	byPolicy := map[string]int{}
-	finished, missed := map[string]int{}, map[string]int{}
+	finished, missed, dispatched := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, r := range rows[1:] {
 		require.Len(t, r, len(head))
 		p := r[col["policy"]]
 		byPolicy[p]++
-		f, err := strconv.Atoi(r[col["finished"]])
-		require.NoError(t, err)
-		finished[p] += f
-		m, err := strconv.Atoi(r[col["missed_ttft"]])
-		require.NoError(t, err)
-		missed[p] += m
+		finished[p] += cell(r, "finished")
+		missed[p] += cell(r, "missed_ttft")
+		// The variants' columns split the row's totals.
+		sums := map[string]int{}
+		for _, v := range rep.Variants {
+			for _, c := range []string{"running", "finished", "missed_ttft", "missed_itl"} {
+				sums[c] += cell(r, c+"_"+v.Name)
+			}
+			dispatched[p] += cell(r, "dispatched_"+v.Name)
+		}
+		for _, c := range []string{"running", "finished", "missed_ttft", "missed_itl"} {
+			assert.Equal(t, cell(r, c), sums[c], "%s split by variant at %ss", c, r[col["seconds"]])
+		}
 	}
 	assert.Equal(t, map[string]int{policies.PolicyWVA: len(rep.Policies[0].Timeline)}, byPolicy, "no frontier rows")
 	wva := rep.Policies[0]
@@ -58,4 +72,5 @@ func TestRenderTimelineCSV(t *testing.T) {
 	assert.Greater(t, finished[policies.PolicyWVA], wva.Requests/2)
 	assert.LessOrEqual(t, finished[policies.PolicyWVA], wva.Requests)
 	assert.Equal(t, finished[policies.PolicyWVA], missed[policies.PolicyWVA])
+	assert.GreaterOrEqual(t, dispatched[policies.PolicyWVA], finished[policies.PolicyWVA], "every finished request was sent to a pod")
 }
