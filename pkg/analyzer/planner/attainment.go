@@ -20,7 +20,11 @@ import (
 // next verdict sees only replicas sized with the new headroom). Misses at
 // a load above the plan's rate (an onset, replicas still starting) say
 // nothing of the headroom: the plan already orders for them; a load well
-// under it says little either.
+// under it says little either. But while the group's supply covers its
+// demand, the plan orders nothing, and a variant loaded above its rate is
+// loaded so by the gateway's split (llm-d's scorers balance KV cache
+// usage, not capacity): its misses then say how much of its rate the
+// variant can be credited in this fleet, and are pooled.
 const (
 	// minHeadroom and maxHeadroom bound the learned headroom.
 	minHeadroom = 0.5
@@ -99,10 +103,11 @@ func headroomOf(h float64) float64 {
 
 // adaptHeadroom pools what the replicas show when their load is near the
 // plan's rate per replica (planned, at the current headroom h; 0: never
-// adapted) and returns the headroom and pool for the next cycle.
-func adaptHeadroom(h float64, pool Pool, a attainment, planned, target float64) (float64, Pool) {
+// adapted), or above it when the group was not short of supply, and
+// returns the headroom and pool for the next cycle.
+func adaptHeadroom(h float64, pool Pool, a attainment, planned, target float64, short bool) (float64, Pool) {
 	h = headroomOf(h)
-	if a.Requests <= 0 || planned <= 0 || a.Load < loadedShare*planned || a.Load > planned*(1+smallShortfall) {
+	if a.Requests <= 0 || planned <= 0 || a.Load < loadedShare*planned || (short && a.Load > planned*(1+smallShortfall)) {
 		return h, pool
 	}
 	pool.Requests += a.Requests

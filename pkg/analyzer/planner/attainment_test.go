@@ -26,7 +26,7 @@ func TestAdaptHeadroom(t *testing.T) {
 		{"never adapted starts at the default", 0, Pool{}, attainment{}, startHeadroom, Pool{}},
 		{"no requests: nothing learned", 0.8, Pool{Requests: 5}, attainment{Load: 3}, 0.8, Pool{Requests: 5}},
 		{"light load says little", 0.8, Pool{}, attainment{Over: 0, Requests: 100, Load: 1}, 0.8, Pool{}},
-		{"overload is the plan's to order for", 0.8, Pool{}, attainment{Over: 0.5, Requests: 100, Load: 4}, 0.8, Pool{}},
+		{"overload while short is the plan's to order for", 0.8, Pool{}, attainment{Over: 0.5, Requests: 100, Load: 4}, 0.8, Pool{}},
 		{"too few requests for a verdict: pooled", 0.8, Pool{Requests: 10, Over: 1}, attainment{Over: 0.1, Requests: 100, Load: 3},
 			0.8, Pool{Requests: 110, Over: 11}},
 		{"over budget: lower", 0.8, Pool{}, attainment{Over: 2 * budget, Requests: verdict, Load: 3}, 0.8 * headroomDown, Pool{}},
@@ -38,12 +38,20 @@ func TestAdaptHeadroom(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			// The plan's rate per replica is 3.2 req/s: loads 2-3.5 are near it.
-			h, pool := adaptHeadroom(tc.h, tc.pool, tc.a, 3.2, target)
+			h, pool := adaptHeadroom(tc.h, tc.pool, tc.a, 3.2, target, true)
 			assert.InDelta(t, tc.wantH, h, 1e-12)
 			assert.InDelta(t, tc.wantPool.Requests, pool.Requests, 1e-9)
 			assert.InDelta(t, tc.wantPool.Over, pool.Over, 1e-9)
 		})
 	}
+	// With supply covering demand, a variant loaded over its rate is loaded
+	// so by the gateway's split: its misses are pooled.
+	over := attainment{Over: 2 * budget, Requests: verdict, Load: 4}
+	h, pool := adaptHeadroom(0.8, Pool{}, over, 3.2, target, false)
+	assert.InDelta(t, 0.8*headroomDown, h, 1e-12, "split overload lowers the headroom")
+	assert.Zero(t, pool.Requests)
+	h, _ = adaptHeadroom(0.8, Pool{}, over, 3.2, target, true)
+	assert.InDelta(t, 0.8, h, 1e-12, "an onset's overload does not")
 }
 
 // Requests over the ITL target at the plan's load lower the variant's

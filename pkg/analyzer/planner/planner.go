@@ -99,6 +99,9 @@ type State struct {
 	Found   map[string]int32 `json:"found,omitempty"`
 	// LastRelease is when capacity was last given back.
 	LastRelease time.Time `json:"lastRelease,omitempty"`
+	// Short says the last cycle's supply fell short of its staffed
+	// demand (the attainment feedback leaves overloads to the plan then).
+	Short bool `json:"short,omitempty"`
 	// SwapAt and SwapTo are the last move to a cheaper mix and the mix
 	// it moves to; releasing down to SwapTo completes it and gives back
 	// no capacity the plan needs, so it is not a release.
@@ -313,7 +316,7 @@ func (c *cycle) capacities() {
 	c.caps = make(map[string]ReplicaCapacity, len(c.variants))
 	for _, v := range c.variants {
 		vs := c.st.Variants[v.Name]
-		va, nvs := learn(v, c.g.Replicas, vs, c.slo, c.an.Input, c.an.Output)
+		va, nvs := learn(v, c.g.Replicas, vs, c.slo, c.an.Input, c.an.Output, c.st.Short)
 		if v.Role.Normalized() == decision.RolePrefill {
 			va.Capacity = prefillCapacity(v, c.g.Replicas, c.slo, c.an.Input)
 		}
@@ -420,6 +423,7 @@ func (c *cycle) holdPeak() {
 		an.Supply += float64(v.CurrentReplicas) * c.caps[v.Name].Rate
 	}
 	c.short = an.Supply+1e-9 < an.Staffed
+	c.next.Short = c.short
 	c.adaptHold(unit)
 	c.hold = time.Duration(c.next.HoldFactor * float64(unit))
 	c.next.Rises = rises(c.st.Rises, c.st.Plans, c.g.Now, an.StaffedArrivals, c.ref.Rate, c.horizon, c.hold)
@@ -828,7 +832,7 @@ func requestShape(g decision.Group, st State) (in, out float64) {
 // A variant never seen running has an optimistic prior (its KV cache size
 // is unknown until a pod reports it): the plan tries it when it looks
 // cheapest, and what its replicas then show corrects the line.
-func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, slo params.SLO, in, out float64) (VariantAnalysis, VariantState) {
+func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, slo params.SLO, in, out float64, short bool) (VariantAnalysis, VariantState) {
 	if v.StartupDelay > 0 {
 		vs.StartupDelay = v.StartupDelay
 	}
@@ -888,7 +892,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 		att := observeAttainment(v.Name, reps, slo.TargetITLms)
 		va.TPOTOverTarget = att.Over
 		prev := h
-		h, vs.TPOTPool = adaptHeadroom(h, vs.TPOTPool, att, va.Capacity.Rate, slo.Attainment)
+		h, vs.TPOTPool = adaptHeadroom(h, vs.TPOTPool, att, va.Capacity.Rate, slo.Attainment, short)
 		if h != prev {
 			va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
 		}
