@@ -122,15 +122,13 @@ type Fleet struct {
 	timeline   []TimePoint
 	bucketTTFT []float64
 	bucketArr  int
-	// bucketMissTTFT and bucketMissITL count the bucket's requests over
-	// each target; bucketVariants the same per variant, and the requests
-	// sent to its pods.
-	bucketMissTTFT, bucketMissITL int
-	bucketVariants                []VariantPoint
-	doneBuf                       []*seq
-	preemptions                   int64
-	steps64                       int64
-	progress                      func(now, end time.Duration)
+	// bucketVariants counts per variant the bucket's requests sent to
+	// its pods, finished and over each target (the totals are their sums).
+	bucketVariants []VariantPoint
+	doneBuf        []*seq
+	preemptions    int64
+	steps64        int64
+	progress       func(now, end time.Duration)
 }
 
 func New(sc *scenario.Scenario, trace *trace.Trace, ctl Policy, initial []int32) *Fleet {
@@ -489,11 +487,9 @@ func (f *Fleet) finish(p *Pod, q *seq) {
 	vp := &f.bucketVariants[p.variant]
 	vp.Finished++
 	if f.overTTFT(*r) {
-		f.bucketMissTTFT++
 		vp.MissedTTFT++
 	}
 	if f.overITL(*r) {
-		f.bucketMissITL++
 		vp.MissedITL++
 	}
 }
@@ -705,7 +701,6 @@ func (f *Fleet) recordTimePoint() {
 	if f.now < f.origin {
 		f.bucketArr = 0
 		f.bucketTTFT = f.bucketTTFT[:0]
-		f.bucketMissTTFT, f.bucketMissITL = 0, 0
 		clear(f.bucketVariants)
 		return
 	}
@@ -739,6 +734,10 @@ func (f *Fleet) recordTimePoint() {
 	}
 	tp.Variants = slices.Clone(f.bucketVariants)
 	clear(f.bucketVariants)
+	for _, vp := range tp.Variants {
+		tp.MissedTTFT += vp.MissedTTFT
+		tp.MissedITL += vp.MissedITL
+	}
 	var kv float64
 	for _, p := range f.routable {
 		kv += p.srv.kvUsage()
@@ -749,8 +748,7 @@ func (f *Fleet) recordTimePoint() {
 	if len(f.routable) > 0 {
 		tp.KVUsage = kv / float64(len(f.routable))
 	}
-	tp.Finished, tp.MissedTTFT, tp.MissedITL = len(f.bucketTTFT), f.bucketMissTTFT, f.bucketMissITL
-	f.bucketMissTTFT, f.bucketMissITL = 0, 0
+	tp.Finished = len(f.bucketTTFT)
 	if len(f.bucketTTFT) > 0 {
 		slices.Sort(f.bucketTTFT)
 		tp.TTFTp50 = percentileSorted(f.bucketTTFT, 0.50)
