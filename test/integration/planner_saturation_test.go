@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -96,7 +95,7 @@ func TestPlannerScalesUpSaturatedReplicas(t *testing.T) {
 		n, reason := scaledUp("a scale-up served for four saturated replicas with no rate series",
 			func(demand float64) bool { return demand == 0 })
 		assert.LessOrEqual(t, n, int64(8), "within maxReplicas")
-		assert.True(t, strings.Contains(reason, "4 of 4 reporting replicas saturated"), "reason %q", reason)
+		assert.Contains(t, reason, "4 of 4 reporting replicas saturated")
 	})
 
 	t.Run("a trickle of completions", func(t *testing.T) {
@@ -127,6 +126,6 @@ func TestPlannerScalesUpSaturatedReplicas(t *testing.T) {
 		n, reason := scaledUp("a scale-up still served with a demand read from the rate series",
 			func(demand float64) bool { return demand > 0 })
 		assert.LessOrEqual(t, n, int64(8), "within maxReplicas")
-		assert.True(t, strings.Contains(reason, "reporting replicas saturated"), "reason %q", reason)
+		assert.Contains(t, reason, "reporting replicas saturated")
 	})
 }

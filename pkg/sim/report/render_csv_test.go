@@ -55,14 +55,15 @@ func TestRenderTimelineCSV(t *testing.T) {
 		finished[p] += cell(r, "finished")
 		missed[p] += cell(r, "missed_ttft")
 		// The variants' columns split the row's totals.
+		split := []string{"running", "finished", "missed_ttft", "missed_itl"}
 		sums := map[string]int{}
 		for _, v := range rep.Variants {
-			for _, c := range []string{"running", "finished", "missed_ttft", "missed_itl"} {
+			for _, c := range split {
 				sums[c] += cell(r, c+"_"+v.Name)
 			}
 			dispatched[p] += cell(r, "dispatched_"+v.Name)
 		}
-		for _, c := range []string{"running", "finished", "missed_ttft", "missed_itl"} {
+		for _, c := range split {
 			assert.Equal(t, cell(r, c), sums[c], "%s split by variant at %ss", c, r[col["seconds"]])
 		}
 	}
