@@ -71,6 +71,10 @@ const (
 // requests of 2000 prompt and 400 output tokens.
 var dayArgs = []string{"--shape", "day", "--duration", "24h", "--base-rate", "1.5", "--peak-rate", "9", "--input-tokens", "2000", "--output-tokens", "400"}
 
+// workdaysArgs is two workdays: a rise at 09:00 that every day has, bursts
+// that each day has at its own times (the same requests as the day's).
+var workdaysArgs = []string{"--shape", "workday", "--duration", "48h", "--base-rate", "0.8", "--peak-rate", "4.8", "--input-tokens", "2000", "--output-tokens", "400"}
+
 func azure(trace string, scale float64) []string {
 	return []string{"--trace", trace, "--rate-scale", fmt.Sprintf("%g", scale)}
 }
@@ -84,6 +88,7 @@ var workloads = []workload{
 	{"Azure code x3", azure(code, azureScale), false},
 	{"Azure conv x4.5", azure(conv, 1.5*azureScale), false},
 	{"day (24 h, bursts)", dayArgs, true},
+	{"workdays (2 x 24 h, 09:00 rise, bursts)", workdaysArgs, true},
 	{"ServeGen chat (m-mid, 00-12 h)", []string{"--trace", servegenChat}, true},
 	{"ServeGen reasoning (deepseek-r1, 00-12 h)", []string{"--trace", servegenReason}, true},
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -18,26 +19,36 @@ import (
 	"github.com/wva-project/wva/pkg/engine"
 )
 
-// burstyGateway reports a gateway arrival rate of 2 req/s with a 3x burst
-// for the last three minutes of every quarter hour of its clock, and one
-// replica serving it.
-type burstyGateway struct {
-	mu    sync.Mutex
-	clock *clocktesting.FakeClock
-	start time.Time
+// scheduledGateway reports the gateway arrival rate rateAt gives for the
+// time since start on its clock, and one replica serving it.
+type scheduledGateway struct {
+	mu     sync.Mutex
+	clock  *clocktesting.FakeClock
+	start  time.Time
+	rateAt func(time.Duration) float64
 }
 
-func (b *burstyGateway) rate() float64 {
-	if m := int(b.clock.Since(b.start).Minutes()); m%15 >= 12 {
+// burstyRate is 2 req/s with a 3x burst for the last three minutes of
+// every quarter hour.
+func burstyRate(d time.Duration) float64 {
+	if m := int(d.Minutes()); m%15 >= 12 {
 		return 6
 	}
 	return 2
 }
 
-func (b *burstyGateway) Collect(context.Context, collector.Request) (collector.Result, error) {
+// workdayRate is 1 req/s at night and 5 req/s from 09:00 to 17:00.
+func workdayRate(d time.Duration) float64 {
+	if h := math.Mod(d.Hours(), 24); h >= 9 && h < 17 {
+		return 5
+	}
+	return 1
+}
+
+func (b *scheduledGateway) Collect(context.Context, collector.Request) (collector.Result, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	rate := b.rate()
+	rate := b.rateAt(b.clock.Since(b.start))
 	return collector.Result{
 		Pods: map[collector.PodKey]collector.PodMetrics{{Namespace: "prod", Pod: "p1"}: {
 			KvCacheUsage: 0.3, HasKvCacheUsage: true, HasQueueLength: true, NumGPUBlocks: 4096, BlockSize: 16,
@@ -60,7 +71,7 @@ func TestPlannerRiseMarginSurvivesLeaderChange(t *testing.T) {
 
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(start)
-	gateway := &burstyGateway{clock: clk, start: start}
+	gateway := &scheduledGateway{clock: clk, start: start, rateAt: burstyRate}
 	newEngine := func() (*engine.Engine, *adapter.StatePersister) {
 		// The built-in configuration: the slo-planner.
 		e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: gateway, Status: engine.ClientStatusWriter{Client: wva},
@@ -101,4 +112,67 @@ func TestPlannerRiseMarginSurvivesLeaderChange(t *testing.T) {
 	cc, err := cold.RunOnce(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, analysis(cc).RiseMargin, "a cold engine has no history")
+}
+
+// TestPlannerProfileSurvivesLeaderChange: the slo-planner's daily profile
+// is learned from the group's own days and lives in its persisted state.
+// Engine A plans a group through a workday and the night after (a fake
+// clock, a cycle every ten minutes) and saves its state; at 08:50 the
+// next morning a new leader B loads it from the API server and orders the
+// 09:00 rise A learned before it comes, as A itself does next, where a
+// cold engine at the same rate orders nothing.
+func TestPlannerProfileSurvivesLeaderChange(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs, wva, lister := stateCluster(ctx, t, 20)
+
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	gateway := &scheduledGateway{clock: clk, start: start, rateAt: workdayRate}
+	newEngine := func() (*engine.Engine, *adapter.StatePersister) {
+		e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: gateway, Status: engine.ClientStatusWriter{Client: wva},
+			Config: config.NewStore(), Pipeline: decide.Default(), Clock: clk, Interval: 10 * time.Minute, StatusHeartbeat: time.Hour}
+		return e, &adapter.StatePersister{Kube: cs, Namespace: "wva-system", Engine: e, Lister: lister}
+	}
+	cycle := func(e *engine.Engine) (planner.Analysis, int32, string) {
+		c, err := e.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Len(t, c.Results, 1)
+		require.NoError(t, c.Results[0].Err)
+		an, ok := c.Results[0].Analysis.(planner.Analysis)
+		require.True(t, ok, "the slo-planner decided: %T", c.Results[0].Analysis)
+		var desired int32
+		var reason string
+		for _, tg := range c.Results[0].Targets {
+			desired += tg.Replicas
+			reason = tg.Reason
+		}
+		return an, desired, reason
+	}
+
+	a, pa := newEngine()
+	require.NoError(t, pa.Load(ctx))
+	// From midnight to 08:50 the next day.
+	for clk.Since(start) < 32*time.Hour+50*time.Minute {
+		cycle(a)
+		clk.Step(10 * time.Minute)
+	}
+	require.NoError(t, pa.Persist(ctx))
+
+	b, pb := newEngine()
+	require.NoError(t, pb.Load(ctx))
+	fromB, desiredB, reasonB := cycle(b)
+	assert.Equal(t, 1.0, fromB.ArrivalRate, "still the night's rate")
+	assert.InDelta(t, 4.0, fromB.ProfileRise, 1e-9, "B orders the 09:00 rise A learned")
+	assert.Contains(t, reasonB, "the past days rose by 4.00 req/s")
+
+	fromA, desiredA, _ := cycle(a)
+	assert.InDelta(t, fromB.ProfileRise, fromA.ProfileRise, 1e-9, "as A does from its own memory")
+	assert.Equal(t, desiredA, desiredB)
+
+	cold, _ := newEngine()
+	fromCold, desiredCold, _ := cycle(cold)
+	assert.Zero(t, fromCold.ProfileRise, "a cold engine has no day behind it")
+	assert.Greater(t, desiredB, desiredCold, "the rise ordered is replicas ordered")
 }

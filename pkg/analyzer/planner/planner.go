@@ -52,8 +52,10 @@ const (
 	holdFactor    = 12
 	minHoldFactor = 12
 	maxHoldFactor = 32
-	// maxHistory bounds the remembered plans.
-	maxHistory = 1024
+	// maxHistory bounds the remembered plans; minPersistedPlans are kept
+	// before the profile's days are shed (TrimOldest).
+	maxHistory        = 1024
+	minPersistedPlans = 256
 	// Request shape assumed before any replica reported one.
 	defaultInputTokens  = 512
 	defaultOutputTokens = 256
@@ -67,6 +69,7 @@ const (
 	WhyMax     = "max-replicas"
 	WhyFloor   = "floor"
 	WhyTrend   = "trend"
+	WhyProfile = "daily-profile"
 	WhyPersist = "short-wait"
 	WhySwap    = "cheaper-mix"
 	WhySat     = "saturated"
@@ -120,6 +123,8 @@ type State struct {
 	// RiseHistory is the rises seen within a start-up delay, for the
 	// rise margin (risemargin.go).
 	RiseHistory RiseHistory `json:"riseHistory,omitempty"`
+	// Profile is the group's arrivals by time of day (profile.go).
+	Profile Profile `json:"profile,omitempty"`
 }
 
 // VariantState is one variant's learned capacity; kept while the variant
@@ -193,7 +198,12 @@ type Analysis struct {
 	// RiseMargin is the rise the group's history says can come within
 	// the horizon (req/s), planned for when the trend forecasts less.
 	RiseMargin float64 `json:"riseMargin"`
-	Horizon    string  `json:"horizon"`
+	// ProfileRise is the rise the daily profile says begins within the
+	// horizon (req/s); ProfileCap the most the profile lets the hold keep
+	// (staffed req/s, 0 when it does not cover the hold).
+	ProfileRise float64 `json:"profileRise,omitempty"`
+	ProfileCap  float64 `json:"profileCap,omitempty"`
+	Horizon     string  `json:"horizon"`
 	// Staffed is demand plus the margin for the attainment target.
 	Staffed float64 `json:"staffedRate"`
 	// StaffedArrivals is Staffed without the backlog: what the hold
@@ -220,8 +230,8 @@ type Analysis struct {
 // Summary implements analyzer.Summarizer.
 func (a Analysis) Summary() []string {
 	lines := []string{
-		fmt.Sprintf("demand %.3f req/s (%s) + rising %.3f (history's rise margin %.3f) + backlog %.0f over %s = %.3f req/s; with margin %.3f; held %.3f over %s",
-			a.ArrivalRate, a.ArrivalSource, a.Rising, a.RiseMargin, a.Backlog, a.Horizon, a.ArrivalRate+max(a.Rising, a.RiseMargin)+a.BacklogRate, a.Staffed, a.Held, a.Hold),
+		fmt.Sprintf("demand %.3f req/s (%s) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f over %s = %.3f req/s; with margin %.3f; held %.3f over %s (daily profile's cap %.3f)",
+			a.ArrivalRate, a.ArrivalSource, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.Horizon, a.ArrivalRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold, a.ProfileCap),
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
@@ -351,7 +361,14 @@ func (c *cycle) demand() {
 	span := time.Duration(c.ref.RequestSeconds * float64(time.Second))
 	c.next.RiseHistory = c.st.RiseHistory.record(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon, span)
 	an.RiseMargin = an.ArrivalRate * c.next.RiseHistory.margin(c.slo.Attainment)
-	rate := an.ArrivalRate + max(an.Rising, an.RiseMargin) + an.BacklogRate
+	c.next.Profile = c.st.Profile
+	if !c.g.Now.IsZero() {
+		c.next.Profile = c.st.Profile.record(c.g.Now, an.ArrivalRate)
+	}
+	// The profile's rise is ordered, not held: a rise that does not come
+	// is given back once its time has passed.
+	an.ProfileRise = c.next.Profile.rise(c.g.Now, an.ArrivalRate, c.horizon)
+	rate := an.ArrivalRate + max(an.Rising, an.RiseMargin, an.ProfileRise) + an.BacklogRate
 	an.Staffed = staffed(rate, c.ref, c.slo)
 	an.StaffedArrivals = staffed(an.ArrivalRate+an.RiseMargin, c.ref, c.slo)
 	if floor, n, slow := saturationFloor(c.g, c.caps, c.ref, c.scaling, c.slo); floor > rate {
@@ -460,22 +477,29 @@ func (c *cycle) adaptHold(unit time.Duration) {
 // the next.
 func (c *cycle) remember() {
 	an, next := &c.an, c.next
-	an.Held = an.Staffed
 	// Plans are remembered for the longer of the hold and the trend's
 	// window: a short hold must not starve the trend of history.
 	keep := max(c.hold, trendWindow(c.horizon))
+	var held, slow float64
 	for _, p := range c.st.Plans {
 		age := c.g.Now.Sub(p.At)
 		if age < keep {
 			next.Plans = append(next.Plans, p)
 		}
 		if age < c.hold {
-			an.Held = max(an.Held, p.Rate)
+			held = max(held, p.Rate)
 		}
 		if age < min(c.hold, time.Duration(shortHoldFactor*float64(lullUnit(c.horizon)))) {
-			an.Held = max(an.Held, p.SlowFloor)
+			slow = max(slow, p.SlowFloor)
 		}
 	}
+	if upper, ok := next.Profile.upper(c.g.Now, an.ArrivalRate, c.hold); ok {
+		// The past days say how much of the peak can come back over the
+		// hold ahead.
+		an.ProfileCap = staffed(upper+an.RiseMargin, c.ref, c.slo)
+		held = min(held, an.ProfileCap)
+	}
+	an.Held = max(an.Staffed, held, slow)
 	// The hold remembers arrivals, not the backlog: a backlog is drained
 	// once, and the rate that drained it is not needed again.
 	next.Plans = append(next.Plans, PlanPoint{At: c.g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate, SlowFloor: an.SlowFloor})
@@ -527,6 +551,9 @@ func (c *cycle) order(mv []mixVariant) []int32 {
 		an.Why = WhyBacklog
 	case an.Supply+1e-9 >= staffed(an.ArrivalRate+an.BacklogRate, c.ref, c.slo):
 		an.Why = WhyTrend
+		if an.ProfileRise > max(an.Rising, an.RiseMargin) {
+			an.Why = WhyProfile
+		}
 	}
 	if c.saturated {
 		an.Why = WhySat
@@ -609,6 +636,8 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 		why = "demand exceeds every variant at maxReplicas"
 	case WhyTrend:
 		why = fmt.Sprintf("demand rising %.2f req/s within %s", an.Rising, an.Horizon)
+	case WhyProfile:
+		why = fmt.Sprintf("the past days rose by %.2f req/s within %s of this time of day", an.ProfileRise, an.Horizon)
 	case WhySwap:
 		why = fmt.Sprintf("moving to a cheaper mix covering %.2f req/s: its replicas start first, the others are released once they serve", an.Held)
 	case WhySat:
@@ -908,10 +937,18 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 func z(p float64) float64 { return math.Sqrt2 * math.Erfinv(2*p-1) }
 
 // TrimOldest implements analyzer.Trimmer: it drops the older half of the
-// plans (the newest ones carry the hold), for persisting under a size bound.
+// plans (the newest ones carry the hold), for persisting under a size
+// bound; at minPersistedPlans or fewer, the profile's oldest day first.
 func (s State) TrimOldest() (any, bool) {
 	if len(s.Roles) > 0 {
 		return s.trimRoles()
+	}
+	if len(s.Plans) <= minPersistedPlans {
+		// The hold's plans are worth more than the profile's oldest day.
+		if p, ok := s.Profile.trimOldestDay(); ok {
+			s.Profile = p
+			return s, true
+		}
 	}
 	if len(s.Plans) == 0 {
 		return s, false

@@ -19,10 +19,11 @@ const (
 	ShapeDiurnal = "diurnal"
 	ShapeBursty  = "bursty"
 	ShapeDay     = "day"
+	ShapeWorkday = "workday"
 )
 
 // Shapes lists the synthetic shapes.
-var Shapes = []string{ShapeSteady, ShapeRamp, ShapeSpike, ShapeDiurnal, ShapeBursty, ShapeDay}
+var Shapes = []string{ShapeSteady, ShapeRamp, ShapeSpike, ShapeDiurnal, ShapeBursty, ShapeDay, ShapeWorkday}
 
 // Synthetic describes a generated trace: Poisson arrivals whose rate follows
 // the shape, lognormal prompt and output lengths.
@@ -34,7 +35,10 @@ type Synthetic struct {
 	// with random bursts up to PeakRate, 3-12 minutes each), day (a day
 	// from midnight: lowest at 04:00 (BaseRate), highest at 16:00
 	// (PeakRate), with bursts about every 40 minutes lasting 3-12 minutes
-	// that raise the rate of the hour by 30-100%).
+	// that raise the rate of the hour by 30-100%), workday (days from
+	// midnight at BaseRate, rising to PeakRate between 09:00 and 09:15,
+	// 70% of it over lunch, 12:00-13:00, back to BaseRate between 17:00
+	// and 19:00, with a day's bursts; every day alike).
 	Shape    string          `json:"shape"`
 	Duration params.Duration `json:"duration"`
 	// Rates in requests per second.
@@ -116,7 +120,7 @@ func (s Synthetic) Validate() error {
 // except for a day, whose bursts (at most dayBurstMax) lift the mean of
 // its curve, (base + peak) / 2.
 func (s Synthetic) drawn() float64 {
-	if s.Shape == ShapeDay {
+	if s.Shape == ShapeDay || s.Shape == ShapeWorkday {
 		return dayBurstMax * (s.BaseRate + s.PeakRate) / 2
 	}
 	return s.peak()
@@ -128,10 +132,27 @@ const dayBurstMax = 2.0
 // peak is the rate Generate draws candidates at.
 func (s Synthetic) peak() float64 {
 	p := math.Max(s.BaseRate, s.PeakRate)
-	if s.Shape == ShapeDay {
+	if s.Shape == ShapeDay || s.Shape == ShapeWorkday {
 		p *= dayBurstMax
 	}
 	return p
+}
+
+// workdayLevel is a workday's rate at hour h between the night's (0) and
+// the peak (1).
+func workdayLevel(h float64) float64 {
+	switch {
+	case h < 9 || h >= 19:
+		return 0
+	case h < 9.25:
+		return (h - 9) / 0.25
+	case h >= 12 && h < 13:
+		return 0.7
+	case h < 17:
+		return 1
+	default:
+		return 1 - (h-17)/2
+	}
 }
 
 type burst struct {
@@ -171,7 +192,7 @@ func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 		bursts = drawBursts(rng, d, 10*time.Minute, func(u float64) float64 {
 			return s.BaseRate + (s.PeakRate-s.BaseRate)*(0.5+0.5*u)
 		})
-	case ShapeDay:
+	case ShapeDay, ShapeWorkday:
 		// Bursts start about every 40 minutes and multiply the hour's
 		// rate; rate holds the factor.
 		bursts = drawBursts(rng, d, 40*time.Minute, func(u float64) float64 {
@@ -198,10 +219,13 @@ func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 				}
 			}
 			return r
-		case ShapeDay:
+		case ShapeDay, ShapeWorkday:
 			// The hour of the day, whatever the duration: 24h is one day.
 			h := math.Mod(t.Hours(), 24)
 			r := s.BaseRate + (s.PeakRate-s.BaseRate)*(1-math.Cos(2*math.Pi*(h-4)/24))/2
+			if s.Shape == ShapeWorkday {
+				r = s.BaseRate + (s.PeakRate-s.BaseRate)*workdayLevel(h)
+			}
 			f := 1.0
 			for _, b := range bursts {
 				if t >= b.start && t < b.end {

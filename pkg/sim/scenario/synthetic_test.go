@@ -66,6 +66,23 @@ func TestSyntheticShapes(t *testing.T) {
 	assert.GreaterOrEqual(t, bursts, 10, "ten-minute windows lifted by a burst")
 	assert.Less(t, bursts, 72, "bursts are the exception")
 
+	// Workdays: every day rises at 09:00 within a quarter hour and falls
+	// back by 19:00, whatever its bursts.
+	workdays := Synthetic{Shape: ShapeWorkday, Duration: params.Duration(48 * time.Hour), BaseRate: 1, PeakRate: 4.5, InputTokens: 500, OutputTokens: 100}
+	tr, err = workdays.Generate(3)
+	require.NoError(t, err)
+	perQuarter := make([]float64, 48*4)
+	for _, r := range tr.Requests {
+		perQuarter[int(r.Arrival/(15*time.Minute))]++
+	}
+	for day := range 2 {
+		q := func(h float64) float64 { return perQuarter[day*96+int(h*4)] }
+		assert.Less(t, q(8.75), 2.2*900, "day %d, 08:45-09:00: the night's rate with its bursts", day)
+		assert.Greater(t, q(9.5), 2*q(8.75), "day %d, 09:30 against 08:45", day)
+		assert.Greater(t, q(12.5), q(19.5), "day %d, lunch against the evening", day)
+		assert.Less(t, q(19.5), 2.2*900, "day %d, 19:30", day)
+	}
+
 	_, err = Synthetic{Shape: "square", Duration: params.Duration(time.Minute), InputTokens: 1, OutputTokens: 1}.Generate(1)
 	assert.ErrorContains(t, err, `traffic.synthetic.shape "square"`)
 	_, err = Synthetic{Shape: ShapeRamp, Duration: params.Duration(time.Minute), BaseRate: 2, PeakRate: 1, InputTokens: 1, OutputTokens: 1}.Generate(1)

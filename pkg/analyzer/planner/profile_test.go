@@ -1,0 +1,160 @@
+package planner
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// midnight is a day's start, UTC.
+var midnight = time.Date(2026, time.March, 2, 0, 0, 0, 0, time.UTC)
+
+// workdayRate is 1 req/s at night and 5 from 09:00 to 17:00, with a
+// burst to 9 at 14:00-14:10 when burst is set.
+func workdayRate(t time.Time, burst bool) float64 {
+	h := t.Sub(t.Truncate(24 * time.Hour)).Hours()
+	switch {
+	case burst && h >= 14 && h < 14+1.0/6:
+		return 9
+	case h >= 9 && h < 17:
+		return 5
+	}
+	return 1
+}
+
+// learnDays records days of workdayRate, a cycle a minute, from midnight,
+// and the next day's first minute: the days are past.
+func learnDays(days int, burst bool) Profile {
+	var p Profile
+	for t := midnight; !t.After(midnight.Add(time.Duration(days) * 24 * time.Hour)); t = t.Add(time.Minute) {
+		p = p.record(t, workdayRate(t, burst))
+	}
+	return p
+}
+
+func TestProfileRecord(t *testing.T) {
+	p := learnDays(9, false)
+	require.Len(t, p.Past, profileDays, "at most a week of past days")
+	assert.Equal(t, midnight.Add(9*24*time.Hour).Unix()/86400, p.Day)
+	assert.Equal(t, p.Day-1, p.Past[len(p.Past)-1].Day, "yesterday is the newest past day")
+	at := func(h float64) int { return int(h * 6) }
+	assert.Equal(t, 1.0, p.Past[0].Peaks[at(3)])
+	assert.Equal(t, 5.0, p.Past[0].Peaks[at(10)])
+
+	// A new day starts unseen but for the slot of its first cycle.
+	next := p.record(midnight.Add(10*24*time.Hour+30*time.Minute), 2)
+	assert.Equal(t, float64(unseen), next.Today[0])
+	assert.Equal(t, 2.0, next.Today[3])
+	assert.Equal(t, 1.0, next.Past[len(next.Past)-1].Peaks[0], "the day before, as far as it was seen")
+	assert.Equal(t, float64(unseen), next.Past[len(next.Past)-1].Peaks[3])
+	// The previous state is not changed.
+	assert.Equal(t, float64(unseen), p.Today[3])
+
+	// A later cycle in the slot keeps the higher rate, rounded to three
+	// significant digits.
+	assert.Equal(t, 2.35, next.record(midnight.Add(10*24*time.Hour+31*time.Minute), 2.3456).Today[3])
+	assert.Equal(t, 2.0, next.record(midnight.Add(10*24*time.Hour+32*time.Minute), 1.5).Today[3])
+
+	// After more than a week away, no past day is kept.
+	gone := p.record(midnight.Add(30*24*time.Hour), 1)
+	assert.Empty(t, gone.Past)
+}
+
+func TestProfileRise(t *testing.T) {
+	horizon := 7 * time.Minute
+	day := 24 * time.Hour
+	tests := map[string]struct {
+		days  int
+		burst bool
+		at    time.Duration // into the day after the profile's days
+		// today is today's rate as a share of the past days'.
+		today float64
+		// late delays today's day against the past days'.
+		late     time.Duration
+		wantRise float64
+	}{
+		"no history":                       {0, false, 8*time.Hour + 55*time.Minute, 1, 0, 0},
+		"a workday's 09:00 rise ahead":     {2, false, 8*time.Hour + 55*time.Minute, 1, 0, 4},
+		"until it comes":                   {2, false, 9*time.Hour + 5*time.Minute, 1, 10 * time.Minute, 4},
+		"too far ahead to order yet":       {2, false, 8*time.Hour + 30*time.Minute, 1, 0, 0},
+		"a quieter day rises as much less": {2, false, 8*time.Hour + 55*time.Minute, 0.5, 0, 2},
+		"a busier day rises no more":       {2, false, 8*time.Hour + 55*time.Minute, 2, 0, 3},
+		"already risen":                    {2, false, 10 * time.Hour, 1, 0, 0},
+		"a burst is not a level":           {2, true, 13*time.Hour + 55*time.Minute, 1, 0, 0},
+		"the evening falls":                {2, false, 16*time.Hour + 55*time.Minute, 1, 0, 0},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := learnDays(tt.days, tt.burst)
+			if tt.days == 0 {
+				p = Profile{}
+			}
+			today := midnight.Add(time.Duration(tt.days) * day)
+			now := today.Add(tt.at)
+			for at := today.Add(time.Minute); at.Before(now); at = at.Add(time.Minute) {
+				p = p.record(at, tt.today*workdayRate(at.Add(-tt.late), false))
+			}
+			assert.InDelta(t, tt.wantRise, p.rise(now, tt.today*workdayRate(now.Add(-tt.late), false), horizon), 1e-9)
+		})
+	}
+}
+
+func TestProfileUpper(t *testing.T) {
+	day := 24 * time.Hour
+	hold := 2 * time.Hour
+	tests := map[string]struct {
+		p       Profile
+		at      time.Duration
+		cur     float64
+		want    float64
+		wantKnw bool
+	}{
+		"no history":                        {Profile{}, 18 * time.Hour, 1, 0, false},
+		"the evening holds the night's":     {learnDays(1, false), 18 * time.Hour, 1, 1, true},
+		"before 17:00 the day's":            {learnDays(1, false), 15*time.Hour + 30*time.Minute, 5, 5, true},
+		"the bursts seen count":             {learnDays(1, true), 13 * time.Hour, 5, 9, true},
+		"a busier day scales up":            {learnDays(1, false), 18 * time.Hour, 2, 2, true},
+		"a quieter day does not scale down": {learnDays(1, false), 18 * time.Hour, 0.5, 1, true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, known := tt.p.upper(midnight.Add(day+tt.at), tt.cur, hold)
+			assert.Equal(t, tt.wantKnw, known)
+			assert.InDelta(t, tt.want, got, 1e-9)
+		})
+	}
+
+	// A slot no cycle ran in leaves the hold alone.
+	p := learnDays(1, false)
+	p.Past[0].Peaks[19*6] = unseen
+	_, known := p.upper(midnight.Add(day+18*time.Hour), 1, hold)
+	assert.False(t, known)
+}
+
+func TestSlotsAhead(t *testing.T) {
+	at := midnight.Add(23*time.Hour + 55*time.Minute)
+	assert.Equal(t, []int{143, 0}, slotsAhead(at, 7*time.Minute), "across midnight")
+	assert.Equal(t, []int{0}, slotsAhead(midnight, 9*time.Minute))
+	assert.Equal(t, []int{0, 1}, slotsAhead(midnight, 10*time.Minute))
+	assert.Len(t, slotsAhead(midnight, 48*time.Hour), profileSlots)
+}
+
+// TestTrimOldestShedsProfileDays: past the plans the hold needs, the
+// profile's oldest day goes first.
+func TestTrimOldestShedsProfileDays(t *testing.T) {
+	s := State{Profile: learnDays(2, false), Plans: make([]PlanPoint, minPersistedPlans)}
+	trimmed, ok := s.TrimOldest()
+	require.True(t, ok)
+	ts := trimmed.(State)
+	assert.Len(t, ts.Plans, minPersistedPlans)
+	assert.Len(t, ts.Profile.Past, 1)
+	assert.Len(t, s.Profile.Past, 2, "the receiver is not changed")
+
+	s.Plans = make([]PlanPoint, 2*minPersistedPlans)
+	trimmed, ok = s.TrimOldest()
+	require.True(t, ok)
+	assert.Len(t, trimmed.(State).Plans, minPersistedPlans)
+	assert.Len(t, trimmed.(State).Profile.Past, 2)
+}
