@@ -117,7 +117,7 @@ func TestPlannerRiseMarginSurvivesLeaderChange(t *testing.T) {
 // TestPlannerProfileSurvivesLeaderChange: the slo-planner's daily profile
 // is learned from the group's own days and lives in its persisted state.
 // Engine A plans a group through a workday and the night after (a fake
-// clock, a cycle every ten minutes) and saves its state; at 08:50 the
+// clock, a cycle every ten minutes) and saves its state; at 08:55 the
 // next morning a new leader B loads it from the API server and orders the
 // 09:00 rise A learned before it comes, as A itself does next, where a
 // cold engine at the same rate orders nothing.
@@ -153,12 +153,14 @@ func TestPlannerProfileSurvivesLeaderChange(t *testing.T) {
 
 	a, pa := newEngine()
 	require.NoError(t, pa.Load(ctx))
-	// From midnight to 08:50 the next day.
+	// From midnight to 08:50 the next day; the new leader takes over at
+	// 08:55, one start-up delay (5 min by default) before the rise.
 	for clk.Since(start) < 32*time.Hour+50*time.Minute {
 		cycle(a)
 		clk.Step(10 * time.Minute)
 	}
 	require.NoError(t, pa.Persist(ctx))
+	clk.Step(5 * time.Minute)
 
 	b, pb := newEngine()
 	require.NoError(t, pb.Load(ctx))

@@ -9,6 +9,8 @@
 //     concurrency, with a prior from the engine args and KV geometry.
 //   - Demand rising steadily is forecast over the start-up delay: a
 //     replica ordered now serves at the end of it (trend.go).
+//   - A rise the group's past days held at this time of day is ordered
+//     one start-up delay before it comes (profile.go).
 //   - The plan covers that demand with a square-root safety margin for the
 //     SLO's attainment, holds the highest arrival plan of the last
 //     holdFactor start-up delays (each at least a metrics window) once a
@@ -124,7 +126,7 @@ type State struct {
 	// rise margin (risemargin.go).
 	RiseHistory RiseHistory `json:"riseHistory,omitempty"`
 	// Profile is the group's arrivals by time of day (profile.go).
-	Profile Profile `json:"profile,omitempty"`
+	Profile Profile `json:"profile,omitzero"`
 }
 
 // VariantState is one variant's learned capacity; kept while the variant
@@ -199,10 +201,8 @@ type Analysis struct {
 	// the horizon (req/s), planned for when the trend forecasts less.
 	RiseMargin float64 `json:"riseMargin"`
 	// ProfileRise is the rise the daily profile says begins within the
-	// horizon (req/s); ProfileCap the most the profile lets the hold keep
-	// (staffed req/s, 0 when it does not cover the hold).
+	// horizon (req/s).
 	ProfileRise float64 `json:"profileRise,omitempty"`
-	ProfileCap  float64 `json:"profileCap,omitempty"`
 	Horizon     string  `json:"horizon"`
 	// Staffed is demand plus the margin for the attainment target.
 	Staffed float64 `json:"staffedRate"`
@@ -230,8 +230,8 @@ type Analysis struct {
 // Summary implements analyzer.Summarizer.
 func (a Analysis) Summary() []string {
 	lines := []string{
-		fmt.Sprintf("demand %.3f req/s (%s) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f over %s = %.3f req/s; with margin %.3f; held %.3f over %s (daily profile's cap %.3f)",
-			a.ArrivalRate, a.ArrivalSource, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.Horizon, a.ArrivalRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold, a.ProfileCap),
+		fmt.Sprintf("demand %.3f req/s (%s) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f over %s = %.3f req/s; with margin %.3f; held %.3f over %s",
+			a.ArrivalRate, a.ArrivalSource, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.Horizon, a.ArrivalRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold),
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
@@ -366,7 +366,7 @@ func (c *cycle) demand() {
 		c.next.Profile = c.st.Profile.record(c.g.Now, an.ArrivalRate)
 	}
 	// The profile's rise is ordered, not held: a rise that does not come
-	// is given back once its time has passed.
+	// is given back once the profile no longer says it is ahead.
 	an.ProfileRise = c.next.Profile.rise(c.g.Now, an.ArrivalRate, c.horizon)
 	rate := an.ArrivalRate + max(an.Rising, an.RiseMargin, an.ProfileRise) + an.BacklogRate
 	an.Staffed = staffed(rate, c.ref, c.slo)
@@ -477,29 +477,22 @@ func (c *cycle) adaptHold(unit time.Duration) {
 // the next.
 func (c *cycle) remember() {
 	an, next := &c.an, c.next
+	an.Held = an.Staffed
 	// Plans are remembered for the longer of the hold and the trend's
 	// window: a short hold must not starve the trend of history.
 	keep := max(c.hold, trendWindow(c.horizon))
-	var held, slow float64
 	for _, p := range c.st.Plans {
 		age := c.g.Now.Sub(p.At)
 		if age < keep {
 			next.Plans = append(next.Plans, p)
 		}
 		if age < c.hold {
-			held = max(held, p.Rate)
+			an.Held = max(an.Held, p.Rate)
 		}
 		if age < min(c.hold, time.Duration(shortHoldFactor*float64(lullUnit(c.horizon)))) {
-			slow = max(slow, p.SlowFloor)
+			an.Held = max(an.Held, p.SlowFloor)
 		}
 	}
-	if upper, ok := next.Profile.upper(c.g.Now, an.ArrivalRate, c.hold); ok {
-		// The past days say how much of the peak can come back over the
-		// hold ahead.
-		an.ProfileCap = staffed(upper+an.RiseMargin, c.ref, c.slo)
-		held = min(held, an.ProfileCap)
-	}
-	an.Held = max(an.Staffed, held, slow)
 	// The hold remembers arrivals, not the backlog: a backlog is drained
 	// once, and the rate that drained it is not needed again.
 	next.Plans = append(next.Plans, PlanPoint{At: c.g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate, SlowFloor: an.SlowFloor})

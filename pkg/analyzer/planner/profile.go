@@ -9,27 +9,20 @@ import (
 // people behind it. The profile is the group's arrivals by time of day
 // (UTC), learned from its own history and persisted with the planner's
 // state: for each profileSlot of each of the last profileDays days, the
-// highest 1m arrival rate seen in it. It serves the plan twice:
-//
-//   - A rise ahead: a rise that the past days held for profileSustain
-//     (a level, not a burst) and that begins within the next start-up
-//     delay is ordered now, so the replicas for it are Ready when it
-//     comes; the trend sees it only once it is under way. It is the lowest
-//     of the last profileRiseDays days, scaled down when today runs below
-//     them: a rise one day had is not a rise the next will have.
-//   - A hold that knows the hours ahead: the hold keeps a past peak in
-//     case it comes back; when every past day stayed below it over the
-//     hold ahead (their highest rate there, bursts included, scaled up
-//     when today runs above them), it holds no more than that, so an
-//     evening's fleet is not kept into the night.
-//
-// A group with no whole day of history plans as without.
+// highest 1m arrival rate seen in it. A rise that the past days held for
+// profileSustain (a level, not a burst) and that begins within the next
+// start-up delay is ordered now, so the replicas for it are Ready when it
+// comes; the trend sees it only once it is under way. The rise is the
+// lowest of the past days', scaled down when today runs
+// below them: a rise one day had is not a rise the next will have. It is
+// ordered, not held: a rise that does not come is given back once the
+// profile no longer says it is ahead. A group with no whole day of
+// history plans as without.
 const (
-	profileSlot     = 10 * time.Minute
-	profileSlots    = int(24 * time.Hour / profileSlot)
-	profileDays     = 7
-	profileSustain  = 30 * time.Minute
-	profileRiseDays = 2
+	profileSlot    = 10 * time.Minute
+	profileSlots   = int(24 * time.Hour / profileSlot)
+	profileDays    = 2
+	profileSustain = 30 * time.Minute
 	// unseen marks a slot with no cycle in it (the adapter was down).
 	unseen = -1
 )
@@ -97,14 +90,6 @@ func roundRate(r float64) float64 {
 	return math.Round(r*scale) / scale
 }
 
-// days is the last n past days (all for n <= 0), newest last.
-func (p Profile) days(n int) []ProfileDay {
-	if n > 0 && len(p.Past) > n {
-		return p.Past[len(p.Past)-n:]
-	}
-	return p.Past
-}
-
 // slotsAhead is the slots from now's through now+span's.
 func slotsAhead(now time.Time, span time.Duration) []int {
 	_, first := dayAndSlot(now)
@@ -120,7 +105,7 @@ func slotsAhead(now time.Time, span time.Duration) []int {
 // rise is the rise over cur the profile says begins within horizon (0
 // when it says none, or has no day to say it from).
 func (p Profile) rise(now time.Time, cur float64, horizon time.Duration) float64 {
-	days := p.days(profileRiseDays)
+	days := p.Past
 	if len(days) == 0 {
 		return 0
 	}
@@ -140,6 +125,8 @@ func (p Profile) rise(now time.Time, cur float64, horizon time.Duration) float64
 		}
 		return lo
 	}
+	// Looking a slot past the start-up delay has the replicas Ready and
+	// settled when a rise comes early in its slot.
 	forecast := 0.0
 	for _, k := range slotsAhead(now, horizon+profileSlot) {
 		forecast = max(forecast, level(k))
@@ -159,31 +146,6 @@ func (p Profile) rise(now time.Time, cur float64, horizon time.Duration) float64
 		}
 	}
 	return max(0, forecast-cur)
-}
-
-// upper is the highest rate the past days saw over the span ahead, scaled
-// up when today runs above them, and whether the profile covers it.
-func (p Profile) upper(now time.Time, cur float64, span time.Duration) (float64, bool) {
-	days := p.days(0)
-	if len(days) == 0 {
-		return 0, false
-	}
-	ahead := slotsAhead(now, span)
-	hi, base := 0.0, 0.0
-	for _, d := range days {
-		for _, k := range ahead {
-			v := d.Peaks[k]
-			if v < 0 {
-				return 0, false
-			}
-			hi = max(hi, v)
-		}
-		base = max(base, d.Peaks[ahead[0]])
-	}
-	if base > 0 && cur > base {
-		hi *= cur / base
-	}
-	return hi, true
 }
 
 // trimOldestDay drops the oldest past day, for persisting under a bound.

@@ -36,7 +36,7 @@ func learnDays(days int, burst bool) Profile {
 
 func TestProfileRecord(t *testing.T) {
 	p := learnDays(9, false)
-	require.Len(t, p.Past, profileDays, "at most a week of past days")
+	require.Len(t, p.Past, profileDays, "at most profileDays past days")
 	assert.Equal(t, midnight.Add(9*24*time.Hour).Unix()/86400, p.Day)
 	assert.Equal(t, p.Day-1, p.Past[len(p.Past)-1].Day, "yesterday is the newest past day")
 	at := func(h float64) int { return int(h * 6) }
@@ -57,7 +57,7 @@ func TestProfileRecord(t *testing.T) {
 	assert.Equal(t, 2.35, next.record(midnight.Add(10*24*time.Hour+31*time.Minute), 2.3456).Today[3])
 	assert.Equal(t, 2.0, next.record(midnight.Add(10*24*time.Hour+32*time.Minute), 1.5).Today[3])
 
-	// After more than a week away, no past day is kept.
+	// After more than profileDays away, no past day is kept.
 	gone := p.record(midnight.Add(30*24*time.Hour), 1)
 	assert.Empty(t, gone.Past)
 }
@@ -99,38 +99,6 @@ func TestProfileRise(t *testing.T) {
 			assert.InDelta(t, tt.wantRise, p.rise(now, tt.today*workdayRate(now.Add(-tt.late), false), horizon), 1e-9)
 		})
 	}
-}
-
-func TestProfileUpper(t *testing.T) {
-	day := 24 * time.Hour
-	hold := 2 * time.Hour
-	tests := map[string]struct {
-		p       Profile
-		at      time.Duration
-		cur     float64
-		want    float64
-		wantKnw bool
-	}{
-		"no history":                        {Profile{}, 18 * time.Hour, 1, 0, false},
-		"the evening holds the night's":     {learnDays(1, false), 18 * time.Hour, 1, 1, true},
-		"before 17:00 the day's":            {learnDays(1, false), 15*time.Hour + 30*time.Minute, 5, 5, true},
-		"the bursts seen count":             {learnDays(1, true), 13 * time.Hour, 5, 9, true},
-		"a busier day scales up":            {learnDays(1, false), 18 * time.Hour, 2, 2, true},
-		"a quieter day does not scale down": {learnDays(1, false), 18 * time.Hour, 0.5, 1, true},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, known := tt.p.upper(midnight.Add(day+tt.at), tt.cur, hold)
-			assert.Equal(t, tt.wantKnw, known)
-			assert.InDelta(t, tt.want, got, 1e-9)
-		})
-	}
-
-	// A slot no cycle ran in leaves the hold alone.
-	p := learnDays(1, false)
-	p.Past[0].Peaks[19*6] = unseen
-	_, known := p.upper(midnight.Add(day+18*time.Hour), 1, hold)
-	assert.False(t, known)
 }
 
 func TestSlotsAhead(t *testing.T) {
