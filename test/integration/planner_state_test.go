@@ -57,6 +57,49 @@ func (b *scheduledGateway) Collect(context.Context, collector.Request) (collecto
 	}, nil
 }
 
+// plannerRig is one group on an API server whose gateway rate follows
+// rateAt on a fake clock from 2026-01-01 00:00 UTC, and engines on the
+// built-in configuration (the slo-planner) that persist their state there
+// and cycle every interval.
+type plannerRig struct {
+	t     *testing.T
+	ctx   context.Context
+	clk   *clocktesting.FakeClock
+	start time.Time
+	// newEngine is a new leader: Load restores the persisted state.
+	newEngine func() (*engine.Engine, *adapter.StatePersister)
+}
+
+func newPlannerRig(ctx context.Context, t *testing.T, rateAt func(time.Duration) float64, interval time.Duration) plannerRig {
+	cs, wva, lister := stateCluster(ctx, t, 20)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	gateway := &scheduledGateway{clock: clk, start: start, rateAt: rateAt}
+	return plannerRig{t: t, ctx: ctx, clk: clk, start: start, newEngine: func() (*engine.Engine, *adapter.StatePersister) {
+		e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: gateway, Status: engine.ClientStatusWriter{Client: wva},
+			Config: config.NewStore(), Pipeline: decide.Default(), Clock: clk, Interval: interval, StatusHeartbeat: interval}
+		return e, &adapter.StatePersister{Kube: cs, Namespace: "wva-system", Engine: e, Lister: lister}
+	}}
+}
+
+// plan runs one cycle of e and returns the planner's analysis, the
+// replicas it decided for the group and the reason given.
+func (r plannerRig) plan(e *engine.Engine) (planner.Analysis, int32, string) {
+	c, err := e.RunOnce(r.ctx)
+	require.NoError(r.t, err)
+	require.Len(r.t, c.Results, 1)
+	require.NoError(r.t, c.Results[0].Err)
+	an, ok := c.Results[0].Analysis.(planner.Analysis)
+	require.True(r.t, ok, "the slo-planner decided: %T", c.Results[0].Analysis)
+	var desired int32
+	var reason string
+	for _, tg := range c.Results[0].Targets {
+		desired += tg.Replicas
+		reason = tg.Reason
+	}
+	return an, desired, reason
+}
+
 // TestPlannerRiseMarginSurvivesLeaderChange: the slo-planner's rise margin
 // is learned from the group's own history, which lives in its persisted
 // state. Engine A plans a group through three hours of bursts (a fake
@@ -67,51 +110,29 @@ func TestPlannerRiseMarginSurvivesLeaderChange(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cs, wva, lister := stateCluster(ctx, t, 20)
+	r := newPlannerRig(ctx, t, burstyRate, time.Minute)
 
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := clocktesting.NewFakeClock(start)
-	gateway := &scheduledGateway{clock: clk, start: start, rateAt: burstyRate}
-	newEngine := func() (*engine.Engine, *adapter.StatePersister) {
-		// The built-in configuration: the slo-planner.
-		e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: gateway, Status: engine.ClientStatusWriter{Client: wva},
-			Config: config.NewStore(), Pipeline: decide.Default(), Clock: clk, Interval: time.Minute, StatusHeartbeat: time.Minute}
-		return e, &adapter.StatePersister{Kube: cs, Namespace: "wva-system", Engine: e, Lister: lister}
-	}
-	analysis := func(c engine.Cycle) planner.Analysis {
-		require.Len(t, c.Results, 1)
-		require.NoError(t, c.Results[0].Err)
-		an, ok := c.Results[0].Analysis.(planner.Analysis)
-		require.True(t, ok, "the slo-planner decided: %T", c.Results[0].Analysis)
-		return an
-	}
-
-	a, pa := newEngine()
+	a, pa := r.newEngine()
 	require.NoError(t, pa.Load(ctx))
 	// Three hours and five minutes: the last cycles are a lull.
 	for range 185 {
-		_, err := a.RunOnce(ctx)
-		require.NoError(t, err)
-		clk.Step(time.Minute)
+		r.plan(a)
+		r.clk.Step(time.Minute)
 	}
 	require.NoError(t, pa.Persist(ctx))
 
-	b, pb := newEngine()
+	b, pb := r.newEngine()
 	require.NoError(t, pb.Load(ctx))
-	cb, err := b.RunOnce(ctx)
-	require.NoError(t, err)
-	fromB := analysis(cb)
+	fromB, _, _ := r.plan(b)
 	assert.Equal(t, 2.0, fromB.ArrivalRate, "a lull")
 	assert.Greater(t, fromB.RiseMargin, 2.0, "B plans the usual burst's rise A learned")
 
-	ca, err := a.RunOnce(ctx)
-	require.NoError(t, err)
-	assert.InDelta(t, analysis(ca).RiseMargin, fromB.RiseMargin, 1e-9, "as A does from its own memory")
+	fromA, _, _ := r.plan(a)
+	assert.InDelta(t, fromA.RiseMargin, fromB.RiseMargin, 1e-9, "as A does from its own memory")
 
-	cold, _ := newEngine()
-	cc, err := cold.RunOnce(ctx)
-	require.NoError(t, err)
-	assert.Zero(t, analysis(cc).RiseMargin, "a cold engine has no history")
+	cold, _ := r.newEngine()
+	fromCold, _, _ := r.plan(cold)
+	assert.Zero(t, fromCold.RiseMargin, "a cold engine has no history")
 }
 
 // TestPlannerProfileSurvivesLeaderChange: the slo-planner's daily profile
@@ -125,56 +146,32 @@ func TestPlannerProfileSurvivesLeaderChange(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cs, wva, lister := stateCluster(ctx, t, 20)
+	r := newPlannerRig(ctx, t, workdayRate, 10*time.Minute)
 
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := clocktesting.NewFakeClock(start)
-	gateway := &scheduledGateway{clock: clk, start: start, rateAt: workdayRate}
-	newEngine := func() (*engine.Engine, *adapter.StatePersister) {
-		e := &engine.Engine{Views: apiViews{ctx, wva}, Metrics: gateway, Status: engine.ClientStatusWriter{Client: wva},
-			Config: config.NewStore(), Pipeline: decide.Default(), Clock: clk, Interval: 10 * time.Minute, StatusHeartbeat: time.Hour}
-		return e, &adapter.StatePersister{Kube: cs, Namespace: "wva-system", Engine: e, Lister: lister}
-	}
-	cycle := func(e *engine.Engine) (planner.Analysis, int32, string) {
-		c, err := e.RunOnce(ctx)
-		require.NoError(t, err)
-		require.Len(t, c.Results, 1)
-		require.NoError(t, c.Results[0].Err)
-		an, ok := c.Results[0].Analysis.(planner.Analysis)
-		require.True(t, ok, "the slo-planner decided: %T", c.Results[0].Analysis)
-		var desired int32
-		var reason string
-		for _, tg := range c.Results[0].Targets {
-			desired += tg.Replicas
-			reason = tg.Reason
-		}
-		return an, desired, reason
-	}
-
-	a, pa := newEngine()
+	a, pa := r.newEngine()
 	require.NoError(t, pa.Load(ctx))
 	// From midnight to 08:50 the next day; the new leader takes over at
 	// 08:55, one start-up delay (5 min by default) before the rise.
-	for clk.Since(start) < 32*time.Hour+50*time.Minute {
-		cycle(a)
-		clk.Step(10 * time.Minute)
+	for r.clk.Since(r.start) < 32*time.Hour+50*time.Minute {
+		r.plan(a)
+		r.clk.Step(10 * time.Minute)
 	}
 	require.NoError(t, pa.Persist(ctx))
-	clk.Step(5 * time.Minute)
+	r.clk.Step(5 * time.Minute)
 
-	b, pb := newEngine()
+	b, pb := r.newEngine()
 	require.NoError(t, pb.Load(ctx))
-	fromB, desiredB, reasonB := cycle(b)
+	fromB, desiredB, reasonB := r.plan(b)
 	assert.Equal(t, 1.0, fromB.ArrivalRate, "still the night's rate")
 	assert.InDelta(t, 4.0, fromB.ProfileRise, 1e-9, "B orders the 09:00 rise A learned")
 	assert.Contains(t, reasonB, "the past days rose by 4.00 req/s")
 
-	fromA, desiredA, _ := cycle(a)
+	fromA, desiredA, _ := r.plan(a)
 	assert.InDelta(t, fromB.ProfileRise, fromA.ProfileRise, 1e-9, "as A does from its own memory")
 	assert.Equal(t, desiredA, desiredB)
 
-	cold, _ := newEngine()
-	fromCold, desiredCold, _ := cycle(cold)
+	cold, _ := r.newEngine()
+	fromCold, desiredCold, _ := r.plan(cold)
 	assert.Zero(t, fromCold.ProfileRise, "a cold engine has no day behind it")
 	assert.Greater(t, desiredB, desiredCold, "the rise ordered is replicas ordered")
 }
