@@ -367,7 +367,7 @@ func (c *cycle) demand() {
 	}
 	// The profile's rise is ordered, not held: a rise that does not come
 	// is given back once the profile no longer says it is ahead.
-	an.ProfileRise = c.next.Profile.rise(c.g.Now, an.ArrivalRate, c.horizon)
+	an.ProfileRise = c.next.Profile.rise(c.g.Now, c.horizon)
 	rate := an.ArrivalRate + max(an.Rising, an.RiseMargin, an.ProfileRise) + an.BacklogRate
 	an.Staffed = staffed(rate, c.ref, c.slo)
 	an.StaffedArrivals = staffed(an.ArrivalRate+an.RiseMargin, c.ref, c.slo)

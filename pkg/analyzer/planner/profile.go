@@ -102,11 +102,11 @@ func slotsAhead(now time.Time, span time.Duration) []int {
 	return out
 }
 
-// rise is the rise over cur the profile says begins within horizon (0
-// when it says none, or has no day to say it from).
-func (p Profile) rise(now time.Time, cur float64, horizon time.Duration) float64 {
+// rise is the rise the profile says begins within horizon (0 when it says
+// none, or has no day to say it from).
+func (p Profile) rise(now time.Time, horizon time.Duration) float64 {
 	days := p.Past
-	if len(days) == 0 {
+	if len(days) == 0 || len(p.Today) != profileSlots {
 		return 0
 	}
 	sustainSlots := int(profileSustain / profileSlot)
@@ -125,27 +125,43 @@ func (p Profile) rise(now time.Time, cur float64, horizon time.Duration) float64
 		}
 		return lo
 	}
-	// Looking a slot past the start-up delay has the replicas Ready and
-	// settled when a rise comes early in its slot.
-	forecast := 0.0
-	for _, k := range slotsAhead(now, horizon+profileSlot) {
-		forecast = max(forecast, level(k))
-	}
-	// A quieter day than the past ones rises as much less: today's level
-	// over the sustain before now's slot against theirs, read alike (a
-	// rise under way in the slot now would read as a quiet day).
+	// Today's level against the past days' over the half hour before
+	// now's slot, both read as the lowest slot peak (a rise under way in
+	// the slot now would read as a quiet day, and one 1m rate against a
+	// slot's highest as a rise): the rise is theirs scaled to today.
 	_, slot := dayAndSlot(now)
 	before := (slot - sustainSlots + profileSlots) % profileSlots
-	if theirs := level(before); theirs > 0 && p.Today != nil {
-		ours := math.Inf(1)
-		for i := 0; i < sustainSlots; i++ {
-			ours = min(ours, p.Today[(before+i)%profileSlots])
-		}
-		if ours >= 0 && ours < theirs {
-			forecast *= ours / theirs
-		}
+	theirs := level(before)
+	ours := math.Inf(1)
+	for i := 0; i < sustainSlots; i++ {
+		ours = min(ours, p.peakToday((before+i)%profileSlots, slot))
 	}
-	return max(0, forecast-cur)
+	if theirs < 0 || ours < 0 {
+		return 0
+	}
+	// Looking a slot past the start-up delay has the replicas Ready and
+	// settled when a rise comes early in its slot.
+	ahead := 0.0
+	for _, k := range slotsAhead(now, horizon+profileSlot) {
+		ahead = max(ahead, level(k))
+	}
+	if theirs == 0 {
+		// From an idle night: nothing to scale by.
+		return max(0, ahead-ours)
+	}
+	return max(0, ours*ahead/theirs-ours)
+}
+
+// peakToday is today's peak in slot k, read from yesterday when k comes
+// after now's slot (the half hour before just after midnight).
+func (p Profile) peakToday(k, now int) float64 {
+	if k <= now {
+		return p.Today[k]
+	}
+	if n := len(p.Past); n > 0 && p.Past[n-1].Day == p.Day-1 {
+		return p.Past[n-1].Peaks[k]
+	}
+	return unseen
 }
 
 // trimOldestDay drops the oldest past day, for persisting under a bound.

@@ -80,7 +80,7 @@ func TestProfileRise(t *testing.T) {
 		"until it comes":                   {2, false, 9*time.Hour + 5*time.Minute, 1, 10 * time.Minute, 4},
 		"too far ahead to order yet":       {2, false, 8*time.Hour + 30*time.Minute, 1, 0, 0},
 		"a quieter day rises as much less": {2, false, 8*time.Hour + 55*time.Minute, 0.5, 0, 2},
-		"a busier day rises no more":       {2, false, 8*time.Hour + 55*time.Minute, 2, 0, 3},
+		"a busier day rises as much more":  {2, false, 8*time.Hour + 55*time.Minute, 2, 0, 8},
 		"already risen":                    {2, false, 10 * time.Hour, 1, 0, 0},
 		"a burst is not a level":           {2, true, 13*time.Hour + 55*time.Minute, 1, 0, 0},
 		"the evening falls":                {2, false, 16*time.Hour + 55*time.Minute, 1, 0, 0},
@@ -96,9 +96,27 @@ func TestProfileRise(t *testing.T) {
 			for at := today.Add(time.Minute); at.Before(now); at = at.Add(time.Minute) {
 				p = p.record(at, tt.today*workdayRate(at.Add(-tt.late), false))
 			}
-			assert.InDelta(t, tt.wantRise, p.rise(now, tt.today*workdayRate(now.Add(-tt.late), false), horizon), 1e-9)
+			assert.InDelta(t, tt.wantRise, p.rise(now, horizon), 1e-9)
 		})
 	}
+}
+
+// TestProfileRiseOfNoise: a flat day's 1m rates scatter about its mean;
+// a slot's highest of them is no rise over the next lower one.
+func TestProfileRiseOfNoise(t *testing.T) {
+	var p Profile
+	noisy := func(at time.Time) float64 { return 1 + 0.2*float64(at.Minute()%2*2-1) }
+	for at := midnight; at.Before(midnight.Add(50 * time.Hour)); at = at.Add(time.Minute) {
+		p = p.record(at, noisy(at))
+	}
+	assert.Zero(t, p.rise(midnight.Add(50*time.Hour), 7*time.Minute))
+
+	// From an idle night, a rise is its whole height.
+	var idle Profile
+	for at := midnight; at.Before(midnight.Add(32*time.Hour + 55*time.Minute)); at = at.Add(time.Minute) {
+		idle = idle.record(at, workdayRate(at, false)-1)
+	}
+	assert.InDelta(t, 4.0, idle.rise(midnight.Add(32*time.Hour+55*time.Minute), 7*time.Minute), 1e-9)
 }
 
 func TestSlotsAhead(t *testing.T) {
