@@ -32,6 +32,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wva-project/wva/pkg/sim"
 	"github.com/wva-project/wva/pkg/sim/calibrate"
@@ -379,8 +380,8 @@ func policyTable(simulate func(...string) ([]byte, error)) (string, string, erro
 	var b, f strings.Builder
 	f.WriteString("| workload | wva | wva-v1 | wva-throughput | queue-threshold | kpa | constant fleets | wva among the adaptive policies |\n")
 	f.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	b.WriteString("| workload | policy | cost | x oracle | SLO met | mean replicas | peak replicas | wva against every other row |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| workload | policy | cost | x oracle | SLO met | mean replicas | peak replicas | scale events / h | wva against every other row |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, w := range workloads {
 		if w.long {
 			rep, err := report(simulate, w.args...)
@@ -401,7 +402,7 @@ func policyTable(simulate func(...string) ([]byte, error)) (string, string, erro
 		f.WriteString(frontierRow(w.name, rep))
 		policyRows(&b, w.name, rep)
 		if wva, ok := token.Row(simpolicies.PolicyWVA); ok {
-			b.WriteString(row(w.name, "wva (token analyzer)", wva, ""))
+			b.WriteString(row(w.name, "wva (token analyzer)", wva, token.Stats.Duration, ""))
 		}
 	}
 	return b.String(), f.String(), nil
@@ -418,7 +419,7 @@ func policyRows(b *strings.Builder, name string, rep sim.Report) {
 		if p.Policy == simpolicies.PolicyWVA && rep.Verdict != nil {
 			verdict = rep.Verdict.String()
 		}
-		b.WriteString(row(name, p.Policy, p, verdict))
+		b.WriteString(row(name, p.Policy, p, rep.Stats.Duration, verdict))
 	}
 }
 
@@ -698,9 +699,15 @@ func report(simulate func(...string) ([]byte, error), args ...string) (sim.Repor
 	return rep, nil
 }
 
-func row(workload, policy string, p sim.PolicySummary, verdict string) string {
-	return fmt.Sprintf("| %s | %s | %.1f | %.2f | %.2f%% | %.1f | %d | %s |\n", workload, policy, p.Cost, p.CostToOracle,
-		100*p.SLOAttainment, p.MeanReplicas, p.MaxReplicas, verdict)
+// row is one policy's row; its scale events are per hour of the trace
+// (a figure of thrash: the goal is at most 12 on average).
+func row(workload, policy string, p sim.PolicySummary, trace time.Duration, verdict string) string {
+	perHour := 0.0
+	if h := trace.Hours(); h > 0 {
+		perHour = float64(p.ScaleEvents) / h
+	}
+	return fmt.Sprintf("| %s | %s | %.1f | %.2f | %.2f%% | %.1f | %d | %.1f | %s |\n", workload, policy, p.Cost, p.CostToOracle,
+		100*p.SLOAttainment, p.MeanReplicas, p.MaxReplicas, perHour, verdict)
 }
 
 // tableOf keeps the table and its notes from `wva simulate`'s text output:

@@ -13,8 +13,9 @@ import (
 // profileSustain (a level, not a burst) and that begins within the next
 // start-up delay is ordered now, so the replicas for it are Ready when it
 // comes; the trend sees it only once it is under way. The rise is the
-// lowest of the past days', scaled down when today runs
-// below them: a rise one day had is not a rise the next will have. It is
+// lowest of the past days', scaled to today by how today's level compares
+// with theirs: a quieter day rises as much less, a busier one as much
+// more, and a rise one day had is not a rise the next will have. It is
 // ordered, not held: a rise that does not come is given back once the
 // profile no longer says it is ahead. A group with no whole day of
 // history plans as without.

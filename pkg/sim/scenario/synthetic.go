@@ -120,11 +120,14 @@ func (s Synthetic) Validate() error {
 // except for a day, whose bursts (at most dayBurstMax) lift the mean of
 // its curve, (base + peak) / 2.
 func (s Synthetic) drawn() float64 {
-	if s.Shape == ShapeDay || s.Shape == ShapeWorkday {
+	if s.dayLike() {
 		return dayBurstMax * (s.BaseRate + s.PeakRate) / 2
 	}
 	return s.peak()
 }
+
+// dayLike says the shape is a day of hours with random bursts.
+func (s Synthetic) dayLike() bool { return s.Shape == ShapeDay || s.Shape == ShapeWorkday }
 
 // dayBurstMax is the most a day's burst multiplies the rate by.
 const dayBurstMax = 2.0
@@ -132,7 +135,7 @@ const dayBurstMax = 2.0
 // peak is the rate Generate draws candidates at.
 func (s Synthetic) peak() float64 {
 	p := math.Max(s.BaseRate, s.PeakRate)
-	if s.Shape == ShapeDay || s.Shape == ShapeWorkday {
+	if s.dayLike() {
 		p *= dayBurstMax
 	}
 	return p
