@@ -17,8 +17,9 @@
 //     burst has come back within that time (a lull shorter than that costs
 //     less to ride out than the start-up the next burst would need; a
 //     drained backlog does not come back, so it is not held) and of
-//     shortHoldFactor before (a one-off rise, such as a spike, is not paid
-//     for through the rest of the hour). A shortfall orders the exact
+//     shortHoldFactor before while the SLO's error budget holds (a one-off
+//     rise, such as a spike, is not paid for through the rest of the hour;
+//     budget.go). A shortfall orders the exact
 //     cheapest integer mix of variants that covers the present plan, and a
 //     scale-down the one that keeps the held plan covered. A shortfall
 //     within smallShortfall of the supply orders only once it has lasted a
@@ -127,6 +128,11 @@ type State struct {
 	RiseHistory RiseHistory `json:"riseHistory,omitempty"`
 	// Profile is the group's arrivals by time of day (profile.go).
 	Profile Profile `json:"profile,omitzero"`
+	// Budget is the SLO's error budget spent lately (budget.go).
+	Budget Budget `json:"budget,omitzero"`
+	// Backlog and BacklogAt are the last cycle's backlog, for its growth.
+	Backlog   float64   `json:"backlog,omitempty"`
+	BacklogAt time.Time `json:"backlogAt,omitzero"`
 }
 
 // VariantState is one variant's learned capacity; kept while the variant
@@ -195,6 +201,9 @@ type Analysis struct {
 	ArrivalSource string  `json:"arrivalSource"`
 	Backlog       float64 `json:"backlog"`
 	BacklogRate   float64 `json:"backlogRate"`
+	// BacklogGrowth is how fast the backlog grew since the last cycle
+	// (req/s), ordered with it.
+	BacklogGrowth float64 `json:"backlogGrowth,omitempty"`
 	// Rising is the growth forecast over the horizon (req/s).
 	Rising float64 `json:"rising"`
 	// RiseMargin is the rise the group's history says can come within
@@ -225,13 +234,17 @@ type Analysis struct {
 	Output     float64           `json:"outputTokens"`
 	Why        string            `json:"why"`
 	Variants   []VariantAnalysis `json:"variants"`
+	// BudgetSpent says the requests over the ITL target lately exceed
+	// the SLO's error budget (budget.go): every rise is held for the
+	// full hold.
+	BudgetSpent bool `json:"budgetSpent,omitempty"`
 }
 
 // Summary implements analyzer.Summarizer.
 func (a Analysis) Summary() []string {
 	lines := []string{
-		fmt.Sprintf("demand %.3f req/s (%s) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f over %s = %.3f req/s; with margin %.3f; held %.3f over %s",
-			a.ArrivalRate, a.ArrivalSource, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.Horizon, a.ArrivalRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold),
+		fmt.Sprintf("demand %.3f req/s (%s) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f over %s (growing %.3f req/s) = %.3f req/s; with margin %.3f; held %.3f over %s%s",
+			a.ArrivalRate, a.ArrivalSource, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.Horizon, a.BacklogGrowth, a.ArrivalRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold, budgetNote(a.BudgetSpent)),
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
@@ -351,8 +364,17 @@ func (c *cycle) demand() {
 	// The backlog is drained over one start-up delay: a replica ordered for
 	// it serves while there is still backlog to serve. The backlog
 	// projected to the end of the start-up is not the rate to order for:
-	// the replicas already serving drain much of it meanwhile.
+	// the replicas already serving drain much of it meanwhile. But a
+	// backlog growing now grows as fast until what is ordered serves
+	// (arrivals over what the replicas really serve, whatever their
+	// fitted capacity says): that growth is ordered too, once, rather
+	// than as a top-up each cycle that comes a start-up late.
 	an.BacklogRate = an.Backlog / c.horizon.Seconds()
+	c.next.Backlog, c.next.BacklogAt = an.Backlog, c.g.Now
+	if dt := c.g.Now.Sub(c.st.BacklogAt); !c.st.BacklogAt.IsZero() && dt > 0 && dt <= 2*decision.RateWindow && an.Backlog > c.st.Backlog {
+		an.BacklogGrowth = (an.Backlog - c.st.Backlog) / dt.Seconds()
+		an.BacklogRate += an.BacklogGrowth
+	}
 	an.Rising = rising(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon)
 	c.ref = referenceCapacity(c.variants, c.caps)
 	// Rises are read at the timescale of the load they bring: a burst of
@@ -444,10 +466,13 @@ func (c *cycle) holdPeak() {
 	c.adaptHold(unit)
 	c.hold = time.Duration(c.next.HoldFactor * float64(unit))
 	c.next.Rises = rises(c.st.Rises, c.st.Plans, c.g.Now, an.StaffedArrivals, c.ref.Rate, c.horizon, c.hold)
-	if len(c.next.Rises) < 2 {
+	c.next.Budget = c.st.Budget.record(c.g.Now, c.g.Replicas, c.slo.TargetITLms)
+	an.BudgetSpent = c.next.Budget.spent(c.slo.Attainment)
+	if len(c.next.Rises) < 2 && !an.BudgetSpent {
 		// No burst has come back within the hold: nothing says the
 		// capacity a rise needed will be needed again soon, and a one-off
-		// spike's fleet is not kept for the rest of the hour.
+		// spike's fleet is not kept for the rest of the hour, while the
+		// error budget can pay for the next onset if one comes.
 		c.hold = min(c.hold, time.Duration(shortHoldFactor*float64(unit)))
 	}
 	an.Hold = c.hold.String()

@@ -1,0 +1,64 @@
+package planner
+
+import (
+	"math"
+	"time"
+
+	"github.com/wva-project/wva/pkg/decision"
+)
+
+// The SLO's error budget is the share of requests allowed over target (1%
+// at 99% attainment). Budget is what the group spent of it lately: its
+// requests and those over the ITL target (the replicas' TPOT histograms),
+// each decayed over budgetMemory. While the budget holds, a one-off rise's
+// capacity is given back after a short hold (the next onset, if it comes,
+// may spend some); once spent, the plan holds every rise for the full hold
+// instead of risking the next onset's misses on top.
+type Budget struct {
+	Requests float64   `json:"requests,omitempty"`
+	Over     float64   `json:"over,omitempty"`
+	At       time.Time `json:"at,omitzero"`
+}
+
+const (
+	// budgetMemory is how long misses count against the budget (to 1/e).
+	budgetMemory = time.Hour
+	// minBudgetRequests is the requests below which nothing is judged.
+	minBudgetRequests = 100
+)
+
+// record adds the requests the replicas finished since the last cycle
+// (their histograms are rates over the rate window).
+func (b Budget) record(now time.Time, reps []decision.ReplicaMetrics, targetITLms float64) Budget {
+	var h decision.Histogram
+	for _, r := range reps {
+		h = h.Merge(r.TPOT)
+	}
+	dt := decision.RateWindow
+	if !b.At.IsZero() {
+		dt = min(max(now.Sub(b.At), 0), decision.RateWindow)
+	}
+	decay := math.Exp(-dt.Seconds() / budgetMemory.Seconds())
+	n := h.Total() * dt.Seconds()
+	over := 0.0
+	if n > 0 && targetITLms > 0 {
+		over = n * h.Above(targetITLms/1000)
+	}
+	if !decision.Finite(n) || !decision.Finite(over) {
+		return b
+	}
+	return Budget{Requests: b.Requests*decay + n, Over: b.Over*decay + over, At: now}
+}
+
+// spent says whether the requests over target exceed the error budget of
+// the attainment target.
+func (b Budget) spent(attainment float64) bool {
+	return b.Requests >= minBudgetRequests && b.Over > (1-attainment)*b.Requests
+}
+
+func budgetNote(spent bool) string {
+	if spent {
+		return " (error budget spent: every rise held)"
+	}
+	return ""
+}

@@ -1,0 +1,143 @@
+package planner
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/decision"
+)
+
+// tpot is a TPOT histogram of rate requests per second, share of them over
+// 100 ms.
+func tpot(rate, share float64) decision.Histogram {
+	return decision.Histogram{Bounds: []float64{0.05, 0.1, math.Inf(1)},
+		Counts: []float64{rate * (1 - share), rate * (1 - share), rate}}
+}
+
+func TestBudget(t *testing.T) {
+	const att = 0.99
+	reps := func(rate, share float64) []decision.ReplicaMetrics {
+		return []decision.ReplicaMetrics{{Pod: "a", TPOT: tpot(rate/2, share)}, {Pod: "b", TPOT: tpot(rate/2, share)}}
+	}
+	cases := []struct {
+		name      string
+		prev      Budget
+		since     time.Duration // since prev.At
+		rate      float64       // requests per second finished
+		share     float64       // of them over the ITL target
+		wantReqs  float64
+		wantOver  float64
+		wantSpent bool
+	}{
+		{name: "first cycle counts one rate window", rate: 10, share: 0.005, wantReqs: 600, wantOver: 3},
+		{name: "misses over the budget", rate: 10, share: 0.05, wantReqs: 600, wantOver: 30, wantSpent: true},
+		{name: "too few requests to judge", rate: 1, share: 0.5, wantReqs: 60, wantOver: 30},
+		{name: "the past decays over budgetMemory", prev: Budget{Requests: 1000, Over: 50}, since: 30 * time.Second, rate: 10, share: 0,
+			wantReqs: 1000*math.Exp(-0.5/60) + 300, wantOver: 50 * math.Exp(-0.5/60), wantSpent: true},
+		{name: "clean requests repay the budget", prev: Budget{Requests: 1000, Over: 50}, since: time.Hour, rate: 100, share: 0,
+			wantReqs: 1000*math.Exp(-1.0/60) + 6000, wantOver: 50 * math.Exp(-1.0/60)},
+		{name: "a gap counts one rate window, not the gap", prev: Budget{Requests: 0}, since: 10 * time.Minute, rate: 10, share: 0, wantReqs: 600},
+	}
+	now := t0.Add(time.Hour)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := tc.prev
+			if tc.since > 0 {
+				prev.At = now.Add(-tc.since)
+			}
+			b := prev.record(now, reps(tc.rate, tc.share), 100)
+			assert.InDelta(t, tc.wantReqs, b.Requests, 1e-6)
+			assert.InDelta(t, tc.wantOver, b.Over, 1e-6)
+			assert.Equal(t, now, b.At)
+			assert.Equal(t, tc.wantSpent, b.spent(att))
+		})
+	}
+}
+
+// A first burst whose onset spent the error budget is held for the full
+// hold, where one that did not is given back after a short hold.
+func TestSpentBudgetHoldsTheFirstBurst(t *testing.T) {
+	const startup = 3 * time.Minute
+	for _, tc := range []struct {
+		name string
+		// share of the burst's requests over the ITL target
+		share float64
+		spent bool
+	}{
+		{"budget kept: a short hold", 0, false},
+		{"budget spent: the full hold", 0.2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st any
+			l4 := int32(2)
+			at := time.Duration(0)
+			cycle := func(rate, share float64) decision.Signal {
+				g := fleet(l4, 0, rate)
+				g.Variants[1].MaxReplicas, g.Variants[1].StartupDelay = 0, 0
+				g.Variants[0].StartupDelay = startup
+				g.Now = t0.Add(at)
+				for i := range g.Replicas {
+					g.Replicas[i].AvgITLms = 1000 / math.Max(50-5*g.Replicas[i].ArrivalRate, 2)
+					g.Replicas[i].TPOT = tpot(g.Replicas[i].ArrivalRate, share)
+				}
+				var sig decision.Signal
+				_, sig, st = run(t, g, st)
+				l4 = sig.PlannedReplicas["l4"]
+				at += time.Minute
+				return sig
+			}
+			for range 10 {
+				cycle(1, 0)
+			}
+			calm := l4
+			for range 5 {
+				cycle(12, tc.share)
+			}
+			lastBurst := at - time.Minute
+			burst := cycle(1, 0).PlannedReplicas["l4"]
+			require.Greater(t, burst, calm, "the burst orders replicas")
+			for at-lastBurst <= shortHoldFactor*startup+time.Minute {
+				cycle(1, 0)
+			}
+			if !tc.spent {
+				assert.Less(t, l4, burst, "past a short hold the burst's replicas are released")
+				return
+			}
+			// The misses' own saturation floor is held for a short hold;
+			// what the burst's arrivals planned is kept for the full hold.
+			kept := l4
+			require.Greater(t, kept, calm, "past a short hold the burst's plan is kept")
+			for at-lastBurst < holdFactor*startup {
+				sig := cycle(1, 0)
+				require.Equal(t, kept, sig.PlannedReplicas["l4"], "%s after the burst, within the hold: %s", at-time.Minute-lastBurst, sig.Reason)
+			}
+			for at-lastBurst <= holdFactor*startup+2*time.Minute {
+				cycle(1, 0)
+			}
+			assert.Less(t, l4, kept, "past the hold the burst's replicas are released")
+		})
+	}
+}
+
+// A backlog growing at an onset is ordered for what it will be when the
+// replicas ordered serve: its growth is added to the rate that drains it.
+func TestGrowingBacklogOrderedOnce(t *testing.T) {
+	g := fleet(2, 0, 2)
+	g.SchedulerQueueSize = 60
+	_, _, st := run(t, g, nil)
+	g.Now = t0.Add(30 * time.Second)
+	g.SchedulerQueueSize = 360
+	a, _, st := run(t, g, st)
+	assert.InDelta(t, 10, a.BacklogGrowth, 1e-9, "300 more requests in 30 s")
+	assert.InDelta(t, 360/120.0+10, a.BacklogRate, 1e-9)
+	// A backlog draining is not growth.
+	g.Now = t0.Add(time.Minute)
+	g.SchedulerQueueSize = 200
+	b, _, _ := run(t, g, st)
+	assert.Zero(t, b.BacklogGrowth)
+	assert.InDelta(t, 200/120.0, b.BacklogRate, 1e-9)
+}
