@@ -72,53 +72,36 @@ func TestSpentBudgetHoldsTheFirstBurst(t *testing.T) {
 		{"budget spent: the full hold", 0.2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var st any
-			l4 := int32(2)
-			at := time.Duration(0)
-			cycle := func(rate, share float64) decision.Signal {
-				g := fleet(l4, 0, rate)
-				g.Variants[1].MaxReplicas, g.Variants[1].StartupDelay = 0, 0
-				g.Variants[0].StartupDelay = startup
-				g.Now = t0.Add(at)
-				for i := range g.Replicas {
-					g.Replicas[i].AvgITLms = 1000 / math.Max(50-5*g.Replicas[i].ArrivalRate, 2)
-					g.Replicas[i].TPOT = tpot(g.Replicas[i].ArrivalRate, share)
-				}
-				var sig decision.Signal
-				_, sig, st = run(t, g, st)
-				l4 = sig.PlannedReplicas["l4"]
-				at += time.Minute
-				return sig
-			}
+			f := &minuteFleet{t: t, startup: startup, reportTPOT: true, l4: 2}
 			for range 10 {
-				cycle(1, 0)
+				f.cycle(1, 0)
 			}
-			calm := l4
+			calm := f.l4
 			for range 5 {
-				cycle(12, tc.share)
+				f.cycle(12, tc.share)
 			}
-			lastBurst := at - time.Minute
-			burst := cycle(1, 0).PlannedReplicas["l4"]
+			lastBurst := f.at - time.Minute
+			burst := f.cycle(1, 0).PlannedReplicas["l4"]
 			require.Greater(t, burst, calm, "the burst orders replicas")
-			for at-lastBurst <= shortHoldFactor*startup+time.Minute {
-				cycle(1, 0)
+			for f.at-lastBurst <= shortHoldFactor*startup+time.Minute {
+				f.cycle(1, 0)
 			}
 			if !tc.spent {
-				assert.Less(t, l4, burst, "past a short hold the burst's replicas are released")
+				assert.Less(t, f.l4, burst, "past a short hold the burst's replicas are released")
 				return
 			}
 			// The misses' own saturation floor is held for a short hold;
 			// what the burst's arrivals planned is kept for the full hold.
-			kept := l4
+			kept := f.l4
 			require.Greater(t, kept, calm, "past a short hold the burst's plan is kept")
-			for at-lastBurst < holdFactor*startup {
-				sig := cycle(1, 0)
-				require.Equal(t, kept, sig.PlannedReplicas["l4"], "%s after the burst, within the hold: %s", at-time.Minute-lastBurst, sig.Reason)
+			for f.at-lastBurst < holdFactor*startup {
+				sig := f.cycle(1, 0)
+				require.Equal(t, kept, sig.PlannedReplicas["l4"], "%s after the burst, within the hold: %s", f.at-time.Minute-lastBurst, sig.Reason)
 			}
-			for at-lastBurst <= holdFactor*startup+2*time.Minute {
-				cycle(1, 0)
+			for f.at-lastBurst <= holdFactor*startup+2*time.Minute {
+				f.cycle(1, 0)
 			}
-			assert.Less(t, l4, kept, "past the hold the burst's replicas are released")
+			assert.Less(t, f.l4, kept, "past the hold the burst's replicas are released")
 		})
 	}
 }

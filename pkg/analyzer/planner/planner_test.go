@@ -236,46 +236,59 @@ func TestHoldThroughShortLulls(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var st any
-			l4 := int32(2)
-			at := time.Duration(0)
-			cycle := func(rate float64) decision.Signal {
-				g := fleet(l4, 0, rate)
-				g.Variants[1].MaxReplicas, g.Variants[1].StartupDelay = 0, 0
-				g.Variants[0].StartupDelay = tc.startup
-				g.Now = t0.Add(at)
-				// The replicas' ITL follows one curve (20 ms idle, 100 ms
-				// at 8 req/s), so what is learned in the lull does not
-				// move the capacity the hold is counted in.
-				for i := range g.Replicas {
-					g.Replicas[i].AvgITLms = 1000 / math.Max(50-5*g.Replicas[i].ArrivalRate, 2)
-				}
-				var sig decision.Signal
-				_, sig, st = run(t, g, st)
-				// The replicas ordered start before the next cycle.
-				l4 = sig.PlannedReplicas["l4"]
-				at += time.Minute
-				return sig
-			}
+			f := &minuteFleet{t: t, startup: tc.startup, l4: 2}
 			for _, s := range tc.segments {
 				for range s.minutes {
-					cycle(s.rate)
+					f.cycle(s.rate, 0)
 				}
 			}
-			lastBurst := at - time.Minute
+			lastBurst := f.at - time.Minute
 			// The first lull cycle keeps what the burst's plan needs.
-			burst := cycle(1).PlannedReplicas["l4"]
+			burst := f.cycle(1, 0).PlannedReplicas["l4"]
 			require.Greater(t, burst, int32(2), "the burst orders replicas")
-			for at-lastBurst < tc.held {
-				sig := cycle(1)
-				require.Equal(t, burst, sig.PlannedReplicas["l4"], "%s after the burst, within the hold: %s", at-time.Minute-lastBurst, sig.Reason)
+			for f.at-lastBurst < tc.held {
+				sig := f.cycle(1, 0)
+				require.Equal(t, burst, sig.PlannedReplicas["l4"], "%s after the burst, within the hold: %s", f.at-time.Minute-lastBurst, sig.Reason)
 			}
-			for at-lastBurst <= tc.released {
-				cycle(1)
+			for f.at-lastBurst <= tc.released {
+				f.cycle(1, 0)
 			}
-			assert.Less(t, l4, burst, "past the hold the burst's replicas are released")
+			assert.Less(t, f.l4, burst, "past the hold the burst's replicas are released")
 		})
 	}
+}
+
+// minuteFleet runs the planner on an l4-only group one cycle a minute,
+// starting what each cycle plans before the next. The replicas' ITL
+// follows one curve (20 ms idle, 100 ms at 8 req/s), so what is learned
+// in a lull does not move the capacity the hold is counted in.
+type minuteFleet struct {
+	t       *testing.T
+	startup time.Duration
+	// reportTPOT gives the replicas TPOT histograms (cycle's share of
+	// their requests over the ITL target); without it they report none.
+	reportTPOT bool
+	st         any
+	l4         int32
+	at         time.Duration // the next cycle's time after t0
+}
+
+func (f *minuteFleet) cycle(rate, overShare float64) decision.Signal {
+	g := fleet(f.l4, 0, rate)
+	g.Variants[1].MaxReplicas, g.Variants[1].StartupDelay = 0, 0
+	g.Variants[0].StartupDelay = f.startup
+	g.Now = t0.Add(f.at)
+	for i := range g.Replicas {
+		g.Replicas[i].AvgITLms = 1000 / math.Max(50-5*g.Replicas[i].ArrivalRate, 2)
+		if f.reportTPOT {
+			g.Replicas[i].TPOT = tpot(g.Replicas[i].ArrivalRate, overShare)
+		}
+	}
+	var sig decision.Signal
+	_, sig, f.st = run(f.t, g, f.st)
+	f.l4 = sig.PlannedReplicas["l4"]
+	f.at += time.Minute
+	return sig
 }
 
 // Backlog is demand to drain within a start-up delay.
