@@ -39,10 +39,11 @@ func (b Budget) record(now time.Time, reps []decision.ReplicaMetrics, targetITLm
 		dt = min(max(now.Sub(b.At), 0), decision.RateWindow)
 	}
 	decay := math.Exp(-dt.Seconds() / budgetMemory.Seconds())
-	n := h.Total() * dt.Seconds()
+	window, share := overTarget(h, targetITLms)
+	n := window * dt.Seconds() / decision.RateWindow.Seconds()
 	over := 0.0
 	if n > 0 && targetITLms > 0 {
-		over = n * h.Above(targetITLms/1000)
+		over = n * share
 	}
 	if !decision.Finite(n) || !decision.Finite(over) {
 		return b
