@@ -199,8 +199,11 @@ type VariantAnalysis struct {
 type Analysis struct {
 	ArrivalRate   float64 `json:"arrivalRate"`
 	ArrivalSource string  `json:"arrivalSource"`
-	Backlog       float64 `json:"backlog"`
-	BacklogRate   float64 `json:"backlogRate"`
+	// LoadRate is the arrival rate over the last request duration (at
+	// most the horizon): the rate the requests in flight arrived at.
+	LoadRate    float64 `json:"loadRate"`
+	Backlog     float64 `json:"backlog"`
+	BacklogRate float64 `json:"backlogRate"`
 	// BacklogGrowth is how fast the backlog grew since the last cycle
 	// (req/s), ordered with it.
 	BacklogGrowth float64 `json:"backlogGrowth,omitempty"`
@@ -243,8 +246,8 @@ type Analysis struct {
 // Summary implements analyzer.Summarizer.
 func (a Analysis) Summary() []string {
 	lines := []string{
-		fmt.Sprintf("demand %.3f req/s (%s) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f over %s (growing %.3f req/s) = %.3f req/s; with margin %.3f; held %.3f over %s%s",
-			a.ArrivalRate, a.ArrivalSource, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.Horizon, a.BacklogGrowth, a.ArrivalRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold, budgetNote(a.BudgetSpent)),
+		fmt.Sprintf("demand %.3f req/s (%s; %.3f over a request's duration) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f over %s (growing %.3f req/s) = %.3f req/s; with margin %.3f; held %.3f over %s%s",
+			a.ArrivalRate, a.ArrivalSource, a.LoadRate, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.Horizon, a.BacklogGrowth, a.LoadRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold, budgetNote(a.BudgetSpent)),
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
@@ -382,7 +385,10 @@ func (c *cycle) demand() {
 	// requests in flight (a reasoning model's minutes-long answers).
 	span := time.Duration(c.ref.RequestSeconds * float64(time.Second))
 	c.next.RiseHistory = c.st.RiseHistory.record(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon, span)
-	an.RiseMargin = an.ArrivalRate * c.next.RiseHistory.margin(c.slo.Attainment)
+	// So is the rate served: requests that last minutes are in flight at
+	// the rate of the minutes they last, not of the last rate window.
+	an.LoadRate = loadRate(c.st.Plans, c.g.Now, an.ArrivalRate, min(span, c.horizon))
+	an.RiseMargin = an.LoadRate * c.next.RiseHistory.margin(c.slo.Attainment)
 	c.next.Profile = c.st.Profile
 	if !c.g.Now.IsZero() {
 		c.next.Profile = c.st.Profile.record(c.g.Now, an.ArrivalRate)
@@ -390,9 +396,9 @@ func (c *cycle) demand() {
 	// The profile's rise is ordered, not held: a rise that does not come
 	// is given back once the profile no longer says it is ahead.
 	an.ProfileRise = c.next.Profile.rise(c.g.Now, c.horizon)
-	rate := an.ArrivalRate + max(an.Rising, an.RiseMargin, an.ProfileRise) + an.BacklogRate
+	rate := an.LoadRate + max(an.Rising, an.RiseMargin, an.ProfileRise) + an.BacklogRate
 	an.Staffed = staffed(rate, c.ref, c.slo)
-	an.StaffedArrivals = staffed(an.ArrivalRate+an.RiseMargin, c.ref, c.slo)
+	an.StaffedArrivals = staffed(an.LoadRate+an.RiseMargin, c.ref, c.slo)
 	if floor, n, slow := saturationFloor(c.g, c.caps, c.ref, c.scaling, c.slo); floor > rate {
 		// The replicas say demand is more than the rates do: a renamed
 		// counter, a scrape gap or a capacity fitted too high. Like a
@@ -567,7 +573,7 @@ func (c *cycle) order(mv []mixVariant) []int32 {
 	switch {
 	case an.BacklogRate > an.ArrivalRate*0.1:
 		an.Why = WhyBacklog
-	case an.Supply+1e-9 >= staffed(an.ArrivalRate+an.BacklogRate, c.ref, c.slo):
+	case an.Supply+1e-9 >= staffed(an.LoadRate+an.BacklogRate, c.ref, c.slo):
 		an.Why = WhyTrend
 		if an.ProfileRise > max(an.Rising, an.RiseMargin) {
 			an.Why = WhyProfile
@@ -713,6 +719,20 @@ func fairPrice(variants []decision.Variant, caps map[string]ReplicaCapacity, an 
 // variant's replicas must have been seen serving before its fitted line is
 // trusted above the fair price.
 const provenShare = 0.5
+
+// loadRate is the mean arrival rate over the last span: the current rate
+// window's and those of the remembered cycles whose windows fall within
+// it. A span within one rate window is the current rate.
+func loadRate(plans []PlanPoint, now time.Time, cur float64, span time.Duration) float64 {
+	sum, n := cur, 1.0
+	for _, p := range plans {
+		if age := now.Sub(p.At); age > 0 && age+decision.RateWindow <= span {
+			sum += p.Arrivals
+			n++
+		}
+	}
+	return sum / n
+}
 
 // staffed is a rate plus the square-root margin for the SLO's attainment:
 // the requests in service fluctuate by about sqrt(rate * duration) around

@@ -671,3 +671,65 @@ func TestSlowReplicasOrderAndHold(t *testing.T) {
 	}
 	assert.Less(t, released, ordered, "given back after the short hold")
 }
+
+func TestLoadRate(t *testing.T) {
+	w := decision.RateWindow
+	plans := []PlanPoint{
+		{At: t0.Add(-4 * w), Arrivals: 4},
+		{At: t0.Add(-3 * w), Arrivals: 1},
+		{At: t0.Add(-2 * w), Arrivals: 1},
+		{At: t0.Add(-w), Arrivals: 1},
+	}
+	for _, tc := range []struct {
+		name string
+		span time.Duration
+		want float64
+	}{
+		{"a request within one window is the window's rate", w, 3},
+		{"shorter still", w / 3, 3},
+		{"two windows", 2 * w, (3 + 1) / 2.0},
+		{"four windows", 4 * w, (3 + 1 + 1 + 1) / 4.0},
+		{"five windows reach the older burst", 5 * w, (3 + 1 + 1 + 1 + 4) / 5.0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.InDelta(t, tc.want, loadRate(plans, t0, 3, tc.span), 1e-9)
+		})
+	}
+}
+
+// A window's burst of requests that last minutes is planned at the rate
+// the requests in flight arrived at; one of requests that last seconds at
+// the window's rate.
+func TestLongRequestsPlanTheirInFlightRate(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		outTokens float64
+		smoothed  bool
+	}{
+		{"reasoning answers", 4000, true},
+		{"chat answers", 200, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st any
+			g := fleet(4, 0, 1)
+			for i := range g.Replicas {
+				g.Replicas[i].AvgOutputTokens = tc.outTokens
+			}
+			for range 10 {
+				_, _, st = run(t, g, st)
+				g.Now = g.Now.Add(decision.RateWindow)
+			}
+			g.GatewayArrivalRate = 3
+			a, _, _ := run(t, g, st)
+			b, _, _ := run(t, g, nil)
+			assert.InDelta(t, 3, a.ArrivalRate, 1e-9)
+			if tc.smoothed {
+				assert.Less(t, a.LoadRate, 2.5, "one window at 3 req/s after minutes at 1")
+				assert.Greater(t, a.LoadRate, 1.0)
+				assert.Less(t, a.Staffed, b.Staffed, "planned below the window's rate")
+			} else {
+				assert.InDelta(t, 3, a.LoadRate, 1e-9)
+			}
+		})
+	}
+}
