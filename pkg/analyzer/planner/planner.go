@@ -722,11 +722,12 @@ const provenShare = 0.5
 
 // loadRate is the mean arrival rate over the last span: the current rate
 // window's and those of the remembered cycles whose windows fall within
-// it. A span within one rate window is the current rate.
+// it. A span within one rate window is the current rate. The rise history
+// smooths each of its points the same way.
 func loadRate(plans []PlanPoint, now time.Time, cur float64, span time.Duration) float64 {
 	sum, n := cur, 1.0
 	for _, p := range plans {
-		if age := now.Sub(p.At); age > 0 && age+decision.RateWindow <= span {
+		if now.Sub(p.At)+decision.RateWindow <= span {
 			sum += p.Arrivals
 			n++
 		}

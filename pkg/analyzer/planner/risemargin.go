@@ -63,13 +63,7 @@ func (h RiseHistory) record(plans []PlanPoint, now time.Time, cur float64, horiz
 	// smoothed is the mean of the 1m rates whose windows fall within span
 	// of point i's end.
 	smoothed := func(i int) float64 {
-		var sum float64
-		n := 0
-		for j := i; j >= 0 && pts[i].At.Sub(pts[j].At) <= span-window; j-- {
-			sum += pts[j].Arrivals
-			n++
-		}
-		return sum / float64(n)
+		return loadRate(pts[:i], pts[i].At, pts[i].Arrivals, span)
 	}
 	// The youngest point a whole delay old starts the delay (the points
 	// are oldest first).
