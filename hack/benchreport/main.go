@@ -158,7 +158,7 @@ func run(check bool) error {
 	if err != nil {
 		return err
 	}
-	table, frontier, err := policyTable(simulate)
+	table, frontier, goals, err := policyTable(simulate)
 	if err != nil {
 		return err
 	}
@@ -188,6 +188,7 @@ func run(check bool) error {
 		"README.md": {"headline": fence(withoutFrontier(tableOf(dayText.String())))},
 		"docs/benchmarks.md": {
 			"policies": table,
+			"goals":    goals,
 			"frontier": frontier,
 			"backlog":  backlog,
 			"setting":  setting,
@@ -376,8 +377,15 @@ func digestOf(toolchain string, files map[string][]byte, tables []string) string
 
 // policyTable runs every workload (with --frontier) and renders the
 // Markdown tables of the policies and of their frontiers.
-func policyTable(simulate func(...string) ([]byte, error)) (string, string, error) {
+func policyTable(simulate func(...string) ([]byte, error)) (table, frontier, goals string, err error) {
 	var b, f strings.Builder
+	var names []string
+	var judged []goal
+	judge := func(name string, rep sim.Report) {
+		if g, ok := goalOf(rep); ok {
+			names, judged = append(names, name), append(judged, g)
+		}
+	}
 	f.WriteString("| workload | wva | wva-v1 | wva-throughput | queue-threshold | kpa | constant fleets | wva among the adaptive policies |\n")
 	f.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	b.WriteString("| workload | policy | cost | x oracle | SLO met | mean replicas | peak replicas | scale events / h | wva against every other row |\n")
@@ -386,26 +394,28 @@ func policyTable(simulate func(...string) ([]byte, error)) (string, string, erro
 		if w.long {
 			rep, err := report(simulate, w.args...)
 			if err != nil {
-				return "", "", err
+				return "", "", "", err
 			}
 			policyRows(&b, w.name, rep)
+			judge(w.name, rep)
 			continue
 		}
 		rep, err := report(simulate, append([]string{"--frontier"}, w.args...)...)
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
 		token, err := report(simulate, append([]string{"--policies", "wva,oracle", "--wva-config", tokenConfig}, w.args...)...)
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
 		f.WriteString(frontierRow(w.name, rep))
 		policyRows(&b, w.name, rep)
+		judge(w.name, rep)
 		if wva, ok := token.Row(simpolicies.PolicyWVA); ok {
 			b.WriteString(row(w.name, "wva (token analyzer)", wva, token.Stats.Duration, ""))
 		}
 	}
-	return b.String(), f.String(), nil
+	return b.String(), f.String(), goalsTable(names, judged), nil
 }
 
 // policyRows writes the table's rows of a workload's report, the verdict
@@ -702,12 +712,8 @@ func report(simulate func(...string) ([]byte, error), args ...string) (sim.Repor
 // row is one policy's row; its scale events are per hour of the trace
 // (a figure of thrash: the goal is at most 12 on average).
 func row(workload, policy string, p sim.PolicySummary, trace time.Duration, verdict string) string {
-	perHour := 0.0
-	if h := trace.Hours(); h > 0 {
-		perHour = float64(p.ScaleEvents) / h
-	}
 	return fmt.Sprintf("| %s | %s | %.1f | %.2f | %.2f%% | %.1f | %d | %.1f | %s |\n", workload, policy, p.Cost, p.CostToOracle,
-		100*p.SLOAttainment, p.MeanReplicas, p.MaxReplicas, perHour, verdict)
+		100*p.SLOAttainment, p.MeanReplicas, p.MaxReplicas, perHour(p.ScaleEvents, trace), verdict)
 }
 
 // tableOf keeps the table and its notes from `wva simulate`'s text output:

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wva-project/wva/pkg/sim"
+	"github.com/wva-project/wva/pkg/sim/trace"
+)
+
+func TestGoals(t *testing.T) {
+	rep := func(wvaAtt, oracleAtt, toOracle float64, events int, dominated []string, over bool) sim.Report {
+		return sim.Report{
+			Stats: trace.Stats{Duration: 2 * time.Hour},
+			SLO:   sim.SLOSummary{Attainment: 0.99},
+			Policies: []sim.PolicySummary{
+				{Policy: "wva", SLOAttainment: wvaAtt, CostToOracle: toOracle, ScaleEvents: events},
+				{Policy: "oracle", SLOAttainment: oracleAtt, CostToOracle: 1},
+			},
+			Verdict: &sim.Verdict{DominatedBy: dominated, Overshoot: over},
+		}
+	}
+	for _, tc := range []struct {
+		name                 string
+		rep                  sim.Report
+		goal                 float64
+		attainment, cost, ok bool
+	}{
+		{"every goal", rep(0.975, 0.995, 1.4, 10, nil, false), 0.97, true, true, true},
+		// The oracle's attainment under the SLO's sets the goal.
+		{"an oracle short of the SLO", rep(0.94, 0.955, 1.2, 10, nil, false), 0.935, true, true, true},
+		{"attainment short", rep(0.96, 0.995, 1.4, 10, nil, false), 0.97, false, true, false},
+		{"cost over", rep(0.99, 0.995, 1.6, 10, nil, false), 0.97, true, false, false},
+		{"dominated", rep(0.99, 0.995, 1.2, 10, []string{"kpa"}, false), 0.97, true, true, false},
+		{"peak over its bound", rep(0.99, 0.995, 1.2, 10, nil, true), 0.97, true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, ok := goalOf(tc.rep)
+			require.True(t, ok)
+			assert.InDelta(t, tc.goal, g.attainmentGoal, 1e-9)
+			assert.Equal(t, tc.attainment, g.attainmentMet())
+			assert.Equal(t, tc.cost, g.costMet())
+			assert.Equal(t, tc.ok, g.met())
+			assert.InDelta(t, 5, g.eventsPerHour, 1e-9, "10 events over 2 hours")
+		})
+	}
+	_, ok := goalOf(sim.Report{Policies: []sim.PolicySummary{{Policy: "wva"}}})
+	assert.False(t, ok, "no oracle row, nothing to judge against")
+
+	good, _ := goalOf(rep(0.975, 0.995, 1.4, 10, nil, false))
+	busy, _ := goalOf(rep(0.96, 0.995, 1.4, 40, []string{"kpa", "oracle"}, false))
+	table := goalsTable([]string{"calm", "busy"}, []goal{good, busy})
+	assert.Contains(t, table, "| calm | 97.50% (goal 97.00%): met | 1.40 (goal 1.5): met | not dominated | within | 5.0 | met |\n")
+	assert.Contains(t, table, "| busy | 96.00% (goal 97.00%): **not met** | 1.40 (goal 1.5): met | **dominated** by 2 rows | within | 20.0 | **not met** |\n")
+	assert.Contains(t, table, "Every goal met on 1 of 2 workloads; 12.5 scale events per hour of trace on average, **over** the goal of 12.")
+}
