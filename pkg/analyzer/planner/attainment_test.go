@@ -84,8 +84,8 @@ func TestMissedITLBuysCapacity(t *testing.T) {
 	assert.Less(t, missing.Headroom, startHeadroom, "%+v", missing)
 	assert.Greater(t, meeting.Headroom, startHeadroom, "%+v", meeting)
 	assert.Less(t, missing.Capacity.Rate, meeting.Capacity.Rate)
-	assert.Greater(t, missingSig.PlannedReplicas["l4"], meetingSig.PlannedReplicas["l4"],
-		"missing: %s; meeting: %s", missingSig.Reason, meetingSig.Reason)
+	cost := func(sig decision.Signal) int32 { return 5*sig.PlannedReplicas["l4"] + 15*sig.PlannedReplicas["h100"] }
+	assert.Greater(t, cost(missingSig), cost(meetingSig), "missing: %s; meeting: %s", missingSig.Reason, meetingSig.Reason)
 }
 
 // Replicas that report no TPOT histogram (older engines) keep the

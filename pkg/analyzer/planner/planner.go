@@ -229,14 +229,17 @@ type Analysis struct {
 	SlowFloor float64 `json:"slowFloor,omitempty"`
 	Reporting int     `json:"reportingReplicas,omitempty"`
 	// Held is the highest staffed rate over the hold.
-	Held       float64           `json:"heldRate"`
-	Hold       string            `json:"hold"`
-	Supply     float64           `json:"supply"`
-	PlanSupply float64           `json:"plannedSupply"`
-	Input      float64           `json:"inputTokens"`
-	Output     float64           `json:"outputTokens"`
-	Why        string            `json:"why"`
-	Variants   []VariantAnalysis `json:"variants"`
+	Held       float64 `json:"heldRate"`
+	Hold       string  `json:"hold"`
+	Supply     float64 `json:"supply"`
+	PlanSupply float64 `json:"plannedSupply"`
+	Input      float64 `json:"inputTokens"`
+	Output     float64 `json:"outputTokens"`
+	Why        string  `json:"why"`
+	// Trying names the variants never seen running that this order adds
+	// replicas of (untriedPriceShare).
+	Trying   []string          `json:"trying,omitempty"`
+	Variants []VariantAnalysis `json:"variants"`
 	// BudgetSpent says the requests over the ITL target lately exceed
 	// the SLO's error budget (budget.go): every rise is held for the
 	// full hold.
@@ -568,7 +571,12 @@ func (c *cycle) mix() []int32 {
 // req/s).
 func (c *cycle) order(mv []mixVariant) []int32 {
 	an := &c.an
-	counts, ok := cheapestMix(mv, an.Staffed)
+	counts, ok := cheapestMix(untriedAtDiscount(mv, an.Variants), an.Staffed)
+	for i, v := range c.variants {
+		if untried(an.Variants[i]) && counts[i] > v.CurrentReplicas {
+			an.Trying = append(an.Trying, v.Name)
+		}
+	}
 	an.Why = WhyDemand
 	switch {
 	case an.BacklogRate > an.ArrivalRate*0.1:
@@ -673,8 +681,40 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 	}
 	// What set the number first, then the figures it came from, so the
 	// reason alone explains the decision in `kubectl get va`.
+	if len(an.Trying) > 0 {
+		why += fmt.Sprintf(", trying %s (never seen running, priced at %.0f%% of its cost)", strings.Join(an.Trying, " and "), untriedPriceShare*100)
+	}
 	return fmt.Sprintf("slo-planner: %s; demand %.2f req/s (%s), backlog %.0f; plan %.2f req/s with margin, held %.2f, supply %.2f -> %s",
 		why, an.ArrivalRate, an.ArrivalSource, an.Backlog, an.Staffed, an.Held, an.Supply, strings.Join(parts, ", "))
+}
+
+// untriedPriceShare of its cost is what an order prices a replica of a
+// variant never seen running at. Its rate is only the fair-price guess
+// (fairPrice), which makes it exactly as cost-efficient as the proven
+// variant, so at its full price the search never picks it and the plan
+// never learns what it serves: a fleet that starts on L40S would stay on
+// L40S where an H100 serves twice the requests per unit of cost. Only the
+// choice is discounted; the rate covering the demand is the fair price,
+// so the plan is no shorter for trying. Once a replica runs, the variant
+// is priced in full and what it serves decides. Every share from 0.8 down
+// to 0.5 orders the same fleets on the benchmark's workloads and their
+// other seeds: what matters is that a replica is tried at all.
+const untriedPriceShare = 2.0 / 3
+
+// untried says whether a variant has no replica and has never been seen
+// serving.
+func untried(va VariantAnalysis) bool { return va.Observations == 0 && va.Current == 0 }
+
+// untriedAtDiscount returns the variants an order searches: the untried
+// ones at untriedPriceShare of their cost.
+func untriedAtDiscount(mv []mixVariant, an []VariantAnalysis) []mixVariant {
+	out := append([]mixVariant(nil), mv...)
+	for i := range out {
+		if untried(an[i]) {
+			out[i].Cost *= untriedPriceShare
+		}
+	}
+	return out
 }
 
 // fairPrice gives a variant not yet proven the rate per replica that makes

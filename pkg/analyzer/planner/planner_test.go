@@ -331,25 +331,28 @@ func BenchmarkPlanner1000Groups(b *testing.B) {
 // A drained backlog is not held: once the replicas ordered for it serve
 // and the queue is gone, the plan is the one the arrivals alone ask for.
 func TestHoldForgetsDrainedBacklog(t *testing.T) {
-	cycle := func(prev any, at time.Duration, l4 int32, backlog float64) (decision.Signal, any) {
+	cycle := func(prev any, at time.Duration, l4 int32, backlog float64) (Analysis, decision.Signal, any) {
 		g := fleet(l4, 0, 4)
 		g.Now = t0.Add(at)
 		g.SchedulerQueueSize = backlog
-		_, sig, st := run(t, g, prev)
-		return sig, st
+		return run(t, g, prev)
 	}
-	_, calm := cycle(nil, 0, 2, 0)
-	want, _ := cycle(calm, 10*time.Minute, 2, 0)
+	_, _, calm := cycle(nil, 0, 2, 0)
+	want, wantSig, _ := cycle(calm, 10*time.Minute, 2, 0)
 
-	_, st := cycle(nil, 0, 2, 0)
-	burst, st := cycle(st, 30*time.Second, 2, 3000)
-	require.Greater(t, burst.PlannedReplicas["l4"]+burst.PlannedReplicas["h100"], total(want), "the backlog orders replicas: %s", burst.Reason)
+	_, _, st := cycle(nil, 0, 2, 0)
+	_, burst, st := cycle(st, 30*time.Second, 2, 3000)
+	require.Greater(t, total(burst), total(wantSig), "the backlog orders replicas: %s", burst.Reason)
 	// Ten minutes later the ordered replicas are ready and the queue is
 	// drained; arrivals are what they were.
 	g := fleet(burst.PlannedReplicas["l4"], burst.PlannedReplicas["h100"], 4)
 	g.Now = t0.Add(10 * time.Minute)
-	_, after, _ := run(t, g, st)
-	assert.Equal(t, want.PlannedReplicas, after.PlannedReplicas, "after the drain: %s", after.Reason)
+	after, afterSig, _ := run(t, g, st)
+	// The same plan; the mix may differ, as the calm fleet tries the H100
+	// it has never run where the drained one already has it.
+	assert.InDelta(t, want.Held, after.Held, 1e-9, "after the drain: %s", afterSig.Reason)
+	assert.Less(t, total(afterSig), total(burst), "after the drain: %s", afterSig.Reason)
+	assert.GreaterOrEqual(t, after.PlanSupply+1e-9, after.Held, "after the drain: %s", afterSig.Reason)
 }
 
 // A variant seen only near idle is credited at most the fair price of the
@@ -732,4 +735,60 @@ func TestLongRequestsPlanTheirInFlightRate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An order tries a variant never seen running when it is within
+// untriedPriceShare of the cheapest mix, and covers the plan at the fair
+// price whether it tries it or not; a variant seen running before is
+// priced in full.
+func TestOrderTriesUntriedVariant(t *testing.T) {
+	learnt := func(h100Seen bool) any {
+		var st any
+		for i := range 10 {
+			g := fleet(2, 0, 4)
+			if h100Seen {
+				g = fleet(2, 1, 4)
+				g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: "h100-a", Variant: "h100",
+					NumGPUBlocks: 8192, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
+					ArrivalRate: 0.2, AvgITLms: 20, AvgTTFTms: 200})
+			}
+			g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+			_, _, st = run(t, g, st)
+		}
+		return st
+	}
+	order := func(st any, rate float64) (Analysis, decision.Signal) {
+		g := fleet(2, 0, rate)
+		g.Now = t0.Add(5 * time.Minute)
+		an, sig, _ := run(t, g, st)
+		return an, sig
+	}
+	untried, seen := learnt(false), learnt(true)
+	tried := 0
+	for rate := 4.0; rate <= 30; rate += 0.5 {
+		an, sig := order(untried, rate)
+		seenAn, seenSig := order(seen, rate)
+		require.Equal(t, "fair-price-prior", an.Variants[0].Capacity.Bound, "rate %.1f", rate)
+		require.Equal(t, "fair-price-prior", seenAn.Variants[0].Capacity.Bound, "rate %.1f", rate)
+		assert.Empty(t, seenAn.Trying, "rate %.1f: a variant seen running is priced in full", rate)
+		if an.Why == WhyHorizon || an.PlanSupply <= an.Supply {
+			continue // no order
+		}
+		assert.GreaterOrEqual(t, an.PlanSupply+1e-9, min(an.Staffed, maxSupply(an)), "rate %.1f: the order covers the plan at the fair price: %s", rate, sig.Reason)
+		if sig.PlannedReplicas["h100"] > 0 && seenSig.PlannedReplicas["h100"] == 0 {
+			tried++
+			assert.Equal(t, []string{"h100"}, an.Trying, "rate %.1f", rate)
+			assert.Contains(t, sig.Reason, "trying h100 (never seen running", "rate %.1f", rate)
+		}
+	}
+	assert.Positive(t, tried, "at some rate the untried H100 is ordered where the one seen running is not")
+}
+
+// maxSupply is the supply of every variant at its maximum.
+func maxSupply(an Analysis) float64 {
+	caps := map[string]float64{}
+	for _, v := range an.Variants {
+		caps[v.Name] = v.Capacity.Rate
+	}
+	return 20*caps["l4"] + 8*caps["h100"]
 }
