@@ -757,24 +757,24 @@ func TestOrderTriesUntriedVariant(t *testing.T) {
 		}
 		return st
 	}
-	order := func(st any, rate float64) (Analysis, decision.Signal) {
+	order := func(st any, rate float64) (Analysis, decision.Signal, float64) {
 		g := fleet(2, 0, rate)
 		g.Now = t0.Add(5 * time.Minute)
 		an, sig, _ := run(t, g, st)
-		return an, sig
+		return an, sig, maxSupply(g.Variants, an)
 	}
 	untried, seen := learnt(false), learnt(true)
 	tried := 0
 	for rate := 4.0; rate <= 30; rate += 0.5 {
-		an, sig := order(untried, rate)
-		seenAn, seenSig := order(seen, rate)
+		an, sig, most := order(untried, rate)
+		seenAn, seenSig, _ := order(seen, rate)
 		require.Equal(t, "fair-price-prior", an.Variants[0].Capacity.Bound, "rate %.1f", rate)
 		require.Equal(t, "fair-price-prior", seenAn.Variants[0].Capacity.Bound, "rate %.1f", rate)
 		assert.Empty(t, seenAn.Trying, "rate %.1f: a variant seen running is priced in full", rate)
 		if an.Why == WhyHorizon || an.PlanSupply <= an.Supply {
 			continue // no order
 		}
-		assert.GreaterOrEqual(t, an.PlanSupply+1e-9, min(an.Staffed, maxSupply(an)), "rate %.1f: the order covers the plan at the fair price: %s", rate, sig.Reason)
+		assert.GreaterOrEqual(t, an.PlanSupply+1e-9, min(an.Staffed, most), "rate %.1f: the order covers the plan at the fair price: %s", rate, sig.Reason)
 		if sig.PlannedReplicas["h100"] > 0 && seenSig.PlannedReplicas["h100"] == 0 {
 			tried++
 			assert.Equal(t, []string{"h100"}, an.Trying, "rate %.1f", rate)
@@ -784,11 +784,16 @@ func TestOrderTriesUntriedVariant(t *testing.T) {
 	assert.Positive(t, tried, "at some rate the untried H100 is ordered where the one seen running is not")
 }
 
-// maxSupply is the supply of every variant at its maximum.
-func maxSupply(an Analysis) float64 {
+// maxSupply is the supply of every variant at its maximum, at the rates
+// the analysis credits.
+func maxSupply(variants []decision.Variant, an Analysis) float64 {
 	caps := map[string]float64{}
 	for _, v := range an.Variants {
 		caps[v.Name] = v.Capacity.Rate
 	}
-	return 20*caps["l4"] + 8*caps["h100"]
+	supply := 0.0
+	for _, v := range variants {
+		supply += float64(v.MaxReplicas) * caps[v.Name]
+	}
+	return supply
 }
