@@ -71,6 +71,32 @@ func cheapestMix(vs []mixVariant, need float64) (counts []int32, ok bool) {
 	return best, true
 }
 
+// orderMix is what a scale-up orders: every replica that runs (Lo) is
+// kept, and the replicas the cheapest mix covering need over each
+// variant's whole range (Min up to Hi) has beyond them are added. The
+// cheapest addition on its own would grow whichever variant costs least
+// per replica, not per request, and once added, a replica stays for the
+// hold: a fleet short of half a replica's rate again and again would
+// fill with the variant that serves least for its cost. Adding toward
+// the cheapest whole mix instead lets the scale-down give back, once the
+// new replicas serve, what that mix does not need. ok is false when even
+// every variant at Hi falls short (the counts are then Hi).
+func orderMix(vs []mixVariant, need float64) (counts []int32, ok bool) {
+	whole := append([]mixVariant(nil), vs...)
+	for i := range whole {
+		whole[i].Lo = min(whole[i].Min, whole[i].Hi)
+	}
+	target, ok := cheapestMix(whole, need)
+	if !ok {
+		return target, false
+	}
+	counts = make([]int32, len(vs))
+	for i, v := range vs {
+		counts[i] = max(v.Lo, target[i])
+	}
+	return counts, true
+}
+
 // greedyMix fills from Lo with the cheapest rate first.
 func greedyMix(vs []mixVariant, need float64) ([]int32, bool) {
 	counts := make([]int32, len(vs))

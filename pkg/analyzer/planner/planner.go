@@ -571,7 +571,7 @@ func (c *cycle) mix() []int32 {
 // req/s).
 func (c *cycle) order(mv []mixVariant) []int32 {
 	an := &c.an
-	counts, ok := cheapestMix(untriedAtDiscount(mv, an.Variants), an.Staffed)
+	counts, ok := orderMix(untriedAtDiscount(mv, an.Variants), an.Staffed)
 	for i, v := range c.variants {
 		if untried(an.Variants[i]) && counts[i] > v.CurrentReplicas {
 			an.Trying = append(an.Trying, v.Name)

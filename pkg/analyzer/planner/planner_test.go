@@ -113,6 +113,52 @@ func TestCheapestMix(t *testing.T) {
 	}
 }
 
+func TestOrderMix(t *testing.T) {
+	l4 := mixVariant{Name: "l4", Cost: 5, Rate: 1, Min: 0, Max: 10, Hi: 10}
+	h100 := mixVariant{Name: "h100", Cost: 15, Rate: 4, Min: 0, Max: 5, Hi: 5}
+	running := func(l4n, h100n int32) []mixVariant {
+		a, b := l4, h100
+		a.Lo, b.Lo = l4n, h100n
+		return []mixVariant{a, b}
+	}
+	cases := []struct {
+		name string
+		vs   []mixVariant
+		need float64
+		want []int32
+		ok   bool
+	}{
+		// 6 L4 (30) serve 6; a seventh costs 5 where an H100 costs 15,
+		// but 2 H100 (30) cover 7 on their own: the H100s are ordered and
+		// the L4s are left for the scale-down to give back.
+		{"adds toward the cheapest whole mix", running(6, 0), 7, []int32{6, 2}, true},
+		{"keeps what runs when the whole mix is already there", running(1, 2), 9, []int32{1, 2}, true},
+		{"adds only what the whole mix lacks", running(1, 1), 9, []int32{1, 2}, true},
+		{"a replica already running counts", running(0, 2), 9, []int32{1, 2}, true},
+		{"beyond every max", running(6, 0), 100, []int32{10, 5}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := orderMix(tc.vs, tc.need)
+			assert.Equal(t, tc.ok, ok)
+			assert.Equal(t, tc.want, got)
+			for i, v := range tc.vs {
+				assert.GreaterOrEqual(t, got[i], v.Lo, "an order never removes %s", v.Name)
+			}
+			if ok {
+				supply := 0.0
+				for i, v := range tc.vs {
+					supply += float64(got[i]) * v.Rate
+				}
+				assert.GreaterOrEqual(t, supply+1e-9, tc.need, "the order covers the need")
+			}
+		})
+	}
+	// The cheapest addition alone would add one L4 to the six.
+	inc, _ := cheapestMix(running(6, 0), 7)
+	assert.Equal(t, []int32{7, 0}, inc)
+}
+
 // TestZ checks the normal quantile against published values.
 func TestZ(t *testing.T) {
 	for _, tc := range []struct{ p, want, delta float64 }{
