@@ -82,16 +82,19 @@ func TestCapacityBounds(t *testing.T) {
 	}
 }
 
+// mixCase is a mix search's input and the counts it should find.
+type mixCase struct {
+	name string
+	vs   []mixVariant
+	need float64
+	want []int32
+	ok   bool
+}
+
 func TestCheapestMix(t *testing.T) {
 	l4 := mixVariant{Name: "l4", Cost: 5, Rate: 1, Min: 0, Max: 10, Lo: 0, Hi: 10}
 	h100 := mixVariant{Name: "h100", Cost: 15, Rate: 4, Min: 0, Max: 5, Lo: 0, Hi: 5}
-	cases := []struct {
-		name string
-		vs   []mixVariant
-		need float64
-		want []int32
-		ok   bool
-	}{
+	cases := []mixCase{
 		{"cheap variant alone", []mixVariant{l4, h100}, 1.5, []int32{2, 0}, true},
 		{"equal cost: more rate", []mixVariant{l4, h100}, 2.5, []int32{0, 1}, true},
 		{"dear variant is cheaper per unit at scale", []mixVariant{l4, h100}, 8, []int32{0, 2}, true},
@@ -121,13 +124,7 @@ func TestOrderMix(t *testing.T) {
 		a.Lo, b.Lo = l4n, h100n
 		return []mixVariant{a, b}
 	}
-	cases := []struct {
-		name string
-		vs   []mixVariant
-		need float64
-		want []int32
-		ok   bool
-	}{
+	cases := []mixCase{
 		// 6 L4 (30) serve 6; a seventh costs 5 where an H100 costs 15,
 		// but 2 H100 (30) cover 7 on their own: the H100s are ordered and
 		// the L4s are left for the scale-down to give back.
