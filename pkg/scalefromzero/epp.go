@@ -66,17 +66,20 @@ func (s *Scraper) LaunchIn(ctx context.Context, namespace, url string, done func
 	s.inFlight[url] = true
 	s.mu.Unlock()
 	go func() {
-		defer func() {
-			s.mu.Lock()
-			delete(s.inFlight, url)
-			s.mu.Unlock()
-		}()
-		if !s.slots.acquire(ctx, namespace) {
-			return
+		acquired := s.slots.acquire(ctx, namespace)
+		var res ScrapeResult
+		if acquired {
+			res = s.Scrape(ctx, url)
+			s.slots.release(namespace)
 		}
-		res := s.Scrape(ctx, url)
-		s.slots.release(namespace)
-		done(res)
+		// The endpoint is free again before done runs: whoever done
+		// wakes may launch its next scrape at once.
+		s.mu.Lock()
+		delete(s.inFlight, url)
+		s.mu.Unlock()
+		if acquired {
+			done(res)
+		}
 	}()
 	return true
 }
