@@ -477,7 +477,7 @@ func (c *cycle) holdPeak() {
 	c.next.Rises = rises(c.st.Rises, c.st.Plans, c.g.Now, an.StaffedArrivals, c.ref.Rate, c.horizon, c.hold)
 	c.next.Budget = c.st.Budget.record(c.g.Now, c.g.Replicas, c.slo.TargetITLms)
 	an.BudgetSpent = c.next.Budget.spent(c.slo.Attainment)
-	if len(c.next.Rises) < 2 && !an.BudgetSpent {
+	if !burstCameBack(c.next.Rises, c.hold) && !an.BudgetSpent {
 		// No burst has come back within the hold: nothing says the
 		// capacity a rise needed will be needed again soon, and a one-off
 		// spike's fleet is not kept for the rest of the hour, while the
@@ -791,11 +791,11 @@ const shortHoldFactor = 3
 
 // rises records a burst's onset when the staffed arrivals exceed their
 // lowest of the last start-up delay by two reference replicas, at most one
-// per start-up delay, and keeps those within the hold.
+// per start-up delay, and keeps those within two holds (burstCameBack).
 func rises(prev []time.Time, plans []PlanPoint, now time.Time, staffedNow, refRate float64, horizon, hold time.Duration) []time.Time {
 	var out []time.Time
 	for _, t := range prev {
-		if now.Sub(t) < hold {
+		if now.Sub(t) < 2*hold {
 			out = append(out, t)
 		}
 	}
@@ -809,6 +809,20 @@ func rises(prev []time.Time, plans []PlanPoint, now time.Time, staffedNow, refRa
 		out = append(out, now)
 	}
 	return out
+}
+
+// burstCameBack says a burst of the last two holds came back within a
+// hold of the one before it. Bursts 10 minutes apart have shown how soon
+// they return even once the first is older than the hold, so the last
+// one's capacity is kept for the full hold, not given back after a short
+// one just before the next comes.
+func burstCameBack(onsets []time.Time, hold time.Duration) bool {
+	for i := 1; i < len(onsets); i++ {
+		if onsets[i].Sub(onsets[i-1]) < hold {
+			return true
+		}
+	}
+	return false
 }
 
 func pending(variants []decision.Variant) bool {

@@ -271,9 +271,8 @@ func TestHoldThroughShortLulls(t *testing.T) {
 		held, released time.Duration
 	}{
 		{"a first burst: three start-ups", startup, []segment{{10, 1}, {5, 12}}, 3 * startup, 3*startup + 2*time.Minute},
-		// The first lull gives back the replicas the rise's forecast
-		// added, and the burst comes back within the hold: the hold
-		// doubles.
+		// The burst comes back within the hold: the second one's
+		// replicas are kept for the full hold.
 		{"a burst that came back: twelve start-ups or more", startup, []segment{{10, 1}, {5, 12}, {5, 1}, {5, 12}}, 12 * startup, 24*startup + 2*time.Minute},
 		{"a 30 s start-up: three metrics windows", 30 * time.Second, []segment{{10, 1}, {5, 12}}, 3 * time.Minute, 5 * time.Minute},
 	}
@@ -470,9 +469,9 @@ func TestStartupHorizon(t *testing.T) {
 	assert.Equal(t, "2m0s", an.Variants[1].StartupDelay, "%+v", an.Variants[1])
 }
 
-// The forecast counts steady growth over the start-up, nothing for a
-// plateau's noise, a fall or too short a history, and less than half of a
-// step already taken.
+// The forecast counts steady growth over the start-up, and nothing for a
+// plateau's noise, a fall, too short a history or growth that has stopped:
+// a step already taken or a ramp that levelled off.
 func TestRisingForecastsSteadyGrowth(t *testing.T) {
 	const horizon = 4 * time.Minute
 	series := func(span time.Duration, f func(age time.Duration) float64) ([]PlanPoint, float64) {
@@ -500,7 +499,16 @@ func TestRisingForecastsSteadyGrowth(t *testing.T) {
 				return 2 + noise(a)/3
 			}
 			return 8 + noise(a)
-		}, 0, 3},
+		}, 0, 0.5},
+		{"step 6 -> 26 four minutes ago, six minutes of history", 6 * time.Minute, func(a time.Duration) float64 {
+			if a > 4*time.Minute {
+				return 6 + noise(a)/3
+			}
+			return 26 + noise(a)
+		}, 0, 0.5}, // the window's line alone: 8.6
+		{"ramp that levelled off two minutes ago", 12 * time.Minute, func(a time.Duration) float64 {
+			return 9 - 0.01*max(a-2*time.Minute, 0).Seconds() + noise(a)/3
+		}, 0, 0.5},
 		{"history shorter than half the window", 5 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() }, 0, 0},
 	}
 	// A 30s start-up: a step from idle seen through the 1m rate window is a
@@ -574,7 +582,7 @@ func TestSmallShortfallWaitsOneWindow(t *testing.T) {
 
 // A burst's onset is staffed arrivals two reference replicas above their
 // lowest of the last start-up delay, recorded once per start-up delay and
-// remembered for the hold.
+// remembered for two holds.
 func TestRisesRecordBurstOnsets(t *testing.T) {
 	const horizon, hold = 4 * time.Minute, 48 * time.Minute
 	now := t0.Add(time.Hour)
@@ -593,11 +601,41 @@ func TestRisesRecordBurstOnsets(t *testing.T) {
 		{"the low is within one start-up only", nil, []PlanPoint{{At: ago(10 * time.Minute), Rate: 1}, {At: ago(time.Minute), Rate: 8}}, 9, nil},
 		{"once per start-up delay", []time.Time{ago(2 * time.Minute)}, calm, 9, []time.Time{ago(2 * time.Minute)}},
 		{"a second burst", []time.Time{ago(20 * time.Minute)}, calm, 9, []time.Time{ago(20 * time.Minute), now}},
-		{"forgotten past the hold", []time.Time{ago(50 * time.Minute), ago(20 * time.Minute)}, calm, 2, []time.Time{ago(20 * time.Minute)}},
+		{"kept past the hold", []time.Time{ago(50 * time.Minute), ago(20 * time.Minute)}, calm, 2, []time.Time{ago(50 * time.Minute), ago(20 * time.Minute)}},
+		{"forgotten past two holds", []time.Time{ago(100 * time.Minute), ago(20 * time.Minute)}, calm, 2, []time.Time{ago(20 * time.Minute)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, rises(tc.prev, tc.plans, now, tc.staffed, 1.5, horizon, hold))
+		})
+	}
+}
+
+// Bursts have come back when two onsets remembered are less than a hold
+// apart, however long ago the first was.
+func TestBurstCameBack(t *testing.T) {
+	const hold = 48 * time.Minute
+	at := func(minutes ...int) []time.Time {
+		var out []time.Time
+		for _, m := range minutes {
+			out = append(out, t0.Add(time.Duration(m)*time.Minute))
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		onsets []time.Time
+		want   bool
+	}{
+		{"none", nil, false},
+		{"one burst", at(10), false},
+		{"ten minutes apart", at(10, 20), true},
+		{"a hold apart", at(10, 58), false},
+		{"the last pair close", at(0, 60, 70), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, burstCameBack(tc.onsets, hold))
 		})
 	}
 }

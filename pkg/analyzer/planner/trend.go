@@ -3,6 +3,7 @@ package planner
 import (
 	"time"
 
+	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/fit"
 )
 
@@ -17,10 +18,17 @@ import (
 // The window is at least minTrendWindow: a step in arrivals reaches the
 // planner as a ramp one rate window long (the collector's 1m rate), which
 // a shorter window would extrapolate as growth.
+//
+// Growth must also still be under way: the slope of the last trendRecent
+// is a bound on it. A burst's step followed by its plateau tilts the
+// window's line for minutes after arrivals stopped rising (9 req/s
+// forecast four minutes after a 6 -> 26 req/s step), where the last two
+// rate windows are flat; a ramp rises through them too.
 const (
 	trendHorizons  = 3
 	trendStdErrs   = 2
 	minTrendWindow = 5 * time.Minute
+	trendRecent    = 2 * decision.RateWindow
 )
 
 // rising is the forecast growth of the arrival rate over the horizon
@@ -44,7 +52,27 @@ func rising(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration
 	if !ok {
 		return 0
 	}
-	return max(0, line.Slope-trendStdErrs*line.SlopeStdErr) * horizon.Seconds()
+	growth := line.Slope - trendStdErrs*line.SlopeStdErr
+	if recent, ok := recentSlope(xs, ys); ok {
+		growth = min(growth, recent)
+	}
+	return max(0, growth) * horizon.Seconds()
+}
+
+// recentSlope is the slope of the points of the last trendRecent (xs are
+// negative ages in seconds).
+func recentSlope(xs, ys []float64) (float64, bool) {
+	var rx, ry []float64
+	for i, x := range xs {
+		if -x <= trendRecent.Seconds() {
+			rx, ry = append(rx, x), append(ry, ys[i])
+		}
+	}
+	if len(rx) < 3 {
+		return 0, false
+	}
+	line, ok := fit.Linear(rx, ry)
+	return line.Slope, ok
 }
 
 // trendWindow is how far back rising looks for a horizon.
