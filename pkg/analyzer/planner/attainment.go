@@ -113,7 +113,10 @@ func adaptHeadroom(h float64, pool Pool, a attainment, planned, target float64, 
 	pool.Requests += a.Requests
 	pool.Over += a.Over * a.Requests
 	budget := itlBudgetShare * (1 - target)
-	if budget <= 0 || pool.Requests*budget < verdictMisses {
+	if budget <= 0 {
+		return h, pool
+	}
+	if expected := pool.Requests * budget; expected < verdictMisses && !clearlyOver(pool.Over, expected) {
 		return h, pool
 	}
 	switch share := pool.Over / pool.Requests; {
@@ -123,4 +126,13 @@ func adaptHeadroom(h float64, pool Pool, a attainment, planned, target float64, 
 		h += headroomUp
 	}
 	return math.Min(maxHeadroom, math.Max(minHeadroom, h)), Pool{}
+}
+
+// clearlyOver says misses pooled before a full verdict's requests already
+// tell a share over the budget from noise: at least verdictMisses of them,
+// three standard deviations (Poisson) over the expected. An L40S missing
+// 3% of its requests against a budget of 0.5% shows it in 2 minutes,
+// where the full pool would take 8 at its 4 req/s.
+func clearlyOver(misses, expected float64) bool {
+	return misses >= verdictMisses && misses > expected+3*math.Sqrt(expected)
 }
