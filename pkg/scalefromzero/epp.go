@@ -65,21 +65,22 @@ func (s *Scraper) LaunchIn(ctx context.Context, namespace, url string, done func
 	}
 	s.inFlight[url] = true
 	s.mu.Unlock()
-	go func() {
-		acquired := s.slots.acquire(ctx, namespace)
-		var res ScrapeResult
-		if acquired {
-			res = s.Scrape(ctx, url)
-			s.slots.release(namespace)
-		}
-		// The endpoint is free again before done runs: whoever done
-		// wakes may launch its next scrape at once.
+	finished := func() {
 		s.mu.Lock()
 		delete(s.inFlight, url)
 		s.mu.Unlock()
-		if acquired {
-			done(res)
+	}
+	go func() {
+		if !s.slots.acquire(ctx, namespace) {
+			finished()
+			return
 		}
+		res := s.Scrape(ctx, url)
+		s.slots.release(namespace)
+		// The endpoint is free again before done runs: whoever done
+		// wakes may launch its next scrape at once.
+		finished()
+		done(res)
 	}()
 	return true
 }
