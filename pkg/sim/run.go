@@ -2,6 +2,10 @@ package sim
 
 import (
 	"fmt"
+
+	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/decide"
+	"github.com/wva-project/wva/pkg/decision"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -20,6 +24,24 @@ type Options struct {
 	// Progress, when set, is called now and then with the fraction done
 	// (0..1), from any goroutine.
 	Progress func(done float64)
+	// Explain keeps every wva engine cycle's decision in the report
+	// (Report.Decisions).
+	Explain bool
+}
+
+// Decision is one wva engine cycle's decision for a group: the analyzer's
+// account of it (the lines the adapter logs) and each variant's target.
+type Decision struct {
+	At        time.Duration
+	ModelID   string
+	Namespace string
+	Analyzer  string
+	// Summary is the analyzer's own account (analyzer.Summarizer), if it
+	// gives one; Reason the signal's.
+	Summary []string
+	Reason  string
+	Err     error
+	Targets []decision.Target
 }
 
 // PolicySummary is one policy's figures.
@@ -77,6 +99,8 @@ type Report struct {
 	// Verdict compares wva's row with the others (nil without a wva row).
 	Verdict *Verdict      `json:"wvaVerdict,omitempty"`
 	Horizon time.Duration `json:"-"`
+	// Decisions are wva's engine cycles, in order (Options.Explain).
+	Decisions []Decision `json:"-"`
 }
 
 // SLOSummary is the SLO in seconds.
@@ -115,6 +139,14 @@ func Run(sc scenario.Scenario, trace trace.Trace, opts Options) (Report, error) 
 	ctls, err := controlPlanes(&sc, names, &rep)
 	if err != nil {
 		return Report{}, err
+	}
+	if p, ok := ctls[policies.PolicyWVA].(*policies.WVA); ok && opts.Explain {
+		// Only wva's own row runs this control plane, on one goroutine.
+		p.Observe(func(now time.Duration, res []decide.GroupResult) {
+			for _, r := range res {
+				rep.Decisions = append(rep.Decisions, decisionOf(now, r))
+			}
+		})
 	}
 	plan := oraclePlan(&sc, &trace, names)
 	rows := reportRows(&sc, rep.Stats, names, plan)
@@ -315,4 +347,13 @@ func summarize(name string, f *fleet.Fleet) PolicySummary {
 		TTFTp50: o.TTFTp50, TTFTp99: o.TTFTp99, ITLp50: o.ITLp50, ITLp99: o.ITLp99, ScaleEvents: o.ScaleEvents,
 		MeanReplicas: o.MeanReplicas, MaxReplicas: o.MaxReplicas, Preemptions: o.Preemptions, Rejected: o.Rejected,
 		Unfinished: o.Unfinished, EngineSteps: o.EngineSteps, Timeline: o.Timeline, variants: o.Variants}
+}
+
+// decisionOf is a group's result as a Decision.
+func decisionOf(now time.Duration, r decide.GroupResult) Decision {
+	d := Decision{At: now, ModelID: r.ModelID, Namespace: r.Namespace, Analyzer: r.Analyzer, Reason: r.Signal.Reason, Err: r.Err, Targets: r.Targets}
+	if s, ok := r.Analysis.(analyzer.Summarizer); ok {
+		d.Summary = s.Summary()
+	}
+	return d
 }

@@ -41,6 +41,7 @@ type simulateOptions struct {
 	jsonOut        bool
 	htmlOut        string
 	timelineOut    string
+	explainOut     string
 	frontier       bool
 	progress       string
 }
@@ -92,6 +93,7 @@ Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,Genera
 	f.BoolVar(&o.jsonOut, "json", false, "print a machine-readable summary (one object per policy) instead of the table")
 	f.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report with charts to this file")
 	f.StringVar(&o.timelineOut, "timeline", "", "also write every policy's timeline as CSV to this file: per scrape, arrivals, replicas and ready replicas per variant, queues, KV usage, TTFT and the requests over each target")
+	f.StringVar(&o.explainOut, "explain", "", "also write wva's every engine cycle to this file as text, each line led by the simulated time: what its analyzer saw and planned (the lines the adapter logs) and each variant's target")
 	f.BoolVar(&o.frontier, "frontier", false, "also sweep each policy's one knob (wva: sloAttainment; wva-v1, wva-throughput: kvCacheThreshold; queue-threshold, kpa: their targets) and report its cost to reach 95% and 99% attainment (with --html, also a chart of cost against attainment)")
 	f.StringVar(&o.progress, "progress", "auto", "progress bar on standard error: auto (when a terminal), always, never")
 	cmd.AddCommand(newSimulateReplicaCommand())
@@ -117,7 +119,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 		return fmt.Errorf("the traffic has no requests")
 	}
 	bar := newProgressBar(cmd.ErrOrStderr(), o.progress)
-	rep, err := sim.Run(sc, trace, sim.Options{Policies: names, Progress: bar.update})
+	rep, err := sim.Run(sc, trace, sim.Options{Policies: names, Progress: bar.update, Explain: o.explainOut != ""})
 	bar.done()
 	if err != nil {
 		return err
@@ -134,6 +136,14 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	}
 	if o.timelineOut != "" {
 		if err := writeFile(o.timelineOut, func(w io.Writer) error { return report.RenderTimelineCSV(w, rep) }); err != nil {
+			return err
+		}
+	}
+	if o.explainOut != "" {
+		if len(rep.Decisions) == 0 {
+			return fmt.Errorf("--explain: wva made no decisions (is wva among --policies?)")
+		}
+		if err := writeFile(o.explainOut, func(w io.Writer) error { return report.RenderDecisions(w, rep) }); err != nil {
 			return err
 		}
 	}

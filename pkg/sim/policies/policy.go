@@ -489,6 +489,10 @@ func (Static) ScaleFromZero(*fleet.Fleet)                        {}
 // Analyzer is the analyzer wva's ConfigMaps select.
 func (p *WVA) Analyzer() string { return p.analyzer }
 
+// Observe has fn see every engine cycle's results, at the simulated time
+// of the cycle (wva simulate --explain).
+func (p *WVA) Observe(fn func(now time.Duration, res []decide.GroupResult)) { p.observe = fn }
+
 // NewV1 is wva-v1, the reference percentage analyzer.
 func NewV1(cfg scenario.V1Config) fleet.Policy { return &v1Policy{cfg: cfg} }
 
