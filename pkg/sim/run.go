@@ -2,14 +2,13 @@ package sim
 
 import (
 	"fmt"
-
-	"github.com/wva-project/wva/pkg/analyzer"
-	"github.com/wva-project/wva/pkg/decide"
-	"github.com/wva-project/wva/pkg/decision"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/wva-project/wva/pkg/analyzer"
+	"github.com/wva-project/wva/pkg/decide"
+	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/oracle"
 	"github.com/wva-project/wva/pkg/sim/policies"
