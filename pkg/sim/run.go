@@ -31,6 +31,8 @@ type Options struct {
 // Decision is one wva engine cycle's decision for a group: the analyzer's
 // account of it (the lines the adapter logs) and each variant's target.
 type Decision struct {
+	// At is the time since the measured trace began (the timeline's
+	// clock), negative during the warm-up pre-roll.
 	At        time.Duration
 	ModelID   string
 	Namespace string

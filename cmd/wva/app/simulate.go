@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,6 +111,10 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	names, err := policies.ParsePolicies(o.policies)
 	if err != nil {
 		return fmt.Errorf("--policies: %w", err)
+	}
+	if o.explainOut != "" && !slices.Contains(names, policies.PolicyWVA) {
+		// Said before the simulation, not after minutes of it.
+		return fmt.Errorf("--explain writes wva's decisions: add wva to --policies (%s)", strings.Join(names, ","))
 	}
 	trace, err := sc.LoadTraffic()
 	if err != nil {

@@ -102,6 +102,9 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"--rate-scale", "1000"}, "rate scale 1000 makes"},
 		{[]string{"--trace", bad, "--duration", "100000h"}, "--duration: traffic.limit: 100000h0m0s is outside [0s, 744h0m0s]"},
 		{[]string{"--trace", filepath.Join(t.TempDir(), "missing.csv")}, "no such file"},
+		// Refused before the simulation runs (with wva-throughput alone,
+		// the default hour would take a while).
+		{[]string{"--explain", filepath.Join(t.TempDir(), "explain.txt"), "--policies", "wva-throughput"}, "--explain writes wva's decisions: add wva to --policies (wva-throughput)"},
 	} {
 		out, err := run(t, "", append([]string{"simulate"}, tt.args...)...)
 		require.Error(t, err, tt.args)

@@ -13,6 +13,10 @@ import (
 // Now is the simulated time.
 func (f *Fleet) Now() time.Duration { return f.now }
 
+// Elapsed is the simulated time since the measured trace began, the
+// timeline's clock: negative during the warm-up pre-roll.
+func (f *Fleet) Elapsed() time.Duration { return f.now - f.origin }
+
 // Scenario is the scenario the fleet plays.
 func (f *Fleet) Scenario() *scenario.Scenario { return f.sc }
 

@@ -151,7 +151,7 @@ func (p *WVA) Engine(f *fleet.Fleet) {
 	}
 	results := p.pipe.Run(now, inputs)
 	if p.observe != nil {
-		p.observe(f.Now(), results)
+		p.observe(f.Elapsed(), results)
 	}
 	for i, pl := range plans {
 		if results[i].Err != nil {

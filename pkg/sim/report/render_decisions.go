@@ -39,9 +39,14 @@ func RenderDecisions(w io.Writer, rep sim.Report) error {
 	return bw.Flush()
 }
 
-// clock is a simulated time as hh:mm:ss from the trace's start (hours
-// past 24 on multi-day traces).
+// clock is a simulated time as hh:mm:ss from the trace's start, the
+// timeline's clock (hours past 24 on multi-day traces, a minus sign during
+// the warm-up pre-roll).
 func clock(d time.Duration) string {
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d
+	}
 	s := int64(d / time.Second)
-	return fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
+	return fmt.Sprintf("%s%02d:%02d:%02d", sign, s/3600, s/60%60, s%60)
 }

@@ -25,6 +25,9 @@ func TestRenderDecisions(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, len(rep.Decisions), 10)
 	interval := sc.Control.EngineInterval.D()
+	// The cycles run on the timeline's clock: the first comes one metrics
+	// window into the warm-up pre-roll, before the trace's start.
+	assert.Equal(t, sc.Control.MetricsWindow.D()-sc.Control.Warmup.D(), rep.Decisions[0].At)
 	var targets int
 	for i, d := range rep.Decisions {
 		if i > 0 {
@@ -74,6 +77,7 @@ func TestClock(t *testing.T) {
 		90 * time.Second:                   "00:01:30",
 		6*time.Hour + 20*time.Minute:       "06:20:00",
 		30*time.Hour + 5*time.Second + 999: "30:00:05",
+		-9 * time.Minute:                   "-00:09:00",
 	} {
 		assert.Equal(t, want, clock(d))
 	}
