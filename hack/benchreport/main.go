@@ -40,59 +40,33 @@ import (
 	"github.com/wva-project/wva/pkg/sim/oracle"
 	simpolicies "github.com/wva-project/wva/pkg/sim/policies"
 	simreport "github.com/wva-project/wva/pkg/sim/report"
+
+	"github.com/wva-project/wva/hack/benchreport/workloads"
 )
 
 // workload is one row group of the policy table: `wva simulate` with args.
-// A long workload (a day) runs every policy once, without the frontier
-// sweep or the token analyzer's row, which would cost tens of minutes.
-type workload struct {
-	name string
-	args []string
-	long bool
-}
+type workload = workloads.Workload
 
 const (
-	conv = "examples/traces/azure-llm-inference-2023-conv.csv"
-	code = "examples/traces/azure-llm-inference-2023-code.csv"
-	// ServeGen-derived half days (examples/traces/README.md).
-	servegenChat   = "examples/traces/servegen-m-mid-00-12h.csv.gz"
-	servegenReason = "examples/traces/servegen-deepseek-r1-00-12h.csv.gz"
+	conv           = workloads.Conv
+	code           = workloads.Code
+	servegenChat   = workloads.ServegenChat
+	servegenReason = workloads.ServegenReason
+	azureScale     = workloads.AzureScale
 	// tokenConfig runs wva on the previous default analyzer for comparison.
 	tokenConfig = "examples/slo-planner/token-analyzer.yaml"
 	// nimTable is NVIDIA NIM 1.8.0's published table the calibrated H100
 	// variant, replicaVariant, is fitted to (docs/simulator.md).
 	nimTable       = "examples/benchmarks/nim-1.8.0-llama-3.3-70b-2xh100-fp8-tp2.json"
 	replicaVariant = "llama-70b-h100"
-	// azureScale sizes the Azure traces to the calibrated fleet: at their
-	// own rate (about 5 req/s) one replica serves either.
-	azureScale = 3.0
 )
 
-// dayArgs is the synthetic day: 24 hours from midnight with bursts, chat
-// requests of 2000 prompt and 400 output tokens.
-var dayArgs = []string{"--shape", "day", "--duration", "24h", "--base-rate", "1.5", "--peak-rate", "9", "--input-tokens", "2000", "--output-tokens", "400"}
+var (
+	azure   = workloads.Azure
+	dayArgs = workloads.DayArgs
+)
 
-// workdaysArgs is two workdays: a rise at 09:00 that every day has, bursts
-// that each day has at its own times (the same requests as the day's).
-var workdaysArgs = []string{"--shape", "workday", "--duration", "48h", "--base-rate", "0.8", "--peak-rate", "4.8", "--input-tokens", "2000", "--output-tokens", "400"}
-
-func azure(trace string, scale float64) []string {
-	return []string{"--trace", trace, "--rate-scale", fmt.Sprintf("%g", scale)}
-}
-
-var workloads = []workload{
-	{"default (bursty)", nil, false},
-	{"spike", []string{"--shape", "spike"}, false},
-	{"default, 30s start-up", []string{"--startup-delay", "30s"}, false},
-	{"default, 7m start-up", []string{"--startup-delay", "7m"}, false},
-	{"Azure conv x3", azure(conv, azureScale), false},
-	{"Azure code x3", azure(code, azureScale), false},
-	{"Azure conv x4.5", azure(conv, 1.5*azureScale), false},
-	{"day (24 h, bursts)", dayArgs, true},
-	{"workdays (2 x 24 h, 09:00 rise, bursts)", workdaysArgs, true},
-	{"ServeGen chat (m-mid, 00-12 h)", []string{"--trace", servegenChat}, true},
-	{"ServeGen reasoning (deepseek-r1, 00-12 h)", []string{"--trace", servegenReason}, true},
-}
+var benchmark = workloads.Benchmark
 
 // tablePolicies are the rows the workload table keeps (static-frontier
 // rows are judged against, not listed).
@@ -390,29 +364,29 @@ func policyTable(simulate func(...string) ([]byte, error)) (table, frontier, goa
 	f.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	b.WriteString("| workload | policy | cost | x oracle | SLO met | mean replicas | peak replicas | scale events / h | wva against every other row |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	for _, w := range workloads {
-		if w.long {
-			rep, err := report(simulate, w.args...)
+	for _, w := range benchmark {
+		if w.Long {
+			rep, err := report(simulate, w.Args...)
 			if err != nil {
 				return "", "", "", err
 			}
-			policyRows(&b, w.name, rep)
-			judge(w.name, rep)
+			policyRows(&b, w.Name, rep)
+			judge(w.Name, rep)
 			continue
 		}
-		rep, err := report(simulate, append([]string{"--frontier"}, w.args...)...)
+		rep, err := report(simulate, append([]string{"--frontier"}, w.Args...)...)
 		if err != nil {
 			return "", "", "", err
 		}
-		token, err := report(simulate, append([]string{"--policies", "wva,oracle", "--wva-config", tokenConfig}, w.args...)...)
+		token, err := report(simulate, append([]string{"--policies", "wva,oracle", "--wva-config", tokenConfig}, w.Args...)...)
 		if err != nil {
 			return "", "", "", err
 		}
-		f.WriteString(frontierRow(w.name, rep))
-		policyRows(&b, w.name, rep)
-		judge(w.name, rep)
+		f.WriteString(frontierRow(w.Name, rep))
+		policyRows(&b, w.Name, rep)
+		judge(w.Name, rep)
 		if wva, ok := token.Row(simpolicies.PolicyWVA); ok {
-			b.WriteString(row(w.name, "wva (token analyzer)", wva, token.Stats.Duration, ""))
+			b.WriteString(row(w.Name, "wva (token analyzer)", wva, token.Stats.Duration, ""))
 		}
 	}
 	return b.String(), f.String(), goalsTable(names, judged), nil
@@ -464,8 +438,8 @@ var backlogColumns = []struct{ heading, workload string }{
 }
 
 func workloadNamed(name string) (workload, bool) {
-	for _, w := range workloads {
-		if w.name == name {
+	for _, w := range benchmark {
+		if w.Name == name {
 			return w, true
 		}
 	}
@@ -486,7 +460,7 @@ func backlogTable(simulate func(...string) ([]byte, error), dir string) (string,
 		if !ok {
 			return "", fmt.Errorf("backlog table: no workload named %q", c.workload)
 		}
-		cols = append(cols, workload{c.heading, w.args, false})
+		cols = append(cols, workload{Name: c.heading, Args: w.Args})
 	}
 	var b strings.Builder
 	b.WriteString(header("`backlogDrainSeconds`", cols))
@@ -498,7 +472,7 @@ func backlogTable(simulate func(...string) ([]byte, error), dir string) (string,
 		}
 		fmt.Fprintf(&b, "| %d |", h)
 		for _, c := range cols {
-			rep, err := report(simulate, append([]string{"--policies", "wva,oracle", "--wva-config", cfg}, c.args...)...)
+			rep, err := report(simulate, append([]string{"--policies", "wva,oracle", "--wva-config", cfg}, c.Args...)...)
 			if err != nil {
 				return "", err
 			}
@@ -521,12 +495,12 @@ var settingAttainments = []float64{0.9, 0.95, 0.97}
 // bursty default and the smooth ones (conv at three rates, and two
 // synthetic shapes the planner was not developed on).
 var settingColumns = []workload{
-	{"default (bursty)", nil, false},
-	{"Azure conv x3", azure(conv, azureScale), false},
-	{"Azure conv x3.6", azure(conv, 1.2*azureScale), false},
-	{"Azure conv x4.5", azure(conv, 1.5*azureScale), false},
-	{"diurnal", []string{"--shape", "diurnal"}, false},
-	{"ramp", []string{"--shape", "ramp"}, false},
+	{Name: "default (bursty)"},
+	{Name: "Azure conv x3", Args: azure(conv, azureScale)},
+	{Name: "Azure conv x3.6", Args: azure(conv, 1.2*azureScale)},
+	{Name: "Azure conv x4.5", Args: azure(conv, 1.5*azureScale)},
+	{Name: "diurnal", Args: []string{"--shape", "diurnal"}},
+	{Name: "ramp", Args: []string{"--shape", "ramp"}},
 }
 
 // settingTable runs wva at each settingAttainments and at the shipped
@@ -553,7 +527,7 @@ func settingTable(simulate func(...string) ([]byte, error), dir string) (string,
 		}
 		fmt.Fprintf(&b, "| %s |", label)
 		for i, c := range settingColumns {
-			rep, err := report(simulate, append(append([]string{"--policies", policies}, extra...), c.args...)...)
+			rep, err := report(simulate, append(append([]string{"--policies", policies}, extra...), c.Args...)...)
 			if err != nil {
 				return "", err
 			}
@@ -682,7 +656,7 @@ func header(first string, cols []workload) string {
 	var b strings.Builder
 	b.WriteString("| " + first + " |")
 	for _, c := range cols {
-		b.WriteString(" " + c.name + " |")
+		b.WriteString(" " + c.Name + " |")
 	}
 	b.WriteString("\n| --- |" + strings.Repeat(" --- |", len(cols)) + "\n")
 	return b.String()
