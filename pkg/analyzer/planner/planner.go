@@ -133,6 +133,8 @@ type State struct {
 	// Backlog and BacklogAt are the last cycle's backlog, for its growth.
 	Backlog   float64   `json:"backlog,omitempty"`
 	BacklogAt time.Time `json:"backlogAt,omitzero"`
+	// DrainedAt is when a backlog was last drained (drained).
+	DrainedAt time.Time `json:"drainedAt,omitzero"`
 }
 
 // VariantState is one variant's learned capacity; kept while the variant
@@ -376,10 +378,15 @@ func (c *cycle) demand() {
 	// fitted capacity says): that growth is ordered too, once, rather
 	// than as a top-up each cycle that comes a start-up late.
 	an.BacklogRate = an.Backlog / c.horizon.Seconds()
-	c.next.Backlog, c.next.BacklogAt = an.Backlog, c.g.Now
-	if dt := c.g.Now.Sub(c.st.BacklogAt); !c.st.BacklogAt.IsZero() && dt > 0 && dt <= 2*decision.RateWindow && an.Backlog > c.st.Backlog {
+	c.next.Backlog, c.next.BacklogAt, c.next.DrainedAt = an.Backlog, c.g.Now, c.st.DrainedAt
+	dt := c.g.Now.Sub(c.st.BacklogAt)
+	recent := !c.st.BacklogAt.IsZero() && dt > 0 && dt <= 2*decision.RateWindow
+	if recent && an.Backlog > c.st.Backlog {
 		an.BacklogGrowth = (an.Backlog - c.st.Backlog) / dt.Seconds()
 		an.BacklogRate += an.BacklogGrowth
+	}
+	if recent && drained(c.st.Backlog, an.Backlog, an.ArrivalRate, c.horizon) {
+		c.next.DrainedAt = c.g.Now
 	}
 	an.Rising = rising(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon)
 	c.ref = referenceCapacity(c.variants, c.caps)
@@ -402,7 +409,7 @@ func (c *cycle) demand() {
 	rate := an.LoadRate + max(an.Rising, an.RiseMargin, an.ProfileRise) + an.BacklogRate
 	an.Staffed = staffed(rate, c.ref, c.slo)
 	an.StaffedArrivals = staffed(an.LoadRate+an.RiseMargin, c.ref, c.slo)
-	if floor, n, slow := saturationFloor(c.g, c.caps, c.ref, c.scaling, c.slo); floor > rate {
+	if floor, n, slow := saturationFloor(c.g, c.caps, c.ref, c.scaling, c.slo); floor > rate && !c.absorbing() {
 		// The replicas say demand is more than the rates do: a renamed
 		// counter, a scrape gap or a capacity fitted too high. Like a
 		// backlog, the floor orders now and is not held: saturation
@@ -419,6 +426,26 @@ func (c *cycle) demand() {
 			an.SlowFloor = an.Staffed
 		}
 	}
+}
+
+// drained says a backlog worth ordering for (a tenth of the arrivals
+// over a start-up, as WhyBacklog) was at least halved within a cycle: the
+// replicas that served it took it all at once.
+func drained(before, now, arrivals float64, horizon time.Duration) bool {
+	return before > 0 && now <= before/2 && before/horizon.Seconds() > backlogShare*arrivals
+}
+
+// absorbing says the replicas are still serving a backlog drained within
+// the last two rate windows, and replicas ordered now would start after
+// that. They run full and slow while they do, which is the backlog's
+// load, ordered for while it waited, not demand the rates miss or a
+// capacity fitted too high: the saturation floor would order, and hold,
+// capacity for requests already served (at a spike, 2.6 times the
+// arrivals). With a start-up within the two windows the floor's replicas
+// serve while it still stands, and the next cycle judges them.
+func (c *cycle) absorbing() bool {
+	at := c.next.DrainedAt
+	return !at.IsZero() && c.g.Now.Sub(at) <= 2*decision.RateWindow && c.horizon > 2*decision.RateWindow
 }
 
 // saturationFloor is the demand saturated replicas prove. When more than
@@ -579,7 +606,7 @@ func (c *cycle) order(mv []mixVariant) []int32 {
 	}
 	an.Why = WhyDemand
 	switch {
-	case an.BacklogRate > an.ArrivalRate*0.1:
+	case an.BacklogRate > an.ArrivalRate*backlogShare:
 		an.Why = WhyBacklog
 	case an.Supply+1e-9 >= staffed(an.LoadRate+an.BacklogRate, c.ref, c.slo):
 		an.Why = WhyTrend
@@ -784,6 +811,10 @@ func staffed(rate float64, ref ReplicaCapacity, slo params.SLO) float64 {
 	}
 	return rate + z(slo.Attainment)*math.Sqrt(rate/ref.RequestSeconds)
 }
+
+// backlogShare of the arrivals is the backlog rate (drained over a
+// start-up) that makes an order the backlog's.
+const backlogShare = 0.1
 
 // shortHoldFactor lullUnits is the hold until a burst comes back:
 // long enough to ride out the dips within one burst.

@@ -756,6 +756,60 @@ func TestSlowReplicasOrderAndHold(t *testing.T) {
 	assert.Less(t, released, ordered, "given back after the short hold")
 }
 
+// Replicas that just took a drained backlog run full and slow for a rate
+// window: that is the backlog's load, not saturation demand. With a
+// start-up longer than two rate windows their floor neither orders nor is
+// held then; the same replicas slow with no backlog drained (or two rate
+// windows after it, or with a start-up within the two windows) still are
+// saturation evidence.
+func TestDrainedBacklogIsNotSaturation(t *testing.T) {
+	slow := decision.Histogram{Bounds: []float64{0.05, 0.1, 0.15, math.Inf(1)}, Counts: []float64{1, 1, 2, 2}}
+	startup := 4 * time.Minute
+	cycle := func(st any, at time.Duration, backlog float64, over bool) (Analysis, decision.Signal, any) {
+		g := fleet(4, 0, 4)
+		g.Variants[0].StartupDelay = startup
+		g.Variants[1].MaxReplicas = 0
+		g.Now = t0.Add(at)
+		g.SchedulerQueueSize = backlog
+		for i := range g.Replicas {
+			if over {
+				g.Replicas[i].TPOT = slow
+				g.Replicas[i].KvCacheUsage = 0.95
+			}
+		}
+		return run(t, g, st)
+	}
+	learned := func() any {
+		var st any
+		for m := range 10 {
+			_, _, st = cycle(st, time.Duration(m)*time.Minute, 0, false)
+		}
+		return st
+	}
+
+	// The control: slow replicas with no backlog drained order at once.
+	slowAn, _, _ := cycle(learned(), 10*time.Minute, 0, true)
+	require.True(t, slowAn.Saturated > 0 && slowAn.SlowFloor > 0, "the fixture's replicas are saturation evidence: %+v", slowAn)
+
+	st := learned()
+	_, _, st = cycle(st, 10*time.Minute, 2000, false)
+	for _, at := range []time.Duration{10*time.Minute + 30*time.Second, 11 * time.Minute, 12*time.Minute + 30*time.Second} {
+		an, sig, next := cycle(st, at, 0, true)
+		st = next
+		assert.Zero(t, an.SlowFloor, "at %s, after the drain: %s", at, sig.Reason)
+		assert.NotEqual(t, WhySat, an.Why, "at %s, after the drain: %s", at, sig.Reason)
+	}
+	an, sig, _ := cycle(st, 13*time.Minute, 0, true)
+	assert.Positive(t, an.SlowFloor, "two rate windows after the drain, slow replicas are evidence again: %s", sig.Reason)
+
+	// A 1m start-up: the floor's replicas would serve within the windows.
+	startup = time.Minute
+	st = learned()
+	_, _, st = cycle(st, 10*time.Minute, 2000, false)
+	an, sig, _ = cycle(st, 10*time.Minute+30*time.Second, 0, true)
+	assert.Positive(t, an.SlowFloor, "with a 1m start-up: %s", sig.Reason)
+}
+
 func TestLoadRate(t *testing.T) {
 	w := decision.RateWindow
 	plans := []PlanPoint{
