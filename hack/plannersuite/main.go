@@ -74,9 +74,12 @@ func main() {
 	}
 }
 
+// unsafeInName is what a workload's name loses in its report's file name.
+var unsafeInName = regexp.MustCompile(`[^a-z0-9.]+`)
+
 // file is where a run keeps a workload's report.
 func file(dir, name string) string {
-	return filepath.Join(dir, strings.Trim(regexp.MustCompile(`[^a-z0-9.]+`).ReplaceAllString(strings.ToLower(name), "-"), "-")+".json")
+	return filepath.Join(dir, strings.Trim(unsafeInName.ReplaceAllString(strings.ToLower(name), "-"), "-")+".json")
 }
 
 func run(bin, dir, only string) error {
@@ -123,12 +126,11 @@ func load(dir, name string) (outcome, error) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return outcome{}, fmt.Errorf("%s: %w", file(dir, name), err)
 	}
-	for _, p := range rep.Policies {
-		if p.Policy == policies.PolicyWVA {
-			return outcome{cost: p.Cost, attainment: p.SLOAttainment, events: p.ScaleEvents}, nil
-		}
+	p, ok := rep.Row(policies.PolicyWVA)
+	if !ok {
+		return outcome{}, fmt.Errorf("%s: no wva row", file(dir, name))
 	}
-	return outcome{}, fmt.Errorf("%s: no wva row", file(dir, name))
+	return outcome{cost: p.Cost, attainment: p.SLOAttainment, events: p.ScaleEvents}, nil
 }
 
 // compareRuns prints each workload both runs hold and each set's summary.
