@@ -935,7 +935,10 @@ func referenceCapacity(variants []decision.Variant, caps map[string]ReplicaCapac
 	bestUnit := math.Inf(1)
 	for _, v := range variants {
 		c := caps[v.Name]
-		if c.Rate > 0 && v.MaxReplicas > 0 && v.Cost/c.Rate < bestUnit {
+		// A variant at the fair price ties its reference: the first
+		// stays, not whichever rounds lower (the margin's request time
+		// would flip with the rate).
+		if c.Rate > 0 && v.MaxReplicas > 0 && v.Cost/c.Rate < bestUnit*(1-1e-9) {
 			best, bestUnit = c, v.Cost/c.Rate
 		}
 	}

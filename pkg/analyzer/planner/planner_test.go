@@ -932,3 +932,19 @@ func maxSupply(variants []decision.Variant, an Analysis) float64 {
 	}
 	return supply
 }
+
+// A variant at the fair price ties its reference on cost per unit of
+// rate: the first variant stays the reference rather than whichever
+// rounds lower, so the margin's request time does not flip with the rate.
+func TestReferenceCapacityTies(t *testing.T) {
+	variants := []decision.Variant{{Name: "h100", Cost: 15, MaxReplicas: 8}, {Name: "l4", Cost: 5, MaxReplicas: 20}}
+	for r := 1.0; r < 10; r += 0.01 {
+		l4 := ReplicaCapacity{Rate: r, RequestSeconds: 6}
+		h100 := ReplicaCapacity{Rate: r / 5 * 15, RequestSeconds: 18}
+		got := referenceCapacity(variants, map[string]ReplicaCapacity{"l4": l4, "h100": h100})
+		require.Equal(t, h100, got, "rate %.2f", r)
+	}
+	// A cheaper unit still wins.
+	got := referenceCapacity(variants, map[string]ReplicaCapacity{"l4": {Rate: 2}, "h100": {Rate: 5.9}})
+	assert.InDelta(t, 2.0, got.Rate, 1e-9)
+}
