@@ -57,6 +57,8 @@ type PodMetrics struct {
 	// TPOT is the per-request time-per-output-token histogram's rate
 	// over RateWindow (seconds), empty when the pod observed none.
 	TPOT decision.Histogram
+	// QueueTime is the per-request queue-time histogram's rate.
+	QueueTime decision.Histogram
 }
 
 // Reporting says whether the pod exports the saturation inputs.
@@ -137,7 +139,7 @@ func (r Result) ReplicaMetrics(namespace, pod string) (decision.ReplicaMetrics, 
 		KvCacheUsage: pm.KvCacheUsage, QueueLength: pm.QueueLength,
 		NumGPUBlocks: pm.NumGPUBlocks, BlockSize: pm.BlockSize,
 		AvgInputTokens: pm.AvgInputTokens, AvgOutputTokens: pm.AvgOutputTokens, PrefixCacheHitRate: pm.PrefixCacheHitRate,
-		ArrivalRate: pm.ArrivalRate, AvgTTFTms: pm.AvgTTFTms, AvgITLms: pm.AvgITLms, TPOT: pm.TPOT,
+		ArrivalRate: pm.ArrivalRate, AvgTTFTms: pm.AvgTTFTms, AvgITLms: pm.AvgITLms, TPOT: pm.TPOT, QueueTime: pm.QueueTime,
 	}, true
 }
 
@@ -250,7 +252,7 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		}
 		return
 	}
-	var tpot map[PodKey][]bucket // QueryTPOTBuckets' buckets by pod
+	var hist map[PodKey][]bucket // a histogram query's buckets by pod
 	for _, s := range vec {
 		key := PodKey{Namespace: string(s.Metric[nsLabel]), Pod: string(s.Metric[podLabel])}
 		v := float64(s.Value)
@@ -265,16 +267,16 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 			drop(s, reason)
 			continue
 		}
-		if q.Name == QueryTPOTBuckets {
+		if histogramQuery(q.Name) {
 			le, err := strconv.ParseFloat(string(s.Metric[model.BucketLabel]), 64)
 			if err != nil || math.IsNaN(le) || le < 0 {
 				drop(s, ReasonBadLabels)
 				continue
 			}
-			if tpot == nil {
-				tpot = map[PodKey][]bucket{}
+			if hist == nil {
+				hist = map[PodKey][]bucket{}
 			}
-			tpot[key] = append(tpot[key], bucket{le: le, count: v})
+			hist[key] = append(hist[key], bucket{le: le, count: v})
 			continue
 		}
 		pm := res.Pods[key]
@@ -305,17 +307,20 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 		}
 		res.Pods[key] = pm
 	}
-	setTPOT(res, tpot)
+	setHistograms(res, q.Name, hist)
 }
+
+// histogramQuery says a query returns each pod's histogram buckets.
+func histogramQuery(name string) bool { return name == QueryTPOTBuckets || name == QueryQueueBuckets }
 
 // bucket is one histogram bucket's rate.
 type bucket struct{ le, count float64 }
 
-// setTPOT assembles each pod's TPOT histogram from its buckets' rates. A
-// pod whose buckets lack +Inf or saw nothing keeps none; counts are made
-// cumulative-monotone (rate() of counters scraped at slightly different
-// times can dip by a fraction).
-func setTPOT(res *Result, byPod map[PodKey][]bucket) {
+// setHistograms assembles each pod's histogram of a bucket query (TPOT or
+// queue time) from its buckets' rates. A pod whose buckets lack +Inf or
+// saw nothing keeps none; counts are made cumulative-monotone (rate() of
+// counters scraped at slightly different times can dip by a fraction).
+func setHistograms(res *Result, query string, byPod map[PodKey][]bucket) {
 	for key, bs := range byPod {
 		sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
 		if !math.IsInf(bs[len(bs)-1].le, 1) || bs[len(bs)-1].count <= 0 {
@@ -329,7 +334,11 @@ func setTPOT(res *Result, byPod map[PodKey][]bucket) {
 			}
 		}
 		pm := res.Pods[key]
-		pm.TPOT = h
+		if query == QueryQueueBuckets {
+			pm.QueueTime = h
+		} else {
+			pm.TPOT = h
+		}
 		res.Pods[key] = pm
 	}
 }
@@ -418,7 +427,7 @@ func MaxValue(query string) float64 {
 		return decision.MaxQueueLength
 	case QueryAvgInputTokens, QueryAvgOutputTokens:
 		return decision.MaxTokens
-	case QueryArrivalRate, QueryGatewayArrivals, QueryTPOTBuckets:
+	case QueryArrivalRate, QueryGatewayArrivals, QueryTPOTBuckets, QueryQueueBuckets:
 		return decision.MaxArrivalRate
 	case QueryAvgTTFT, QueryAvgITL:
 		return decision.MaxLatencyMs / 1000

@@ -48,9 +48,9 @@ func sample(v float64, labels ...string) *model.Sample {
 func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	few := Queries(DefaultLabels(), []string{"prod"}, []time.Duration{10 * time.Minute})
 	many := Queries(DefaultLabels(), []string{"a", "b", "c", "d"}, []time.Duration{10 * time.Minute, 10 * time.Minute})
-	assert.Len(t, few, 14)
-	assert.Len(t, many, 14, "same number of queries whatever the number of namespaces or models")
-	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 15, "one more per distinct window")
+	assert.Len(t, few, 15)
+	assert.Len(t, many, 15, "same number of queries whatever the number of namespaces or models")
+	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 16, "one more per distinct window")
 
 	evil := `prod"}) or vector(1) #`
 	q := Queries(DefaultLabels(), []string{evil, "x.y"}, nil)[1].Expr
@@ -60,7 +60,7 @@ func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	kv := few[0].Expr
 	assert.Contains(t, kv, "vllm:kv_cache_usage_perc")
 	assert.Contains(t, kv, "or max by (namespace, pod) (max_over_time(vllm:gpu_cache_usage_perc")
-	assert.Contains(t, few[13].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
+	assert.Contains(t, few[14].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
 }
 
 func TestIdleWindow(t *testing.T) {
@@ -104,7 +104,7 @@ func TestRequestCountQueriesBoundedWhateverThePeriods(t *testing.T) {
 			assert.Contains(t, q.Expr, "["+promDuration(q.Window)+"]")
 		}
 	}
-	assert.Len(t, qs, 13+len(IdleWindows), "13 metric queries + at most one per idle window")
+	assert.Len(t, qs, 14+len(IdleWindows), "14 metric queries + at most one per idle window")
 	assert.Len(t, windows, len(IdleWindows))
 	for w := range windows {
 		assert.Contains(t, IdleWindows, w)
@@ -114,8 +114,8 @@ func TestRequestCountQueriesBoundedWhateverThePeriods(t *testing.T) {
 	fq := &fakeQuerier{answers: map[string]model.Vector{"increase(vllm:request_success_total": {sample(7, "namespace", "prod", "model_name", "m")}}}
 	res, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(), Request{RetentionWindows: periods, Time: time.Now()})
 	require.NoError(t, err)
-	assert.Equal(t, 13+len(IdleWindows), res.Queries)
-	assert.Len(t, fq.seen, 13+len(IdleWindows))
+	assert.Equal(t, 14+len(IdleWindows), res.Queries)
+	assert.Len(t, fq.seen, 14+len(IdleWindows))
 	n, ok := res.RequestsOver(3*time.Minute+17*time.Second, ModelKey{"prod", "m"})
 	assert.True(t, ok, "a period is read through its idle window")
 	assert.Equal(t, 7.0, n)
@@ -216,8 +216,8 @@ func TestCollect(t *testing.T) {
 	c := Collector{API: fq, Labels: DefaultLabels()}
 	res, err := c.Collect(context.Background(), Request{Namespaces: []string{"prod"}, RetentionWindows: []time.Duration{10 * time.Minute}, Time: time.Now()})
 	require.NoError(t, err)
-	assert.Equal(t, 14, res.Queries)
-	assert.Len(t, fq.seen, 14)
+	assert.Equal(t, 15, res.Queries)
+	assert.Len(t, fq.seen, 15)
 	a := res.Pods[PodKey{"prod", "a"}]
 	assert.True(t, a.Reporting())
 	assert.Equal(t, 0.5, a.KvCacheUsage)
@@ -520,4 +520,27 @@ func TestRejectKeepsRealisticValues(t *testing.T) {
 			assert.Equal(t, ReasonAboveMax, Reject(q, math.Nextafter(MaxValue(q), math.Inf(1))), q)
 		}
 	}
+}
+
+// A pod's queue-time buckets become its own histogram beside its TPOT
+// one: the two bucket queries do not mix.
+func TestCollectQueueTimeBuckets(t *testing.T) {
+	pod := []string{"namespace", "prod", "pod", "p"}
+	bucket := func(v float64, le string) *model.Sample {
+		return sample(v, append(append([]string(nil), pod...), "le", le)...)
+	}
+	fq := &fakeQuerier{answers: map[string]model.Vector{
+		"request_queue_time_seconds_bucket":            {bucket(6, "+Inf"), bucket(3, "1"), bucket(5, "2")},
+		"request_time_per_output_token_seconds_bucket": {bucket(1, "0.1"), bucket(2, "+Inf")},
+		"kv_cache_usage_perc":                          {sample(0.3, pod...)},
+		"num_requests_waiting":                         {sample(0, pod...)},
+	}}
+	res, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(), Request{Time: time.Now()})
+	require.NoError(t, err)
+	rm, ok := res.ReplicaMetrics("prod", "p")
+	require.True(t, ok)
+	inf := math.Inf(1)
+	assert.Equal(t, decision.Histogram{Bounds: []float64{1, 2, inf}, Counts: []float64{3, 5, 6}}, rm.QueueTime)
+	assert.Equal(t, decision.Histogram{Bounds: []float64{0.1, inf}, Counts: []float64{1, 2}}, rm.TPOT)
+	assert.InDelta(t, 1.0/6, rm.QueueTime.Above(2), 1e-9)
 }

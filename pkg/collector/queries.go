@@ -34,6 +34,9 @@ const (
 	// (decode time / (output tokens - 1)): the ITL the SLO counts per
 	// request, where MetricITL observes every token gap.
 	MetricTPOT = "vllm:request_time_per_output_token_seconds"
+	// MetricQueueTime is the per-request histogram of the time a request
+	// waited before it was first scheduled.
+	MetricQueueTime = "vllm:request_queue_time_seconds"
 	// SGLang's names (label model_name), from its production metrics page
 	// and python/sglang/srt/metrics/collector.py. Its token averages and
 	// prefix cache hit rate are ratios of counters incremented once per
@@ -101,6 +104,7 @@ const (
 	QueryAvgTTFT         = "avg_ttft"
 	QueryAvgITL          = "avg_itl"
 	QueryTPOTBuckets     = "tpot_buckets"
+	QueryQueueBuckets    = "queue_time_buckets"
 	QueryEPPQueueSize    = "scheduler_queue_size"
 	QueryEPPQueueBytes   = "scheduler_queue_bytes"
 	QueryGatewayArrivals = "gateway_arrival_rate"
@@ -190,6 +194,10 @@ func Queries(labels Labels, namespaces []string, windows []time.Duration) []Quer
 		{Name: QueryTPOTBuckets, Expr: either(
 			fmt.Sprintf("sum by (%s, le) (rate(%s_bucket%s[%s]))", byPod, MetricTPOT, sel, rw),
 			fmt.Sprintf("sum by (%s, le) (rate(%s_bucket%s[%s]))", byPod, MetricSGLangTPOT, sel, rw))},
+		// Each pod's per-request queue-time histogram the same way:
+		// requests that waited past the TTFT target miss it whatever
+		// their ITL (vLLM; SGLang exports no per-request queue time).
+		{Name: QueryQueueBuckets, Expr: fmt.Sprintf("sum by (%s, le) (rate(%s_bucket%s[%s]))", byPod, MetricQueueTime, sel, rw)},
 		// The EPP exports no namespace label of its own: the scrape's
 		// namespace label (the EPP pod's) is kept when present, and no
 		// namespace selector applies (the EPP may run elsewhere).

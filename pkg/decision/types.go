@@ -120,6 +120,9 @@ type ReplicaMetrics struct {
 	// the rate window: the share over the ITL target is the attainment
 	// the SLO counts, where AvgITLms is only its mean.
 	TPOT Histogram
+	// QueueTime is the histogram of each request's time waiting before
+	// it was first scheduled (vllm:request_queue_time_seconds).
+	QueueTime Histogram
 }
 
 // KVCapacityTokens is the replica's KV cache capacity in tokens

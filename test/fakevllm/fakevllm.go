@@ -38,7 +38,9 @@ type Exporter struct {
 	itl     *prometheus.HistogramVec
 	// tpot is the per-request time-per-output-token histogram (nil on
 	// the legacy exporter: older vLLMs have none).
-	tpot     *prometheus.HistogramVec
+	tpot *prometheus.HistogramVec
+	// queue is the per-request queue-time histogram (nil where tpot is).
+	queue    *prometheus.HistogramVec
 	eppSize  *prometheus.GaugeVec
 	eppBytes *prometheus.GaugeVec
 	gateway  *prometheus.CounterVec
@@ -100,7 +102,9 @@ func Start(legacyKV bool) (*Exporter, error) {
 	if !legacyKV {
 		e.tpot = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vllm:request_time_per_output_token_seconds",
 			Help: "Time per output token per request.", Buckets: TPOTBuckets}, podLabels)
-		e.reg.MustRegister(e.tpot)
+		e.queue = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vllm:request_queue_time_seconds",
+			Help: "Time each request waited before it was first scheduled.", Buckets: QueueBuckets}, podLabels)
+		e.reg.MustRegister(e.tpot, e.queue)
 	}
 	if err := e.serve(); err != nil {
 		return nil, err
@@ -157,6 +161,10 @@ func StartSGLang(legacyITL bool) (*Exporter, error) {
 // time-per-output-token histogram.
 var TPOTBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
 
+// QueueBuckets are vLLM's bucket bounds (seconds) of the per-request
+// queue-time histogram.
+var QueueBuckets = []float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}
+
 // KVCapacityTokens is what Set publishes as a pod's KV cache: vLLM's 1000
 // blocks of 16 tokens, SGLang's pool of as many tokens.
 const KVCapacityTokens = 16000
@@ -207,8 +215,9 @@ func (e *Exporter) Served(p Pod, n float64) {
 type Request struct {
 	PromptTokens, OutputTokens float64
 	// TTFT and ITL in seconds, as vLLM observes them; TPOT is the
-	// request's time per output token (0: ITL).
-	TTFT, ITL, TPOT float64
+	// request's time per output token (0: ITL); Queue its time waiting
+	// before it was first scheduled.
+	TTFT, ITL, TPOT, Queue float64
 	// CachedPromptTokens of PromptTokens were found in the prefix cache.
 	CachedPromptTokens float64
 }
@@ -243,6 +252,9 @@ func (e *Exporter) Finished(p Pod, n int, r Request) {
 				tpot = r.ITL
 			}
 			e.tpot.WithLabelValues(l...).Observe(tpot)
+		}
+		if e.queue != nil {
+			e.queue.WithLabelValues(l...).Observe(r.Queue)
 		}
 	}
 }

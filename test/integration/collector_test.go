@@ -48,7 +48,8 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 	// old-0 (time_per_output_token, the fallback).
 	// new-0's requests take 120 ms per output token (prefills stalled
 	// them) though its mean token gap is 12 ms.
-	startTraffic(t, current, a, 4, fakevllm.Request{PromptTokens: 500, OutputTokens: 100, TTFT: 0.080, ITL: 0.012, TPOT: 0.120, CachedPromptTokens: 200})
+	// They waited 2.2 s in its queue before they were scheduled.
+	startTraffic(t, current, a, 4, fakevllm.Request{PromptTokens: 500, OutputTokens: 100, TTFT: 0.080, ITL: 0.012, TPOT: 0.120, Queue: 2.2, CachedPromptTokens: 200})
 	startTraffic(t, legacy, b, 2, fakevllm.Request{PromptTokens: 200, OutputTokens: 50, TTFT: 0.250, ITL: 0.030})
 	current.SetEPPQueue("meta/llama", "llama-pool", 6, 6000)
 	legacy.SetEPPQueue("meta/llama", "llama-pool", 100, 1) // deprecated name for the same model: ignored
@@ -69,7 +70,7 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 		}
 		return len(res.Pods) == 3 && res.Pods[collector.PodKey{Namespace: "prod", Pod: "old-0"}].Reporting(), fmt_(res.Pods, nil)
 	})
-	assert.Equal(t, 14, res.Queries, "13 metric queries + 1 per retention window")
+	assert.Equal(t, 15, res.Queries, "14 metric queries + 1 per retention window")
 	assert.Equal(t, 0.42, res.Pods[collector.PodKey{Namespace: "prod", Pod: "new-0"}].KvCacheUsage)
 	assert.Equal(t, 3.0, res.Pods[collector.PodKey{Namespace: "prod", Pod: "new-0"}].QueueLength)
 	assert.Equal(t, 0.61, res.Pods[collector.PodKey{Namespace: "prod", Pod: "old-0"}].KvCacheUsage, "legacy gauge name as fallback")
@@ -114,6 +115,13 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 	assert.InDelta(t, 0, pa.TPOT.Above(0.15), 1e-9)
 	assert.InDelta(t, pa.ArrivalRate, pa.TPOT.Total(), 1)
 	assert.Zero(t, pb.TPOT.Total())
+	// The queue-time histogram the same way: every request of new-0
+	// waited between 2 and 2.5 s.
+	assert.Equal(t, append(append([]float64(nil), fakevllm.QueueBuckets...), math.Inf(1)), pa.QueueTime.Bounds)
+	assert.InDelta(t, 1, pa.QueueTime.Above(2), 1e-9)
+	assert.InDelta(t, 0, pa.QueueTime.Above(2.5), 1e-9)
+	assert.InDelta(t, pa.ArrivalRate, pa.QueueTime.Total(), 1)
+	assert.Zero(t, pb.QueueTime.Total())
 	assert.InDelta(t, 500, pa.AvgInputTokens, 0.01)
 	assert.InDelta(t, 50, pb.AvgOutputTokens, 0.01)
 	// hits / queries of prompt tokens: 200 of 500 cached on new-0, none
@@ -196,8 +204,8 @@ func TestCollectorGatewayArrivalsAgainstPrometheus(t *testing.T) {
 	}
 	res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, RetentionWindows: periods, Time: time.Now()})
 	require.NoError(t, err)
-	assert.LessOrEqual(t, res.Queries, 13+len(collector.IdleWindows))
-	assert.Len(t, res.Requests, res.Queries-13, "one answer per window queried")
+	assert.LessOrEqual(t, res.Queries, 14+len(collector.IdleWindows))
+	assert.Len(t, res.Requests, res.Queries-14, "one answer per window queried")
 }
 
 // startGatewayTraffic counts requests at the EPP at steady rates (req/s per
@@ -282,7 +290,7 @@ func TestCollectorMixedEnginesAgainstPrometheus(t *testing.T) {
 	// model's count is the three pods' rates over the minute, both engines.
 	n, _ := res.RequestsOver(time.Minute, collector.ModelKey{Namespace: "prod", Model: "meta/llama"})
 	assert.InEpsilon(t, 60*(pod(res, "vllm-0").ArrivalRate+pod(res, "sglang-0").ArrivalRate+pod(res, "sglang-old-0").ArrivalRate), n, 1e-6)
-	assert.Equal(t, 14, res.Queries, "the same 13 metric queries + 1 per retention window as a vLLM-only fleet")
+	assert.Equal(t, 15, res.Queries, "the same 14 metric queries + 1 per retention window as a vLLM-only fleet")
 	assert.Empty(t, res.Dropped)
 	assert.Empty(t, res.Warnings)
 

@@ -58,8 +58,8 @@ type attainment struct {
 
 // observeAttainment merges the TPOT histograms of the variant's replicas
 // over the rate window.
-func observeAttainment(v string, reps []decision.ReplicaMetrics, targetITLms float64) attainment {
-	var h decision.Histogram
+func observeAttainment(v string, reps []decision.ReplicaMetrics, targetITLms, targetTTFTms float64) attainment {
+	var h, q decision.Histogram
 	var load float64
 	var n int
 	for _, r := range reps {
@@ -67,6 +67,7 @@ func observeAttainment(v string, reps []decision.ReplicaMetrics, targetITLms flo
 			continue
 		}
 		h = h.Merge(r.TPOT)
+		q = q.Merge(r.QueueTime)
 		if r.ArrivalRate > 0 && decision.Finite(r.ArrivalRate) {
 			load += r.ArrivalRate
 		}
@@ -74,6 +75,13 @@ func observeAttainment(v string, reps []decision.ReplicaMetrics, targetITLms flo
 	}
 	a := attainment{}
 	a.Requests, a.Over = overTarget(h, targetITLms)
+	if queued := q.Total(); queued > 0 && targetTTFTms > 0 && a.Requests > 0 {
+		// Requests that waited past the TTFT target less their own
+		// prefill miss it whatever their decode: a replica whose
+		// prefill long prompts block is over the SLO at a load its
+		// ITL line calls spare.
+		a.Over = min(1, a.Over+q.Above((1-ttftShare)*targetTTFTms/1000))
+	}
 	if n > 0 {
 		a.Load = load / float64(n)
 	}

@@ -138,3 +138,33 @@ func TestRequestShapeFollowsSlowly(t *testing.T) {
 		})
 	}
 }
+
+// Requests that waited in a replica's queue past the TTFT target less
+// their own prefill miss the SLO whatever their decode: they count over
+// the target beside the TPOT histogram's.
+func TestQueueTimeCountsOverTarget(t *testing.T) {
+	queue := func(rate, share float64) decision.Histogram {
+		// share of the requests waited over 2.5 s, the rest under 1 s.
+		return decision.Histogram{Bounds: []float64{1, 2.5, math.Inf(1)}, Counts: []float64{rate * (1 - share), rate * (1 - share), rate}}
+	}
+	rep := func(variant string, q decision.Histogram) decision.ReplicaMetrics {
+		return decision.ReplicaMetrics{Variant: variant, ArrivalRate: 2, TPOT: tpot(2, 0.01), QueueTime: q}
+	}
+	cases := []struct {
+		name       string
+		reps       []decision.ReplicaMetrics
+		targetTTFT float64
+		over       float64
+	}{
+		{"no queue histogram: TPOT alone", []decision.ReplicaMetrics{rep("l4", decision.Histogram{})}, 2000, 0.01},
+		{"queued past the target", []decision.ReplicaMetrics{rep("l4", queue(2, 0.1)), rep("l4", queue(2, 0.1))}, 2000, 0.11},
+		{"another variant's queue", []decision.ReplicaMetrics{rep("l4", decision.Histogram{}), rep("h100", queue(2, 0.5))}, 2000, 0.01},
+		{"no TTFT target", []decision.ReplicaMetrics{rep("l4", queue(2, 0.1))}, 0, 0.01},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := observeAttainment("l4", tc.reps, 100, tc.targetTTFT)
+			assert.InDelta(t, tc.over, a.Over, 1e-9)
+		})
+	}
+}

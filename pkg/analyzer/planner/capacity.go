@@ -109,36 +109,52 @@ func (c Curve) Rate(itlMs, in, out float64) float64 {
 }
 
 // solve fits the curve: ridge regression towards the prior, slopes kept
-// non-negative (a load never makes steps shorter).
+// non-negative (a load never makes steps shorter). A slope the data would
+// make negative is fixed at zero and the other refitted without it (an
+// active set): the load it stands for does not lengthen this variant's
+// steps, and keeping the prior's slope instead bends the intercept and
+// the other slope around a cost the replicas do not show (a reasoning
+// model's replicas at 35 ms ITL read as near their limit at a third of
+// the load they serve within the target).
 func (f Fit) solve(prior Curve) Curve {
 	theta := [3]float64{prior.P, prior.C1, prior.C2}
-	m, v := f.M, f.V
-	for i := range 3 {
-		m[i][i] += priorWeight
-		v[i] += priorWeight * theta[i]
-	}
-	x, ok := solve3(m, v)
-	if !ok {
-		return prior
-	}
-	c := Curve{P: x[0], C1: x[1], C2: x[2]}
-	if c.C1 < 0 || c.C2 < 0 {
-		// Keep the non-negative slopes (the prior's where the fit's is
-		// negative) and refit the intercept alone.
-		if c.C1 < 0 {
-			c.C1 = prior.C1
+	var fixed [3]bool
+	for range 3 {
+		m, v := f.M, f.V
+		for i := range 3 {
+			m[i][i] += priorWeight
+			v[i] += priorWeight * theta[i]
 		}
-		if c.C2 < 0 {
-			c.C2 = prior.C2
+		for i := range 3 {
+			if fixed[i] {
+				// x_i = 0: its column leaves the other equations,
+				// its row becomes x_i = 0.
+				for j := range 3 {
+					m[j][i], m[i][j] = 0, 0
+				}
+				m[i][i], v[i] = 1, 0
+			}
 		}
-		// P = (V0 + C1*sum(w*u1) + C2*sum(w*u2) + w0*P0) / (W + w0),
-		// where M[0][1] = -sum(w*u1) and M[0][2] = -sum(w*u2).
-		c.P = (f.V[0] - c.C1*f.M[0][1] - c.C2*f.M[0][2] + priorWeight*prior.P) / (f.M[0][0] + priorWeight)
+		x, ok := solve3(m, v)
+		if !ok {
+			return prior
+		}
+		negative := false
+		for i := 1; i < 3; i++ {
+			if x[i] < 0 {
+				fixed[i], negative = true, true
+			}
+		}
+		if negative {
+			continue
+		}
+		c := Curve{P: x[0], C1: x[1], C2: x[2]}
+		if c.slope(1, 1) <= 0 || math.IsNaN(c.P) || math.IsInf(c.P, 0) {
+			return prior
+		}
+		return c
 	}
-	if c.slope(1, 1) <= 0 || math.IsNaN(c.P) || math.IsInf(c.P, 0) {
-		return prior
-	}
-	return c
+	return prior
 }
 
 // solve3 solves a 3x3 linear system by Gaussian elimination with partial
@@ -215,31 +231,49 @@ type ReplicaCapacity struct {
 // ITL climbs as 1/(1-utilization) near the target, and 10% under the
 // target ITL is only a few percent of load (a burst of that size puts the
 // replica over the target).
+//
+// The KV cache and --max-num-seqs bound the requests in flight, and a
+// request stays as long as its tokens take at the ITL of the rate planned:
+// the bound's rate is where rate x request time reaches it. That ITL is
+// the curve's, at most itlHeadroom of the target (a line fitted from few
+// points must not stretch a request past what the plan allows): a
+// reasoning model's 3,000-token answers decoding at 35 ms hold a slot for
+// 105 s, not the 270 s the target would allow.
 func capacityAt(c Curve, lim Limits, headroom, targetITL, targetTTFT, in, out float64) ReplicaCapacity {
-	rate, bound := headroom*c.Rate(targetITL, in, out), "itl"
-	// A request lasts as long as the ITL the plan allows (itlHeadroom of
-	// the target), not what the fit says at that rate: a line fitted
-	// from few points would swing the concurrency bounds and the margin.
-	itl := itlHeadroom * targetITL
-	secs := out*itl/1000 + ttftShare*targetTTFT/1000
-	if k := lim.MaxNumSeqs; k/secs < rate {
-		rate, bound = k/secs, "max-num-seqs"
+	rate := headroom * c.Rate(targetITL, in, out)
+	maxITL := itlHeadroom * targetITL
+	seconds := func(r float64) float64 {
+		return out*min(c.ITLms(r, in, out), maxITL)/1000 + ttftShare*targetTTFT/1000
 	}
-	if k := lim.KVConcurrency; k > 0 && k/secs < rate {
-		rate, bound = k/secs, "kv-cache"
+	k, kBound := lim.MaxNumSeqs, "max-num-seqs"
+	if lim.KVConcurrency > 0 && lim.KVConcurrency < k {
+		k, kBound = lim.KVConcurrency, "kv-cache"
 	}
 	if rate <= 0 {
 		// Even an idle replica misses the ITL target: plan one request
 		// at a time per replica.
-		itl = c.ITLms(0, in, out)
-		secs = out*itl/1000 + ttftShare*targetTTFT/1000
-		rate, bound = 1/secs, "itl-infeasible"
+		itl := c.ITLms(0, in, out)
+		secs := out*itl/1000 + ttftShare*targetTTFT/1000
+		return ReplicaCapacity{Rate: 1 / secs, Concurrency: 1, ITLms: itl, Bound: "itl-infeasible", RequestSeconds: secs}
 	}
-	if bound != "itl" {
-		if l := c.ITLms(rate, in, out); l < itl {
-			itl = l
-			secs = out*itl/1000 + ttftShare*targetTTFT/1000
+	if rate*seconds(rate) <= k {
+		// Within the ITL's rate a request is timed at the ITL the plan
+		// allows: the margin on arrivals over a request's time
+		// (staffed) stays what the plan can take.
+		secs := out*maxITL/1000 + ttftShare*targetTTFT/1000
+		return ReplicaCapacity{Rate: rate, Concurrency: rate * secs, ITLms: maxITL, Bound: "itl", RequestSeconds: secs}
+	}
+	// rate x seconds(rate) grows with the rate: bisect for where it
+	// reaches k.
+	lo, hi := 0.0, rate
+	for range 60 {
+		mid := (lo + hi) / 2
+		if mid*seconds(mid) > k {
+			hi = mid
+		} else {
+			lo = mid
 		}
 	}
-	return ReplicaCapacity{Rate: rate, Concurrency: rate * secs, ITLms: itl, Bound: bound, RequestSeconds: secs}
+	secs := seconds(lo)
+	return ReplicaCapacity{Rate: lo, Concurrency: lo * secs, ITLms: min(c.ITLms(lo, in, out), maxITL), Bound: kBound, RequestSeconds: secs}
 }

@@ -485,6 +485,9 @@ const (
 )
 
 func overSLO(r decision.ReplicaMetrics, slo params.SLO) bool {
+	if slo.TargetTTFTms > 0 && r.AvgTTFTms > slo.TargetTTFTms && r.ArrivalRate*decision.RateWindow.Seconds() >= minOverSLORequests {
+		return true
+	}
 	n, share := overTarget(r.TPOT, slo.TargetITLms)
 	return n >= minOverSLORequests && slo.TargetITLms > 0 && share > overSLOBudgets*(1-slo.Attainment)
 }
@@ -935,9 +938,8 @@ func referenceCapacity(variants []decision.Variant, caps map[string]ReplicaCapac
 	bestUnit := math.Inf(1)
 	for _, v := range variants {
 		c := caps[v.Name]
-		// A variant at the fair price ties its reference: the first
-		// stays, not whichever rounds lower (the margin's request time
-		// would flip with the rate).
+		// A variant at the fair price ties with its reference: the
+		// first stays, not whichever rounds lower.
 		if c.Rate > 0 && v.MaxReplicas > 0 && v.Cost/c.Rate < bestUnit*(1-1e-9) {
 			best, bestUnit = c, v.Cost/c.Rate
 		}
@@ -1045,7 +1047,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	h := headroomOf(vs.Headroom)
 	va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
 	if vs.Settle == 0 {
-		att := observeAttainment(v.Name, reps, slo.TargetITLms)
+		att := observeAttainment(v.Name, reps, slo.TargetITLms, slo.TargetTTFTms)
 		va.TPOTOverTarget = att.Over
 		prev := h
 		h, vs.TPOTPool = adaptHeadroom(h, vs.TPOTPool, att, va.Capacity.Rate, slo.Attainment, short)

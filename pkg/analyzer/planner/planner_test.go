@@ -46,37 +46,80 @@ func TestFitRecoversPlane(t *testing.T) {
 	assert.GreaterOrEqual(t, c.C2, 0.0)
 }
 
+// A load the replicas do not slow down under leaves its slope at zero
+// and the other fitted without it: with the prior's slope kept instead,
+// the intercept and the other slope bend around a cost the data do not
+// show, and the plane says a replica near idle is near its limit.
+func TestFitLeavesUnusedLoadAtZero(t *testing.T) {
+	// Long answers whose KV costs nothing: steps lengthen only with the
+	// tokens computed (1/ITL = 30 - 0.002 * tokens/s).
+	var f Fit
+	for _, shape := range [][2]float64{{1000, 3000}, {3000, 1500}, {2000, 4000}} {
+		in, out := shape[0], shape[1]
+		for r := 0.1; r <= 1; r += 0.1 {
+			x1, x2 := r*(in+out), r*out*(in+out/2)
+			f.add(x1, x2, 30-0.002*x1, 1)
+		}
+	}
+	prior := Curve{P: 50, C1: 40, C2: 4}
+	got := f.solve(prior)
+	assert.InDelta(t, 0, got.C2, 1e-9)
+	assert.InDelta(t, 30, got.P, 4)
+	// The rate at the ITL target: (30 - 10) / (0.002 * 5000) = 2 req/s
+	// (the prior pulls the line a little), where the prior's KV slope
+	// kept would say under 0.5.
+	assert.InDelta(t, 2, got.Rate(100, 2000, 3000), 0.6)
+}
+
 func TestCapacityBounds(t *testing.T) {
 	const in, out = 800.0, 200.0
 	// 1/ITL = 50 - 0.005 * tokens/s: the ITL target (100 ms) is reached
 	// at (50 - 1000/100) / 0.005 tokens per second, 8 req/s, and the plan
-	// takes the headroom of that rate; a request lasts as long as the
-	// ITL the plan allows (90 ms).
+	// takes the headroom of that rate.
 	curve := Curve{P: 50, C1: 0.005 * scale1}
 	atTarget := (50 - 1000/100.0) / 0.005 / (in + out)
-	itl := itlHeadroom * 100
-	secs := out*itl/1000 + ttftShare*2
+	// A slow replica: 1/ITL = 12 - ..., the ITL of the headroom's rate
+	// is over 90 ms, so requests are timed at 90 ms.
+	slow := Curve{P: 12, C1: 0.0005 * scale1}
 	cases := []struct {
-		name  string
-		curve Curve
-		lim   Limits
-		bound string
-		rate  float64
+		name     string
+		curve    Curve
+		lim      Limits
+		bound    string
+		rate     float64 // 0: where rate x request time reaches the bound
+		inFlight float64
 	}{
-		{"itl", curve, Limits{MaxNumSeqs: 256}, "itl", startHeadroom * atTarget},
-		{"kv cache", curve, Limits{MaxNumSeqs: 256, KVConcurrency: 40}, "kv-cache", 40 / secs},
-		{"max-num-seqs", curve, Limits{MaxNumSeqs: 32, KVConcurrency: 400}, "max-num-seqs", 32 / secs},
-		{"infeasible", Curve{P: 5, C1: 0.005 * scale1}, Limits{MaxNumSeqs: 256}, "itl-infeasible", 1 / (out*200/1000 + ttftShare*2)},
+		{"itl", curve, Limits{MaxNumSeqs: 256}, "itl", startHeadroom * atTarget, 0},
+		{"kv cache", curve, Limits{MaxNumSeqs: 256, KVConcurrency: 40}, "kv-cache", 0, 40},
+		{"max-num-seqs", curve, Limits{MaxNumSeqs: 32, KVConcurrency: 400}, "max-num-seqs", 0, 32},
+		{"kv cache at the ITL the plan allows", slow, Limits{MaxNumSeqs: 256, KVConcurrency: 40}, "kv-cache", 40 / (out*itlHeadroom*100/1000 + ttftShare*2), 40},
+		{"infeasible", Curve{P: 5, C1: 0.005 * scale1}, Limits{MaxNumSeqs: 256}, "itl-infeasible", 1 / (out*200/1000 + ttftShare*2), 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := capacityAt(tc.curve, tc.lim, startHeadroom, 100, 2000, in, out)
 			assert.Equal(t, tc.bound, c.Bound)
-			assert.InDelta(t, tc.rate, c.Rate, 1e-9)
+			if tc.rate > 0 {
+				assert.InDelta(t, tc.rate, c.Rate, 1e-6)
+			}
+			if tc.inFlight > 0 {
+				assert.InDelta(t, tc.inFlight, c.Concurrency, 1e-6)
+				assert.Less(t, c.Rate, startHeadroom*tc.curve.Rate(100, in, out))
+			}
 			// Little's law: rate x request time = concurrency.
 			assert.InDelta(t, c.Concurrency, c.Rate*c.RequestSeconds, 1e-9)
+			switch tc.bound {
+			case "itl":
+				// Requests are timed at the ITL the plan allows.
+				assert.InDelta(t, itlHeadroom*100, c.ITLms, 1e-9)
+			case "itl-infeasible":
+			default:
+				// Requests are timed at the curve's ITL, at most
+				// the share of the target the plan allows.
+				assert.InDelta(t, min(tc.curve.ITLms(c.Rate, in, out), itlHeadroom*100), c.ITLms, 1e-9)
+			}
 			if tc.bound != "itl-infeasible" {
-				assert.LessOrEqual(t, c.ITLms, itl+1e-9)
+				assert.InDelta(t, out*c.ITLms/1000+ttftShare*2, c.RequestSeconds, 1e-9)
 			}
 		})
 	}
@@ -189,9 +232,32 @@ func fleet(l4, h100 int32, rate float64) decision.Group {
 	for i := range l4 {
 		g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: "l4-" + string(rune('a'+i)), Variant: "l4",
 			NumGPUBlocks: 2048, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
-			ArrivalRate: rate / float64(l4+h100), AvgITLms: 40, AvgTTFTms: 300})
+			ArrivalRate: rate / float64(l4+h100), AvgITLms: fixtureITLms(rate / float64(l4+h100)), AvgTTFTms: 300})
 	}
 	return g
+}
+
+// fixtureITLms is the L4s' mean ITL at r requests per second each: 20 ms
+// idle, the 100 ms target at 8 req/s (1/ITL = 50 - 5r), and 100 ms past
+// it (saturated).
+func fixtureITLms(r float64) float64 {
+	if d := 50 - 5*r; d > 10 {
+		return 1000 / d
+	}
+	return 100
+}
+
+// learnedFleet is the state after the fleet's L4s served up to rate for
+// ten minutes: their line learned from points along it.
+func learnedFleet(t *testing.T, l4 int32, rate float64) any {
+	t.Helper()
+	var st any
+	for i := range 20 {
+		g := fleet(l4, 0, rate*float64(1+i%4)/4)
+		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+		_, _, st = run(t, g, st)
+	}
+	return st
 }
 
 func run(t *testing.T, g decision.Group, prev any) (Analysis, decision.Signal, any) {
@@ -417,7 +483,7 @@ func TestUnprovenVariantAtFairPrice(t *testing.T) {
 				g := fleet(2, 1, 12)
 				g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
 				g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: "h100-a", Variant: "h100",
-					NumGPUBlocks: 8192, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
+					NumGPUBlocks: 32768, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
 					ArrivalRate: tc.h100Load, AvgITLms: 20 + tc.h100Load, AvgTTFTms: 200})
 				an, _, st = run(t, g, st)
 			}
@@ -556,10 +622,14 @@ func TestLasting(t *testing.T) {
 // Through the analyzer: a plan short by a few percent keeps the fleet for
 // one metrics window, then orders.
 func TestSmallShortfallWaitsOneWindow(t *testing.T) {
+	// The L4s' line learned first, so that one more cycle moves it little.
+	learned := learnedFleet(t, 4, 24)
 	var rate float64
 	var st any
 	for r := 1.0; r < 40; r += 0.05 {
-		an, _, s := run(t, fleet(4, 0, r), nil)
+		g := fleet(4, 0, r)
+		g.Now = t0.Add(10 * time.Minute)
+		an, _, s := run(t, g, learned)
 		if an.Staffed > an.Supply*1.01 && an.Staffed < an.Supply*(1+smallShortfall) {
 			rate, st = r, s
 			break
@@ -568,7 +638,7 @@ func TestSmallShortfallWaitsOneWindow(t *testing.T) {
 	require.NotZero(t, rate, "some rate leaves four L4s a few percent short")
 	cycle := func(at time.Duration) decision.Signal {
 		g := fleet(4, 0, rate)
-		g.Now = t0.Add(at)
+		g.Now = t0.Add(10*time.Minute + at)
 		var sig decision.Signal
 		_, sig, st = run(t, g, st)
 		return sig
@@ -663,11 +733,13 @@ func TestShortStartupKeepsTrendHistory(t *testing.T) {
 // fleet was not short of when it was planned (a peak in req/s of another
 // request shape, or of a fleet since shrunk).
 func TestShortfallCoversThePresentPlan(t *testing.T) {
-	_, burst, st := run(t, fleet(2, 0, 12), nil)
+	g := fleet(2, 0, 24)
+	g.Now = t0.Add(10 * time.Minute)
+	_, burst, st := run(t, g, learnedFleet(t, 2, 12))
 	perL4 := burst.CapacityPerReplica["l4"]
 	require.Positive(t, perL4)
-	g := fleet(3, 0, 3*perL4*1.2)
-	g.Now = t0.Add(time.Minute)
+	g = fleet(3, 0, 3*perL4*1.2)
+	g.Now = t0.Add(11 * time.Minute)
 	an, sig, _ := run(t, g, st)
 	require.Greater(t, an.Held, an.Staffed, "the burst's plan is held")
 	require.Greater(t, an.Staffed, an.Supply*1.1, "short by more than 10%%: orders at once")
@@ -695,6 +767,13 @@ func TestSaturationFloor(t *testing.T) {
 		r.TPOT = decision.Histogram{Bounds: []float64{0.05, 0.1, 0.15, math.Inf(1)}, Counts: []float64{rate * (1 - share), rate * (1 - share), rate, rate}}
 		return r
 	}
+	// firstTokenLate's requests (req/s in the 1m window) wait ttftMs on
+	// average for their first token.
+	firstTokenLate := func(v string, rate, ttftMs float64) decision.ReplicaMetrics {
+		r := calm(v)
+		r.ArrivalRate, r.AvgTTFTms = rate, ttftMs
+		return r
+	}
 	for _, tt := range []struct {
 		name      string
 		replicas  []decision.ReplicaMetrics
@@ -709,6 +788,9 @@ func TestSaturationFloor(t *testing.T) {
 		{"most over the ITL target", []decision.ReplicaMetrics{slow("a", 2, 0.2), slow("b", 5, 0.06), calm("a")}, 2 + 5 + 2 + 2, 2},
 		{"within five error budgets", []decision.ReplicaMetrics{slow("a", 2, 0.04), slow("b", 5, 0.04)}, 0, 0},
 		{"too few requests to tell", []decision.ReplicaMetrics{slow("a", 0.1, 0.5)}, 0, 0},
+		{"most over the TTFT target on average", []decision.ReplicaMetrics{firstTokenLate("a", 1, 2500), firstTokenLate("b", 1, 2100), calm("a")}, 2 + 5 + 2 + 2, 2},
+		{"TTFT within the target", []decision.ReplicaMetrics{firstTokenLate("a", 1, 1900), firstTokenLate("b", 1, 1500)}, 0, 0},
+		{"too few first tokens to tell", []decision.ReplicaMetrics{firstTokenLate("a", 0.1, 9000)}, 0, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			floor, n, _ := saturationFloor(decision.Group{Replicas: tt.replicas}, caps, ref, scaling, params.DefaultSLO())
@@ -884,7 +966,7 @@ func TestOrderTriesUntriedVariant(t *testing.T) {
 			if h100Seen {
 				g = fleet(2, 1, 4)
 				g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: "h100-a", Variant: "h100",
-					NumGPUBlocks: 8192, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
+					NumGPUBlocks: 32768, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
 					ArrivalRate: 0.2, AvgITLms: 20, AvgTTFTms: 200})
 			}
 			g.Now = t0.Add(time.Duration(i) * 30 * time.Second)

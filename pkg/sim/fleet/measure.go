@@ -28,7 +28,7 @@ func ServerThroughput(spec scenario.ServerSpec, in, out int32) float64 {
 		if !marked && now >= warm {
 			marked, t0, base = true, now, s.finished
 		}
-		d, ok := s.schedule()
+		d, ok := s.schedule(now)
 		if !ok {
 			return 0
 		}
@@ -53,7 +53,7 @@ func IdleMet(spec scenario.ServerSpec, reqs []trace.Request, slo scenario.SLO) i
 		var now time.Duration
 		var done []*seq
 		for len(done) == 0 {
-			d, ok := srv.schedule()
+			d, ok := srv.schedule(now)
 			if !ok {
 				break
 			}

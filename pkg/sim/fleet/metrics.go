@@ -29,6 +29,18 @@ type sample struct {
 	itlSum    float64
 	itlCount  int64
 	tpot      tpotCounts
+	queue     queueCounts
+}
+
+// QueueBounds are the upper bounds (seconds) of vLLM's
+// request_queue_time_seconds histogram, the last +Inf.
+var QueueBounds = [...]float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680, math.Inf(1)}
+
+type queueCounts [len(QueueBounds)]int64
+
+func (c *queueCounts) observe(seconds float64) {
+	i := sort.SearchFloat64s(QueueBounds[:], seconds)
+	c[min(i, len(c)-1)]++
 }
 
 // TPOTBounds are the upper bounds (seconds) of vLLM's per-request
@@ -126,6 +138,8 @@ type WindowRates struct {
 	// of its buckets returns it: the cumulative requests per second at or
 	// below each of TPOTBounds; nil when none finished in the window.
 	TPOT []float64
+	// Queue is the queue-time histogram the same way (QueueBounds).
+	Queue []float64
 }
 
 // rates computes per-second rates and histogram means over (now-window,
@@ -151,17 +165,28 @@ func (s *series) rates(now, window time.Duration) (WindowRates, bool) {
 	if n := last.ttftCount - first.ttftCount; n > 0 {
 		w.TTFT = (last.ttftSum - first.ttftSum) / float64(n)
 	}
+	secs := (last.at - first.at).Seconds()
 	if n := last.itlCount - first.itlCount; n > 0 {
 		w.ITL = (last.itlSum - first.itlSum) / float64(n)
-		secs := (last.at - first.at).Seconds()
-		w.TPOT = make([]float64, len(TPOTBounds))
-		var cum int64
-		for i := range TPOTBounds {
-			cum += last.tpot[i] - first.tpot[i]
-			w.TPOT[i] = float64(cum) / secs
-		}
+		w.TPOT = bucketRates(last.tpot[:], first.tpot[:], secs)
+	}
+	if q := bucketRates(last.queue[:], first.queue[:], secs); q[len(q)-1] > 0 {
+		w.Queue = q
 	}
 	return w, true
+}
+
+// bucketRates is rate() of a histogram's buckets between two samples of
+// its per-bucket counters: the cumulative count per second at or below
+// each bound.
+func bucketRates(last, first []int64, secs float64) []float64 {
+	out := make([]float64, len(last))
+	var cum int64
+	for i := range last {
+		cum += last[i] - first[i]
+		out[i] = float64(cum) / secs
+	}
+	return out
 }
 
 // completionLog is the model's vllm:request_success_total over time, for

@@ -110,7 +110,7 @@ func BenchReplica(spec scenario.ServerSpec, in, out int32, concurrency int) (Rep
 			submit(starts[started])
 			started++
 		}
-		d, ok := s.schedule()
+		d, ok := s.schedule(now)
 		if !ok {
 			if started < concurrency {
 				now = starts[started]
@@ -184,7 +184,7 @@ func BenchReplicaRate(spec scenario.ServerSpec, in, out int32, rate float64) (Re
 			s.enqueue(&seq{req: int32(next), arrival: arrivals[next], input: in, output: out, prompt: in, firstToken: -1})
 			next++
 		}
-		d, ok := s.schedule()
+		d, ok := s.schedule(now)
 		if !ok {
 			if next < len(arrivals) {
 				now = arrivals[next]

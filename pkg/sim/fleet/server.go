@@ -21,6 +21,8 @@ type seq struct {
 	sched      int32 // tokens scheduled in the step in flight
 	firstToken time.Duration
 	preempted  int32
+	// admitted is set once its queue time is recorded (first admission).
+	admitted bool
 }
 
 // server is one replica's engine: a waiting queue (FCFS) and the running
@@ -48,7 +50,10 @@ type server struct {
 	itlCount    int64
 	// tpot counts finished requests by their time per output token, per
 	// bucket of TPOTBounds (vllm:request_time_per_output_token_seconds).
-	tpot        tpotCounts
+	tpot tpotCounts
+	// queue counts requests by their time from arrival to first
+	// admission (vllm:request_queue_time_seconds).
+	queue       queueCounts
 	preemptions int64
 	steps       int64
 }
@@ -121,9 +126,10 @@ func (s *server) preempt(q *seq) {
 // prompt chunk within the token budget; a sequence that needs a KV block
 // when none is free preempts the newest running one (possibly itself).
 // Then, if nothing was preempted, waiting requests are admitted in order
-// while sequences, budget and free blocks allow. It returns the step's
+// while sequences, budget and free blocks allow (a request admitted for
+// the first time at now records its queue time). It returns the step's
 // duration, or false when there is nothing to do.
-func (s *server) schedule() (time.Duration, bool) {
+func (s *server) schedule(now time.Duration) (time.Duration, bool) {
 	budget := s.spec.MaxNumBatchedTokens
 	var batched, kv int64
 	preempted := false
@@ -168,6 +174,10 @@ func (s *server) schedule() (time.Duration, bool) {
 				break
 			}
 			s.popFront()
+			if !q.admitted {
+				q.admitted = true
+				s.queue.observe((now - q.arrival).Seconds())
+			}
 			s.freeBlocks -= need
 			q.blocks += need
 			q.sched = n

@@ -91,7 +91,7 @@ func TestServerSchedule(t *testing.T) {
 	s.enqueue(c)
 
 	// Step 1: a's first chunk takes the whole budget (chunked prefill).
-	d, ok := s.schedule()
+	d, ok := s.schedule(0)
 	require.True(t, ok)
 	assert.Equal(t, int32(512), a.sched)
 	assert.Equal(t, 2, s.numWaiting())
@@ -102,7 +102,7 @@ func TestServerSchedule(t *testing.T) {
 
 	// Step 2: a's last 188 prompt tokens, then b is admitted (budget left);
 	// c waits: max-num-seqs is 2.
-	_, ok = s.schedule()
+	_, ok = s.schedule(0)
 	require.True(t, ok)
 	assert.Equal(t, int32(188), a.sched)
 	assert.Equal(t, int32(100), b.sched)
@@ -113,7 +113,7 @@ func TestServerSchedule(t *testing.T) {
 	assert.Equal(t, int32(1), b.generated)
 
 	// Step 3: both decode one token; b finishes (2 tokens).
-	_, ok = s.schedule()
+	_, ok = s.schedule(0)
 	require.True(t, ok)
 	assert.Equal(t, int32(1), a.sched)
 	assert.Equal(t, int32(1), b.sched)
@@ -133,12 +133,12 @@ func TestServerPreemptionIsNewestFirst(t *testing.T) {
 	young := &seq{req: 1, input: 4, output: 5, prompt: 4, firstToken: -1}
 	s.enqueue(old)
 	s.enqueue(young)
-	_, ok := s.schedule()
+	_, ok := s.schedule(0)
 	require.True(t, ok)
 	s.complete(time.Millisecond, nil)
 	assert.Equal(t, int32(0), s.freeBlocks)
 	// old has 8 tokens in 2 blocks and needs a third for its next token.
-	_, ok = s.schedule()
+	_, ok = s.schedule(0)
 	require.True(t, ok)
 	assert.Equal(t, int64(1), s.preemptions)
 	assert.Equal(t, int32(1), young.preempted)

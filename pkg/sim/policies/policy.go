@@ -263,6 +263,9 @@ func podMetrics(p *fleet.Pod, now, window time.Duration) (collector.PodMetrics, 
 		if w.TPOT != nil {
 			pm.TPOT = decision.Histogram{Bounds: fleet.TPOTBounds[:], Counts: w.TPOT}
 		}
+		if w.Queue != nil {
+			pm.QueueTime = decision.Histogram{Bounds: fleet.QueueBounds[:], Counts: w.Queue}
+		}
 	}
 	return pm, true
 }
