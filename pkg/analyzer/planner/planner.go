@@ -209,6 +209,9 @@ type Analysis struct {
 	// BacklogGrowth is how fast the backlog grew since the last cycle
 	// (req/s), ordered with it.
 	BacklogGrowth float64 `json:"backlogGrowth,omitempty"`
+	// BacklogLeft is the backlog projected to when a replica ordered now
+	// serves: what the replicas already starting leave (projectedBacklog).
+	BacklogLeft float64 `json:"backlogLeft,omitempty"`
 	// Rising is the growth forecast over the horizon (req/s).
 	Rising float64 `json:"rising"`
 	// RiseMargin is the rise the group's history says can come within
@@ -251,8 +254,8 @@ type Analysis struct {
 // Summary implements analyzer.Summarizer.
 func (a Analysis) Summary() []string {
 	lines := []string{
-		fmt.Sprintf("demand %.3f req/s (%s; %.3f over a request's duration) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f over %s (growing %.3f req/s) = %.3f req/s; with margin %.3f; held %.3f over %s%s",
-			a.ArrivalRate, a.ArrivalSource, a.LoadRate, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.Horizon, a.BacklogGrowth, a.LoadRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold, budgetNote(a.BudgetSpent)),
+		fmt.Sprintf("demand %.3f req/s (%s; %.3f over a request's duration) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f (growing %.3f req/s; %.0f left when what is ordered now serves) over %s = %.3f req/s; with margin %.3f; held %.3f over %s%s",
+			a.ArrivalRate, a.ArrivalSource, a.LoadRate, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.BacklogGrowth, a.BacklogLeft, a.Horizon, a.LoadRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold, budgetNote(a.BudgetSpent)),
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
@@ -377,13 +380,24 @@ func (c *cycle) demand() {
 	// (arrivals over what the replicas really serve, whatever their
 	// fitted capacity says): that growth is ordered too, once, rather
 	// than as a top-up each cycle that comes a start-up late.
-	an.BacklogRate = an.Backlog / c.horizon.Seconds()
+	// A backlog worth ordering for (as WhyBacklog) is ordered only while
+	// it outlasts what is already starting: replicas ordered now serve one start-up later, and when
+	// the replicas on their way (ordered for this backlog a cycle or two
+	// ago) will have drained it by then, they would serve none of it. At a
+	// spike, six L40S ordered that way started two minutes after the
+	// backlog was gone. When some is left, every replica ordered shortens
+	// the drain, during which each arrival waits past the TTFT target, so
+	// the whole backlog and its growth are ordered.
 	c.next.Backlog, c.next.BacklogAt, c.next.DrainedAt = an.Backlog, c.g.Now, c.st.DrainedAt
 	dt := c.g.Now.Sub(c.st.BacklogAt)
 	recent := !c.st.BacklogAt.IsZero() && dt > 0 && dt <= 2*decision.RateWindow
 	if recent && an.Backlog > c.st.Backlog {
 		an.BacklogGrowth = (an.Backlog - c.st.Backlog) / dt.Seconds()
-		an.BacklogRate += an.BacklogGrowth
+	}
+	an.BacklogRate = an.Backlog/c.horizon.Seconds() + an.BacklogGrowth
+	an.BacklogLeft = projectedBacklog(an.Backlog, an.BacklogGrowth, c.starting(), c.horizon)
+	if an.BacklogRate > backlogShare*an.ArrivalRate && an.BacklogLeft == 0 {
+		an.BacklogRate = 0
 	}
 	if recent && drained(c.st.Backlog, an.Backlog, an.ArrivalRate, c.horizon) {
 		c.next.DrainedAt = c.g.Now
