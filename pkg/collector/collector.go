@@ -59,6 +59,8 @@ type PodMetrics struct {
 	TPOT decision.Histogram
 	// QueueTime is the per-request queue-time histogram's rate.
 	QueueTime decision.Histogram
+	// TTFT is the per-request time-to-first-token histogram's rate.
+	TTFT decision.Histogram
 }
 
 // Reporting says whether the pod exports the saturation inputs.
@@ -139,7 +141,7 @@ func (r Result) ReplicaMetrics(namespace, pod string) (decision.ReplicaMetrics, 
 		KvCacheUsage: pm.KvCacheUsage, QueueLength: pm.QueueLength,
 		NumGPUBlocks: pm.NumGPUBlocks, BlockSize: pm.BlockSize,
 		AvgInputTokens: pm.AvgInputTokens, AvgOutputTokens: pm.AvgOutputTokens, PrefixCacheHitRate: pm.PrefixCacheHitRate,
-		ArrivalRate: pm.ArrivalRate, AvgTTFTms: pm.AvgTTFTms, AvgITLms: pm.AvgITLms, TPOT: pm.TPOT, QueueTime: pm.QueueTime,
+		ArrivalRate: pm.ArrivalRate, AvgTTFTms: pm.AvgTTFTms, AvgITLms: pm.AvgITLms, TPOT: pm.TPOT, QueueTime: pm.QueueTime, TTFT: pm.TTFT,
 	}, true
 }
 
@@ -311,13 +313,15 @@ func (c Collector) absorb(res *Result, q Query, vec model.Vector) {
 }
 
 // histogramQuery says a query returns each pod's histogram buckets.
-func histogramQuery(name string) bool { return name == QueryTPOTBuckets || name == QueryQueueBuckets }
+func histogramQuery(name string) bool {
+	return name == QueryTPOTBuckets || name == QueryQueueBuckets || name == QueryTTFTBuckets
+}
 
 // bucket is one histogram bucket's rate.
 type bucket struct{ le, count float64 }
 
-// setHistograms assembles each pod's histogram of a bucket query (TPOT or
-// queue time) from its buckets' rates. A pod whose buckets lack +Inf or
+// setHistograms assembles each pod's histogram of a bucket query (TPOT,
+// queue time or TTFT) from its buckets' rates. A pod whose buckets lack +Inf or
 // saw nothing keeps none; counts are made cumulative-monotone (rate() of
 // counters scraped at slightly different times can dip by a fraction).
 func setHistograms(res *Result, query string, byPod map[PodKey][]bucket) {
@@ -334,9 +338,12 @@ func setHistograms(res *Result, query string, byPod map[PodKey][]bucket) {
 			}
 		}
 		pm := res.Pods[key]
-		if query == QueryQueueBuckets {
+		switch query {
+		case QueryQueueBuckets:
 			pm.QueueTime = h
-		} else {
+		case QueryTTFTBuckets:
+			pm.TTFT = h
+		default:
 			pm.TPOT = h
 		}
 		res.Pods[key] = pm
@@ -427,7 +434,7 @@ func MaxValue(query string) float64 {
 		return decision.MaxQueueLength
 	case QueryAvgInputTokens, QueryAvgOutputTokens:
 		return decision.MaxTokens
-	case QueryArrivalRate, QueryGatewayArrivals, QueryTPOTBuckets, QueryQueueBuckets:
+	case QueryArrivalRate, QueryGatewayArrivals, QueryTPOTBuckets, QueryQueueBuckets, QueryTTFTBuckets:
 		return decision.MaxArrivalRate
 	case QueryAvgTTFT, QueryAvgITL:
 		return decision.MaxLatencyMs / 1000

@@ -48,9 +48,9 @@ func sample(v float64, labels ...string) *model.Sample {
 func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	few := Queries(DefaultLabels(), []string{"prod"}, []time.Duration{10 * time.Minute})
 	many := Queries(DefaultLabels(), []string{"a", "b", "c", "d"}, []time.Duration{10 * time.Minute, 10 * time.Minute})
-	assert.Len(t, few, 15)
-	assert.Len(t, many, 15, "same number of queries whatever the number of namespaces or models")
-	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 16, "one more per distinct window")
+	assert.Len(t, few, 16)
+	assert.Len(t, many, 16, "same number of queries whatever the number of namespaces or models")
+	assert.Len(t, Queries(DefaultLabels(), nil, []time.Duration{5 * time.Minute, 10 * time.Minute}), 17, "one more per distinct window")
 
 	evil := `prod"}) or vector(1) #`
 	q := Queries(DefaultLabels(), []string{evil, "x.y"}, nil)[1].Expr
@@ -60,7 +60,7 @@ func TestQueriesAreConstantInNumberAndEscaped(t *testing.T) {
 	kv := few[0].Expr
 	assert.Contains(t, kv, "vllm:kv_cache_usage_perc")
 	assert.Contains(t, kv, "or max by (namespace, pod) (max_over_time(vllm:gpu_cache_usage_perc")
-	assert.Contains(t, few[14].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
+	assert.Contains(t, few[15].Expr, "increase(vllm:request_success_total{namespace=~\"prod\"}[600s])")
 }
 
 func TestIdleWindow(t *testing.T) {
@@ -104,7 +104,7 @@ func TestRequestCountQueriesBoundedWhateverThePeriods(t *testing.T) {
 			assert.Contains(t, q.Expr, "["+promDuration(q.Window)+"]")
 		}
 	}
-	assert.Len(t, qs, 14+len(IdleWindows), "14 metric queries + at most one per idle window")
+	assert.Len(t, qs, 15+len(IdleWindows), "15 metric queries + at most one per idle window")
 	assert.Len(t, windows, len(IdleWindows))
 	for w := range windows {
 		assert.Contains(t, IdleWindows, w)
@@ -114,8 +114,8 @@ func TestRequestCountQueriesBoundedWhateverThePeriods(t *testing.T) {
 	fq := &fakeQuerier{answers: map[string]model.Vector{"increase(vllm:request_success_total": {sample(7, "namespace", "prod", "model_name", "m")}}}
 	res, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(), Request{RetentionWindows: periods, Time: time.Now()})
 	require.NoError(t, err)
-	assert.Equal(t, 14+len(IdleWindows), res.Queries)
-	assert.Len(t, fq.seen, 14+len(IdleWindows))
+	assert.Equal(t, 15+len(IdleWindows), res.Queries)
+	assert.Len(t, fq.seen, 15+len(IdleWindows))
 	n, ok := res.RequestsOver(3*time.Minute+17*time.Second, ModelKey{"prod", "m"})
 	assert.True(t, ok, "a period is read through its idle window")
 	assert.Equal(t, 7.0, n)
@@ -216,8 +216,8 @@ func TestCollect(t *testing.T) {
 	c := Collector{API: fq, Labels: DefaultLabels()}
 	res, err := c.Collect(context.Background(), Request{Namespaces: []string{"prod"}, RetentionWindows: []time.Duration{10 * time.Minute}, Time: time.Now()})
 	require.NoError(t, err)
-	assert.Equal(t, 15, res.Queries)
-	assert.Len(t, fq.seen, 15)
+	assert.Equal(t, 16, res.Queries)
+	assert.Len(t, fq.seen, 16)
 	a := res.Pods[PodKey{"prod", "a"}]
 	assert.True(t, a.Reporting())
 	assert.Equal(t, 0.5, a.KvCacheUsage)
@@ -353,10 +353,10 @@ func TestCollectLatencyArrivalAndEPPQueue(t *testing.T) {
 		{
 			name: "seconds become milliseconds; arrival rate passes through",
 			answers: map[string]model.Vector{
-				"request_success_total":         {sample(2.5, "namespace", "prod", "pod", "a")},
-				"time_to_first_token_seconds":   {sample(0.120, "namespace", "prod", "pod", "a")},
-				"inter_token_latency_seconds":   {sample(0.015, "namespace", "prod", "pod", "a")},
-				"llm_d_epp_flow_control_queue_": {},
+				"request_success_total":           {sample(2.5, "namespace", "prod", "pod", "a")},
+				"time_to_first_token_seconds_sum": {sample(0.120, "namespace", "prod", "pod", "a")},
+				"inter_token_latency_seconds":     {sample(0.015, "namespace", "prod", "pod", "a")},
+				"llm_d_epp_flow_control_queue_":   {},
 			},
 			check: func(t *testing.T, res Result) {
 				a := res.Pods[PodKey{"prod", "a"}]
@@ -368,7 +368,7 @@ func TestCollectLatencyArrivalAndEPPQueue(t *testing.T) {
 		{
 			name: "0/0 latency is no data, negative and infinite are dropped",
 			answers: map[string]model.Vector{
-				"time_to_first_token_seconds": {
+				"time_to_first_token_seconds_sum": {
 					sample(math.NaN(), "namespace", "prod", "pod", "idle"),
 					sample(-0.1, "namespace", "prod", "pod", "neg"),
 				},
@@ -462,7 +462,7 @@ func TestCollectDropsAbsurdFiniteValues(t *testing.T) {
 		{QueryAvgOutputTokens, "request_generation_tokens", pod(200, "ok"), pod(huge, "bad"), nil},
 		{QueryPrefixCacheHit, "prefix_cache_hits_total", pod(0.3, "ok"), pod(huge, "bad"), nil},
 		{QueryArrivalRate, "rate(vllm:request_success_total", pod(6, "ok"), pod(huge, "bad"), nil},
-		{QueryAvgTTFT, "time_to_first_token_seconds", pod(0.3, "ok"), pod(huge, "bad"), nil},
+		{QueryAvgTTFT, "time_to_first_token_seconds_sum", pod(0.3, "ok"), pod(huge, "bad"), nil},
 		{QueryAvgITL, "inter_token_latency_seconds", pod(0.04, "ok"), pod(huge, "bad"), nil},
 		{QueryCacheConfigInfo, "cache_config_info",
 			sample(1, "namespace", "prod", "pod", "ok", "num_gpu_blocks", "2048", "block_size", "16"),
@@ -543,4 +543,26 @@ func TestCollectQueueTimeBuckets(t *testing.T) {
 	assert.Equal(t, decision.Histogram{Bounds: []float64{1, 2, inf}, Counts: []float64{3, 5, 6}}, rm.QueueTime)
 	assert.Equal(t, decision.Histogram{Bounds: []float64{0.1, inf}, Counts: []float64{1, 2}}, rm.TPOT)
 	assert.InDelta(t, 1.0/6, rm.QueueTime.Above(2), 1e-9)
+}
+
+// Each pod's TTFT histogram is assembled from its buckets' rates, apart
+// from the mean TTFT read from the same histogram's sum and count.
+func TestCollectTTFTBuckets(t *testing.T) {
+	pod := []string{"namespace", "prod", "pod", "p"}
+	bucket := func(v float64, le string) *model.Sample {
+		return sample(v, append(append([]string(nil), pod...), "le", le)...)
+	}
+	fq := &fakeQuerier{answers: map[string]model.Vector{
+		"time_to_first_token_seconds_bucket": {bucket(10, "+Inf"), bucket(6, "1"), bucket(9, "2.5")},
+		"time_to_first_token_seconds_sum":    {sample(0.9, pod...)},
+		"kv_cache_usage_perc":                {sample(0.3, pod...)},
+		"num_requests_waiting":               {sample(0, pod...)},
+	}}
+	res, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(), Request{Time: time.Now()})
+	require.NoError(t, err)
+	rm, ok := res.ReplicaMetrics("prod", "p")
+	require.True(t, ok)
+	assert.Equal(t, decision.Histogram{Bounds: []float64{1, 2.5, math.Inf(1)}, Counts: []float64{6, 9, 10}}, rm.TTFT)
+	assert.InDelta(t, 900, rm.AvgTTFTms, 1e-9)
+	assert.InDelta(t, 0.1, rm.TTFT.Above(2.5), 1e-9)
 }

@@ -105,6 +105,7 @@ const (
 	QueryAvgITL          = "avg_itl"
 	QueryTPOTBuckets     = "tpot_buckets"
 	QueryQueueBuckets    = "queue_time_buckets"
+	QueryTTFTBuckets     = "ttft_buckets"
 	QueryEPPQueueSize    = "scheduler_queue_size"
 	QueryEPPQueueBytes   = "scheduler_queue_bytes"
 	QueryGatewayArrivals = "gateway_arrival_rate"
@@ -198,6 +199,12 @@ func Queries(labels Labels, namespaces []string, windows []time.Duration) []Quer
 		// requests that waited past the TTFT target miss it whatever
 		// their ITL (vLLM; SGLang exports no per-request queue time).
 		{Name: QueryQueueBuckets, Expr: fmt.Sprintf("sum by (%s, le) (rate(%s_bucket%s[%s]))", byPod, MetricQueueTime, sel, rw)},
+		// And its TTFT histogram: the share over the TTFT target tells the
+		// variants that prefill the traffic's prompts in time from those
+		// that do not.
+		{Name: QueryTTFTBuckets, Expr: either(
+			fmt.Sprintf("sum by (%s, le) (rate(%s_bucket%s[%s]))", byPod, MetricTTFT, sel, rw),
+			fmt.Sprintf("sum by (%s, le) (rate(%s_bucket%s[%s]))", byPod, MetricSGLangTTFT, sel, rw))},
 		// The EPP exports no namespace label of its own: the scrape's
 		// namespace label (the EPP pod's) is kept when present, and no
 		// namespace selector applies (the EPP may run elsewhere).

@@ -123,6 +123,10 @@ type ReplicaMetrics struct {
 	// QueueTime is the histogram of each request's time waiting before
 	// it was first scheduled (vllm:request_queue_time_seconds).
 	QueueTime Histogram
+	// TTFT is the histogram of each request's time to first token
+	// (vllm:time_to_first_token_seconds): the share over the TTFT target
+	// is what the SLO counts, where AvgTTFTms is only its mean.
+	TTFT Histogram
 }
 
 // KVCapacityTokens is the replica's KV cache capacity in tokens

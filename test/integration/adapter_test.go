@@ -139,14 +139,14 @@ func TestAdapterEndToEnd(t *testing.T) {
 		// (transition-hold), so either is the decision's series.
 		perCycle := []string{
 			`wva_desired_replicas{accelerator="",model_id="meta/llama-3.1-8b",namespace="prod",variant_name="llama-l4"} 3`,
-			"wva_prometheus_queries_per_cycle 15", // 14 vLLM and EPP queries plus one idle window
+			"wva_prometheus_queries_per_cycle 16", // 15 vLLM and EPP queries plus one idle window
 		}
 		decided := []string{
 			`wva_variant_decision_info{accelerator="",action="scale-up",model_id="meta/llama-3.1-8b",namespace="prod",rule="scale-up",variant_name="llama-l4"} 1`,
 			`wva_variant_decision_info{accelerator="",action="blocked",model_id="meta/llama-3.1-8b",namespace="prod",rule="transition-hold",variant_name="llama-l4"} 1`,
 		}
 		var body string
-		testenv.Eventually(ctx, t, "a cycle that decided 3 with 15 queries", func() (bool, string) {
+		testenv.Eventually(ctx, t, "a cycle that decided 3 with 16 queries", func() (bool, string) {
 			b, err := tryGet(ctx, adapter.MetricsURL+"/metrics")
 			if err != nil {
 				return false, err.Error()

@@ -70,7 +70,7 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 		}
 		return len(res.Pods) == 3 && res.Pods[collector.PodKey{Namespace: "prod", Pod: "old-0"}].Reporting(), fmt_(res.Pods, nil)
 	})
-	assert.Equal(t, 15, res.Queries, "14 metric queries + 1 per retention window")
+	assert.Equal(t, 16, res.Queries, "15 metric queries + 1 per retention window")
 	assert.Equal(t, 0.42, res.Pods[collector.PodKey{Namespace: "prod", Pod: "new-0"}].KvCacheUsage)
 	assert.Equal(t, 3.0, res.Pods[collector.PodKey{Namespace: "prod", Pod: "new-0"}].QueueLength)
 	assert.Equal(t, 0.61, res.Pods[collector.PodKey{Namespace: "prod", Pod: "old-0"}].KvCacheUsage, "legacy gauge name as fallback")
@@ -122,6 +122,13 @@ func TestCollectorAgainstPrometheus(t *testing.T) {
 	assert.InDelta(t, 0, pa.QueueTime.Above(2.5), 1e-9)
 	assert.InDelta(t, pa.ArrivalRate, pa.QueueTime.Total(), 1)
 	assert.Zero(t, pb.QueueTime.Total())
+	// And the TTFT histogram, from both exporters: new-0's requests got
+	// their first token in 80 ms, old-0's in 250 ms.
+	assert.InDelta(t, 1, pa.TTFT.Above(0.064), 1e-9)
+	assert.InDelta(t, 0, pa.TTFT.Above(0.128), 1e-9)
+	assert.InDelta(t, pa.ArrivalRate, pa.TTFT.Total(), 1)
+	assert.InDelta(t, 1, pb.TTFT.Above(0.128), 1e-9)
+	assert.InDelta(t, 0, pb.TTFT.Above(0.256), 1e-9)
 	assert.InDelta(t, 500, pa.AvgInputTokens, 0.01)
 	assert.InDelta(t, 50, pb.AvgOutputTokens, 0.01)
 	// hits / queries of prompt tokens: 200 of 500 cached on new-0, none
@@ -204,8 +211,8 @@ func TestCollectorGatewayArrivalsAgainstPrometheus(t *testing.T) {
 	}
 	res, err = col.Collect(ctx, collector.Request{Namespaces: []string{"prod"}, RetentionWindows: periods, Time: time.Now()})
 	require.NoError(t, err)
-	assert.LessOrEqual(t, res.Queries, 14+len(collector.IdleWindows))
-	assert.Len(t, res.Requests, res.Queries-14, "one answer per window queried")
+	assert.LessOrEqual(t, res.Queries, 15+len(collector.IdleWindows))
+	assert.Len(t, res.Requests, res.Queries-15, "one answer per window queried")
 }
 
 // startGatewayTraffic counts requests at the EPP at steady rates (req/s per
@@ -233,7 +240,7 @@ func startGatewayTraffic(t *testing.T, e *fakevllm.Exporter, rates map[string]fl
 
 // TestCollectorMixedEnginesAgainstPrometheus: one group (one model, one
 // namespace) served by a vLLM pod, an SGLang pod and an older SGLang pod
-// (time_per_output_token ITL). Real Prometheus evaluates the same 14
+// (time_per_output_token ITL). Real Prometheus evaluates the same 15
 // queries as for vLLM alone, and every pod gets its own values: KV and
 // queue gauges, KV capacity (vLLM's labels, SGLang's pool size in tokens),
 // token averages and prefix cache hit rate (SGLang's from its counters),
@@ -290,7 +297,7 @@ func TestCollectorMixedEnginesAgainstPrometheus(t *testing.T) {
 	// model's count is the three pods' rates over the minute, both engines.
 	n, _ := res.RequestsOver(time.Minute, collector.ModelKey{Namespace: "prod", Model: "meta/llama"})
 	assert.InEpsilon(t, 60*(pod(res, "vllm-0").ArrivalRate+pod(res, "sglang-0").ArrivalRate+pod(res, "sglang-old-0").ArrivalRate), n, 1e-6)
-	assert.Equal(t, 15, res.Queries, "the same 14 metric queries + 1 per retention window as a vLLM-only fleet")
+	assert.Equal(t, 16, res.Queries, "the same 15 metric queries + 1 per retention window as a vLLM-only fleet")
 	assert.Empty(t, res.Dropped)
 	assert.Empty(t, res.Warnings)
 

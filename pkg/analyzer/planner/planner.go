@@ -130,6 +130,9 @@ type State struct {
 	Profile Profile `json:"profile,omitzero"`
 	// Budget is the SLO's error budget spent lately (budget.go).
 	Budget Budget `json:"budget,omitzero"`
+	// HoldsTheRest is the variant last kept for the requests the others
+	// miss the TTFT target on (fits.go).
+	HoldsTheRest string `json:"holdsTheRest,omitempty"`
 	// Backlog and BacklogAt are the last cycle's backlog, for its growth.
 	Backlog   float64   `json:"backlog,omitempty"`
 	BacklogAt time.Time `json:"backlogAt,omitzero"`
@@ -159,6 +162,9 @@ type VariantState struct {
 	Headroom float64 `json:"itlHeadroom,omitempty"`
 	// TPOTPool is the requests pooled towards the next headroom verdict.
 	TPOTPool Pool `json:"tpotPool,omitempty"`
+	// TTFTPool is the requests over the TTFT target, pooled with decay
+	// (fits.go).
+	TTFTPool Pool `json:"ttftPool,omitzero"`
 	// StartupDelay is the last start-up delay measured for the variant,
 	// kept while it has no Ready pod to measure it from.
 	StartupDelay time.Duration `json:"startupDelay,omitempty"`
@@ -195,6 +201,9 @@ type VariantAnalysis struct {
 	// of the variant's requests over the ITL target in the rate window.
 	Headroom       float64 `json:"itlHeadroom"`
 	TPOTOverTarget float64 `json:"tpotOverTarget"`
+	// TTFTMisses is the pooled share of its requests over the TTFT
+	// target (0 until enough are pooled).
+	TTFTMisses float64 `json:"ttftMisses,omitempty"`
 }
 
 // Analysis is the planner's intermediate quantities for a group.
@@ -209,6 +218,9 @@ type Analysis struct {
 	// BacklogGrowth is how fast the backlog grew since the last cycle
 	// (req/s), ordered with it.
 	BacklogGrowth float64 `json:"backlogGrowth,omitempty"`
+	// HoldsTheRest is the variant kept at one replica at least for the
+	// requests the others miss the TTFT target on (fits.go).
+	HoldsTheRest string `json:"holdsTheRest,omitempty"`
 	// BacklogLeft is the backlog projected to when a replica ordered now
 	// serves: what the replicas already starting leave (projectedBacklog).
 	BacklogLeft float64 `json:"backlogLeft,omitempty"`
@@ -259,8 +271,11 @@ func (a Analysis) Summary() []string {
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
-		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms at headroom %.3f, %.1f%% of requests over the ITL target; 1/ITL = %.4g - %.4g*x1 - %.4g*x2 from %d observations); start-up %s",
-			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Headroom, 100*v.TPOTOverTarget, v.Curve.P, v.Curve.C1, v.Curve.C2, v.Observations, v.StartupDelay))
+		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms at headroom %.3f, %.1f%% of requests over the ITL target, %.1f%% over the TTFT target; 1/ITL = %.4g - %.4g*x1 - %.4g*x2 from %d observations); start-up %s",
+			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Headroom, 100*v.TPOTOverTarget, 100*v.TTFTMisses, v.Curve.P, v.Curve.C1, v.Curve.C2, v.Observations, v.StartupDelay))
+	}
+	if a.HoldsTheRest != "" {
+		lines = append(lines, fmt.Sprintf("  keeping a replica of %s at least: the running variants miss the TTFT target on more requests than its part of the error budget, and it misses fewer", a.HoldsTheRest))
 	}
 	return lines
 }
@@ -339,6 +354,13 @@ func plan(g decision.Group, slo params.SLO, scaling params.Scaling, st State, ne
 	sort.Slice(c.variants, func(i, j int) bool { return c.variants[i].Name < c.variants[j].Name })
 
 	c.capacities()
+	if i := holdsTheRest(c.variants, c.an.Variants, c.next.Variants, slo, st.HoldsTheRest); i >= 0 {
+		// The requests the running variants cannot hold within the TTFT
+		// target need a replica of one that can (fits.go).
+		v := &c.variants[i]
+		v.MinReplicas = min(max(v.MinReplicas, 1), v.MaxReplicas)
+		c.an.HoldsTheRest, next.HoldsTheRest = v.Name, v.Name
+	}
 	c.demand()
 	c.holdPeak()
 	counts := c.mix()
@@ -1072,6 +1094,13 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	}
 	va.Headroom = h
 	va.PeakLoad = vs.PeakLoad
+	if !short && loadPerReplica(v.Name, reps) <= va.Capacity.Rate {
+		// Misses while the group is short of supply, or the variant
+		// loaded past its rate, are queues the plan orders for, not
+		// requests the variant cannot hold.
+		vs.TTFTPool = vs.TTFTPool.pool(ttftMisses(v.Name, reps, slo.TargetTTFTms))
+	}
+	va.TTFTMisses, _ = vs.TTFTPool.share()
 	return va, vs
 }
 

@@ -553,7 +553,7 @@ func (f *Fleet) scrape() {
 		s := p.srv
 		p.prom.add(sample{at: f.now, kv: s.kvUsage(), waiting: float64(s.numWaiting()), running: float64(len(s.running)),
 			finished: s.finished, finishedIn: s.finishedIn, finishedOut: s.finishedOut,
-			arrived: s.arrived, ttftSum: s.ttftSum, ttftCount: s.ttftCount, itlSum: s.itlSum, itlCount: s.itlCount, tpot: s.tpot, queue: s.queue})
+			arrived: s.arrived, ttftSum: s.ttftSum, ttftCount: s.ttftCount, itlSum: s.itlSum, itlCount: s.itlCount, tpot: s.tpot, queue: s.queue, ttft: s.ttft})
 	}
 }
 

@@ -30,6 +30,7 @@ type sample struct {
 	itlCount  int64
 	tpot      tpotCounts
 	queue     queueCounts
+	ttft      ttftCounts
 }
 
 // QueueBounds are the upper bounds (seconds) of vLLM's
@@ -38,10 +39,7 @@ var QueueBounds = [...]float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30,
 
 type queueCounts [len(QueueBounds)]int64
 
-func (c *queueCounts) observe(seconds float64) {
-	i := sort.SearchFloat64s(QueueBounds[:], seconds)
-	c[min(i, len(c)-1)]++
-}
+func (c *queueCounts) observe(seconds float64) { observeBucket(QueueBounds[:], c[:], seconds) }
 
 // TPOTBounds are the upper bounds (seconds) of vLLM's per-request
 // time-per-output-token histogram, the last +Inf.
@@ -50,9 +48,21 @@ var TPOTBounds = [...]float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4
 // tpotCounts is a histogram's per-bucket (not cumulative) counters.
 type tpotCounts [len(TPOTBounds)]int64
 
-func (c *tpotCounts) observe(seconds float64) {
-	i := sort.SearchFloat64s(TPOTBounds[:], seconds)
-	c[min(i, len(c)-1)]++
+func (c *tpotCounts) observe(seconds float64) { observeBucket(TPOTBounds[:], c[:], seconds) }
+
+// TTFTBounds are the upper bounds (seconds) of vLLM's
+// time_to_first_token_seconds histogram, the last +Inf.
+var TTFTBounds = [...]float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, math.Inf(1)}
+
+type ttftCounts [len(TTFTBounds)]int64
+
+func (c *ttftCounts) observe(seconds float64) { observeBucket(TTFTBounds[:], c[:], seconds) }
+
+// observeBucket counts one observation in the first bucket whose upper
+// bound holds it.
+func observeBucket(bounds []float64, counts []int64, seconds float64) {
+	i := sort.SearchFloat64s(bounds, seconds)
+	counts[min(i, len(counts)-1)]++
 }
 
 // series is the samples Prometheus holds for one pod, trimmed to the
@@ -140,6 +150,8 @@ type WindowRates struct {
 	TPOT []float64
 	// Queue is the queue-time histogram the same way (QueueBounds).
 	Queue []float64
+	// TTFTBuckets is the TTFT histogram the same way (TTFTBounds).
+	TTFTBuckets []float64
 }
 
 // rates computes per-second rates and histogram means over (now-window,
@@ -172,6 +184,9 @@ func (s *series) rates(now, window time.Duration) (WindowRates, bool) {
 	}
 	if q := bucketRates(last.queue[:], first.queue[:], secs); q[len(q)-1] > 0 {
 		w.Queue = q
+	}
+	if t := bucketRates(last.ttft[:], first.ttft[:], secs); t[len(t)-1] > 0 {
+		w.TTFTBuckets = t
 	}
 	return w, true
 }

@@ -53,7 +53,10 @@ type server struct {
 	tpot tpotCounts
 	// queue counts requests by their time from arrival to first
 	// admission (vllm:request_queue_time_seconds).
-	queue       queueCounts
+	queue queueCounts
+	// ttft counts requests by their time to first token
+	// (vllm:time_to_first_token_seconds).
+	ttft        ttftCounts
 	preemptions int64
 	steps       int64
 }
@@ -209,6 +212,7 @@ func (s *server) complete(now time.Duration, done []*seq) []*seq {
 					q.firstToken = now
 					s.ttftSum += (now - q.arrival).Seconds()
 					s.ttftCount++
+					s.ttft.observe((now - q.arrival).Seconds())
 				}
 				if q.generated >= q.output {
 					s.freeBlocks += q.blocks

@@ -266,6 +266,9 @@ func podMetrics(p *fleet.Pod, now, window time.Duration) (collector.PodMetrics, 
 		if w.Queue != nil {
 			pm.QueueTime = decision.Histogram{Bounds: fleet.QueueBounds[:], Counts: w.Queue}
 		}
+		if w.TTFTBuckets != nil {
+			pm.TTFT = decision.Histogram{Bounds: fleet.TTFTBounds[:], Counts: w.TTFTBuckets}
+		}
 	}
 	return pm, true
 }

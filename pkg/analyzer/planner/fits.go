@@ -1,0 +1,145 @@
+package planner
+
+import (
+	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
+)
+
+// Requests that fit. Long prompts miss the TTFT target on a variant that
+// prefills them slowly (an L40S's 2048-token chunks take over 2 s on a
+// 16k-token prompt), and the requests batched or queued behind them miss
+// it too; more replicas of that variant spread the same prompts over
+// more queues but prefill none of them faster. A variant that prefills
+// faster does. So each variant's share of requests over the TTFT target
+// is pooled from its replicas' TTFT histograms, and when the running
+// variants miss more than the TTFT's part of the SLO's error budget, the
+// plan keeps at least one replica of the variant that misses clearly
+// fewer (or tries one never run): the gateway sends it its part of the
+// traffic, and that part meets the target more often. On the ServeGen
+// reasoning half day the L40S replicas missed the TTFT target on 4.3% of
+// their requests, the H100s on 2.0%.
+const (
+	// ttftPoolDecay is what a variant's pooled requests keep each cycle
+	// it reports new ones: a memory of about half an hour of cycles.
+	ttftPoolDecay = 0.98
+	// minTTFTPool is how many pooled requests a share is read from.
+	minTTFTPool = 200
+	// fewerMisses is the most a variant may miss, as a share of the
+	// worst running variant's misses, to count as holding what that one
+	// cannot.
+	fewerMisses = 0.75
+)
+
+// ttftMisses reads a variant's replicas' TTFT histograms over the rate
+// window: the requests that got their first token, and how many of them
+// missed the TTFT target by a whole bucket. vLLM's TTFT buckets have no
+// bound at common targets (1 s, then 2.5 s), and interpolating inside
+// the bucket counts requests at 1.2 s as over a 2 s target in
+// proportion: a lone L40S serving 2k-token prompts at 0.8 req/s would
+// read 2% over where none is. So misses count from the first bound at
+// or above the target, a lower bound on them.
+func ttftMisses(v string, reps []decision.ReplicaMetrics, targetTTFTms float64) (requests, misses float64) {
+	var ttft decision.Histogram
+	for _, r := range reps {
+		if r.Variant == v {
+			ttft = ttft.Merge(r.TTFT)
+		}
+	}
+	requests = ttft.Total() * decision.RateWindow.Seconds()
+	if requests <= 0 || targetTTFTms <= 0 {
+		return 0, 0
+	}
+	over := targetTTFTms / 1000
+	for _, b := range ttft.Bounds {
+		if b >= over {
+			over = b
+			break
+		}
+	}
+	return requests, ttft.Above(over) * requests
+}
+
+// loadPerReplica is the mean arrival rate of a variant's reporting
+// replicas.
+func loadPerReplica(v string, reps []decision.ReplicaMetrics) float64 {
+	var load float64
+	n := 0
+	for _, r := range reps {
+		if r.Variant == v {
+			if decision.Finite(r.ArrivalRate) && r.ArrivalRate > 0 {
+				load += r.ArrivalRate
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return load / float64(n)
+}
+
+// pool adds a cycle's requests to a decayed pool; a cycle with none
+// leaves it as it was (a variant at zero replicas keeps what it showed).
+func (p Pool) pool(requests, misses float64) Pool {
+	if requests <= 0 {
+		return p
+	}
+	return Pool{Requests: p.Requests*ttftPoolDecay + requests, Over: p.Over*ttftPoolDecay + misses}
+}
+
+// share is a pool's share of misses, and whether it holds enough
+// requests to be read.
+func (p Pool) share() (float64, bool) {
+	if p.Requests < minTTFTPool {
+		return 0, false
+	}
+	return p.Over / p.Requests, true
+}
+
+// holdsTheRest returns the variant (index into variants) the plan keeps
+// at least one replica of, or -1: when a running variant misses the
+// TTFT target on clearly more than the TTFT's part of the error budget
+// (clearlyOver: three standard deviations over it), the
+// variant that misses at most fewerMisses of the worst of them, or one
+// never run (its misses are unknown until it serves).
+//
+// The variant kept last cycle (kept) stays while it misses fewer than
+// the worst: the shares are noisy, and a replica released at a dip is
+// ordered again at the next.
+func holdsTheRest(variants []decision.Variant, an []VariantAnalysis, learned map[string]VariantState, slo params.SLO, kept string) int {
+	budget := (1 - itlBudgetShare) * (1 - slo.Attainment)
+	worst := 0.0
+	for _, v := range variants {
+		if v.Role.Normalized() != decision.RoleBoth {
+			// A prefill or decode replica sees only part of a request's
+			// time to first token.
+			return -1
+		}
+	}
+	for _, v := range variants {
+		p := learned[v.Name].TTFTPool
+		if share, ok := p.share(); ok && v.CurrentReplicas > 0 && clearlyOver(p.Over, p.Requests*budget) {
+			worst = max(worst, share)
+		}
+	}
+	if worst == 0 {
+		return -1
+	}
+	best, bestShare := -1, fewerMisses*worst
+	for i, v := range variants {
+		if v.MaxReplicas == 0 {
+			continue
+		}
+		share, ok := learned[v.Name].TTFTPool.share()
+		if v.Name == kept && ok && share < worst {
+			return i
+		}
+		switch {
+		case ok && share <= bestShare:
+			best, bestShare = i, share
+		case !ok && untried(an[i]) && best < 0:
+			best = i
+		}
+	}
+	return best
+}
