@@ -522,9 +522,10 @@ func TestRejectKeepsRealisticValues(t *testing.T) {
 	}
 }
 
-// A pod's queue-time buckets become its own histogram beside its TPOT
-// one: the two bucket queries do not mix.
-func TestCollectQueueTimeBuckets(t *testing.T) {
+// Each pod's histograms (queue time, TPOT, TTFT) are assembled from their
+// buckets' rates; the mean TTFT is read from the TTFT histogram's sum and
+// count apart.
+func TestCollectHistogramBuckets(t *testing.T) {
 	pod := []string{"namespace", "prod", "pod", "p"}
 	bucket := func(v float64, le string) *model.Sample {
 		return sample(v, append(append([]string(nil), pod...), "le", le)...)
@@ -532,6 +533,8 @@ func TestCollectQueueTimeBuckets(t *testing.T) {
 	fq := &fakeQuerier{answers: map[string]model.Vector{
 		"request_queue_time_seconds_bucket":            {bucket(6, "+Inf"), bucket(3, "1"), bucket(5, "2")},
 		"request_time_per_output_token_seconds_bucket": {bucket(1, "0.1"), bucket(2, "+Inf")},
+		"time_to_first_token_seconds_bucket":           {bucket(10, "+Inf"), bucket(6, "1"), bucket(9, "2.5")},
+		"time_to_first_token_seconds_sum":              {sample(0.9, pod...)},
 		"kv_cache_usage_perc":                          {sample(0.3, pod...)},
 		"num_requests_waiting":                         {sample(0, pod...)},
 	}}
@@ -542,27 +545,8 @@ func TestCollectQueueTimeBuckets(t *testing.T) {
 	inf := math.Inf(1)
 	assert.Equal(t, decision.Histogram{Bounds: []float64{1, 2, inf}, Counts: []float64{3, 5, 6}}, rm.QueueTime)
 	assert.Equal(t, decision.Histogram{Bounds: []float64{0.1, inf}, Counts: []float64{1, 2}}, rm.TPOT)
+	assert.Equal(t, decision.Histogram{Bounds: []float64{1, 2.5, inf}, Counts: []float64{6, 9, 10}}, rm.TTFT)
 	assert.InDelta(t, 1.0/6, rm.QueueTime.Above(2), 1e-9)
-}
-
-// Each pod's TTFT histogram is assembled from its buckets' rates, apart
-// from the mean TTFT read from the same histogram's sum and count.
-func TestCollectTTFTBuckets(t *testing.T) {
-	pod := []string{"namespace", "prod", "pod", "p"}
-	bucket := func(v float64, le string) *model.Sample {
-		return sample(v, append(append([]string(nil), pod...), "le", le)...)
-	}
-	fq := &fakeQuerier{answers: map[string]model.Vector{
-		"time_to_first_token_seconds_bucket": {bucket(10, "+Inf"), bucket(6, "1"), bucket(9, "2.5")},
-		"time_to_first_token_seconds_sum":    {sample(0.9, pod...)},
-		"kv_cache_usage_perc":                {sample(0.3, pod...)},
-		"num_requests_waiting":               {sample(0, pod...)},
-	}}
-	res, err := Collector{API: fq, Labels: DefaultLabels()}.Collect(context.Background(), Request{Time: time.Now()})
-	require.NoError(t, err)
-	rm, ok := res.ReplicaMetrics("prod", "p")
-	require.True(t, ok)
-	assert.Equal(t, decision.Histogram{Bounds: []float64{1, 2.5, math.Inf(1)}, Counts: []float64{6, 9, 10}}, rm.TTFT)
-	assert.InDelta(t, 900, rm.AvgTTFTms, 1e-9)
 	assert.InDelta(t, 0.1, rm.TTFT.Above(2.5), 1e-9)
+	assert.InDelta(t, 900, rm.AvgTTFTms, 1e-9)
 }
