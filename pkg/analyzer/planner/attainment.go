@@ -60,20 +60,13 @@ type attainment struct {
 // over the rate window.
 func observeAttainment(v string, reps []decision.ReplicaMetrics, targetITLms, targetTTFTms float64) attainment {
 	var h, q decision.Histogram
-	var load float64
-	var n int
 	for _, r := range reps {
-		if r.Variant != v {
-			continue
+		if r.Variant == v {
+			h = h.Merge(r.TPOT)
+			q = q.Merge(r.QueueTime)
 		}
-		h = h.Merge(r.TPOT)
-		q = q.Merge(r.QueueTime)
-		if r.ArrivalRate > 0 && decision.Finite(r.ArrivalRate) {
-			load += r.ArrivalRate
-		}
-		n++
 	}
-	a := attainment{}
+	a := attainment{Load: loadPerReplica(v, reps)}
 	a.Requests, a.Over = overTarget(h, targetITLms)
 	if queued := q.Total(); queued > 0 && targetTTFTms > 0 && a.Requests > 0 {
 		// Requests that waited past the TTFT target less their own
@@ -82,10 +75,26 @@ func observeAttainment(v string, reps []decision.ReplicaMetrics, targetITLms, ta
 		// ITL line calls spare.
 		a.Over = min(1, a.Over+q.Above((1-ttftShare)*targetTTFTms/1000))
 	}
-	if n > 0 {
-		a.Load = load / float64(n)
-	}
 	return a
+}
+
+// loadPerReplica is the mean arrival rate of a variant's reporting
+// replicas.
+func loadPerReplica(v string, reps []decision.ReplicaMetrics) float64 {
+	var load float64
+	n := 0
+	for _, r := range reps {
+		if r.Variant == v {
+			if decision.Finite(r.ArrivalRate) && r.ArrivalRate > 0 {
+				load += r.ArrivalRate
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return load / float64(n)
 }
 
 // overTarget reads a TPOT histogram's rate over the rate window: the

@@ -59,25 +59,6 @@ func ttftMisses(v string, reps []decision.ReplicaMetrics, targetTTFTms float64) 
 	return requests, ttft.Above(over) * requests
 }
 
-// loadPerReplica is the mean arrival rate of a variant's reporting
-// replicas.
-func loadPerReplica(v string, reps []decision.ReplicaMetrics) float64 {
-	var load float64
-	n := 0
-	for _, r := range reps {
-		if r.Variant == v {
-			if decision.Finite(r.ArrivalRate) && r.ArrivalRate > 0 {
-				load += r.ArrivalRate
-			}
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return load / float64(n)
-}
-
 // pool adds a cycle's requests to a decayed pool; a cycle with none
 // leaves it as it was (a variant at zero replicas keeps what it showed).
 func (p Pool) pool(requests, misses float64) Pool {

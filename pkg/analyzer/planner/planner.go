@@ -403,13 +403,14 @@ func (c *cycle) demand() {
 	// fitted capacity says): that growth is ordered too, once, rather
 	// than as a top-up each cycle that comes a start-up late.
 	// A backlog worth ordering for (as WhyBacklog) is ordered only while
-	// it outlasts what is already starting: replicas ordered now serve one start-up later, and when
-	// the replicas on their way (ordered for this backlog a cycle or two
-	// ago) will have drained it by then, they would serve none of it. At a
-	// spike, six L40S ordered that way started two minutes after the
-	// backlog was gone. When some is left, every replica ordered shortens
-	// the drain, during which each arrival waits past the TTFT target, so
-	// the whole backlog and its growth are ordered.
+	// it outlasts what is already starting: replicas ordered now serve
+	// one start-up later, and when the replicas on their way (ordered
+	// for this backlog a cycle or two ago) will have drained it by then,
+	// they would serve none of it. At a spike, six L40S ordered that way
+	// started two minutes after the backlog was gone. When some is left,
+	// every replica ordered shortens the drain, during which each arrival
+	// waits past the TTFT target, so the whole backlog and its growth are
+	// ordered.
 	c.next.Backlog, c.next.BacklogAt, c.next.DrainedAt = an.Backlog, c.g.Now, c.st.DrainedAt
 	dt := c.g.Now.Sub(c.st.BacklogAt)
 	recent := !c.st.BacklogAt.IsZero() && dt > 0 && dt <= 2*decision.RateWindow
