@@ -183,6 +183,9 @@ type PlanPoint struct {
 	// SlowFloor is the saturation floor set by replicas over the ITL
 	// target then (0 when none), held for a short hold.
 	SlowFloor float64 `json:"slowFloor,omitempty"`
+	// Level is the group's level then (levelOf): the plan is held as a
+	// multiple of it.
+	Level float64 `json:"level,omitempty"`
 }
 
 // VariantAnalysis is one variant's intermediate quantities.
@@ -245,8 +248,10 @@ type Analysis struct {
 	// target (held for a short hold), 0 otherwise.
 	SlowFloor float64 `json:"slowFloor,omitempty"`
 	Reporting int     `json:"reportingReplicas,omitempty"`
-	// Held is the highest staffed rate over the hold.
+	// Held is the highest staffed rate over the hold, each scaled to
+	// the level now (Level; 0 while unknown).
 	Held       float64 `json:"heldRate"`
+	Level      float64 `json:"level,omitempty"`
 	Hold       string  `json:"hold"`
 	Supply     float64 `json:"supply"`
 	PlanSupply float64 `json:"plannedSupply"`
@@ -267,7 +272,7 @@ type Analysis struct {
 func (a Analysis) Summary() []string {
 	lines := []string{
 		fmt.Sprintf("demand %.3f req/s (%s; %.3f over a request's duration) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f (growing %.3f req/s; %.0f left when what is ordered now serves) over %s = %.3f req/s; with margin %.3f; held %.3f over %s%s",
-			a.ArrivalRate, a.ArrivalSource, a.LoadRate, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.BacklogGrowth, a.BacklogLeft, a.Horizon, a.LoadRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold, budgetNote(a.BudgetSpent)),
+			a.ArrivalRate, a.ArrivalSource, a.LoadRate, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.BacklogGrowth, a.BacklogLeft, a.Horizon, a.LoadRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold, levelNote(a.Level)+budgetNote(a.BudgetSpent)),
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
@@ -579,16 +584,17 @@ func (c *cycle) adaptHold(unit time.Duration) {
 func (c *cycle) remember() {
 	an, next := &c.an, c.next
 	an.Held = an.Staffed
+	an.Level = levelOf(c.st.Plans, c.g.Now, an.ArrivalRate)
 	// Plans are remembered for the longer of the hold and the trend's
 	// window: a short hold must not starve the trend of history.
-	keep := max(c.hold, trendWindow(c.horizon))
+	keep := max(c.hold, trendWindow(c.horizon), levelWindow)
 	for _, p := range c.st.Plans {
 		age := c.g.Now.Sub(p.At)
 		if age < keep {
 			next.Plans = append(next.Plans, p)
 		}
 		if age < c.hold {
-			an.Held = max(an.Held, p.Rate)
+			an.Held = max(an.Held, p.Rate*levelRatio(p.Level, an.Level))
 		}
 		if age < min(c.hold, time.Duration(shortHoldFactor*float64(lullUnit(c.horizon)))) {
 			an.Held = max(an.Held, p.SlowFloor)
@@ -596,7 +602,7 @@ func (c *cycle) remember() {
 	}
 	// The hold remembers arrivals, not the backlog: a backlog is drained
 	// once, and the rate that drained it is not needed again.
-	next.Plans = append(next.Plans, PlanPoint{At: c.g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate, SlowFloor: an.SlowFloor})
+	next.Plans = append(next.Plans, PlanPoint{At: c.g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate, SlowFloor: an.SlowFloor, Level: an.Level})
 	if len(next.Plans) > maxHistory {
 		next.Plans = next.Plans[len(next.Plans)-maxHistory:]
 	}

@@ -482,7 +482,7 @@ func (a *Analysis) variantCapacities(variants []decision.Variant, perVariant map
 				caps[i] = r.Capacity
 				vc.Demand += r.Demand
 			}
-			vc.PerReplicaCapacity, vc.CapacitySource = median(caps), CapacityMedian
+			vc.PerReplicaCapacity, vc.CapacitySource = decision.Median(caps), CapacityMedian
 			st.Variants[v.Name] = VariantMemory{PerReplicaCapacity: vc.PerReplicaCapacity}
 		case st.Variants[v.Name].PerReplicaCapacity > 0:
 			vc.PerReplicaCapacity, vc.CapacitySource = st.Variants[v.Name].PerReplicaCapacity, CapacityRemembered
@@ -510,7 +510,7 @@ func (a *Analysis) borrowCapacities() {
 			}
 		}
 		if len(known) > 0 {
-			a.Variants[i].PerReplicaCapacity, a.Variants[i].CapacitySource = median(known), CapacityAssumed
+			a.Variants[i].PerReplicaCapacity, a.Variants[i].CapacitySource = decision.Median(known), CapacityAssumed
 		}
 	}
 }
@@ -805,19 +805,6 @@ func (a *Analysis) describe(t Totals, cfg params.Scaling) string {
 	default:
 		return fmt.Sprintf("%s; within [%.2f, %.2f]", head, cfg.ScaleDownBoundary, cfg.ScaleUpThreshold)
 	}
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	m := len(s) / 2
-	if len(s)%2 == 0 {
-		return (s[m-1] + s[m]) / 2
-	}
-	return s[m]
 }
 
 func mean(xs []float64) float64 {
