@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -18,17 +19,10 @@ func minutes(rates ...float64) []PlanPoint {
 	return out
 }
 
-func repeat(n int, r float64) []float64 {
-	out := make([]float64, n)
-	for i := range out {
-		out[i] = r
-	}
-	return out
-}
-
 func TestLevelOf(t *testing.T) {
 	// An hour at 8 req/s with two 10-minute bursts at 16.
-	bursty := append(append(append(append(repeat(15, 8), repeat(10, 16)...), repeat(15, 8)...), repeat(10, 16)...), repeat(11, 8)...)
+	bursty := slices.Concat(slices.Repeat([]float64{8}, 15), slices.Repeat([]float64{16}, 10),
+		slices.Repeat([]float64{8}, 15), slices.Repeat([]float64{16}, 10), slices.Repeat([]float64{8}, 11))
 	cases := []struct {
 		name  string
 		rates []float64
@@ -36,10 +30,10 @@ func TestLevelOf(t *testing.T) {
 		want  float64
 	}{
 		{"no history: unknown", nil, 8, 0},
-		{"less than the window: unknown", repeat(40, 8), 8, 0},
+		{"less than the window: unknown", slices.Repeat([]float64{8}, 40), 8, 0},
 		{"bursts over a third of the hour leave the level", bursty, 8, 8},
-		{"a fall over most of the hour is the level", append(repeat(25, 8), repeat(36, 4)...), 4, 4},
-		{"a fall over less than half of it is not yet", append(repeat(35, 8), repeat(26, 4)...), 4, 8},
+		{"a fall over most of the hour is the level", slices.Concat(slices.Repeat([]float64{8}, 25), slices.Repeat([]float64{4}, 36)), 4, 4},
+		{"a fall over less than half of it is not yet", slices.Concat(slices.Repeat([]float64{8}, 35), slices.Repeat([]float64{4}, 26)), 4, 8},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,7 +63,7 @@ func TestHoldFollowsTheLevel(t *testing.T) {
 	state := func(burstLevel float64) State {
 		// Ten minutes at 8 req/s, then fifty at 4; the burst's plan 20
 		// minutes ago is the highest of the hold.
-		plans := minutes(append(repeat(10, 8), repeat(50, 4)...)...)
+		plans := minutes(slices.Concat(slices.Repeat([]float64{8}, 10), slices.Repeat([]float64{4}, 50))...)
 		plans[40].Rate, plans[40].Level = burstPlan, burstLevel
 		now := t0.Add(60 * time.Minute)
 		return State{Analyzer: Name, Plans: plans, HoldFactor: holdFactor,
