@@ -16,15 +16,18 @@ import (
 // rate per replica: the requests of such cycles are pooled until they are
 // enough to tell a share over the ITL's part of the error budget from
 // noise, then the headroom is lowered when the share exceeds that part
-// and raised when it stays well within it, and the pool starts again (the
-// next verdict sees only replicas sized with the new headroom). Misses at
-// a load above the plan's rate (an onset, replicas still starting) say
-// nothing of the headroom: the plan already orders for them; a load well
-// under it says little either. But while the group's supply covers its
-// demand, the plan orders nothing, and a variant loaded above its rate is
-// loaded so by the gateway's split (llm-d's scorers balance KV cache
-// usage, not capacity): its misses then say how much of its rate the
-// variant can be credited in this fleet, and are pooled.
+// and raised when it stays well within it, and the pool starts again one
+// rate window later (the histograms then hold only requests the verdict
+// did not count: read every 30 s cycle, one minute of misses would lower
+// the headroom twice). Misses at a load above the plan's rate while the
+// group is short or any of its replicas start (an onset: the ready
+// replicas carry the load of those starting) say nothing of the
+// headroom: the plan already orders for them; a load well under it says
+// little either. But while the group's supply covers its demand with
+// every replica ready, the plan orders nothing, and a variant loaded
+// above its rate is loaded so by the gateway's split (llm-d's scorers
+// balance KV cache usage, not capacity): its misses then say how much of
+// its rate the variant can be credited in this fleet, and are pooled.
 const (
 	// minHeadroom and maxHeadroom bound the learned headroom.
 	minHeadroom = 0.5
@@ -120,21 +123,22 @@ func headroomOf(h float64) float64 {
 
 // adaptHeadroom pools what the replicas show when their load is near the
 // plan's rate per replica (planned, at the current headroom h; 0: never
-// adapted), or above it when the group was not short of supply, and
-// returns the headroom and pool for the next cycle.
-func adaptHeadroom(h float64, pool Pool, a attainment, planned, target float64, short bool) (float64, Pool) {
+// adapted), or above it when the group was not short of supply (short
+// also while replicas start), and returns the headroom and pool for the
+// next cycle, and whether it judged the pool.
+func adaptHeadroom(h float64, pool Pool, a attainment, planned, target float64, short bool) (float64, Pool, bool) {
 	h = headroomOf(h)
 	if a.Requests <= 0 || planned <= 0 || a.Load < loadedShare*planned || (short && a.Load > planned*(1+smallShortfall)) {
-		return h, pool
+		return h, pool, false
 	}
 	pool.Requests += a.Requests
 	pool.Over += a.Over * a.Requests
 	budget := itlBudgetShare * (1 - target)
 	if budget <= 0 {
-		return h, pool
+		return h, pool, false
 	}
 	if expected := pool.Requests * budget; expected < verdictMisses && !clearlyOver(pool.Over, expected) {
-		return h, pool
+		return h, pool, false
 	}
 	switch share := pool.Over / pool.Requests; {
 	case share > budget:
@@ -142,7 +146,7 @@ func adaptHeadroom(h float64, pool Pool, a attainment, planned, target float64, 
 	case share <= budget/2:
 		h += headroomUp
 	}
-	return math.Min(maxHeadroom, math.Max(minHeadroom, h)), Pool{}
+	return math.Min(maxHeadroom, math.Max(minHeadroom, h)), Pool{}, true
 }
 
 // clearlyOver says misses pooled before a full verdict's requests already

@@ -22,27 +22,29 @@ func TestAdaptHeadroom(t *testing.T) {
 		a        attainment
 		wantH    float64
 		wantPool Pool
+		judged   bool
 	}{
-		{"never adapted starts at the default", 0, Pool{}, attainment{}, startHeadroom, Pool{}},
-		{"no requests: nothing learned", 0.8, Pool{Requests: 5}, attainment{Load: 3}, 0.8, Pool{Requests: 5}},
-		{"light load says little", 0.8, Pool{}, attainment{Over: 0, Requests: 100, Load: 1}, 0.8, Pool{}},
-		{"overload while short is the plan's to order for", 0.8, Pool{}, attainment{Over: 0.5, Requests: 100, Load: 4}, 0.8, Pool{}},
+		{"never adapted starts at the default", 0, Pool{}, attainment{}, startHeadroom, Pool{}, false},
+		{"no requests: nothing learned", 0.8, Pool{Requests: 5}, attainment{Load: 3}, 0.8, Pool{Requests: 5}, false},
+		{"light load says little", 0.8, Pool{}, attainment{Over: 0, Requests: 100, Load: 1}, 0.8, Pool{}, false},
+		{"overload while short is the plan's to order for", 0.8, Pool{}, attainment{Over: 0.5, Requests: 100, Load: 4}, 0.8, Pool{}, false},
 		{"too few requests for a verdict: pooled", 0.8, Pool{Requests: 10, Over: 1}, attainment{Over: 0.05, Requests: 100, Load: 3},
-			0.8, Pool{Requests: 110, Over: 6}},
+			0.8, Pool{Requests: 110, Over: 6}, false},
 		{"ten misses within noise of the expected: pooled", 0.8, Pool{}, attainment{Over: 12.0 / 1500, Requests: 1500, Load: 3},
-			0.8, Pool{Requests: 1500, Over: 12}},
+			0.8, Pool{Requests: 1500, Over: 12}, false},
 		{"clearly over before a full pool: lower", 0.8, Pool{Requests: 10, Over: 1}, attainment{Over: 0.1, Requests: 100, Load: 3},
-			0.8 * headroomDown, Pool{}},
-		{"over budget: lower", 0.8, Pool{}, attainment{Over: 2 * budget, Requests: verdict, Load: 3}, 0.8 * headroomDown, Pool{}},
-		{"well within: raise", 0.8, Pool{}, attainment{Over: budget / 4, Requests: verdict, Load: 3}, 0.8 + headroomUp, Pool{}},
-		{"within but near the budget: keep, start over", 0.8, Pool{}, attainment{Over: 0.75 * budget, Requests: verdict, Load: 3}, 0.8, Pool{}},
-		{"never below the floor", minHeadroom, Pool{}, attainment{Over: 1, Requests: verdict, Load: 3}, minHeadroom, Pool{}},
-		{"never above the ceiling", maxHeadroom, Pool{}, attainment{Requests: verdict, Load: 3}, maxHeadroom, Pool{}},
+			0.8 * headroomDown, Pool{}, true},
+		{"over budget: lower", 0.8, Pool{}, attainment{Over: 2 * budget, Requests: verdict, Load: 3}, 0.8 * headroomDown, Pool{}, true},
+		{"well within: raise", 0.8, Pool{}, attainment{Over: budget / 4, Requests: verdict, Load: 3}, 0.8 + headroomUp, Pool{}, true},
+		{"within but near the budget: keep, start over", 0.8, Pool{}, attainment{Over: 0.75 * budget, Requests: verdict, Load: 3}, 0.8, Pool{}, true},
+		{"never below the floor", minHeadroom, Pool{}, attainment{Over: 1, Requests: verdict, Load: 3}, minHeadroom, Pool{}, true},
+		{"never above the ceiling", maxHeadroom, Pool{}, attainment{Requests: verdict, Load: 3}, maxHeadroom, Pool{}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			// The plan's rate per replica is 3.2 req/s: loads 2-3.5 are near it.
-			h, pool := adaptHeadroom(tc.h, tc.pool, tc.a, 3.2, target, true)
+			h, pool, judged := adaptHeadroom(tc.h, tc.pool, tc.a, 3.2, target, true)
+			assert.Equal(t, tc.judged, judged, "judged")
 			assert.InDelta(t, tc.wantH, h, 1e-12)
 			assert.InDelta(t, tc.wantPool.Requests, pool.Requests, 1e-9)
 			assert.InDelta(t, tc.wantPool.Over, pool.Over, 1e-9)
@@ -51,10 +53,10 @@ func TestAdaptHeadroom(t *testing.T) {
 	// With supply covering demand, a variant loaded over its rate is loaded
 	// so by the gateway's split: its misses are pooled.
 	over := attainment{Over: 2 * budget, Requests: verdict, Load: 4}
-	h, pool := adaptHeadroom(0.8, Pool{}, over, 3.2, target, false)
+	h, pool, _ := adaptHeadroom(0.8, Pool{}, over, 3.2, target, false)
 	assert.InDelta(t, 0.8*headroomDown, h, 1e-12, "split overload lowers the headroom")
 	assert.Zero(t, pool.Requests)
-	h, _ = adaptHeadroom(0.8, Pool{}, over, 3.2, target, true)
+	h, _, _ = adaptHeadroom(0.8, Pool{}, over, 3.2, target, true)
 	assert.InDelta(t, 0.8, h, 1e-12, "an onset's overload does not")
 }
 
@@ -90,6 +92,59 @@ func TestMissedITLBuysCapacity(t *testing.T) {
 	assert.Less(t, missing.Capacity.Rate, meeting.Capacity.Rate)
 	cost := func(sig decision.Signal) int32 { return 5*sig.PlannedReplicas["l4"] + 15*sig.PlannedReplicas["h100"] }
 	assert.Greater(t, cost(missingSig), cost(meetingSig), "missing: %s; meeting: %s", missingSig.Reason, meetingSig.Reason)
+}
+
+// missingL4s is four L4s carrying load each (req/s), over share of their
+// requests over the ITL target.
+func missingL4s(load, over float64) decision.Group {
+	g := fleet(4, 0, 4*load)
+	for j := range g.Replicas {
+		g.Replicas[j].TPOT = decision.Histogram{Bounds: []float64{0.05, 0.1, math.Inf(1)}, Counts: []float64{0.5 * load, (1 - over) * load, load}}
+	}
+	return g
+}
+
+// A verdict on the headroom counts the requests of the rate window; the
+// next one waits for a window of requests it has not counted, or one
+// minute of misses would lower the headroom at every 30 s cycle.
+func TestHeadroomJudgedOncePerWindow(t *testing.T) {
+	first, _, _ := run(t, fleet(4, 0, 4), nil)
+	load := 0.7 * first.Variants[1].Capacity.Rate
+	var st any
+	var an Analysis
+	for i := range 5 {
+		g := missingL4s(load, 0.5)
+		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+		an, _, st = run(t, g, st)
+	}
+	// Verdicts at 0, 60 s and 120 s.
+	assert.InDelta(t, startHeadroom*math.Pow(headroomDown, 3), an.Variants[1].Headroom, 1e-9)
+}
+
+// Misses while replicas of any variant start are the onset's: the ready
+// replicas carry the load the starting ones will take, and the plan has
+// already ordered for it. They do not lower a variant's headroom; the same
+// misses with nothing starting do (the gateway's split loaded it so).
+func TestStartingReplicasKeepTheHeadroom(t *testing.T) {
+	const load = 8 // req/s per L4: the fixture's ITL target, past any plan's rate
+	cases := []struct {
+		name     string
+		starting int32
+		want     float64
+	}{
+		{"an H100 starting", 1, startHeadroom},
+		{"nothing starting", 0, startHeadroom * headroomDown},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := missingL4s(load, 0.5)
+			g.Variants[1].CurrentReplicas = tc.starting
+			g.Variants[1].PendingReplicas = tc.starting
+			g.Variants[1].LastUpdate = g.Now.Add(-time.Minute)
+			an, _, _ := run(t, g, nil)
+			assert.InDelta(t, tc.want, an.Variants[1].Headroom, 1e-9, "load %.2f, rate %.2f", load, an.Variants[1].Capacity.Rate)
+		})
+	}
 }
 
 // Replicas that report no TPOT histogram (older engines) keep the

@@ -162,6 +162,9 @@ type VariantState struct {
 	Headroom float64 `json:"itlHeadroom,omitempty"`
 	// TPOTPool is the requests pooled towards the next headroom verdict.
 	TPOTPool Pool `json:"tpotPool,omitempty"`
+	// VerdictAt is when the headroom was last judged: the rate window
+	// then still holds the requests that verdict counted.
+	VerdictAt time.Time `json:"verdictAt,omitzero"`
 	// TTFTPool is the requests over the TTFT target, pooled with decay
 	// (fits.go).
 	TTFTPool Pool `json:"ttftPool,omitzero"`
@@ -377,7 +380,9 @@ func (c *cycle) capacities() {
 	c.caps = make(map[string]ReplicaCapacity, len(c.variants))
 	for _, v := range c.variants {
 		vs := c.st.Variants[v.Name]
-		va, nvs := learn(v, c.g.Replicas, vs, c.slo, c.an.Input, c.an.Output, c.st.Short)
+		// While replicas start, the ready ones also carry the load
+		// planned for them: the group counts as short for what they show.
+		va, nvs := learn(v, c.g.Replicas, vs, c.slo, c.an.Input, c.an.Output, c.st.Short || pending(c.variants), c.g.Now)
 		if v.Role.Normalized() == decision.RolePrefill {
 			va.Capacity = prefillCapacity(v, c.g.Replicas, c.slo, c.an.Input)
 		}
@@ -1033,7 +1038,7 @@ func requestShape(g decision.Group, st State) (in, out float64) {
 // A variant never seen running has an optimistic prior (its KV cache size
 // is unknown until a pod reports it): the plan tries it when it looks
 // cheapest, and what its replicas then show corrects the line.
-func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, slo params.SLO, in, out float64, short bool) (VariantAnalysis, VariantState) {
+func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, slo params.SLO, in, out float64, short bool, now time.Time) (VariantAnalysis, VariantState) {
 	if v.StartupDelay > 0 {
 		vs.StartupDelay = v.StartupDelay
 	}
@@ -1089,11 +1094,15 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	va.Limits = lim
 	h := headroomOf(vs.Headroom)
 	va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
-	if vs.Settle == 0 {
+	if vs.Settle == 0 && now.Sub(vs.VerdictAt) >= decision.RateWindow {
 		att := observeAttainment(v.Name, reps, slo.TargetITLms, slo.TargetTTFTms)
 		va.TPOTOverTarget = att.Over
 		prev := h
-		h, vs.TPOTPool = adaptHeadroom(h, vs.TPOTPool, att, va.Capacity.Rate, slo.Attainment, short)
+		var judged bool
+		h, vs.TPOTPool, judged = adaptHeadroom(h, vs.TPOTPool, att, va.Capacity.Rate, slo.Attainment, short)
+		if judged {
+			vs.VerdictAt = now
+		}
 		if h != prev {
 			va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
 		}
@@ -1102,9 +1111,9 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	va.Headroom = h
 	va.PeakLoad = vs.PeakLoad
 	if !short && loadPerReplica(v.Name, reps) <= va.Capacity.Rate {
-		// Misses while the group is short of supply, or the variant
-		// loaded past its rate, are queues the plan orders for, not
-		// requests the variant cannot hold.
+		// Misses while the group is short of supply or replicas start,
+		// or the variant loaded past its rate, are queues the plan
+		// orders for, not requests the variant cannot hold.
 		vs.TTFTPool = vs.TTFTPool.pool(ttftMisses(v.Name, reps, slo.TargetTTFTms))
 	}
 	va.TTFTMisses, _ = vs.TTFTPool.share()
