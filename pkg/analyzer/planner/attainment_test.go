@@ -74,12 +74,8 @@ func TestMissedITLBuysCapacity(t *testing.T) {
 		var sig decision.Signal
 		for i := range 60 {
 			// Four L4s each carrying 90% of the first plan's rate.
-			g := fleet(4, 0, 4*0.9*capacity)
+			g := missingL4s(0.9*capacity, over)
 			g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
-			for j := range g.Replicas {
-				r := g.Replicas[j].ArrivalRate
-				g.Replicas[j].TPOT = decision.Histogram{Bounds: []float64{0.05, 0.1, math.Inf(1)}, Counts: []float64{0.5 * r, (1 - over) * r, r}}
-			}
 			an, sig, st = run(t, g, st)
 		}
 		return an.Variants[1], sig
