@@ -120,23 +120,27 @@ func TestHeadroomJudgedOncePerWindow(t *testing.T) {
 // Misses while replicas of any variant start are the onset's: the ready
 // replicas carry the load the starting ones will take, and the plan has
 // already ordered for it. They do not lower a variant's headroom; the same
-// misses with nothing starting do (the gateway's split loaded it so).
+// misses with nothing starting do (the gateway's split loaded it so), and
+// so do they beside a pod stuck Pending past its start-up (3 min here),
+// which would otherwise keep the feedback off for as long as it is stuck.
 func TestStartingReplicasKeepTheHeadroom(t *testing.T) {
 	const load = 8 // req/s per L4: the fixture's ITL target, past any plan's rate
 	cases := []struct {
-		name     string
-		starting int32
-		want     float64
+		name       string
+		starting   int32
+		orderedAgo time.Duration
+		want       float64
 	}{
-		{"an H100 starting", 1, startHeadroom},
-		{"nothing starting", 0, startHeadroom * headroomDown},
+		{"an H100 starting", 1, time.Minute, startHeadroom},
+		{"nothing starting", 0, time.Minute, startHeadroom * headroomDown},
+		{"an H100 stuck Pending", 1, 10 * time.Minute, startHeadroom * headroomDown},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := missingL4s(load, 0.5)
 			g.Variants[1].CurrentReplicas = tc.starting
 			g.Variants[1].PendingReplicas = tc.starting
-			g.Variants[1].LastUpdate = g.Now.Add(-time.Minute)
+			g.Variants[1].LastUpdate = g.Now.Add(-tc.orderedAgo)
 			an, _, _ := run(t, g, nil)
 			assert.InDelta(t, tc.want, an.Variants[1].Headroom, 1e-9, "load %.2f, rate %.2f", load, an.Variants[1].Capacity.Rate)
 		})

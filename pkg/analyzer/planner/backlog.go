@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // startingBatch is one variant's replicas still starting: the rate they
@@ -31,17 +32,48 @@ func (c *cycle) starting() []startingBatch {
 		if prev := c.st.Variants[v.Name]; prev.Seen && ready > prev.LastReady {
 			out = append(out, startingBatch{rate: float64(ready-prev.LastReady) * c.caps[v.Name].Rate})
 		}
-		n := v.CurrentReplicas - ready
-		if n <= 0 || v.LastUpdate.IsZero() {
-			continue
+		if in, ok := startingIn(v, ready, c.next.Variants[v.Name], c.slo, c.g.Now); ok {
+			out = append(out, startingBatch{in: in, rate: float64(v.CurrentReplicas-ready) * c.caps[v.Name].Rate})
 		}
-		in := v.LastUpdate.Add(startupOf(v, c.next.Variants[v.Name], c.slo)).Sub(c.g.Now)
-		if in < -decision.RateWindow {
-			continue
-		}
-		out = append(out, startingBatch{in: max(in, 0), rate: float64(n) * c.caps[v.Name].Rate})
 	}
 	return out
+}
+
+// startingIn is how long until a variant's starting replicas (current
+// less ready) are expected Ready: one start-up delay after its decision
+// of record last changed. ok is false when none start, or when they are
+// later than that by more than a rate window: stuck Pending.
+func startingIn(v decision.Variant, ready int32, vs VariantState, slo params.SLO, now time.Time) (time.Duration, bool) {
+	if v.CurrentReplicas <= ready || v.LastUpdate.IsZero() {
+		return 0, false
+	}
+	in := v.LastUpdate.Add(startupOf(v, vs, slo)).Sub(now)
+	if in < -decision.RateWindow {
+		return 0, false
+	}
+	return max(in, 0), true
+}
+
+// replicasStarting says whether replicas of the group are starting and
+// expected to serve (not stuck Pending).
+func (c *cycle) replicasStarting() bool {
+	for _, v := range c.variants {
+		if _, ok := startingIn(v, readyReplicas(v.Name, c.g.Replicas), c.st.Variants[v.Name], c.slo, c.g.Now); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// readyReplicas counts the variant's reporting (Ready) replicas.
+func readyReplicas(v string, reps []decision.ReplicaMetrics) int32 {
+	var n int32
+	for _, r := range reps {
+		if r.Variant == v {
+			n++
+		}
+	}
+	return n
 }
 
 // projectedBacklog is the backlog left when a replica ordered now first

@@ -378,11 +378,14 @@ func plan(g decision.Group, slo params.SLO, scaling params.Scaling, st State, ne
 // capacities learns each variant's rate per replica at the SLO.
 func (c *cycle) capacities() {
 	c.caps = make(map[string]ReplicaCapacity, len(c.variants))
+	starting := c.replicasStarting()
 	for _, v := range c.variants {
 		vs := c.st.Variants[v.Name]
 		// While replicas start, the ready ones also carry the load
-		// planned for them: the group counts as short for what they show.
-		va, nvs := learn(v, c.g.Replicas, vs, c.slo, c.an.Input, c.an.Output, c.st.Short || pending(c.variants), c.g.Now)
+		// planned for them: the group counts as short for what they
+		// show. Pods stuck Pending are not starting: they would keep
+		// the feedback off for as long as they are stuck.
+		va, nvs := learn(v, c.g.Replicas, vs, c.slo, c.an.Input, c.an.Output, c.st.Short || starting, c.g.Now)
 		if v.Role.Normalized() == decision.RolePrefill {
 			va.Capacity = prefillCapacity(v, c.g.Replicas, c.slo, c.an.Input)
 		}
@@ -1042,12 +1045,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	if v.StartupDelay > 0 {
 		vs.StartupDelay = v.StartupDelay
 	}
-	va := VariantAnalysis{Name: v.Name, Current: v.CurrentReplicas, StartupDelay: startupOf(v, vs, slo).String()}
-	for _, r := range reps {
-		if r.Variant == v.Name {
-			va.Ready++
-		}
-	}
+	va := VariantAnalysis{Name: v.Name, Current: v.CurrentReplicas, StartupDelay: startupOf(v, vs, slo).String(), Ready: readyReplicas(v.Name, reps)}
 	if va.Ready > vs.LastReady && vs.Seen {
 		vs.Settle = settleCycles
 	} else if vs.Settle > 0 {
