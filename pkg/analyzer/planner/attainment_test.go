@@ -112,6 +112,8 @@ func TestHeadroomJudgedOncePerWindow(t *testing.T) {
 		g := missingL4s(load, 0.5)
 		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
 		an, _, st = run(t, g, st)
+		// Every cycle reports the share it reads, judged or not.
+		assert.InDelta(t, 0.5, an.Variants[1].TPOTOverTarget, 1e-9, "cycle %d", i)
 	}
 	// Verdicts at 0, 60 s and 120 s.
 	assert.InDelta(t, startHeadroom*math.Pow(headroomDown, 3), an.Variants[1].Headroom, 1e-9)

@@ -1092,9 +1092,14 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	va.Limits = lim
 	h := headroomOf(vs.Headroom)
 	va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
-	if vs.Settle == 0 && now.Sub(vs.VerdictAt) >= decision.RateWindow {
+	if vs.Settle == 0 {
 		att := observeAttainment(v.Name, reps, slo.TargetITLms, slo.TargetTTFTms)
 		va.TPOTOverTarget = att.Over
+		if now.Sub(vs.VerdictAt) < decision.RateWindow {
+			// The window still holds requests the last verdict
+			// counted: report them, pool nothing.
+			att = attainment{}
+		}
 		prev := h
 		var judged bool
 		h, vs.TPOTPool, judged = adaptHeadroom(h, vs.TPOTPool, att, va.Capacity.Rate, slo.Attainment, short)
