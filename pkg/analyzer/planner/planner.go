@@ -76,6 +76,7 @@ const (
 	WhyPersist = "short-wait"
 	WhySwap    = "cheaper-mix"
 	WhySat     = "saturated"
+	WhyCancel  = "cancel"
 )
 
 const (
@@ -138,6 +139,9 @@ type State struct {
 	BacklogAt time.Time `json:"backlogAt,omitzero"`
 	// DrainedAt is when a backlog was last drained (drained).
 	DrainedAt time.Time `json:"drainedAt,omitzero"`
+	// UnheldOrderAt is when replicas were last ordered for a saturation
+	// floor or a backlog, which the hold does not keep (cancel).
+	UnheldOrderAt time.Time `json:"unheldOrderAt,omitzero"`
 }
 
 // VariantState is one variant's learned capacity; kept while the variant
@@ -315,7 +319,7 @@ func (Analyzer) AnalyzeState(g decision.Group, cfg params.Resolved, prev any) (a
 	}
 	next := State{Analyzer: Name, Variants: map[string]VariantState{}, Input: st.Input, Output: st.Output,
 		HoldFactor: st.HoldFactor, LastRelease: st.LastRelease, FoundAt: st.FoundAt, Found: st.Found,
-		SwapAt: st.SwapAt, SwapTo: st.SwapTo}
+		SwapAt: st.SwapAt, SwapTo: st.SwapTo, UnheldOrderAt: st.UnheldOrderAt}
 	if next.Found == nil {
 		next.FoundAt, next.Found = g.Now, map[string]int32{}
 		for _, v := range g.Variants {
@@ -637,7 +641,11 @@ func (c *cycle) mix() []int32 {
 		c.an.Why = WhyPersist
 	case pending(c.variants):
 		// Replicas still starting have not shown their capacity yet:
-		// give nothing back before they serve.
+		// give nothing back before they serve, but those ordered for
+		// evidence that is gone.
+		if m, ok := c.cancel(mv, counts); ok {
+			return m
+		}
 		c.an.Why = WhyHorizon
 	default:
 		return c.release(mv, counts)
@@ -671,10 +679,46 @@ func (c *cycle) order(mv []mixVariant) []int32 {
 	if c.saturated {
 		an.Why = WhySat
 	}
+	for i, v := range c.variants {
+		if counts[i] > v.CurrentReplicas {
+			// Only the last order's replicas can be cancelled.
+			c.next.UnheldOrderAt = time.Time{}
+			if (an.Why == WhySat && an.SlowFloor == 0) || an.Why == WhyBacklog {
+				c.next.UnheldOrderAt = c.g.Now
+			}
+			break
+		}
+	}
 	if !ok {
 		an.Why = WhyMax
 	}
 	return counts
+}
+
+// cancel gives back replicas still starting that were ordered for a
+// saturation floor or a backlog once neither stands: a few dozen long
+// prompts arriving together queue for a few seconds and saturate every
+// replica at one scrape, and the replicas ordered for them would take a
+// whole start-up of GPU time to serve a minute before the plan, which
+// holds neither, gives them back. Only starting replicas go (Kubernetes
+// deletes those first), and only down to what the held plan needs: a
+// replica ordered for demand that comes back is held like the demand.
+func (c *cycle) cancel(mv []mixVariant, counts []int32) ([]int32, bool) {
+	at := c.st.UnheldOrderAt
+	if at.IsZero() || c.g.Now.Sub(at) > c.horizon+decision.RateWindow || c.saturated || c.an.Backlog >= 1 {
+		return counts, false
+	}
+	for i, v := range c.variants {
+		ready := max(v.CurrentReplicas-v.PendingReplicas, 0)
+		mv[i].Hi = counts[i]
+		mv[i].Lo = min(max(ready, v.MinReplicas), mv[i].Hi)
+	}
+	keep, ok := cheapestMix(mv, c.an.Held)
+	if !ok || mixCost(mv, keep) >= mixCost(mv, counts)-1e-9 {
+		return counts, false
+	}
+	c.an.Why = WhyCancel
+	return keep, true
 }
 
 // release gives back what the held plan does not need, or moves to a
@@ -697,6 +741,7 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 	switch {
 	case swapping:
 		an.Why = WhySwap
+		next.UnheldOrderAt = time.Time{}
 		return swap
 	case mixCost(mv, keep) < mixCost(mv, counts)-1e-9:
 		if !completesSwap(c.variants, keep, next.SwapTo) {
@@ -755,6 +800,8 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 		why = fmt.Sprintf("moving to a cheaper mix covering %.2f req/s: its replicas start first, the others are released once they serve", an.Held)
 	case WhySat:
 		why = fmt.Sprintf("%d of %d reporting replicas saturated: demand exceeds their supply whatever the rates say", an.Saturated, an.Reporting)
+	case WhyCancel:
+		why = fmt.Sprintf("the saturation or backlog replicas were ordered for is gone: giving back those still starting beyond the held plan (%.2f req/s)", an.Held)
 	case WhyPersist:
 		why = fmt.Sprintf("short by less than %.0f%% for under %s; waiting one metrics window", smallShortfall*100, persistFor)
 	default:
@@ -829,8 +876,14 @@ func fairPrice(variants []decision.Variant, caps map[string]ReplicaCapacity, an 
 		if va.Observations > 0 && c.Rate <= fair {
 			continue
 		}
-		c.Rate = fair
-		c.Bound = "fair-price-prior"
+		c.Rate, c.Bound = fair, "fair-price-prior"
+		if seen := va.PeakLoad / provenShare; va.Observations > 0 && seen > fair {
+			// Its line is trusted as far as it was seen: a variant the
+			// gateway never loads to half its fitted rate would stay at
+			// the fair price, tied with the reference, and the mix
+			// would follow the order the variants happened to run in.
+			c.Rate, c.Bound = seen, "seen-load"
+		}
 		caps[variants[i].Name] = c
 		an[i].Capacity = c
 	}
