@@ -464,16 +464,18 @@ func TestHoldForgetsDrainedBacklog(t *testing.T) {
 }
 
 // A variant seen only near idle is credited at most the fair price of the
-// proven one (same rate per unit of cost); once seen under load its own
-// line counts.
+// proven one (same rate per unit of cost); seen at more than half that, its
+// line is trusted up to twice the load seen; once seen at half its own
+// line's rate, the line counts.
 func TestUnprovenVariantAtFairPrice(t *testing.T) {
 	cases := []struct {
-		name      string
-		h100Load  float64 // req/s per H100 replica while learning
-		fairPrice bool
+		name     string
+		h100Load float64 // req/s per H100 replica while learning
+		bound    string
 	}{
-		{"seen near idle", 0.2, true},
-		{"seen under load", 20, false},
+		{"seen near idle", 0.2, "fair-price-prior"},
+		{"seen at over half the fair price", 8, "seen-load"},
+		{"seen under load", 20, ""}, // its own line's bound
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -491,11 +493,17 @@ func TestUnprovenVariantAtFairPrice(t *testing.T) {
 			require.Equal(t, "l4", l4.Name)
 			require.GreaterOrEqual(t, l4.PeakLoad, provenShare*l4.Capacity.Rate, "the L4 is proven: %+v", l4)
 			fair := l4.Capacity.Rate / 5 * 15
-			if tc.fairPrice {
-				assert.Equal(t, "fair-price-prior", h100.Capacity.Bound)
+			if tc.bound != "" {
+				require.Equal(t, tc.bound, h100.Capacity.Bound, "%+v", h100)
+			}
+			switch tc.bound {
+			case "fair-price-prior":
 				assert.InDelta(t, fair, h100.Capacity.Rate, 1e-9)
-			} else {
-				assert.NotEqual(t, "fair-price-prior", h100.Capacity.Bound)
+			case "seen-load":
+				assert.Greater(t, tc.h100Load/provenShare, fair, "the fixture's load is over half the fair price")
+				assert.InDelta(t, tc.h100Load/provenShare, h100.Capacity.Rate, 1e-9)
+			default:
+				assert.NotContains(t, []string{"fair-price-prior", "seen-load"}, h100.Capacity.Bound)
 				assert.GreaterOrEqual(t, h100.PeakLoad, provenShare*h100.Capacity.Rate, "%+v", h100)
 			}
 		})
@@ -1029,4 +1037,69 @@ func TestReferenceCapacityTies(t *testing.T) {
 	// A cheaper unit still wins.
 	got := referenceCapacity(variants, map[string]ReplicaCapacity{"l4": {Rate: 2}, "h100": {Rate: 5.9}})
 	assert.InDelta(t, 2.0, got.Rate, 1e-9)
+}
+
+// Replicas ordered for a queue that saturated every replica at one scrape
+// are given back while still starting once the queue is gone; those of a
+// queue that stays, of a backlog still waiting, or of an order for demand
+// are kept until they serve.
+func TestCancelsStartingReplicasOfAQueueGone(t *testing.T) {
+	const rate = 6
+	queued := func(at time.Duration, st any) (Analysis, decision.Signal, any) {
+		g := fleet(2, 0, rate)
+		g.Variants[1].MaxReplicas = 0
+		g.Now = t0.Add(at)
+		for i := range g.Replicas {
+			g.Replicas[i].QueueLength = 6
+		}
+		return run(t, g, st)
+	}
+	// next is the cycle 30 s after an order of l4 replicas: those beyond
+	// the two serving still start.
+	next := func(st any, l4 int32, rate float64, queue, backlog float64) (Analysis, decision.Signal) {
+		g := fleet(2, 0, rate)
+		g.Variants[1].MaxReplicas = 0
+		g.Now = t0.Add(10*time.Minute + 30*time.Second)
+		g.Variants[0].CurrentReplicas, g.Variants[0].PendingReplicas = l4, l4-2
+		g.SchedulerQueueSize = backlog
+		for i := range g.Replicas {
+			g.Replicas[i].QueueLength = queue
+		}
+		an, sig, _ := run(t, g, st)
+		return an, sig
+	}
+	an, sig, st := queued(10*time.Minute, learnedFleet(t, 2, rate))
+	require.Equal(t, WhySat, an.Why, sig.Reason)
+	ordered := sig.PlannedReplicas["l4"]
+	require.Greater(t, ordered, int32(2), sig.Reason)
+
+	an, sig = next(st, ordered, rate, 0, 0)
+	assert.Equal(t, WhyCancel, an.Why, sig.Reason)
+	assert.Less(t, sig.PlannedReplicas["l4"], ordered, sig.Reason)
+	assert.GreaterOrEqual(t, sig.PlannedReplicas["l4"], int32(2), "only starting replicas go: %s", sig.Reason)
+	assert.GreaterOrEqual(t, an.PlanSupply+1e-9, an.Held, "down to the held plan: %s", sig.Reason)
+
+	for _, tc := range []struct {
+		name           string
+		queue, backlog float64
+	}{
+		{"the queue stays", 6, 0},
+		{"a backlog still waits at the gateway", 0, 3},
+	} {
+		an, sig := next(st, ordered, rate, tc.queue, tc.backlog)
+		assert.NotEqual(t, WhyCancel, an.Why, "%s: %s", tc.name, sig.Reason)
+		assert.GreaterOrEqual(t, sig.PlannedReplicas["l4"], ordered, "%s: %s", tc.name, sig.Reason)
+	}
+
+	// An order for demand: the hold keeps it like the demand.
+	g := fleet(2, 0, 3*rate)
+	g.Variants[1].MaxReplicas = 0
+	g.Now = t0.Add(10 * time.Minute)
+	an, sig, st = run(t, g, learnedFleet(t, 2, rate))
+	require.NotEqual(t, WhySat, an.Why, sig.Reason)
+	ordered = sig.PlannedReplicas["l4"]
+	require.Greater(t, ordered, int32(2), sig.Reason)
+	an, sig = next(st, ordered, rate, 0, 0)
+	assert.NotEqual(t, WhyCancel, an.Why, sig.Reason)
+	assert.Equal(t, ordered, sig.PlannedReplicas["l4"], sig.Reason)
 }
