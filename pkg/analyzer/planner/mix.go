@@ -4,9 +4,12 @@ import "math"
 
 // mixVariant is one variant as the mix search sees it.
 type mixVariant struct {
-	Name     string
-	Cost     float64
-	Rate     float64 // requests per second one replica serves at the SLO
+	Name string
+	Cost float64
+	Rate float64 // requests per second one replica serves at the SLO
+	// Load is the variant's load factor under the gateway's split
+	// (loadFactors; 0 counts as 1).
+	Load     float64
 	Min, Max int32
 	// Lo and Hi bound this search (within Min..Max): a scale-up only adds
 	// and a scale-down only removes, so the fleet never swaps variants
@@ -31,20 +34,27 @@ func cheapestMix(vs []mixVariant, need float64) (counts []int32, ok bool) {
 	if combos > maxMixCombinations {
 		return greedyMix(vs, need)
 	}
+	// With equal load factors the supply is the sum of the rates, and
+	// once it covers need more of the variant at hand only costs more;
+	// otherwise a variant added later may lower it (mixSupply).
+	uniform := true
+	for _, v := range vs {
+		uniform = uniform && v.factor() == vs[0].factor()
+	}
 	best := make([]int32, len(vs))
 	cur := make([]int32, len(vs))
 	bestCost, bestRate := math.Inf(1), 0.0
 	found := false
-	var walk func(i int, cost, rate float64, n int32)
-	walk = func(i int, cost, rate float64, n int32) {
+	var walk func(i int, cost, s1, s2 float64, n int32)
+	walk = func(i int, cost, s1, s2 float64, n int32) {
 		if cost > bestCost+1e-9 {
 			return
 		}
 		if i == len(vs) {
-			if rate+1e-9 < need || n == 0 {
+			if n == 0 || s1*s1/s2+1e-9 < need {
 				return
 			}
-			if cost < bestCost-1e-9 || rate > bestRate+1e-9 {
+			if rate := s1 * s1 / s2; cost < bestCost-1e-9 || rate > bestRate+1e-9 {
 				bestCost, bestRate, found = cost, rate, true
 				copy(best, cur)
 			}
@@ -53,15 +63,16 @@ func cheapestMix(vs []mixVariant, need float64) (counts []int32, ok bool) {
 		v := vs[i]
 		for c := v.Lo; c <= v.Hi; c++ {
 			cur[i] = c
-			walk(i+1, cost+float64(c)*v.Cost, rate+float64(c)*v.Rate, n+c)
-			if rate+float64(c)*v.Rate >= need+1e-9 && float64(c)*v.Cost > 0 {
+			a, b := s1+float64(c)*v.Rate*v.factor(), s2+float64(c)*v.Rate*v.factor()*v.factor()
+			walk(i+1, cost+float64(c)*v.Cost, a, b, n+c)
+			if uniform && b > 0 && a*a/b >= need+1e-9 && float64(c)*v.Cost > 0 {
 				// More of this variant only costs more.
 				break
 			}
 		}
 		cur[i] = v.Lo
 	}
-	walk(0, 0, 0, 0)
+	walk(0, 0, 0, 0, 0)
 	if !found {
 		for i, v := range vs {
 			best[i] = v.Hi
@@ -97,26 +108,29 @@ func orderMix(vs []mixVariant, need float64) (counts []int32, ok bool) {
 	return counts, true
 }
 
-// greedyMix fills from Lo with the cheapest rate first.
+// greedyMix fills from Lo, each step adding the replica that raises the
+// mix's supply most for its cost.
 func greedyMix(vs []mixVariant, need float64) ([]int32, bool) {
 	counts := make([]int32, len(vs))
-	rate := 0.0
 	for i, v := range vs {
 		counts[i] = v.Lo
-		rate += float64(v.Lo) * v.Rate
 	}
-	for rate < need {
-		best := -1
+	for rate := mixSupply(vs, counts); rate < need; rate = mixSupply(vs, counts) {
+		best, bestGain := -1, 0.0
 		for i, v := range vs {
-			if counts[i] < v.Hi && v.Rate > 0 && (best < 0 || v.Cost/v.Rate < vs[best].Cost/vs[best].Rate) {
-				best = i
+			if counts[i] >= v.Hi || v.Rate <= 0 || v.Cost <= 0 {
+				continue
 			}
+			counts[i]++
+			if gain := (mixSupply(vs, counts) - rate) / v.Cost; best < 0 || gain > bestGain {
+				best, bestGain = i, gain
+			}
+			counts[i]--
 		}
 		if best < 0 {
 			return counts, false
 		}
 		counts[best]++
-		rate += vs[best].Rate
 	}
 	return counts, true
 }

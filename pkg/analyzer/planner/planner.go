@@ -175,6 +175,9 @@ type VariantState struct {
 	// StartupDelay is the last start-up delay measured for the variant,
 	// kept while it has no Ready pod to measure it from.
 	StartupDelay time.Duration `json:"startupDelay,omitempty"`
+	// Weight is the gateway's load on one of its replicas relative to the
+	// other variants' (share.go); 0 until seen serving beside another.
+	Weight float64 `json:"gatewayWeight,omitempty"`
 }
 
 // settleCycles is how many cycles a variant's observations are skipped
@@ -214,6 +217,9 @@ type VariantAnalysis struct {
 	// TTFTMisses is the pooled share of its requests over the TTFT
 	// target (0 until enough are pooled).
 	TTFTMisses float64 `json:"ttftMisses,omitempty"`
+	// Load is its load factor under the gateway's split (share.go): 1
+	// while no weight is learned.
+	Load float64 `json:"gatewayLoad,omitempty"`
 }
 
 // Analysis is the planner's intermediate quantities for a group.
@@ -283,8 +289,8 @@ func (a Analysis) Summary() []string {
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
-		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms at headroom %.3f, %.1f%% of requests over the ITL target, %.1f%% over the TTFT target; 1/ITL = %.4g - %.4g*x1 - %.4g*x2 from %d observations); start-up %s",
-			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Headroom, 100*v.TPOTOverTarget, 100*v.TTFTMisses, v.Curve.P, v.Curve.C1, v.Curve.C2, v.Observations, v.StartupDelay))
+		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms at headroom %.3f, %.1f%% of requests over the ITL target, %.1f%% over the TTFT target; 1/ITL = %.4g - %.4g*x1 - %.4g*x2 from %d observations); gateway load x%.2f; start-up %s",
+			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Headroom, 100*v.TPOTOverTarget, 100*v.TTFTMisses, v.Curve.P, v.Curve.C1, v.Curve.C2, v.Observations, v.Load, v.StartupDelay))
 	}
 	if a.HoldsTheRest != "" {
 		lines = append(lines, fmt.Sprintf("  keeping a replica of %s at least: the running variants miss the TTFT target on more requests than its part of the error budget, and it misses fewer", a.HoldsTheRest))
@@ -343,6 +349,9 @@ type cycle struct {
 	variants []decision.Variant
 	// caps is each variant's rate per replica at the SLO.
 	caps map[string]ReplicaCapacity
+	// loads is each variant's load factor under the gateway's split
+	// (share.go), in variants' order.
+	loads []float64
 	// horizon is the start-up delay the plan looks ahead by; ref the
 	// capacity the margin is mostly made of.
 	horizon time.Duration
@@ -398,6 +407,11 @@ func (c *cycle) capacities() {
 		c.an.Variants = append(c.an.Variants, va)
 	}
 	fairPrice(c.variants, c.caps, c.an.Variants)
+	observeShares(c.variants, c.g.Replicas, c.next.Variants, c.g.Now)
+	c.loads = loadFactors(c.variants, c.caps, c.next.Variants)
+	for i := range c.an.Variants {
+		c.an.Variants[i].Load = c.loads[i]
+	}
 }
 
 // demand is the rate to serve: arrivals, their rise over the start-up
@@ -551,9 +565,11 @@ func overSLO(r decision.ReplicaMetrics, slo params.SLO) bool {
 func (c *cycle) holdPeak() {
 	an := &c.an
 	unit := lullUnit(c.horizon)
-	for _, v := range c.variants {
-		an.Supply += float64(v.CurrentReplicas) * c.caps[v.Name].Rate
+	current := make([]int32, len(c.variants))
+	for i, v := range c.variants {
+		current[i] = v.CurrentReplicas
 	}
+	an.Supply = c.supplyOf(current)
 	c.short = an.Supply+1e-9 < an.Staffed
 	c.next.Short = c.short
 	c.adaptHold(unit)
@@ -624,11 +640,7 @@ func (c *cycle) remember() {
 // cover a lasting shortfall, kept while replicas start, else the cheapest
 // that covers the held plan.
 func (c *cycle) mix() []int32 {
-	mv := make([]mixVariant, len(c.variants))
-	for i, v := range c.variants {
-		mv[i] = mixVariant{Name: v.Name, Cost: v.Cost, Rate: c.caps[v.Name].Rate, Min: v.MinReplicas, Max: v.MaxReplicas,
-			Lo: min(max(v.CurrentReplicas, v.MinReplicas), v.MaxReplicas), Hi: v.MaxReplicas}
-	}
+	mv := c.mixVariants()
 	counts := make([]int32, len(c.variants))
 	for i, v := range c.variants {
 		counts[i] = decision.Clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
@@ -764,8 +776,8 @@ func (c *cycle) signal(counts []int32, priority float64) decision.Signal {
 	an := &c.an
 	sig := decision.Signal{Analyzer: Name, Priority: priority, CapacityPerReplica: map[string]float64{},
 		PlannedReplicas: map[string]int32{}}
+	an.PlanSupply = c.supplyOf(counts)
 	for i, v := range c.variants {
-		an.PlanSupply += float64(counts[i]) * c.caps[v.Name].Rate
 		an.Variants[i].Planned = counts[i]
 		sig.PlannedReplicas[v.Name] = counts[i]
 		sig.CapacityPerReplica[v.Name] = c.caps[v.Name].Rate

@@ -49,11 +49,11 @@ func swapMix(variants []decision.Variant, an []VariantAnalysis, base []mixVarian
 	if young {
 		// The fleet as found keeps its capacity for a hold; a swap may
 		// change its mix but covers at least the capacity found.
-		found := 0.0
+		found := make([]int32, len(variants))
 		for i, v := range variants {
-			found += float64(next.Found[v.Name]) * mv[i].Rate
+			found[i] = next.Found[v.Name]
 		}
-		need = max(need, found)
+		need = max(need, mixSupply(mv, found))
 	}
 	target, ok := cheapestMix(mv, need)
 	if !ok {
