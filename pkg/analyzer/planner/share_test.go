@@ -85,6 +85,13 @@ func TestCheapestMixUnderTheGatewaySplit(t *testing.T) {
 			assert.GreaterOrEqual(t, mixSupply(vs, got)+1e-9, need, "trial %d covers", trial)
 			assert.InDelta(t, best, mixCost(vs, got), 1e-9, "trial %d is the cheapest", trial)
 		}
+		// The greedy fallback (beyond maxMixCombinations) covers the
+		// need when it says so, never cheaper than the exact search.
+		if g, gok := greedyMix(vs, need); gok {
+			assert.GreaterOrEqual(t, mixSupply(vs, g)+1e-9, need, "trial %d: greedy covers", trial)
+			assert.True(t, ok, "trial %d: greedy found a mix the exact search missed", trial)
+			assert.GreaterOrEqual(t, mixCost(vs, g)+1e-9, best, "trial %d: greedy never cheaper", trial)
+		}
 	}
 }
 
