@@ -467,6 +467,17 @@ func (c *cycle) demand() {
 	// the rate of the minutes they last, not of the last rate window.
 	an.LoadRate = loadRate(c.st.Plans, c.g.Now, an.ArrivalRate, min(span, c.horizon))
 	an.RiseMargin = an.LoadRate * c.next.RiseHistory.margin(c.slo.Attainment)
+	// heldMargin is the part of the margin the hold keeps with the demand.
+	heldMargin := an.RiseMargin
+	if !c.next.RiseHistory.enough() && c.st.Budget.spent(c.slo.Attainment) && len(c.st.Rises) == 0 {
+		// Too young for the histogram but missing the SLO: the delays
+		// it remembers are evidence enough to plan on, not to hold a
+		// fleet through the lull after a peak on (a one-hour trace's
+		// fall then costs the peak's fleet). A burst's onset (rises) is
+		// the hold's to keep, not a margin to read from one sample.
+		an.RiseMargin = an.LoadRate * recentRise(c.st.Plans, c.g.Now, an.ArrivalRate, an.LoadRate, c.horizon, span, c.slo.Attainment)
+		heldMargin = 0
+	}
 	c.next.Profile = c.st.Profile
 	if !c.g.Now.IsZero() {
 		c.next.Profile = c.st.Profile.record(c.g.Now, an.ArrivalRate)
@@ -476,7 +487,7 @@ func (c *cycle) demand() {
 	an.ProfileRise = c.next.Profile.rise(c.g.Now, c.horizon)
 	rate := an.LoadRate + max(an.Rising, an.RiseMargin, an.ProfileRise) + an.BacklogRate
 	an.Staffed = staffed(rate, c.ref, c.slo)
-	an.StaffedArrivals = staffed(an.LoadRate+an.RiseMargin, c.ref, c.slo)
+	an.StaffedArrivals = staffed(an.LoadRate+heldMargin, c.ref, c.slo)
 	if floor, n, slow := saturationFloor(c.g, c.caps, c.ref, c.scaling, c.slo); floor > rate && !c.absorbing() {
 		// The replicas say demand is more than the rates do: a renamed
 		// counter, a scrape gap or a capacity fitted too high. Like a

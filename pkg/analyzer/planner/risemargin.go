@@ -2,6 +2,7 @@ package planner
 
 import (
 	"math"
+	"sort"
 	"time"
 
 	"github.com/wva-project/wva/pkg/decision"
@@ -22,8 +23,12 @@ import (
 // the plan carries their usual size, and a smooth day carries little. The
 // margin is held like the demand it is planned with: a burst that came
 // back within the hold is still covered. A group with less than
-// minRiseHistory of history plans as without: an hour holds a burst or
-// two, too few to say how large the usual one is.
+// minRiseHistory of history has too few delays for the histogram (an
+// hour holds a burst or two) and plans as without, unless it is missing
+// its SLO (its error budget spent, budget.go): then it reads the rises of
+// the delays it remembers that started near its rate now (recentRise),
+// since a burst's rise from the lull before it says nothing of what
+// follows its peak.
 const (
 	// riseBin is the histogram's bin width, in shares of the rate;
 	// riseBins of them reach a rise of 4x.
@@ -84,8 +89,7 @@ func (h RiseHistory) record(plans []PlanPoint, now time.Time, cur float64, horiz
 	for i := first + 1; i < len(pts); i++ {
 		peak = max(peak, smoothed(i))
 	}
-	noise := riseNoiseSigmas * math.Sqrt(start/span.Seconds())
-	share := max(0, peak-start-noise) / start
+	share := riseShare(start, peak, span)
 	out := RiseHistory{Bins: make([]float64, riseBins), Since: h.Since, At: now}
 	if out.Since.IsZero() {
 		out.Since = now
@@ -101,11 +105,23 @@ func (h RiseHistory) record(plans []PlanPoint, now time.Time, cur float64, horiz
 	return out
 }
 
+// riseShare is a delay's rise from start to peak (each averaged over
+// span) beyond the average's Poisson noise, as a share of start.
+func riseShare(start, peak float64, span time.Duration) float64 {
+	noise := riseNoiseSigmas * math.Sqrt(start/span.Seconds())
+	return max(0, peak-start-noise) / start
+}
+
+// enough says the histogram covers minRiseHistory.
+func (h RiseHistory) enough() bool {
+	return !h.Since.IsZero() && h.At.Sub(h.Since) >= minRiseHistory
+}
+
 // margin is the rise share that all but the error budget's share of the
 // recorded delays stayed within (the upper edge of its bin), 0 with too
 // little history.
 func (h RiseHistory) margin(attainment float64) float64 {
-	if h.Since.IsZero() || h.At.Sub(h.Since) < minRiseHistory {
+	if !h.enough() {
 		return 0
 	}
 	var total float64
@@ -130,4 +146,48 @@ func (h RiseHistory) margin(attainment float64) float64 {
 		}
 	}
 	return float64(riseBins) * riseBin
+}
+
+const (
+	// nearStart is how far (a factor either way) a remembered delay's
+	// starting rate may be from the rate now for its rise to count.
+	nearStart = 1.5
+	// minRecentRises is the fewest delays recentRise reads a margin from.
+	minRecentRises = 10
+)
+
+// recentRise is the rise share read from the remembered plans alone: the
+// share that all but riseBudget error budgets of the start-up delays that
+// started within nearStart of load rose by (averaged over span, as
+// record), 0 with fewer than minRecentRises of them. At a burst's peak it
+// counts the rises from peaks (none), in the lull after it the rises from
+// lulls (to the next burst).
+func recentRise(plans []PlanPoint, now time.Time, cur, load float64, horizon, span time.Duration, attainment float64) float64 {
+	cover := 1 - riseBudget*(1-attainment)
+	if cover <= 0 || load <= 0 {
+		return 0
+	}
+	span = max(span, decision.RateWindow)
+	pts := append(append(make([]PlanPoint, 0, len(plans)+1), plans...), PlanPoint{At: now, Arrivals: cur})
+	smoothed := make([]float64, len(pts))
+	for i, p := range pts {
+		smoothed[i] = loadRate(pts[:i], p.At, p.Arrivals, span)
+	}
+	var shares []float64
+	for i, p := range pts {
+		start := smoothed[i]
+		if now.Sub(p.At) < horizon || start <= 0 || start*nearStart < load || start > load*nearStart {
+			continue
+		}
+		peak := 0.0
+		for j := i + 1; j < len(pts) && pts[j].At.Sub(p.At) <= horizon; j++ {
+			peak = max(peak, smoothed[j])
+		}
+		shares = append(shares, riseShare(start, peak, span))
+	}
+	if len(shares) < minRecentRises {
+		return 0
+	}
+	sort.Float64s(shares)
+	return shares[min(len(shares), int(math.Ceil(cover*float64(len(shares)))))-1]
 }

@@ -131,3 +131,87 @@ func TestRiseMarginPlansForUsualBursts(t *testing.T) {
 	assert.Zero(t, young.RiseMargin)
 	assert.Greater(t, bursty.StaffedArrivals, smooth.StaffedArrivals)
 }
+
+func TestRecentRise(t *testing.T) {
+	const horizon = 4 * time.Minute
+	now := t0.Add(time.Hour)
+	// minutes of 1m rates, the last a minute before now.
+	series := func(n int, rate func(m int) float64) []PlanPoint {
+		var ps []PlanPoint
+		for m := range n {
+			ps = append(ps, PlanPoint{At: now.Add(-time.Duration(n-m) * time.Minute), Arrivals: rate(m)})
+		}
+		return ps
+	}
+	flat := func(int) float64 { return 20 }
+	// Bursts from 6 to 27 req/s: five minutes of every fifteen.
+	bursty := func(m int) float64 {
+		if m%15 >= 10 {
+			return 27
+		}
+		return 6
+	}
+	// A steady climb of 2% a minute: a delay rises by 8.2%, less the
+	// rate window's noise (about 2% at 100 req/s).
+	climb := func(m int) float64 { return 100 * math.Pow(1.02, float64(m)) }
+	noise := func(start float64) float64 { return riseNoiseSigmas * math.Sqrt(start/60) }
+	cases := []struct {
+		name  string
+		plans []PlanPoint
+		load  float64
+		want  float64
+		delta float64
+	}{
+		{"flat", series(40, flat), 20, 0, 0},
+		{"too few delays near the rate now", series(12, flat), 20, 0, 0},
+		{"at a burst's peak: the rises from the lulls do not count", series(45, bursty), 27, 0, 0},
+		{"in a lull: the rise to the burst", series(45, bursty), 6, (27 - 6 - noise(6)) / 6, 1e-9},
+		{"climbing: the climb over a start-up delay", series(40, climb), climb(39), 0.065, 0.01},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cur := tc.plans[len(tc.plans)-1].Arrivals
+			got := recentRise(tc.plans, now, cur, tc.load, horizon, 0, 0.99)
+			assert.InDelta(t, tc.want, got, tc.delta+1e-9)
+		})
+	}
+}
+
+// A group too young for the histogram plans the rises of the delays it
+// remembers near its rate while it misses its SLO, and does not hold
+// them; one meeting it, or one whose rises are burst onsets (the hold's),
+// plans none.
+func TestYoungGroupMissingItsSLOPlansItsRecentRises(t *testing.T) {
+	play := func(peak, over float64) Analysis {
+		var st any
+		var an Analysis
+		l4 := int32(2)
+		for m := range 95 {
+			rate := 2.0
+			if m%15 >= 12 {
+				// The last three minutes of each quarter hour.
+				rate = peak
+			}
+			g := fleet(l4, 0, rate)
+			g.Variants[1].MaxReplicas = 0
+			g.Now = t0.Add(time.Duration(m) * time.Minute)
+			for i := range g.Replicas {
+				g.Replicas[i].TPOT = tpot(g.Replicas[i].ArrivalRate, over)
+			}
+			var sig decision.Signal
+			an, sig, st = run(t, g, st)
+			l4 = sig.PlannedReplicas["l4"]
+		}
+		return an
+	}
+	// Each ends five minutes into a lull at 2 req/s; 3% of requests over
+	// the ITL target is three times the error budget.
+	missing, meeting, onsets := play(3, 0.03), play(3, 0), play(6, 0.03)
+	require.Equal(t, 2.0, missing.ArrivalRate)
+	// A third of the lull's delays rise to 3 req/s: the 90th percentile
+	// is that rise, less the 1m window's noise.
+	assert.InDelta(t, 1-riseNoiseSigmas*math.Sqrt(2.0/60), missing.RiseMargin, 1e-9)
+	assert.Greater(t, missing.Staffed, missing.StaffedArrivals+missing.RiseMargin/2, "planned now, not held")
+	assert.Zero(t, meeting.RiseMargin)
+	assert.Zero(t, onsets.RiseMargin)
+}
