@@ -656,6 +656,11 @@ func (c *cycle) mix() []int32 {
 	for i, v := range c.variants {
 		counts[i] = decision.Clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
 	}
+	if !c.short && !c.st.ShortSince.IsZero() && c.g.Now.Sub(c.st.ShortSince) < 2*persistFor {
+		// One cycle at the plan between two short ones is noise: the
+		// small shortfall has not ended.
+		c.next.ShortSince = c.st.ShortSince
+	}
 	switch {
 	case c.short && (c.saturated || lasting(c.g.Now, c.st, c.next, c.an.Supply, c.an.Staffed)):
 		return c.order(mv)

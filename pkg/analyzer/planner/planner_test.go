@@ -630,6 +630,31 @@ func TestLasting(t *testing.T) {
 // Through the analyzer: a plan short by a few percent keeps the fleet for
 // one metrics window, then orders.
 func TestSmallShortfallWaitsOneWindow(t *testing.T) {
+	cycle, rate := fewPercentShort(t)
+	wait := cycle(30*time.Second, rate)
+	assert.Equal(t, int32(4), total(wait), wait.Reason)
+	assert.Contains(t, wait.Reason, "waiting one metrics window")
+	order := cycle(90*time.Second, rate)
+	assert.Greater(t, total(order), int32(4), order.Reason)
+}
+
+// A small shortfall that comes back the cycle after one at the plan has
+// lasted: the cycle between is noise, not its end.
+func TestSmallShortfallThatComesBackOrders(t *testing.T) {
+	cycle, rate := fewPercentShort(t)
+	wait := cycle(30*time.Second, rate)
+	require.Contains(t, wait.Reason, "waiting one metrics window")
+	between := cycle(60*time.Second, rate*0.8)
+	require.Equal(t, int32(4), total(between), between.Reason)
+	order := cycle(90*time.Second, rate)
+	assert.Greater(t, total(order), int32(4), order.Reason)
+}
+
+// fewPercentShort finds the rate that leaves four L4s, their line learned,
+// a few percent short of the plan (under smallShortfall), and returns a
+// cycle of that fleet at a time after the search and a rate, and the rate.
+func fewPercentShort(t *testing.T) (func(at time.Duration, rate float64) decision.Signal, float64) {
+	t.Helper()
 	// The L4s' line learned first, so that one more cycle moves it little.
 	learned := learnedFleet(t, 4, 24)
 	var rate float64
@@ -644,18 +669,13 @@ func TestSmallShortfallWaitsOneWindow(t *testing.T) {
 		}
 	}
 	require.NotZero(t, rate, "some rate leaves four L4s a few percent short")
-	cycle := func(at time.Duration) decision.Signal {
+	return func(at time.Duration, rate float64) decision.Signal {
 		g := fleet(4, 0, rate)
 		g.Now = t0.Add(10*time.Minute + at)
 		var sig decision.Signal
 		_, sig, st = run(t, g, st)
 		return sig
-	}
-	wait := cycle(30 * time.Second)
-	assert.Equal(t, int32(4), total(wait), wait.Reason)
-	assert.Contains(t, wait.Reason, "waiting one metrics window")
-	order := cycle(90 * time.Second)
-	assert.Greater(t, total(order), int32(4), order.Reason)
+	}, rate
 }
 
 // A burst's onset is staffed arrivals two reference replicas above their
