@@ -115,7 +115,7 @@ type State struct {
 	SwapAt time.Time        `json:"swapAt,omitempty"`
 	SwapTo map[string]int32 `json:"swapTo,omitempty"`
 	// ShortSince is when a small shortfall began (zero when there is
-	// none).
+	// none), kept through a cycle at the plan (carryShortfall).
 	ShortSince time.Time `json:"shortSince,omitempty"`
 	// Rises are the onsets of bursts seen recently (newest last).
 	Rises []time.Time `json:"rises,omitempty"`
@@ -656,10 +656,8 @@ func (c *cycle) mix() []int32 {
 	for i, v := range c.variants {
 		counts[i] = decision.Clamp(v.CurrentReplicas, v.MinReplicas, v.MaxReplicas)
 	}
-	if !c.short && !c.st.ShortSince.IsZero() && c.g.Now.Sub(c.st.ShortSince) < 2*persistFor {
-		// One cycle at the plan between two short ones is noise: the
-		// small shortfall has not ended.
-		c.next.ShortSince = c.st.ShortSince
+	if !c.short {
+		carryShortfall(c.g.Now, c.st, c.next)
 	}
 	switch {
 	case c.short && (c.saturated || lasting(c.g.Now, c.st, c.next, c.an.Supply, c.an.Staffed)):
@@ -1227,6 +1225,15 @@ func (s State) TrimOldest() (any, bool) {
 	}
 	s.Plans = append([]PlanPoint(nil), s.Plans[len(s.Plans)/2+len(s.Plans)%2:]...)
 	return s, true
+}
+
+// carryShortfall keeps, in a cycle at the plan, when the last small
+// shortfall began if that is within two metrics windows: one cycle at the
+// plan between two short ones is noise, not the shortfall's end.
+func carryShortfall(now time.Time, st State, next *State) {
+	if !st.ShortSince.IsZero() && now.Sub(st.ShortSince) < 2*persistFor {
+		next.ShortSince = st.ShortSince
+	}
 }
 
 // lasting says whether a shortfall should order now: at once when it

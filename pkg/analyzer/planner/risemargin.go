@@ -64,7 +64,7 @@ type RiseHistory struct {
 func (h RiseHistory) record(plans []PlanPoint, now time.Time, cur float64, horizon, span time.Duration) RiseHistory {
 	window := decision.RateWindow
 	span = max(span, window)
-	pts := append(append(make([]PlanPoint, 0, len(plans)+1), plans...), PlanPoint{At: now, Arrivals: cur})
+	pts := plansToNow(plans, now, cur)
 	// smoothed is the mean of the 1m rates whose windows fall within span
 	// of point i's end.
 	smoothed := func(i int) float64 {
@@ -103,6 +103,12 @@ func (h RiseHistory) record(plans []PlanPoint, now time.Time, cur float64, horiz
 	}
 	out.Bins[min(int(share/riseBin), riseBins-1)]++
 	return out
+}
+
+// plansToNow is the remembered plans (oldest first) and the rate now as
+// the last point, the series a delay's rise is read from.
+func plansToNow(plans []PlanPoint, now time.Time, cur float64) []PlanPoint {
+	return append(append(make([]PlanPoint, 0, len(plans)+1), plans...), PlanPoint{At: now, Arrivals: cur})
 }
 
 // riseShare is a delay's rise from start to peak (each averaged over
@@ -168,7 +174,7 @@ func recentRise(plans []PlanPoint, now time.Time, cur, load float64, horizon, sp
 		return 0
 	}
 	span = max(span, decision.RateWindow)
-	pts := append(append(make([]PlanPoint, 0, len(plans)+1), plans...), PlanPoint{At: now, Arrivals: cur})
+	pts := plansToNow(plans, now, cur)
 	smoothed := make([]float64, len(pts))
 	for i, p := range pts {
 		smoothed[i] = loadRate(pts[:i], p.At, p.Arrivals, span)
