@@ -214,6 +214,8 @@ type VariantAnalysis struct {
 	// of the variant's requests over the ITL target in the rate window.
 	Headroom       float64 `json:"itlHeadroom"`
 	TPOTOverTarget float64 `json:"tpotOverTarget"`
+	// TPOTRequests is how many requests that share counts.
+	TPOTRequests float64 `json:"tpotRequests,omitempty"`
 	// TTFTMisses is the pooled share of its requests over the TTFT
 	// target (0 until enough are pooled).
 	TTFTMisses float64 `json:"ttftMisses,omitempty"`
@@ -759,6 +761,7 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 			mv[i].Lo = min(max(mv[i].Lo, next.Found[v.Name]), mv[i].Hi)
 		}
 	}
+	keepMeetingITL(mv, an.Variants, c.slo.Attainment)
 	keep := counts
 	if m, ok := cheapestMix(mv, an.Held); ok && mixCost(mv, m) < mixCost(mv, counts)-1e-9 {
 		keep = m
@@ -782,6 +785,29 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 		an.Why = WhyDemand
 	}
 	return counts
+}
+
+// keepMeetingITL keeps every replica of the variants whose requests meet
+// the ITL target within the SLO's error budget while another variant's
+// miss it by overSLOBudgets of it: a release gives back the variant its
+// fitted line overrates, not the one whose requests meet the target (a
+// line fitted on prefill-heavy traffic can be off by a factor; the
+// requests over the target are measured).
+func keepMeetingITL(mv []mixVariant, vas []VariantAnalysis, attainment float64) {
+	budget := 1 - attainment
+	told := func(va VariantAnalysis) bool { return va.Ready > 0 && va.TPOTRequests >= minOverSLORequests }
+	missing := false
+	for _, va := range vas {
+		missing = missing || (told(va) && va.TPOTOverTarget > overSLOBudgets*budget)
+	}
+	if !missing {
+		return
+	}
+	for i, va := range vas {
+		if told(va) && va.TPOTOverTarget <= budget {
+			mv[i].Lo = mv[i].Hi
+		}
+	}
 }
 
 // signal is the plan as a signal: the mix, each variant's rate per
@@ -1173,7 +1199,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
 	if vs.Settle == 0 {
 		att := observeAttainment(v.Name, reps, slo.TargetITLms, slo.TargetTTFTms)
-		va.TPOTOverTarget = att.Over
+		va.TPOTOverTarget, va.TPOTRequests = att.Over, att.Requests
 		if now.Sub(vs.VerdictAt) < decision.RateWindow {
 			// The window still holds requests the last verdict
 			// counted: report them, pool nothing.

@@ -1123,3 +1123,44 @@ func TestCancelsStartingReplicasOfAQueueGone(t *testing.T) {
 	assert.NotEqual(t, WhyCancel, an.Why, sig.Reason)
 	assert.Equal(t, ordered, sig.PlannedReplicas["l4"], sig.Reason)
 }
+
+// A release gives back the variant whose requests miss the ITL target
+// well beyond the error budget before the one whose requests meet it,
+// whatever the lines say: on Azure code x3 the fitted L40S line matched
+// the H100's, and the cheapest release dropped all twelve H100s while the
+// L40S missed on 5.3% of its requests (12 L40S then saturated at a fifth
+// of the rate their lines claimed).
+func TestReleaseKeepsTheVariantMeetingITL(t *testing.T) {
+	const rate = 4
+	group := func(i int, l4Over float64) decision.Group {
+		g := fleet(2, 4, rate)
+		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+		for j := range g.Replicas {
+			// Too few requests each for a replica to count as over
+			// its SLO (minOverSLORequests), enough together.
+			g.Replicas[j].ArrivalRate = 0.1
+			g.Replicas[j].TPOT = tpot(0.1, l4Over)
+		}
+		for _, p := range []string{"h100-a", "h100-b", "h100-c", "h100-d"} {
+			g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: p, Variant: "h100",
+				NumGPUBlocks: 32768, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
+				ArrivalRate: rate / 6.0, AvgITLms: 20, AvgTTFTms: 200, TPOT: tpot(rate/6.0, 0)})
+		}
+		return g
+	}
+	released := func(l4Over float64) decision.Signal {
+		var st any
+		var sig decision.Signal
+		// Past the found fleet's hold at a steady low rate: a release.
+		for i := range 60 {
+			_, sig, st = run(t, group(i, l4Over), st)
+		}
+		return sig
+	}
+	meeting := released(0)
+	require.Less(t, meeting.PlannedReplicas["h100"], int32(4), "with both variants meeting the target, H100s are given back: %s", meeting.Reason)
+
+	missing := released(0.1)
+	assert.Equal(t, int32(4), missing.PlannedReplicas["h100"], "the H100s meet the target and stay: %s", missing.Reason)
+	assert.Less(t, missing.PlannedReplicas["l4"], int32(2), "the L4s missing it go: %s", missing.Reason)
+}
