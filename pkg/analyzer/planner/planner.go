@@ -178,6 +178,10 @@ type VariantState struct {
 	// Weight is the gateway's load on one of its replicas relative to the
 	// other variants' (share.go); 0 until seen serving beside another.
 	Weight float64 `json:"gatewayWeight,omitempty"`
+	// ITLOver is the share of its requests over the ITL target in the
+	// last rate window that counted minOverSLORequests, at ITLOverAt.
+	ITLOver   float64   `json:"itlOver,omitempty"`
+	ITLOverAt time.Time `json:"itlOverAt,omitzero"`
 }
 
 // settleCycles is how many cycles a variant's observations are skipped
@@ -214,8 +218,6 @@ type VariantAnalysis struct {
 	// of the variant's requests over the ITL target in the rate window.
 	Headroom       float64 `json:"itlHeadroom"`
 	TPOTOverTarget float64 `json:"tpotOverTarget"`
-	// TPOTRequests is how many requests that share counts.
-	TPOTRequests float64 `json:"tpotRequests,omitempty"`
 	// TTFTMisses is the pooled share of its requests over the TTFT
 	// target (0 until enough are pooled).
 	TTFTMisses float64 `json:"ttftMisses,omitempty"`
@@ -761,12 +763,13 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 			mv[i].Lo = min(max(mv[i].Lo, next.Found[v.Name]), mv[i].Hi)
 		}
 	}
-	keepMeetingITL(mv, an.Variants, c.slo.Attainment)
+	shares := c.itlShares()
+	shiftFromMissingITL(mv, counts, shares, c.slo.Attainment)
 	keep := counts
 	if m, ok := cheapestMix(mv, an.Held); ok && mixCost(mv, m) < mixCost(mv, counts)-1e-9 {
 		keep = m
 	}
-	swap, swapping := swapMix(c.variants, an.Variants, mv, keep, an.Held, c.hold, young, c.slo, next, c.g.Now)
+	swap, swapping := swapMix(c.variants, an.Variants, mv, keep, an.Held, c.hold, young, shares, c.slo, next, c.g.Now)
 	switch {
 	case swapping:
 		an.Why = WhySwap
@@ -787,27 +790,49 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 	return counts
 }
 
-// keepMeetingITL keeps every replica of the variants whose requests meet
-// the ITL target within the SLO's error budget while another variant's
-// miss it by overSLOBudgets of it: a release gives back the variant its
-// fitted line overrates, not the one whose requests meet the target (a
-// line fitted on prefill-heavy traffic can be off by a factor; the
-// requests over the target are measured).
-func keepMeetingITL(mv []mixVariant, vas []VariantAnalysis, attainment float64) {
+// shiftFromMissingITL bounds a mix search while one variant's requests
+// miss the ITL target by overSLOBudgets of the SLO's error budget and
+// another's meet it within one budget: the mix keeps at least the
+// replicas (now, in mv's order) of the variants that meet it and adds none
+// of those that miss it, so a release or a swap gives back the variant
+// its fitted line overrates, not the one whose requests meet the target
+// (a line fitted on prefill-heavy traffic can be off by a factor; the
+// requests over the target are measured). shares are the variants' last
+// shares over the target (itlShares; negative where none is known).
+func shiftFromMissingITL(mv []mixVariant, now []int32, shares []float64, attainment float64) {
 	budget := 1 - attainment
-	told := func(va VariantAnalysis) bool { return va.Ready > 0 && va.TPOTRequests >= minOverSLORequests }
-	missing := false
-	for _, va := range vas {
-		missing = missing || (told(va) && va.TPOTOverTarget > overSLOBudgets*budget)
+	missing, meeting := false, false
+	for i, s := range shares {
+		missing = missing || (now[i] > 0 && s > overSLOBudgets*budget)
+		meeting = meeting || (s >= 0 && s <= budget)
 	}
-	if !missing {
+	if !missing || !meeting {
 		return
 	}
-	for i, va := range vas {
-		if told(va) && va.TPOTOverTarget <= budget {
-			mv[i].Lo = mv[i].Hi
+	for i, s := range shares {
+		switch {
+		case s > overSLOBudgets*budget:
+			mv[i].Hi = max(min(mv[i].Hi, now[i]), mv[i].Lo)
+		case s >= 0 && s <= budget:
+			mv[i].Lo = max(mv[i].Lo, min(now[i], mv[i].Hi))
 		}
 	}
+}
+
+// itlShares is each variant's last share of requests over the ITL target
+// told within a start-up delay (in c.variants' order), -1 where none is:
+// a lull between bursts reports too few requests to tell, and the share
+// the last burst showed is what the next one will show while a release
+// made now cannot be undone sooner.
+func (c *cycle) itlShares() []float64 {
+	shares := make([]float64, len(c.variants))
+	for i, v := range c.variants {
+		shares[i] = -1
+		if vs := c.next.Variants[v.Name]; !vs.ITLOverAt.IsZero() && c.g.Now.Sub(vs.ITLOverAt) < c.horizon {
+			shares[i] = vs.ITLOver
+		}
+	}
+	return shares
 }
 
 // signal is the plan as a signal: the mix, each variant's rate per
@@ -1199,7 +1224,10 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
 	if vs.Settle == 0 {
 		att := observeAttainment(v.Name, reps, slo.TargetITLms, slo.TargetTTFTms)
-		va.TPOTOverTarget, va.TPOTRequests = att.Over, att.Requests
+		va.TPOTOverTarget = att.Over
+		if att.Requests >= minOverSLORequests {
+			vs.ITLOver, vs.ITLOverAt = att.Over, now
+		}
 		if now.Sub(vs.VerdictAt) < decision.RateWindow {
 			// The window still holds requests the last verdict
 			// counted: report them, pool nothing.

@@ -1148,19 +1148,38 @@ func TestReleaseKeepsTheVariantMeetingITL(t *testing.T) {
 		}
 		return g
 	}
-	released := func(l4Over float64) decision.Signal {
+	released := func(l4Over float64) (decision.Signal, any) {
 		var st any
 		var sig decision.Signal
 		// Past the found fleet's hold at a steady low rate: a release.
 		for i := range 60 {
 			_, sig, st = run(t, group(i, l4Over), st)
 		}
-		return sig
+		return sig, st
 	}
-	meeting := released(0)
+	meeting, _ := released(0)
 	require.Less(t, meeting.PlannedReplicas["h100"], int32(4), "with both variants meeting the target, H100s are given back: %s", meeting.Reason)
 
-	missing := released(0.1)
+	missing, st := released(0.1)
 	assert.Equal(t, int32(4), missing.PlannedReplicas["h100"], "the H100s meet the target and stay: %s", missing.Reason)
 	assert.Less(t, missing.PlannedReplicas["l4"], int32(2), "the L4s missing it go: %s", missing.Reason)
+
+	// A lull with too few requests to tell: the shares told within a
+	// start-up delay (3 minutes) still hold, and no longer after it.
+	quiet := func(i int) decision.Group {
+		g := group(i, 0)
+		for j := range g.Replicas {
+			g.Replicas[j].TPOT = decision.Histogram{}
+		}
+		return g
+	}
+	var sig decision.Signal
+	for i := 60; i < 62; i++ {
+		_, sig, st = run(t, quiet(i), st)
+		assert.Equal(t, int32(4), sig.PlannedReplicas["h100"], "cycle %d: %s", i, sig.Reason)
+	}
+	for i := 62; i < 68; i++ {
+		_, sig, st = run(t, quiet(i), st)
+	}
+	assert.Less(t, sig.PlannedReplicas["h100"], int32(4), "a start-up delay after the last share told: %s", sig.Reason)
 }

@@ -33,7 +33,8 @@ func TestSwapMix(t *testing.T) {
 		found  map[string]int32
 		want   []int32 // nil: no swap
 		target map[string]int32
-		l4Cost float64 // 0: 5
+		l4Cost float64   // 0: 5
+		shares []float64 // h100, l4: share of requests over the ITL target; nil: none known
 	}{
 		{name: "dear variant replaced by the cheap one", an: provenBoth, keep: []int32{2, 1}, need: 9, hold: hold,
 			want: []int32{2, 5}, target: map[string]int32{"h100": 0, "l4": 5}},
@@ -50,6 +51,12 @@ func TestSwapMix(t *testing.T) {
 		{name: "young fleet: the new mix covers the capacity found", an: provenBoth, keep: []int32{2, 1}, need: 3, hold: hold,
 			young: true, found: map[string]int32{"h100": 2, "l4": 1},
 			want: []int32{2, 5}, target: map[string]int32{"h100": 0, "l4": 5}},
+		{name: "never toward a variant missing the ITL target while the other meets it", an: provenBoth, keep: []int32{2, 1}, need: 9, hold: hold,
+			shares: []float64{0.002, 0.08}},
+		{name: "toward it when both meet the target", an: provenBoth, keep: []int32{2, 1}, need: 9, hold: hold,
+			shares: []float64{0.002, 0.008}, want: []int32{2, 5}, target: map[string]int32{"h100": 0, "l4": 5}},
+		{name: "toward it when both miss it", an: provenBoth, keep: []int32{2, 1}, need: 9, hold: hold,
+			shares: []float64{0.06, 0.08}, want: []int32{2, 5}, target: map[string]int32{"h100": 0, "l4": 5}},
 	}
 	now := t0.Add(time.Hour)
 	for _, tc := range cases {
@@ -68,7 +75,7 @@ func TestSwapMix(t *testing.T) {
 				an[i].Capacity = caps[v.Name]
 				base[i] = mixVariant{Name: v.Name, Cost: v.Cost, Rate: caps[v.Name].Rate, Min: v.MinReplicas, Max: v.MaxReplicas}
 			}
-			got, ok := swapMix(variants, an, base, tc.keep, tc.need, tc.hold, tc.young, params.DefaultSLO(), next, now)
+			got, ok := swapMix(variants, an, base, tc.keep, tc.need, tc.hold, tc.young, tc.shares, params.DefaultSLO(), next, now)
 			if tc.want == nil {
 				assert.False(t, ok, "no swap, got %v", got)
 				return
