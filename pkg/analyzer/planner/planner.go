@@ -241,6 +241,10 @@ type Analysis struct {
 	// HoldsTheRest is the variant kept at one replica at least for the
 	// requests the others miss the TTFT target on (fits.go).
 	HoldsTheRest string `json:"holdsTheRest,omitempty"`
+	// MissingITL are the variants a scale-down or a move to a cheaper
+	// mix gave back first and added none of: their requests miss the ITL
+	// target while another variant's meet it (shiftFromMissingITL).
+	MissingITL []string `json:"missingITL,omitempty"`
 	// BacklogLeft is the backlog projected to when a replica ordered now
 	// serves: what the replicas already starting leave (projectedBacklog).
 	BacklogLeft float64 `json:"backlogLeft,omitempty"`
@@ -295,6 +299,9 @@ func (a Analysis) Summary() []string {
 	for _, v := range a.Variants {
 		lines = append(lines, fmt.Sprintf("  variant %s: %d replicas (%d ready) -> %d; %.3f req/s per replica (bound %s, concurrency %.1f, ITL %.1f ms at headroom %.3f, %.1f%% of requests over the ITL target, %.1f%% over the TTFT target; 1/ITL = %.4g - %.4g*x1 - %.4g*x2 from %d observations); gateway load x%.2f; start-up %s",
 			v.Name, v.Current, v.Ready, v.Planned, v.Capacity.Rate, v.Capacity.Bound, v.Capacity.Concurrency, v.Capacity.ITLms, v.Headroom, 100*v.TPOTOverTarget, 100*v.TTFTMisses, v.Curve.P, v.Curve.C1, v.Curve.C2, v.Observations, v.Load, v.StartupDelay))
+	}
+	if len(a.MissingITL) > 0 {
+		lines = append(lines, fmt.Sprintf("  giving back %s first and adding none: another variant's requests meet the target", strings.Join(a.MissingITL, ", ")))
 	}
 	if a.HoldsTheRest != "" {
 		lines = append(lines, fmt.Sprintf("  keeping a replica of %s at least: the running variants miss the TTFT target on more requests than its part of the error budget, and it misses fewer", a.HoldsTheRest))
@@ -764,7 +771,9 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 		}
 	}
 	shares := c.itlShares()
-	shiftFromMissingITL(mv, counts, shares, c.slo.Attainment)
+	for _, i := range shiftFromMissingITL(mv, counts, shares, c.slo.Attainment) {
+		an.MissingITL = append(an.MissingITL, fmt.Sprintf("%s (%.1f%% of its requests over the ITL target)", c.variants[i].Name, 100*shares[i]))
+	}
 	keep := counts
 	if m, ok := cheapestMix(mv, an.Held); ok && mixCost(mv, m) < mixCost(mv, counts)-1e-9 {
 		keep = m
@@ -798,16 +807,22 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 // its fitted line overrates, not the one whose requests meet the target
 // (a line fitted on prefill-heavy traffic can be off by a factor; the
 // requests over the target are measured). shares are the variants' last
-// shares over the target (itlShares; negative where none is known).
-func shiftFromMissingITL(mv []mixVariant, now []int32, shares []float64, attainment float64) {
+// shares over the target (itlShares; negative where none is known). It
+// returns the indices of the variants that miss it, none when it bounds
+// nothing.
+func shiftFromMissingITL(mv []mixVariant, now []int32, shares []float64, attainment float64) []int {
 	budget := 1 - attainment
-	missing, meeting := false, false
+	var missing []int
+	running, meeting := false, false
 	for i, s := range shares {
-		missing = missing || (now[i] > 0 && s > overSLOBudgets*budget)
+		if s > overSLOBudgets*budget {
+			missing = append(missing, i)
+			running = running || now[i] > 0
+		}
 		meeting = meeting || (s >= 0 && s <= budget)
 	}
-	if !missing || !meeting {
-		return
+	if !running || !meeting {
+		return nil
 	}
 	for i, s := range shares {
 		switch {
@@ -817,6 +832,7 @@ func shiftFromMissingITL(mv []mixVariant, now []int32, shares []float64, attainm
 			mv[i].Lo = max(mv[i].Lo, min(now[i], mv[i].Hi))
 		}
 	}
+	return missing
 }
 
 // itlShares is each variant's last share of requests over the ITL target

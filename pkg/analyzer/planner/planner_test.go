@@ -1148,21 +1148,24 @@ func TestReleaseKeepsTheVariantMeetingITL(t *testing.T) {
 		}
 		return g
 	}
-	released := func(l4Over float64) (decision.Signal, any) {
+	released := func(l4Over float64) (Analysis, decision.Signal, any) {
 		var st any
+		var an Analysis
 		var sig decision.Signal
 		// Past the found fleet's hold at a steady low rate: a release.
 		for i := range 60 {
-			_, sig, st = run(t, group(i, l4Over), st)
+			an, sig, st = run(t, group(i, l4Over), st)
 		}
-		return sig, st
+		return an, sig, st
 	}
-	meeting, _ := released(0)
+	an, meeting, _ := released(0)
 	require.Less(t, meeting.PlannedReplicas["h100"], int32(4), "with both variants meeting the target, H100s are given back: %s", meeting.Reason)
+	assert.Empty(t, an.MissingITL)
 
-	missing, st := released(0.1)
+	an, missing, st := released(0.1)
 	assert.Equal(t, int32(4), missing.PlannedReplicas["h100"], "the H100s meet the target and stay: %s", missing.Reason)
 	assert.Less(t, missing.PlannedReplicas["l4"], int32(2), "the L4s missing it go: %s", missing.Reason)
+	assert.Equal(t, []string{"l4 (10.0% of its requests over the ITL target)"}, an.MissingITL, "the explain output says why")
 
 	// A lull with too few requests to tell: the shares told within a
 	// start-up delay (3 minutes) still hold, and no longer after it.
