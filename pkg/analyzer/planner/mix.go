@@ -27,6 +27,13 @@ const maxMixCombinations = 2_000_000
 // false when even every variant at Hi falls short (the counts are then Hi).
 // Ties go to the mix with more rate, then to fewer replicas.
 func cheapestMix(vs []mixVariant, need float64) (counts []int32, ok bool) {
+	return cheapestMixWhere(vs, need, nil)
+}
+
+// cheapestMixWhere is cheapestMix among the mixes accept allows (every
+// mix when nil; the greedy fallback, never reached with a handful of
+// variants, does not apply it).
+func cheapestMixWhere(vs []mixVariant, need float64, accept func([]int32) bool) (counts []int32, ok bool) {
 	combos := 1.0
 	for _, v := range vs {
 		combos *= float64(v.Hi-v.Lo) + 1
@@ -51,7 +58,7 @@ func cheapestMix(vs []mixVariant, need float64) (counts []int32, ok bool) {
 			return
 		}
 		if i == len(vs) {
-			if n == 0 || s1*s1/s2+1e-9 < need {
+			if n == 0 || s1*s1/s2+1e-9 < need || (accept != nil && !accept(cur)) {
 				return
 			}
 			if rate := s1 * s1 / s2; cost < bestCost-1e-9 || rate > bestRate+1e-9 {
@@ -133,4 +140,21 @@ func greedyMix(vs []mixVariant, need float64) ([]int32, bool) {
 		counts[best]++
 	}
 	return counts, true
+}
+
+// busiestLoad is the load of the mix's busiest variant under the
+// gateway's split relative to its line at group load d (d x f / sum(n x
+// rate x f)), and that variant's load factor.
+func busiestLoad(vs []mixVariant, counts []int32, d float64) (load, factor float64) {
+	s1 := 0.0
+	for i, v := range vs {
+		if counts[i] > 0 {
+			s1 += float64(counts[i]) * v.Rate * v.factor()
+			factor = max(factor, v.factor())
+		}
+	}
+	if s1 <= 0 {
+		return math.Inf(1), factor
+	}
+	return d * factor / s1, factor
 }

@@ -775,7 +775,7 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 		an.MissingITL = append(an.MissingITL, fmt.Sprintf("%s (%.1f%% of its requests over the ITL target)", c.variants[i].Name, 100*shares[i]))
 	}
 	keep := counts
-	if m, ok := cheapestMix(mv, an.Held); ok && mixCost(mv, m) < mixCost(mv, counts)-1e-9 {
+	if m, ok := cheapestMixWhere(mv, an.Held, keepsBusiestWithinTarget(mv, counts, an.Staffed)); ok && mixCost(mv, m) < mixCost(mv, counts)-1e-9 {
 		keep = m
 	}
 	swap, swapping := swapMix(c.variants, an.Variants, mv, keep, an.Held, c.hold, young, shares, c.slo, next, c.g.Now)
@@ -833,6 +833,32 @@ func shiftFromMissingITL(mv []mixVariant, now []int32, shares []float64, attainm
 		}
 	}
 	return missing
+}
+
+// keepsBusiestWithinTarget accepts a release that leaves the busiest
+// variant under the gateway's split within 1/itlHeadroom of its line at
+// plan d, where its mean ITL reaches the target (or no further past it
+// than now), or that gives back only that variant's replicas. The mix's
+// supply averages its requests' loads, so giving back replicas of a
+// variant the gateway loads less piles requests on the one it loads
+// past its line: on Azure conv x4.5, 2 L40S + 4 H100 released to 1 L40S
+// + 3 H100 at 27 req/s put the L40S at 1.3 times its line, and the four
+// replicas saturated the next minute.
+func keepsBusiestWithinTarget(mv []mixVariant, counts []int32, d float64) func([]int32) bool {
+	now, _ := busiestLoad(mv, counts, d)
+	limit := max(1/itlHeadroom, now)
+	return func(m []int32) bool {
+		u, factor := busiestLoad(mv, m, d)
+		if u <= limit+1e-9 {
+			return true
+		}
+		for i, v := range mv {
+			if m[i] != counts[i] && v.factor() < factor {
+				return false
+			}
+		}
+		return true
+	}
 }
 
 // itlShares is each variant's last share of requests over the ITL target

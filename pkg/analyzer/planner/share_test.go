@@ -209,3 +209,58 @@ func TestPlanCountsTheGatewaysSplit(t *testing.T) {
 	sum = 2*l4b.Capacity.Rate + h100b.Capacity.Rate
 	assert.InDelta(t, sum, an.Supply, 0.03*sum, "loads %.3f and %.3f", l4b.Load, h100b.Load)
 }
+
+// A release may not give back replicas of a variant the gateway loads
+// less and so pile requests on the one it loads past its line, beyond
+// where that variant's mean ITL reaches the target (1/itlHeadroom of its
+// line), or further than the fleet runs it now; giving back the busiest
+// variant's own replicas is always allowed. Checked against the
+// exhaustive search.
+func TestReleaseKeepsTheBusiestVariantWithinTarget(t *testing.T) {
+	l40s, h100 := gatewayFleet()
+	vs := []mixVariant{l40s, h100}
+	const d = 35 // req/s: 2 L40S + 4 H100 run the L40S at 0.82 of its line
+	cases := []struct {
+		name   string
+		counts []int32 // l40s, h100: the fleet now
+		mix    []int32
+		want   bool
+	}{
+		{"an H100 given back past the target", []int32{2, 4}, []int32{1, 3}, false},
+		{"only an L40S given back", []int32{2, 4}, []int32{1, 4}, true},
+		{"an H100 given back within the target", []int32{2, 4}, []int32{2, 3}, true},
+		{"every L40S given back", []int32{2, 4}, []int32{0, 3}, true},
+		{"two H100s given back past the target", []int32{2, 4}, []int32{2, 2}, false},
+		{"already past it: no further", []int32{2, 2}, []int32{2, 1}, false},
+		{"already past it: an L40S given back", []int32{2, 2}, []int32{1, 2}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, keepsBusiestWithinTarget(vs, tc.counts, d)(tc.mix))
+		})
+	}
+
+	// The release search: the cheapest mix within the fleet now that
+	// covers the need and that the bound accepts.
+	now := []int32{2, 4}
+	rel := []mixVariant{l40s, h100}
+	for i := range rel {
+		rel[i].Lo, rel[i].Hi = rel[i].Min, now[i]
+	}
+	accept := keepsBusiestWithinTarget(rel, now, d)
+	free, _ := cheapestMix(rel, 30)
+	require.False(t, accept(free), "the fixture's cheapest release (%v) piles requests on the L40S", free)
+	got, ok := cheapestMixWhere(rel, 30, accept)
+	require.True(t, ok)
+	assert.True(t, accept(got), "%v", got)
+	assert.GreaterOrEqual(t, mixSupply(rel, got)+1e-9, 30.0)
+	assert.Less(t, mixCost(rel, got), mixCost(rel, now), "still a release: %v", got)
+	for l := rel[0].Lo; l <= rel[0].Hi; l++ {
+		for h := rel[1].Lo; h <= rel[1].Hi; h++ {
+			m := []int32{l, h}
+			if l+h > 0 && accept(m) && mixSupply(rel, m)+1e-9 >= 30 {
+				assert.GreaterOrEqual(t, mixCost(rel, m)+1e-9, mixCost(rel, got), "%v is accepted and cheaper than %v", m, got)
+			}
+		}
+	}
+}
