@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 30m
 # plane) run this many at a time: they mostly wait on controllers.
 TEST_PARALLEL ?= 4
 
-.PHONY: help build test test-unit test-race test-deps e2e lint fuzz generate verify-generate demo docs bench-report bench-check clean
+.PHONY: help build test test-unit test-race test-deps e2e lint fuzz generate verify-generate demo docs bench-report bench-check bench-heldout clean
 
 help: ## List targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -79,6 +79,9 @@ BENCHFLAGS ?=
 
 bench-check: ## Fail when the committed benchmark tables differ from a fresh run (quick while their stamp matches)
 	$(GO) run ./hack/benchreport -check $(BENCHFLAGS)
+
+bench-heldout: ## Print the planner's goals judged on the held-out workloads
+	$(GO) run ./hack/benchreport -heldout
 
 clean:
 	rm -rf $(BIN)

@@ -65,6 +65,22 @@ func perHour(events int, trace time.Duration) float64 {
 	return 0
 }
 
+// judged collects the goals of the workloads judged so far, in order.
+type judged struct {
+	names []string
+	goals []goal
+}
+
+// add judges a workload's report; a report without a wva and an oracle row
+// is left out.
+func (j *judged) add(name string, rep sim.Report) {
+	if g, ok := goalOf(rep); ok {
+		j.names, j.goals = append(j.names, name), append(j.goals, g)
+	}
+}
+
+func (j judged) table() string { return goalsTable(j.names, j.goals) }
+
 // goalRow is one workload's row of the goals table.
 func goalRow(workload string, g goal) string {
 	mark := func(ok bool) string {

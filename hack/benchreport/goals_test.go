@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -56,4 +57,43 @@ func TestGoals(t *testing.T) {
 	assert.Contains(t, table, "| calm | 97.50% (goal 97.00%): met | 1.40 (goal 1.5): met | not dominated | within | 5.0 | met |\n")
 	assert.Contains(t, table, "| busy | 96.00% (goal 97.00%): **not met** | 1.40 (goal 1.5): met | **dominated** by 2 rows | within | 20.0 | **not met** |\n")
 	assert.Contains(t, table, "Every goal met on 1 of 2 workloads; 12.5 scale events per hour of trace on average, **over** the goal of 12.")
+}
+
+// TestGoalsOf judges each workload from the run the policy table takes of
+// it: an hour-long workload over every policy's knob (--frontier), a long
+// one once.
+func TestGoalsOf(t *testing.T) {
+	runs := map[string]sim.Report{
+		"hour": {
+			Stats: trace.Stats{Duration: time.Hour},
+			SLO:   sim.SLOSummary{Attainment: 0.99},
+			Policies: []sim.PolicySummary{
+				{Policy: "wva", SLOAttainment: 0.995, CostToOracle: 1.2, ScaleEvents: 6},
+				{Policy: "oracle", SLOAttainment: 0.995, CostToOracle: 1},
+			},
+			Verdict: &sim.Verdict{DominatedBy: []string{}},
+		},
+		"day": {
+			Stats: trace.Stats{Duration: 24 * time.Hour},
+			SLO:   sim.SLOSummary{Attainment: 0.99},
+			Policies: []sim.PolicySummary{
+				{Policy: "wva", SLOAttainment: 0.95, CostToOracle: 1.6, ScaleEvents: 48},
+				{Policy: "oracle", SLOAttainment: 0.995, CostToOracle: 1},
+			},
+			Verdict: &sim.Verdict{DominatedBy: []string{"kpa"}, Overshoot: true},
+		},
+	}
+	var calls [][]string
+	simulate := func(args ...string) ([]byte, error) {
+		calls = append(calls, args)
+		return json.Marshal(runs[args[len(args)-1]])
+	}
+	table, err := goalsOf(simulate, []workload{{Name: "an hour", Args: []string{"--shape", "hour"}}, {Name: "a day", Args: []string{"--shape", "day"}, Long: true}})
+	require.NoError(t, err)
+	require.Len(t, calls, 2)
+	assert.Equal(t, []string{"--json", "--frontier", "--shape", "hour"}, calls[0])
+	assert.Equal(t, []string{"--json", "--shape", "day"}, calls[1])
+	assert.Contains(t, table, "| an hour | 99.50% (goal 97.00%): met | 1.20 (goal 1.5): met | not dominated | within | 6.0 | met |\n")
+	assert.Contains(t, table, "| a day | 95.00% (goal 97.00%): **not met** | 1.60 (goal 1.5): **not met** | **dominated** by 1 row | **over** | 2.0 | **not met** |\n")
+	assert.Contains(t, table, "Every goal met on 1 of 2 workloads; 4.0 scale events per hour of trace on average, within the goal of 12.")
 }

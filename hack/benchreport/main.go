@@ -84,7 +84,15 @@ var blockBegin = regexp.MustCompile(`<!-- benchreport:([A-Za-z0-9_-]+) -->\n`)
 func main() {
 	check := flag.Bool("check", false, "fail when the tables ("+strings.Join(tableFiles, ", ")+") differ from a fresh run instead of writing them")
 	full := flag.Bool("full", false, "with -check, simulate even when the stamp says the tables are current")
+	heldOut := flag.Bool("heldout", false, "print the planner's goals judged on the held-out workloads (workloads.HeldOut) as the goals table judges the benchmark's; writes nothing")
 	flag.Parse()
+	if *heldOut {
+		if err := printHeldOut(); err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *check && !*full {
 		current, stamp, err := stampIsCurrent()
 		if err != nil {
@@ -103,17 +111,14 @@ func main() {
 	}
 }
 
-func run(check bool) error {
-	dir, err := os.MkdirTemp("", "benchreport")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
+// commands builds wva into dir and returns a runner of its commands and
+// one of `wva simulate`.
+func commands(dir string) (wva, simulate func(...string) ([]byte, error), err error) {
 	bin := filepath.Join(dir, "wva")
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/wva").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+		return nil, nil, fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	wva := func(args ...string) ([]byte, error) {
+	wva = func(args ...string) ([]byte, error) {
 		cmd := exec.Command(bin, args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -123,8 +128,66 @@ func run(check bool) error {
 		}
 		return out, nil
 	}
-	simulate := func(args ...string) ([]byte, error) {
+	simulate = func(args ...string) ([]byte, error) {
 		return wva(append([]string{"simulate", "--progress", "never"}, args...)...)
+	}
+	return wva, simulate, nil
+}
+
+// printHeldOut prints the goals table of the held-out workloads: the
+// benchmark's goals are worth landing for only where they hold on draws
+// the planner was not tuned on.
+func printHeldOut() error {
+	dir, err := os.MkdirTemp("", "benchreport")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	_, simulate, err := commands(dir)
+	if err != nil {
+		return err
+	}
+	table, err := goalsOf(simulate, workloads.HeldOut)
+	if err != nil {
+		return err
+	}
+	fmt.Print(table)
+	return nil
+}
+
+// goalsOf judges the planner's goals on each workload from the run the
+// policy table takes of it (judgedRun) and renders the goals table.
+func goalsOf(simulate func(...string) ([]byte, error), list []workload) (string, error) {
+	var j judged
+	for _, w := range list {
+		rep, err := judgedRun(simulate, w)
+		if err != nil {
+			return "", err
+		}
+		j.add(w.Name, rep)
+	}
+	return j.table(), nil
+}
+
+// judgedRun is the run a workload is judged by: every policy, and for an
+// hour-long workload every policy's knob too (--frontier), whose settings
+// count among the causal rows; a long workload runs each policy once.
+func judgedRun(simulate func(...string) ([]byte, error), w workload) (sim.Report, error) {
+	if w.Long {
+		return report(simulate, w.Args...)
+	}
+	return report(simulate, append([]string{"--frontier"}, w.Args...)...)
+}
+
+func run(check bool) error {
+	dir, err := os.MkdirTemp("", "benchreport")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	wva, simulate, err := commands(dir)
+	if err != nil {
+		return err
 	}
 
 	// The replica table first: it takes seconds, the others minutes.
@@ -353,30 +416,20 @@ func digestOf(toolchain string, files map[string][]byte, tables []string) string
 // Markdown tables of the policies and of their frontiers.
 func policyTable(simulate func(...string) ([]byte, error)) (table, frontier, goals string, err error) {
 	var b, f strings.Builder
-	var names []string
-	var judged []goal
-	judge := func(name string, rep sim.Report) {
-		if g, ok := goalOf(rep); ok {
-			names, judged = append(names, name), append(judged, g)
-		}
-	}
+	var j judged
 	f.WriteString("| workload | wva | wva-v1 | wva-throughput | queue-threshold | kpa | constant fleets | wva among the adaptive policies |\n")
 	f.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	b.WriteString("| workload | policy | cost | x oracle | SLO met | mean replicas | peak replicas | scale events / h | wva against every other row |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, w := range benchmark {
-		if w.Long {
-			rep, err := report(simulate, w.Args...)
-			if err != nil {
-				return "", "", "", err
-			}
-			policyRows(&b, w.Name, rep)
-			judge(w.Name, rep)
-			continue
-		}
-		rep, err := report(simulate, append([]string{"--frontier"}, w.Args...)...)
+		rep, err := judgedRun(simulate, w)
 		if err != nil {
 			return "", "", "", err
+		}
+		if w.Long {
+			policyRows(&b, w.Name, rep)
+			j.add(w.Name, rep)
+			continue
 		}
 		token, err := report(simulate, append([]string{"--policies", "wva,oracle", "--wva-config", tokenConfig}, w.Args...)...)
 		if err != nil {
@@ -384,12 +437,12 @@ func policyTable(simulate func(...string) ([]byte, error)) (table, frontier, goa
 		}
 		f.WriteString(frontierRow(w.Name, rep))
 		policyRows(&b, w.Name, rep)
-		judge(w.Name, rep)
+		j.add(w.Name, rep)
 		if wva, ok := token.Row(simpolicies.PolicyWVA); ok {
 			b.WriteString(row(w.Name, "wva (token analyzer)", wva, token.Stats.Duration, ""))
 		}
 	}
-	return b.String(), f.String(), goalsTable(names, judged), nil
+	return b.String(), f.String(), j.table(), nil
 }
 
 // policyRows writes the table's rows of a workload's report, the verdict
