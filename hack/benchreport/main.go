@@ -164,7 +164,7 @@ func goalsOf(simulate func(...string) ([]byte, error), list []workload) (string,
 		if err != nil {
 			return "", err
 		}
-		j.add(w.Name, rep)
+		j.add(w, rep)
 	}
 	return j.table(), nil
 }
@@ -428,7 +428,7 @@ func policyTable(simulate func(...string) ([]byte, error)) (table, frontier, goa
 		}
 		if w.Long {
 			policyRows(&b, w.Name, rep)
-			j.add(w.Name, rep)
+			j.add(w, rep)
 			continue
 		}
 		token, err := report(simulate, append([]string{"--policies", "wva,oracle", "--wva-config", tokenConfig}, w.Args...)...)
@@ -437,7 +437,7 @@ func policyTable(simulate func(...string) ([]byte, error)) (table, frontier, goa
 		}
 		f.WriteString(frontierRow(w.Name, rep))
 		policyRows(&b, w.Name, rep)
-		j.add(w.Name, rep)
+		j.add(w, rep)
 		if wva, ok := token.Row(simpolicies.PolicyWVA); ok {
 			b.WriteString(row(w.Name, "wva (token analyzer)", wva, token.Stats.Duration, ""))
 		}
