@@ -12,17 +12,23 @@ import (
 	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
+// runOf is a report of a run of the given length with wva's and the
+// oracle's rows and wva's verdict.
+func runOf(length time.Duration, wvaAtt, oracleAtt, toOracle float64, events int, dominated []string, over bool) sim.Report {
+	return sim.Report{
+		Stats: trace.Stats{Duration: length},
+		SLO:   sim.SLOSummary{Attainment: 0.99},
+		Policies: []sim.PolicySummary{
+			{Policy: "wva", SLOAttainment: wvaAtt, CostToOracle: toOracle, ScaleEvents: events},
+			{Policy: "oracle", SLOAttainment: oracleAtt, CostToOracle: 1},
+		},
+		Verdict: &sim.Verdict{DominatedBy: dominated, Overshoot: over},
+	}
+}
+
 func TestGoals(t *testing.T) {
 	rep := func(wvaAtt, oracleAtt, toOracle float64, events int, dominated []string, over bool) sim.Report {
-		return sim.Report{
-			Stats: trace.Stats{Duration: 2 * time.Hour},
-			SLO:   sim.SLOSummary{Attainment: 0.99},
-			Policies: []sim.PolicySummary{
-				{Policy: "wva", SLOAttainment: wvaAtt, CostToOracle: toOracle, ScaleEvents: events},
-				{Policy: "oracle", SLOAttainment: oracleAtt, CostToOracle: 1},
-			},
-			Verdict: &sim.Verdict{DominatedBy: dominated, Overshoot: over},
-		}
+		return runOf(2*time.Hour, wvaAtt, oracleAtt, toOracle, events, dominated, over)
 	}
 	for _, tc := range []struct {
 		name                 string
@@ -69,33 +75,9 @@ func TestGoals(t *testing.T) {
 // one once.
 func TestGoalsOf(t *testing.T) {
 	runs := map[string]sim.Report{
-		"hour": {
-			Stats: trace.Stats{Duration: time.Hour},
-			SLO:   sim.SLOSummary{Attainment: 0.99},
-			Policies: []sim.PolicySummary{
-				{Policy: "wva", SLOAttainment: 0.995, CostToOracle: 1.2, ScaleEvents: 6},
-				{Policy: "oracle", SLOAttainment: 0.995, CostToOracle: 1},
-			},
-			Verdict: &sim.Verdict{DominatedBy: []string{}},
-		},
-		"curve": {
-			Stats: trace.Stats{Duration: time.Hour},
-			SLO:   sim.SLOSummary{Attainment: 0.99},
-			Policies: []sim.PolicySummary{
-				{Policy: "wva", SLOAttainment: 0.995, CostToOracle: 1.4, ScaleEvents: 6},
-				{Policy: "oracle", SLOAttainment: 0.995, CostToOracle: 1},
-			},
-			Verdict: &sim.Verdict{DominatedBy: []string{}},
-		},
-		"day": {
-			Stats: trace.Stats{Duration: 24 * time.Hour},
-			SLO:   sim.SLOSummary{Attainment: 0.99},
-			Policies: []sim.PolicySummary{
-				{Policy: "wva", SLOAttainment: 0.95, CostToOracle: 1.6, ScaleEvents: 48},
-				{Policy: "oracle", SLOAttainment: 0.995, CostToOracle: 1},
-			},
-			Verdict: &sim.Verdict{DominatedBy: []string{"kpa"}, Overshoot: true},
-		},
+		"hour":  runOf(time.Hour, 0.995, 0.995, 1.2, 6, []string{}, false),
+		"curve": runOf(time.Hour, 0.995, 0.995, 1.4, 6, []string{}, false),
+		"day":   runOf(24*time.Hour, 0.95, 0.995, 1.6, 48, []string{"kpa"}, true),
 	}
 	var calls [][]string
 	simulate := func(args ...string) ([]byte, error) {
