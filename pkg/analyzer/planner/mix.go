@@ -146,13 +146,7 @@ func greedyMix(vs []mixVariant, need float64) ([]int32, bool) {
 // gateway's split relative to its line at group load d (d x f / sum(n x
 // rate x f)), and that variant's load factor.
 func busiestLoad(vs []mixVariant, counts []int32, d float64) (load, factor float64) {
-	s1 := 0.0
-	for i, v := range vs {
-		if counts[i] > 0 {
-			s1 += float64(counts[i]) * v.Rate * v.factor()
-			factor = max(factor, v.factor())
-		}
-	}
+	s1, _, factor := splitSums(vs, counts)
 	if s1 <= 0 {
 		return math.Inf(1), factor
 	}

@@ -579,8 +579,13 @@ func overSLO(r decision.ReplicaMetrics, slo params.SLO) bool {
 		return true
 	}
 	n, share := overTarget(r.TPOT, slo.TargetITLms)
-	return n >= minOverSLORequests && slo.TargetITLms > 0 && share > overSLOBudgets*(1-slo.Attainment)
+	return n >= minOverSLORequests && slo.TargetITLms > 0 && missesITL(share, slo.Attainment)
 }
+
+// missesITL says whether a share of requests over the ITL target exceeds
+// overSLOBudgets of the SLO's error budget: a replica's share (overSLO) or
+// a variant's (shiftFromMissingITL).
+func missesITL(share, attainment float64) bool { return share > overSLOBudgets*(1-attainment) }
 
 // holdPeak compares the supply with the demand, adapts the hold to the
 // lulls seen, and holds the highest plan of the hold.
@@ -815,7 +820,7 @@ func shiftFromMissingITL(mv []mixVariant, now []int32, shares []float64, attainm
 	var missing []int
 	running, meeting := false, false
 	for i, s := range shares {
-		if s > overSLOBudgets*budget {
+		if missesITL(s, attainment) {
 			missing = append(missing, i)
 			running = running || now[i] > 0
 		}
@@ -826,7 +831,7 @@ func shiftFromMissingITL(mv []mixVariant, now []int32, shares []float64, attainm
 	}
 	for i, s := range shares {
 		switch {
-		case s > overSLOBudgets*budget:
+		case missesITL(s, attainment):
 			mv[i].Hi = max(min(mv[i].Hi, now[i]), mv[i].Lo)
 		case s >= 0 && s <= budget:
 			mv[i].Lo = max(mv[i].Lo, min(now[i], mv[i].Hi))

@@ -114,17 +114,25 @@ func loadFactors(variants []decision.Variant, caps map[string]ReplicaCapacity, s
 // requests it carries, not the whole fleet's supply: an L40S beside three
 // H100s carries a fifth of them.
 func mixSupply(vs []mixVariant, counts []int32) float64 {
-	s1, s2 := 0.0, 0.0
-	for i, v := range vs {
-		if counts[i] > 0 {
-			s1 += float64(counts[i]) * v.Rate * v.factor()
-			s2 += float64(counts[i]) * v.Rate * v.factor() * v.factor()
-		}
-	}
+	s1, s2, _ := splitSums(vs, counts)
 	if s2 == 0 {
 		return 0
 	}
 	return s1 * s1 / s2
+}
+
+// splitSums are a mix's sums under the gateway's split, s1 = sum(n x rate
+// x f) and s2 = sum(n x rate x f^2) over the variants it runs, and the
+// largest load factor f among them (its busiest variant's).
+func splitSums(vs []mixVariant, counts []int32) (s1, s2, busiest float64) {
+	for i, v := range vs {
+		if counts[i] > 0 {
+			s1 += float64(counts[i]) * v.Rate * v.factor()
+			s2 += float64(counts[i]) * v.Rate * v.factor() * v.factor()
+			busiest = max(busiest, v.factor())
+		}
+	}
+	return s1, s2, busiest
 }
 
 // supplyOf is the group load counts (in c.variants' order) serve at the
