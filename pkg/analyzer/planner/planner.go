@@ -499,7 +499,7 @@ func (c *cycle) demand() {
 	rate := an.LoadRate + max(an.Rising, an.RiseMargin, an.ProfileRise) + an.BacklogRate
 	an.Staffed = staffed(rate, c.ref, c.slo)
 	an.StaffedArrivals = staffed(an.LoadRate+heldMargin, c.ref, c.slo)
-	if floor, n, slow := saturationFloor(c.g, c.caps, c.ref, c.scaling, c.slo); floor > rate && !c.absorbing() {
+	if floor, n, slow := saturationFloor(c.g, c.caps, c.ref, c.scaling, c.slo, !c.settling()); floor > rate && !c.absorbing() {
 		// The replicas say demand is more than the rates do: a renamed
 		// counter, a scrape gap or a capacity fitted too high. Like a
 		// backlog, the floor orders now and is not held: saturation
@@ -516,6 +516,18 @@ func (c *cycle) demand() {
 			an.SlowFloor = an.Staffed
 		}
 	}
+}
+
+// settling says a variant gained ready replicas within settleCycles: the
+// TPOT histograms of the rate window still hold the requests served
+// before those took their share.
+func (c *cycle) settling() bool {
+	for _, v := range c.variants {
+		if c.next.Variants[v.Name].Settle > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // drained says a backlog worth ordering for (a tenth of the arrivals
@@ -545,12 +557,17 @@ func (c *cycle) absorbing() bool {
 // wait or run slow, so demand exceeds what they supply by at least one
 // reference replica, whatever the rate series and the fitted capacity
 // say. It returns 0 otherwise, how many replicas are saturated and how
-// many of them are over the ITL target.
-func saturationFloor(g decision.Group, caps map[string]ReplicaCapacity, ref ReplicaCapacity, scaling params.Scaling, slo params.SLO) (floor float64, saturated, slow int) {
+// many of them are over the ITL target. Latency is read only when fresh:
+// the TTFT average and the TPOT histogram cover the rate window, and for
+// one after a variant gained ready replicas they still count the requests
+// served before those took their share (KV cache and queues are read as
+// they are now). On Azure conv x2 the floor read two L40S still slow a
+// minute after two H100 began serving and ordered two more H100.
+func saturationFloor(g decision.Group, caps map[string]ReplicaCapacity, ref ReplicaCapacity, scaling params.Scaling, slo params.SLO, fresh bool) (floor float64, saturated, slow int) {
 	var supply float64
 	for _, r := range g.Replicas {
 		supply += caps[r.Variant].Rate
-		over := overSLO(r, slo)
+		over := fresh && overSLO(r, slo)
 		if over {
 			slow++
 		}

@@ -807,21 +807,27 @@ func TestSaturationFloor(t *testing.T) {
 		replicas  []decision.ReplicaMetrics
 		floor     float64
 		saturated int
+		// settling: a variant gained ready replicas within the rate
+		// window (the latency histograms predate them).
+		settling bool
 	}{
-		{"none reporting", nil, 0, 0},
-		{"all calm", []decision.ReplicaMetrics{calm("a"), calm("b")}, 0, 0},
-		{"half saturated is not most", []decision.ReplicaMetrics{hot("a"), calm("b")}, 0, 1},
-		{"most saturated: their supply and one more", []decision.ReplicaMetrics{hot("a"), queued("b"), calm("a")}, 2 + 5 + 2 + 2, 2},
-		{"queue alone saturates", []decision.ReplicaMetrics{queued("a")}, 2 + 2, 1},
-		{"most over the ITL target", []decision.ReplicaMetrics{slow("a", 2, 0.2), slow("b", 5, 0.06), calm("a")}, 2 + 5 + 2 + 2, 2},
-		{"within five error budgets", []decision.ReplicaMetrics{slow("a", 2, 0.04), slow("b", 5, 0.04)}, 0, 0},
-		{"too few requests to tell", []decision.ReplicaMetrics{slow("a", 0.1, 0.5)}, 0, 0},
-		{"most over the TTFT target on average", []decision.ReplicaMetrics{firstTokenLate("a", 1, 2500), firstTokenLate("b", 1, 2100), calm("a")}, 2 + 5 + 2 + 2, 2},
-		{"TTFT within the target", []decision.ReplicaMetrics{firstTokenLate("a", 1, 1900), firstTokenLate("b", 1, 1500)}, 0, 0},
-		{"too few first tokens to tell", []decision.ReplicaMetrics{firstTokenLate("a", 0.1, 9000)}, 0, 0},
+		{"none reporting", nil, 0, 0, false},
+		{"all calm", []decision.ReplicaMetrics{calm("a"), calm("b")}, 0, 0, false},
+		{"half saturated is not most", []decision.ReplicaMetrics{hot("a"), calm("b")}, 0, 1, false},
+		{"most saturated: their supply and one more", []decision.ReplicaMetrics{hot("a"), queued("b"), calm("a")}, 2 + 5 + 2 + 2, 2, false},
+		{"queue alone saturates", []decision.ReplicaMetrics{queued("a")}, 2 + 2, 1, false},
+		{"most over the ITL target", []decision.ReplicaMetrics{slow("a", 2, 0.2), slow("b", 5, 0.06), calm("a")}, 2 + 5 + 2 + 2, 2, false},
+		{"within five error budgets", []decision.ReplicaMetrics{slow("a", 2, 0.04), slow("b", 5, 0.04)}, 0, 0, false},
+		{"too few requests to tell", []decision.ReplicaMetrics{slow("a", 0.1, 0.5)}, 0, 0, false},
+		{"most over the TTFT target on average", []decision.ReplicaMetrics{firstTokenLate("a", 1, 2500), firstTokenLate("b", 1, 2100), calm("a")}, 2 + 5 + 2 + 2, 2, false},
+		{"TTFT within the target", []decision.ReplicaMetrics{firstTokenLate("a", 1, 1900), firstTokenLate("b", 1, 1500)}, 0, 0, false},
+		{"too few first tokens to tell", []decision.ReplicaMetrics{firstTokenLate("a", 0.1, 9000)}, 0, 0, false},
+		{"over the ITL target before new replicas served", []decision.ReplicaMetrics{slow("a", 2, 0.2), slow("b", 5, 0.06), calm("a")}, 0, 0, true},
+		{"over the TTFT target before new replicas served", []decision.ReplicaMetrics{firstTokenLate("a", 1, 2500), firstTokenLate("b", 1, 2100)}, 0, 0, true},
+		{"queues saturate while new replicas settle", []decision.ReplicaMetrics{hot("a"), queued("b"), slow("a", 2, 0.2)}, 2 + 5 + 2 + 2, 2, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			floor, n, _ := saturationFloor(decision.Group{Replicas: tt.replicas}, caps, ref, scaling, params.DefaultSLO())
+			floor, n, _ := saturationFloor(decision.Group{Replicas: tt.replicas}, caps, ref, scaling, params.DefaultSLO(), !tt.settling)
 			assert.InDelta(t, tt.floor, floor, 1e-9)
 			assert.Equal(t, tt.saturated, n)
 		})
