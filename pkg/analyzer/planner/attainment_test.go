@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -224,4 +225,63 @@ func TestQueueTimeCountsOverTarget(t *testing.T) {
 			assert.InDelta(t, tc.over, a.Over, 1e-9)
 		})
 	}
+}
+
+// l4sServing is n L4s serving rate (req/s) between them, over share of
+// their requests over the ITL target; no H100 can be added.
+func l4sServing(n int32, rate, over float64) decision.Group {
+	g := fleet(n, 0, rate)
+	g.Variants[1].MaxReplicas = 0
+	load := rate / float64(n)
+	for j := range g.Replicas {
+		g.Replicas[j].TPOT = decision.Histogram{Bounds: []float64{0.05, 0.1, math.Inf(1)}, Counts: []float64{0.5 * load, (1 - over) * load, load}}
+	}
+	return g
+}
+
+// A variant's shown load is the highest load per replica its requests
+// were seen meeting the ITL target at (in tokens per second): requests
+// over the SLO's error budget show nothing.
+func TestShownLoadNeedsRequestsWithinTarget(t *testing.T) {
+	shown := func(over float64) float64 {
+		var st any
+		for i := range 4 {
+			g := l4sServing(4, 8, over)
+			g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+			_, _, st = run(t, g, st)
+		}
+		var s State
+		require.NoError(t, json.Unmarshal(st.(json.RawMessage), &s))
+		return s.Variants["l4"].ShownLoad
+	}
+	assert.InDelta(t, 2*(800+200), shown(0), 1e-6, "2 req/s of 800 + 200 tokens")
+	assert.InDelta(t, 2*(800+200), shown(0.005), 1e-6, "within one error budget")
+	assert.Zero(t, shown(0.05))
+}
+
+// A release trusts a variant's fitted line only as far as its requests
+// were seen meeting the ITL target: twelve L4s found serving 1 req/s each,
+// whose line claims several times that, give back at most down to twice
+// the load per replica they showed; each later release goes further from
+// the load seen at the size before.
+func TestReleaseTrustsTheLineAsFarAsShown(t *testing.T) {
+	const rate = 4.0
+	n := int32(12)
+	var st any
+	var an Analysis
+	var steps []int32
+	for i := range 360 {
+		g := l4sServing(n, rate, 0)
+		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+		var sig decision.Signal
+		an, sig, st = run(t, g, st)
+		if p := sig.PlannedReplicas["l4"]; p != n {
+			steps = append(steps, p)
+			n = p
+		}
+	}
+	require.Greater(t, an.Variants[1].Capacity.Rate, 3*rate/12, "the line claims more than three times the load")
+	require.NotEmpty(t, steps, "the fleet is released")
+	assert.GreaterOrEqual(t, steps[0], int32(6), "the first release at most doubles the load per replica: %v", steps)
+	assert.Less(t, n, steps[0], "later releases go further: %v", steps)
 }

@@ -160,6 +160,9 @@ type VariantState struct {
 	// PeakLoad is the highest request rate one of its replicas was seen
 	// serving (requests per second).
 	PeakLoad float64 `json:"peakLoad,omitempty"`
+	// ShownLoad is the highest mean load per replica (prompt and output
+	// tokens per second) at which its requests met the ITL target.
+	ShownLoad float64 `json:"shownLoad,omitempty"`
 	// Headroom is the share of the ITL target the plan holds the mean
 	// ITL to, learned from the requests over the target (attainment.go);
 	// 0 until the variant is first analyzed.
@@ -792,6 +795,11 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 			mv[i].Lo = min(max(mv[i].Lo, next.Found[v.Name]), mv[i].Hi)
 		}
 	}
+	// The fitted lines are trusted only as far as the replicas were seen
+	// serving within the target (withinShown).
+	for i, v := range c.variants {
+		mv[i].Rate = withinShown(ReplicaCapacity{Rate: mv[i].Rate}, next.Variants[v.Name].ShownLoad, c.an.Input, c.an.Output).Rate
+	}
 	shares := c.itlShares()
 	for _, i := range shiftFromMissingITL(mv, counts, shares, c.slo.Attainment) {
 		an.MissingITL = append(an.MissingITL, fmt.Sprintf("%s (%.1f%% of its requests over the ITL target)", c.variants[i].Name, 100*shares[i]))
@@ -1291,6 +1299,9 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 		va.TPOTOverTarget = att.Over
 		if att.Requests >= minOverSLORequests {
 			vs.ITLOver, vs.ITLOverAt = att.Over, now
+			if att.Over <= 1-slo.Attainment {
+				vs.ShownLoad = max(vs.ShownLoad, att.Load*(in+out))
+			}
 		}
 		if now.Sub(vs.VerdictAt) < decision.RateWindow {
 			// The window still holds requests the last verdict
@@ -1370,4 +1381,22 @@ func lasting(now time.Time, st State, next *State, supply, need float64) bool {
 	}
 	next.ShortSince = since
 	return false
+}
+
+// withinShown bounds a replica's rate for a scale-down by how far its
+// variant's requests were seen meeting the ITL target: a line fitted at a
+// fraction of its rate extrapolates its slope far (prefill-heavy traffic
+// whose bursts fill a step's token budget misses at a third of its fitted
+// rate), so a release credits a replica with at most 1/provenShare times
+// the highest load per replica (tokens per second, shownTokens) its
+// variant served within the target. 0: never seen loaded, unbounded.
+func withinShown(c ReplicaCapacity, shownTokens, in, out float64) ReplicaCapacity {
+	if shownTokens <= 0 || in+out <= 0 {
+		return c
+	}
+	if r := shownTokens / (in + out) / provenShare; r < c.Rate {
+		c.Concurrency *= r / c.Rate
+		c.Rate, c.Bound = r, "shown-load"
+	}
+	return c
 }

@@ -1147,10 +1147,16 @@ func TestReleaseKeepsTheVariantMeetingITL(t *testing.T) {
 			g.Replicas[j].ArrivalRate = 0.1
 			g.Replicas[j].TPOT = tpot(0.1, l4Over)
 		}
+		// The H100s were first seen serving 3 req/s each within the
+		// target: a release may credit them with their line's rate.
+		load := rate / 6.0
+		if i < 4 {
+			load = 3
+		}
 		for _, p := range []string{"h100-a", "h100-b", "h100-c", "h100-d"} {
 			g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: p, Variant: "h100",
 				NumGPUBlocks: 32768, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
-				ArrivalRate: rate / 6.0, AvgITLms: 20, AvgTTFTms: 200, TPOT: tpot(rate/6.0, 0)})
+				ArrivalRate: load, AvgITLms: 20, AvgTTFTms: 200, TPOT: tpot(load, 0)})
 		}
 		return g
 	}
