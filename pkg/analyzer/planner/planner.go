@@ -798,7 +798,7 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 	// The fitted lines are trusted only as far as the replicas were seen
 	// serving within the target (withinShown).
 	for i, v := range c.variants {
-		mv[i].Rate = withinShown(ReplicaCapacity{Rate: mv[i].Rate}, next.Variants[v.Name].ShownLoad, c.an.Input, c.an.Output).Rate
+		mv[i].Rate = withinShown(mv[i].Rate, next.Variants[v.Name].ShownLoad, c.an.Input, c.an.Output)
 	}
 	shares := c.itlShares()
 	for _, i := range shiftFromMissingITL(mv, counts, shares, c.slo.Attainment) {
@@ -1390,13 +1390,9 @@ func lasting(now time.Time, st State, next *State, supply, need float64) bool {
 // rate), so a release credits a replica with at most 1/provenShare times
 // the highest load per replica (tokens per second, shownTokens) its
 // variant served within the target. 0: never seen loaded, unbounded.
-func withinShown(c ReplicaCapacity, shownTokens, in, out float64) ReplicaCapacity {
+func withinShown(rate, shownTokens, in, out float64) float64 {
 	if shownTokens <= 0 || in+out <= 0 {
-		return c
+		return rate
 	}
-	if r := shownTokens / (in + out) / provenShare; r < c.Rate {
-		c.Concurrency *= r / c.Rate
-		c.Rate, c.Bound = r, "shown-load"
-	}
-	return c
+	return min(rate, shownTokens/(in+out)/provenShare)
 }
