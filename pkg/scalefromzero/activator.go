@@ -559,8 +559,15 @@ func backendGone(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
 		// A kept-alive connection the transport was still writing on when
 		// the backend closed it.
-		errors.Is(err, net.ErrClosed)
+		errors.Is(err, net.ErrClosed) ||
+		// A kept-alive connection the backend closed while it sat idle, picked
+		// for this request before the transport saw the close. net/http does
+		// not export this error and does not retry a POST on it.
+		strings.Contains(err.Error(), serverClosedIdle)
 }
+
+// serverClosedIdle is the message of net/http's unexported errServerClosedIdle.
+const serverClosedIdle = "http: server closed idle connection"
 
 // allBlocked reports whether every group of the model was refused by the
 // budget (a model with some group waking is worth waiting for), with the

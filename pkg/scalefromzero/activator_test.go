@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -351,6 +353,30 @@ func TestActivatorForwardsOnlyInferencePaths(t *testing.T) {
 				assert.Equal(t, "POST", resp.Header.Get("Allow"))
 				assert.Equal(t, 1.0, testutil.ToFloat64(a.Metrics.ActivatorReqs.WithLabelValues("method_not_allowed")))
 			}
+		})
+	}
+}
+
+// TestBackendGone: the forwarding errors that mean the backend went away
+// (and the request was not answered) are held and retried; the others are a
+// 502.
+func TestBackendGone(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "connection refused", err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, want: true},
+		{name: "reset while reading", err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, want: true},
+		{name: "closed before any response", err: io.EOF, want: true},
+		{name: "written to a closed connection", err: fmt.Errorf("write: %w", net.ErrClosed), want: true},
+		{name: "idle connection closed by the backend", err: errors.New("http: server closed idle connection"), want: true},
+		{name: "response timeout", err: context.DeadlineExceeded, want: false},
+		{name: "malformed response", err: errors.New(`net/http: HTTP/1.x transport connection broken: malformed HTTP response "\x15\x03"`), want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, backendGone(tt.err))
 		})
 	}
 }
