@@ -631,6 +631,13 @@ func (c *cycle) holdPeak() {
 		// error budget can pay for the next onset if one comes.
 		c.hold = min(c.hold, time.Duration(shortHoldFactor*float64(unit)))
 	}
+	if len(c.next.Rises) == 0 && falling(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon) {
+		// A steady fall with no burst in memory is a curve going down (a
+		// day's evening), not a lull a burst comes back from: what it
+		// gives back is not needed within a start-up, so the hold keeps
+		// one start-up's plans, not the peak's for minutes down the curve.
+		c.hold = min(c.hold, unit)
+	}
 	an.Hold = c.hold.String()
 	c.remember()
 }

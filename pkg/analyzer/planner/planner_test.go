@@ -366,6 +366,29 @@ func TestHoldThroughShortLulls(t *testing.T) {
 	}
 }
 
+// TestEveningIsNotHeld: on a curve going down with no burst in memory,
+// what is given back is not needed within a start-up, so the fleet
+// follows the fall a start-up behind, not a short hold (three start-ups)
+// behind.
+func TestEveningIsNotHeld(t *testing.T) {
+	const startup = 3 * time.Minute
+	curve := &minuteFleet{t: t, startup: startup, l4: 2}
+	for m := range 25 {
+		curve.cycle(2+float64(m), 0) // 2 -> 26 req/s, 1 req/s a minute
+	}
+	peak := curve.l4
+	for m := range 14 {
+		curve.cycle(26-float64(m+1), 0) // back to 12 req/s
+	}
+	// What the fall's rate a start-up and a cycle ago plans when steady.
+	steady := &minuteFleet{t: t, startup: startup, l4: curve.l4}
+	for range 20 {
+		steady.cycle(12+float64(startup/time.Minute)+1, 0)
+	}
+	assert.LessOrEqual(t, curve.l4, steady.l4, "the fall is followed a start-up behind")
+	assert.Less(t, curve.l4, peak, "the peak's replicas are given back")
+}
+
 // minuteFleet runs the planner on an l4-only group one cycle a minute,
 // starting what each cycle plans before the next. The replicas' ITL
 // follows one curve (20 ms idle, 100 ms at 8 req/s), so what is learned
@@ -596,6 +619,51 @@ func TestRisingForecastsSteadyGrowth(t *testing.T) {
 			got := rising(ps, t0, cur, horizon)
 			assert.GreaterOrEqual(t, got, tc.min)
 			assert.LessOrEqual(t, got, tc.max)
+		})
+	}
+}
+
+// TestFallingIsASlopeNotAStep: a fall through every part of the window is
+// a curve going down; a burst's end, or bursts ending one after the
+// other, leave level parts and are lulls.
+func TestFallingIsASlopeNotAStep(t *testing.T) {
+	series := func(span time.Duration, f func(age time.Duration) float64) ([]PlanPoint, float64) {
+		var ps []PlanPoint
+		for age := span; age > 0; age -= 30 * time.Second {
+			ps = append(ps, PlanPoint{At: t0.Add(-age), Arrivals: f(age)})
+		}
+		return ps, f(0)
+	}
+	noise := func(age time.Duration) float64 {
+		return []float64{-0.3, 0.2, 0.4, -0.1, -0.4, 0.1}[int(age/(30*time.Second))%6]
+	}
+	// smeared is a step from before to after at age at, seen through the
+	// collector's one-minute rate.
+	smeared := func(age, at time.Duration, before, after float64) float64 {
+		x := min(max((age-at).Seconds()/60+0.5, 0), 1)
+		return after + (before-after)*x
+	}
+	cases := []struct {
+		name    string
+		horizon time.Duration
+		span    time.Duration
+		rate    func(age time.Duration) float64
+		want    bool
+	}{
+		{"a day's evening: 1 req/s less a minute", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 15 + a.Minutes() + noise(a) }, true},
+		{"a slow evening within the noise", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 5 + 0.05*a.Minutes() + noise(a) }, false},
+		{"a burst's end three minutes ago", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return smeared(a, 3*time.Minute, 24, 5) + noise(a) }, false},
+		{"bursts ending one after the other: 24, 17, 5 req/s", 30 * time.Second, 10 * time.Minute, func(a time.Duration) float64 {
+			return smeared(a, 3*time.Minute, 17, 5) + smeared(a, 6*time.Minute, 7, 0) + noise(a)
+		}, false},
+		{"a plateau", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 20 + noise(a) }, false},
+		{"a rise", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 30 - a.Minutes() + noise(a) }, false},
+		{"an evening seen for less than the window", 4 * time.Minute, 8 * time.Minute, func(a time.Duration) float64 { return 15 + a.Minutes() }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ps, cur := series(tc.span, tc.rate)
+			assert.Equal(t, tc.want, falling(ps, t0, cur, tc.horizon))
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"math"
 	"time"
 
 	"github.com/wva-project/wva/pkg/decision"
@@ -79,3 +80,47 @@ func recentSlope(xs, ys []float64) (float64, bool) {
 func trendWindow(horizon time.Duration) time.Duration {
 	return max(trendHorizons*horizon, minTrendWindow)
 }
+
+// falling says the arrival rate has fallen steadily over the trend's
+// window (at least fallParts rate windows): the mean of each of its
+// fallParts parts lower than the older one beside it by more than
+// trendStdErrs standard errors of a Poisson rate over a part. A burst's
+// end is a step, which leaves level parts on either side of it, and so is
+// a staircase of bursts ending one after the other (24, 17 then 5 req/s
+// over nine minutes); a day's evening falls through every part.
+func falling(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration) bool {
+	window := max(trendWindow(horizon), fallParts*decision.RateWindow)
+	part := window / fallParts
+	var sum [fallParts]float64
+	var n [fallParts]int
+	sum[0], n[0] = cur, 1
+	oldest := time.Duration(0)
+	for _, p := range plans {
+		age := now.Sub(p.At)
+		if age < 0 || age >= window || p.Arrivals <= 0 {
+			continue
+		}
+		i := int(age / part)
+		sum[i] += p.Arrivals
+		n[i]++
+		oldest = max(oldest, age)
+	}
+	if oldest < window-decision.RateWindow {
+		return false
+	}
+	for i := 1; i < fallParts; i++ {
+		if n[i] == 0 {
+			return false
+		}
+		newer, older := sum[i-1]/float64(n[i-1]), sum[i]/float64(n[i])
+		if older-newer <= trendStdErrs*math.Sqrt(older/part.Seconds()) {
+			return false
+		}
+	}
+	return true
+}
+
+// fallParts is how many parts falling reads, each at least a rate window
+// long, so a step smoothed by the collector's rate over one window spans
+// at most two of them.
+const fallParts = 6
