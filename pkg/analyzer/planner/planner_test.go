@@ -571,16 +571,6 @@ func TestStartupHorizon(t *testing.T) {
 // a step already taken or a ramp that levelled off.
 func TestRisingForecastsSteadyGrowth(t *testing.T) {
 	const horizon = 4 * time.Minute
-	series := func(span time.Duration, f func(age time.Duration) float64) ([]PlanPoint, float64) {
-		var ps []PlanPoint
-		for age := span; age > 0; age -= 30 * time.Second {
-			ps = append(ps, PlanPoint{At: t0.Add(-age), Arrivals: f(age)})
-		}
-		return ps, f(0)
-	}
-	noise := func(age time.Duration) float64 {
-		return []float64{-0.3, 0.2, 0.4, -0.1, -0.4, 0.1}[int(age/(30*time.Second))%6]
-	}
 	cases := []struct {
 		name     string
 		span     time.Duration
@@ -588,34 +578,34 @@ func TestRisingForecastsSteadyGrowth(t *testing.T) {
 		min, max float64
 	}{
 		{"ramp of 0.6 req/s per minute", 12 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() }, 2.39, 2.41},
-		{"noisy ramp", 12 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() + noise(a) }, 1.2, 2.6},
-		{"noisy plateau", 12 * time.Minute, func(a time.Duration) float64 { return 5 + noise(a) }, 0, 0},
+		{"noisy ramp", 12 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() + rateNoise(a) }, 1.2, 2.6},
+		{"noisy plateau", 12 * time.Minute, func(a time.Duration) float64 { return 5 + rateNoise(a) }, 0, 0},
 		{"falling", 12 * time.Minute, func(a time.Duration) float64 { return 2 + 0.01*a.Seconds() }, 0, 0},
 		{"step 2 -> 8 five minutes ago", 12 * time.Minute, func(a time.Duration) float64 {
 			if a > 5*time.Minute {
-				return 2 + noise(a)/3
+				return 2 + rateNoise(a)/3
 			}
-			return 8 + noise(a)
+			return 8 + rateNoise(a)
 		}, 0, 0.5},
 		{"step 6 -> 26 four minutes ago, six minutes of history", 6 * time.Minute, func(a time.Duration) float64 {
 			if a > 4*time.Minute {
-				return 6 + noise(a)/3
+				return 6 + rateNoise(a)/3
 			}
-			return 26 + noise(a)
+			return 26 + rateNoise(a)
 		}, 0, 0.5}, // the window's line alone: 8.6
 		{"ramp that levelled off two minutes ago", 12 * time.Minute, func(a time.Duration) float64 {
-			return 9 - 0.01*max(a-2*time.Minute, 0).Seconds() + noise(a)/3
+			return 9 - 0.01*max(a-2*time.Minute, 0).Seconds() + rateNoise(a)/3
 		}, 0, 0.5},
 		{"history shorter than half the window", 5 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() }, 0, 0},
 	}
 	// A 30s start-up: a step from idle seen through the 1m rate window is a
 	// one-minute ramp, which the five-minute minimum window does not
 	// extrapolate.
-	ramp, cur := series(time.Minute, func(a time.Duration) float64 { return 1 - a.Seconds()/60 })
+	ramp, cur := arrivalSeries(time.Minute, func(a time.Duration) float64 { return 1 - a.Seconds()/60 })
 	assert.Zero(t, rising(ramp, t0, cur, 30*time.Second), "a step through the rate window")
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ps, cur := series(tc.span, tc.rate)
+			ps, cur := arrivalSeries(tc.span, tc.rate)
 			got := rising(ps, t0, cur, horizon)
 			assert.GreaterOrEqual(t, got, tc.min)
 			assert.LessOrEqual(t, got, tc.max)
@@ -623,20 +613,25 @@ func TestRisingForecastsSteadyGrowth(t *testing.T) {
 	}
 }
 
+// arrivalSeries is the plans of the last span, one every 30 s, with the
+// arrival rate f(age), and the current rate f(0).
+func arrivalSeries(span time.Duration, f func(age time.Duration) float64) ([]PlanPoint, float64) {
+	var ps []PlanPoint
+	for age := span; age > 0; age -= 30 * time.Second {
+		ps = append(ps, PlanPoint{At: t0.Add(-age), Arrivals: f(age)})
+	}
+	return ps, f(0)
+}
+
+// rateNoise is a fixed pattern of noise on a measured rate, by age.
+func rateNoise(age time.Duration) float64 {
+	return []float64{-0.3, 0.2, 0.4, -0.1, -0.4, 0.1}[int(age/(30*time.Second))%6]
+}
+
 // TestFallingIsASlopeNotAStep: a fall through every part of the window is
 // a curve going down; a burst's end, or bursts ending one after the
 // other, leave level parts and are lulls.
 func TestFallingIsASlopeNotAStep(t *testing.T) {
-	series := func(span time.Duration, f func(age time.Duration) float64) ([]PlanPoint, float64) {
-		var ps []PlanPoint
-		for age := span; age > 0; age -= 30 * time.Second {
-			ps = append(ps, PlanPoint{At: t0.Add(-age), Arrivals: f(age)})
-		}
-		return ps, f(0)
-	}
-	noise := func(age time.Duration) float64 {
-		return []float64{-0.3, 0.2, 0.4, -0.1, -0.4, 0.1}[int(age/(30*time.Second))%6]
-	}
 	// smeared is a step from before to after at age at, seen through the
 	// collector's one-minute rate.
 	smeared := func(age, at time.Duration, before, after float64) float64 {
@@ -650,19 +645,19 @@ func TestFallingIsASlopeNotAStep(t *testing.T) {
 		rate    func(age time.Duration) float64
 		want    bool
 	}{
-		{"a day's evening: 1 req/s less a minute", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 15 + a.Minutes() + noise(a) }, true},
-		{"a slow evening within the noise", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 5 + 0.05*a.Minutes() + noise(a) }, false},
-		{"a burst's end three minutes ago", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return smeared(a, 3*time.Minute, 24, 5) + noise(a) }, false},
+		{"a day's evening: 1 req/s less a minute", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 15 + a.Minutes() + rateNoise(a) }, true},
+		{"a slow evening within the noise", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 5 + 0.05*a.Minutes() + rateNoise(a) }, false},
+		{"a burst's end three minutes ago", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return smeared(a, 3*time.Minute, 24, 5) + rateNoise(a) }, false},
 		{"bursts ending one after the other: 24, 17, 5 req/s", 30 * time.Second, 10 * time.Minute, func(a time.Duration) float64 {
-			return smeared(a, 3*time.Minute, 17, 5) + smeared(a, 6*time.Minute, 7, 0) + noise(a)
+			return smeared(a, 3*time.Minute, 17, 5) + smeared(a, 6*time.Minute, 7, 0) + rateNoise(a)
 		}, false},
-		{"a plateau", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 20 + noise(a) }, false},
-		{"a rise", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 30 - a.Minutes() + noise(a) }, false},
+		{"a plateau", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 20 + rateNoise(a) }, false},
+		{"a rise", 4 * time.Minute, 15 * time.Minute, func(a time.Duration) float64 { return 30 - a.Minutes() + rateNoise(a) }, false},
 		{"an evening seen for less than the window", 4 * time.Minute, 8 * time.Minute, func(a time.Duration) float64 { return 15 + a.Minutes() }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ps, cur := series(tc.span, tc.rate)
+			ps, cur := arrivalSeries(tc.span, tc.rate)
 			assert.Equal(t, tc.want, falling(ps, t0, cur, tc.horizon))
 		})
 	}
