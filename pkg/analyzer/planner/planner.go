@@ -197,6 +197,9 @@ type PlanPoint struct {
 	Rate float64   `json:"rate"`
 	// Arrivals is the arrival rate seen then, for the trend.
 	Arrivals float64 `json:"arrivals,omitempty"`
+	// Forecast is the plan with the trend's growth over a start-up, when
+	// arrivals rose along a line then (0 otherwise), held for one start-up.
+	Forecast float64 `json:"forecast,omitempty"`
 	// SlowFloor is the saturation floor set by replicas over the ITL
 	// target then (0 when none), held for a short hold.
 	SlowFloor float64 `json:"slowFloor,omitempty"`
@@ -681,10 +684,21 @@ func (c *cycle) remember() {
 		if age < min(c.hold, time.Duration(shortHoldFactor*float64(lullUnit(c.horizon)))) {
 			an.Held = max(an.Held, p.SlowFloor)
 		}
+		if age < lullUnit(c.horizon) {
+			// Capacity given back must not be needed within a start-up:
+			// on a ramp, the forecast of a cycle ago with its noise.
+			an.Held = max(an.Held, p.Forecast)
+		}
 	}
 	// The hold remembers arrivals, not the backlog: a backlog is drained
 	// once, and the rate that drained it is not needed again.
-	next.Plans = append(next.Plans, PlanPoint{At: c.g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate, SlowFloor: an.SlowFloor, Level: an.Level})
+	// The trend's forecast is held for a start-up only on a line: after a
+	// burst's step it is a transient the burst's own plan already holds.
+	var forecast float64
+	if an.Rising > 0 && risingSteadily(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon) {
+		forecast = staffed(an.LoadRate+an.Rising, c.ref, c.slo)
+	}
+	next.Plans = append(next.Plans, PlanPoint{At: c.g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate, Forecast: forecast, SlowFloor: an.SlowFloor, Level: an.Level})
 	if len(next.Plans) > maxHistory {
 		next.Plans = next.Plans[len(next.Plans)-maxHistory:]
 	}

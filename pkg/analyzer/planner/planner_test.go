@@ -3,6 +3,7 @@ package planner
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -389,6 +390,34 @@ func TestEveningIsNotHeld(t *testing.T) {
 	assert.Less(t, curve.l4, peak, "the peak's replicas are given back")
 }
 
+// TestRampForecastHeldOneStartup: a ramp's forecast (the plan with the
+// trend's growth) is held for one start-up, so a release does not give back
+// what the forecast of a cycle ago needed; older, it no longer holds.
+func TestRampForecastHeldOneStartup(t *testing.T) {
+	const forecast = 30.0
+	g := fleet(4, 0, 4)
+	g.Now = t0.Add(60 * time.Minute)
+	for _, tc := range []struct {
+		name string
+		age  time.Duration
+		held bool
+	}{
+		{"a cycle ago", time.Minute, true},
+		{"two start-ups ago, within the hold", 4 * time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plans := minutes(slices.Repeat([]float64{4}, 60)...)
+			plans[60-int(tc.age/time.Minute)].Forecast = forecast
+			an, _, _ := run(t, g, State{Analyzer: Name, Plans: plans, HoldFactor: holdFactor})
+			if tc.held {
+				assert.InDelta(t, forecast, an.Held, 1e-9)
+			} else {
+				assert.Less(t, an.Held, forecast/2)
+			}
+		})
+	}
+}
+
 // minuteFleet runs the planner on an l4-only group one cycle a minute,
 // starting what each cycle plans before the next. The replicas' ITL
 // follows one curve (20 ms idle, 100 ms at 8 req/s), so what is learned
@@ -626,6 +655,36 @@ func arrivalSeries(span time.Duration, f func(age time.Duration) float64) ([]Pla
 // rateNoise is a fixed pattern of noise on a measured rate, by age.
 func rateNoise(age time.Duration) float64 {
 	return []float64{-0.3, 0.2, 0.4, -0.1, -0.4, 0.1}[int(age/(30*time.Second))%6]
+}
+
+// TestRisingSteadilyIsALine: growth along a line is a ramp whose
+// forecast is held for a start-up; a burst's step, a plateau or a fall
+// is not.
+func TestRisingSteadilyIsALine(t *testing.T) {
+	const horizon = 4 * time.Minute
+	cases := []struct {
+		name string
+		span time.Duration
+		rate func(age time.Duration) float64
+		want bool
+	}{
+		{"a ramp of 0.35 req/s a minute", 13 * time.Minute, func(a time.Duration) float64 { return 20 - 0.35*a.Minutes() + rateNoise(a) }, true},
+		{"a step 6 -> 27 req/s five minutes ago", 13 * time.Minute, func(a time.Duration) float64 {
+			if a > 5*time.Minute {
+				return 6 + rateNoise(a)/3
+			}
+			return 27 + rateNoise(a)
+		}, false},
+		{"a plateau", 13 * time.Minute, func(a time.Duration) float64 { return 20 + rateNoise(a) }, false},
+		{"a fall", 13 * time.Minute, func(a time.Duration) float64 { return 10 + 0.35*a.Minutes() + rateNoise(a) }, false},
+		{"a ramp seen for less than the window", 8 * time.Minute, func(a time.Duration) float64 { return 20 - 0.35*a.Minutes() }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ps, cur := arrivalSeries(tc.span, tc.rate)
+			assert.Equal(t, tc.want, risingSteadily(ps, t0, cur, horizon))
+		})
+	}
 }
 
 // TestFallingIsASlopeNotAStep: a fall through every part of the window is

@@ -37,15 +37,7 @@ const (
 // rate.
 func rising(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration) float64 {
 	window := trendWindow(horizon)
-	xs, ys := []float64{0}, []float64{cur}
-	span := time.Duration(0)
-	for _, p := range plans {
-		if age := now.Sub(p.At); age <= window && p.Arrivals > 0 {
-			xs = append(xs, -age.Seconds())
-			ys = append(ys, p.Arrivals)
-			span = max(span, age)
-		}
-	}
+	xs, ys, span := trendPoints(plans, now, cur, window)
 	if len(xs) < 3 || span < window/2 {
 		return 0
 	}
@@ -58,6 +50,20 @@ func rising(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration
 		growth = min(growth, recent)
 	}
 	return max(0, growth) * horizon.Seconds()
+}
+
+// trendPoints are the arrival rates remembered within window (xs their
+// negative ages in seconds, the current rate at 0) and the oldest age.
+func trendPoints(plans []PlanPoint, now time.Time, cur float64, window time.Duration) (xs, ys []float64, span time.Duration) {
+	xs, ys = []float64{0}, []float64{cur}
+	for _, p := range plans {
+		if age := now.Sub(p.At); age >= 0 && age <= window && p.Arrivals > 0 {
+			xs = append(xs, -age.Seconds())
+			ys = append(ys, p.Arrivals)
+			span = max(span, age)
+		}
+	}
+	return xs, ys, span
 }
 
 // recentSlope is the slope of the points of the last trendRecent (xs are
@@ -124,3 +130,29 @@ func falling(plans []PlanPoint, now time.Time, cur float64, horizon time.Duratio
 // long, so a step smoothed by the collector's rate over one window spans
 // at most two of them.
 const fallParts = 6
+
+// risingSteadily says the arrival rate over the trend's window rose along
+// a line: the least-squares line's slope is positive by trendStdErrs
+// standard errors and the rates stray from it (root mean square) by no
+// more than trendStdErrs standard errors of a Poisson rate over a metrics
+// window. A step strays by about half its height: a burst's onset
+// forecasts growth for a few cycles after it, which is not a line.
+func risingSteadily(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration) bool {
+	window := trendWindow(horizon)
+	xs, ys, span := trendPoints(plans, now, cur, window)
+	if len(xs) < 3 || span < window-decision.RateWindow {
+		return false
+	}
+	line, ok := fit.Linear(xs, ys)
+	if !ok || line.Slope-trendStdErrs*line.SlopeStdErr <= 0 {
+		return false
+	}
+	var rss, mean float64
+	for i, x := range xs {
+		d := ys[i] - (line.Intercept + line.Slope*x)
+		rss += d * d
+		mean += ys[i]
+	}
+	mean /= float64(len(ys))
+	return math.Sqrt(rss/float64(len(xs))) <= trendStdErrs*math.Sqrt(mean/decision.RateWindow.Seconds())
+}
