@@ -380,6 +380,8 @@ type cycle struct {
 	saturated bool
 	// hold is how long the plan keeps its peak.
 	hold time.Duration
+	// trend is the arrivals' line over the trend's window.
+	trend trend
 }
 
 // plan sizes the group: what a replica of each variant serves, the demand
@@ -473,7 +475,8 @@ func (c *cycle) demand() {
 	if recent && drained(c.st.Backlog, an.Backlog, an.ArrivalRate, c.horizon) {
 		c.next.DrainedAt = c.g.Now
 	}
-	an.Rising = rising(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon)
+	c.trend = trendOf(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon)
+	an.Rising = c.trend.Rising
 	c.ref = referenceCapacity(c.variants, c.caps)
 	// Rises are read at the timescale of the load they bring: a burst of
 	// arrivals shorter than a request adds less than its height to the
@@ -695,7 +698,7 @@ func (c *cycle) remember() {
 	// The trend's forecast is held for a start-up only on a line: after a
 	// burst's step it is a transient the burst's own plan already holds.
 	var forecast float64
-	if an.Rising > 0 && risingSteadily(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon) {
+	if c.trend.Steadily {
 		forecast = staffed(an.LoadRate+an.Rising, c.ref, c.slo)
 	}
 	next.Plans = append(next.Plans, PlanPoint{At: c.g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate, Forecast: forecast, SlowFloor: an.SlowFloor, Level: an.Level})
@@ -957,7 +960,7 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 	var why string
 	switch an.Why {
 	case WhyHorizon:
-		why = fmt.Sprintf("holding the peak plan of the last %s (%.2f req/s) through a lull shorter than it", an.Hold, an.Held)
+		why = fmt.Sprintf("holding the highest plan of the last %s (%.2f req/s): capacity given back must not be needed again within it", an.Hold, an.Held)
 	case WhyBacklog:
 		why = fmt.Sprintf("backlog of %.0f requests to drain within %s", an.Backlog, an.Horizon)
 	case WhyMax:

@@ -595,49 +595,60 @@ func TestStartupHorizon(t *testing.T) {
 	assert.Equal(t, "2m0s", an.Variants[1].StartupDelay, "%+v", an.Variants[1])
 }
 
-// The forecast counts steady growth over the start-up, and nothing for a
-// plateau's noise, a fall, too short a history or growth that has stopped:
-// a step already taken or a ramp that levelled off.
-func TestRisingForecastsSteadyGrowth(t *testing.T) {
+// TestTrendOf: the forecast growth is what the window shows clearly and
+// is still under way, not a step already taken or a ramp that levelled
+// off; only growth along a line over the whole window is steady (a ramp
+// whose forecast is held for a start-up), not a burst's step.
+func TestTrendOf(t *testing.T) {
 	const horizon = 4 * time.Minute
 	cases := []struct {
 		name     string
 		span     time.Duration
 		rate     func(age time.Duration) float64
 		min, max float64
+		steadily bool
 	}{
-		{"ramp of 0.6 req/s per minute", 12 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() }, 2.39, 2.41},
-		{"noisy ramp", 12 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() + rateNoise(a) }, 1.2, 2.6},
-		{"noisy plateau", 12 * time.Minute, func(a time.Duration) float64 { return 5 + rateNoise(a) }, 0, 0},
-		{"falling", 12 * time.Minute, func(a time.Duration) float64 { return 2 + 0.01*a.Seconds() }, 0, 0},
+		{"ramp of 0.6 req/s per minute", 12 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() }, 2.39, 2.41, true},
+		{"noisy ramp", 12 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() + rateNoise(a) }, 1.2, 2.6, true},
+		{"noisy ramp of 0.35 req/s a minute", 13 * time.Minute, func(a time.Duration) float64 { return 20 - 0.35*a.Minutes() + rateNoise(a) }, 0.5, 1.4, true},
+		{"noisy plateau", 12 * time.Minute, func(a time.Duration) float64 { return 5 + rateNoise(a) }, 0, 0, false},
+		{"falling", 12 * time.Minute, func(a time.Duration) float64 { return 2 + 0.01*a.Seconds() }, 0, 0, false},
 		{"step 2 -> 8 five minutes ago", 12 * time.Minute, func(a time.Duration) float64 {
 			if a > 5*time.Minute {
 				return 2 + rateNoise(a)/3
 			}
 			return 8 + rateNoise(a)
-		}, 0, 0.5},
+		}, 0, 0.5, false},
+		{"step 6 -> 27 five minutes ago", 13 * time.Minute, func(a time.Duration) float64 {
+			if a > 5*time.Minute {
+				return 6 + rateNoise(a)/3
+			}
+			return 27 + rateNoise(a)
+		}, 0, 3, false},
 		{"step 6 -> 26 four minutes ago, six minutes of history", 6 * time.Minute, func(a time.Duration) float64 {
 			if a > 4*time.Minute {
 				return 6 + rateNoise(a)/3
 			}
 			return 26 + rateNoise(a)
-		}, 0, 0.5}, // the window's line alone: 8.6
+		}, 0, 0.5, false}, // the window's line alone: 8.6
 		{"ramp that levelled off two minutes ago", 12 * time.Minute, func(a time.Duration) float64 {
 			return 9 - 0.01*max(a-2*time.Minute, 0).Seconds() + rateNoise(a)/3
-		}, 0, 0.5},
-		{"history shorter than half the window", 5 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() }, 0, 0},
+		}, 0, 0.5, true}, // the little left is still along the line
+		{"ramp seen for less than the window", 8 * time.Minute, func(a time.Duration) float64 { return 20 - 0.35*a.Minutes() }, 1.3, 1.41, false},
+		{"history shorter than half the window", 5 * time.Minute, func(a time.Duration) float64 { return 9 - 0.01*a.Seconds() }, 0, 0, false},
 	}
 	// A 30s start-up: a step from idle seen through the 1m rate window is a
 	// one-minute ramp, which the five-minute minimum window does not
 	// extrapolate.
 	ramp, cur := arrivalSeries(time.Minute, func(a time.Duration) float64 { return 1 - a.Seconds()/60 })
-	assert.Zero(t, rising(ramp, t0, cur, 30*time.Second), "a step through the rate window")
+	assert.Zero(t, trendOf(ramp, t0, cur, 30*time.Second).Rising, "a step through the rate window")
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ps, cur := arrivalSeries(tc.span, tc.rate)
-			got := rising(ps, t0, cur, horizon)
-			assert.GreaterOrEqual(t, got, tc.min)
-			assert.LessOrEqual(t, got, tc.max)
+			got := trendOf(ps, t0, cur, horizon)
+			assert.GreaterOrEqual(t, got.Rising, tc.min)
+			assert.LessOrEqual(t, got.Rising, tc.max)
+			assert.Equal(t, tc.steadily, got.Steadily)
 		})
 	}
 }
@@ -655,36 +666,6 @@ func arrivalSeries(span time.Duration, f func(age time.Duration) float64) ([]Pla
 // rateNoise is a fixed pattern of noise on a measured rate, by age.
 func rateNoise(age time.Duration) float64 {
 	return []float64{-0.3, 0.2, 0.4, -0.1, -0.4, 0.1}[int(age/(30*time.Second))%6]
-}
-
-// TestRisingSteadilyIsALine: growth along a line is a ramp whose
-// forecast is held for a start-up; a burst's step, a plateau or a fall
-// is not.
-func TestRisingSteadilyIsALine(t *testing.T) {
-	const horizon = 4 * time.Minute
-	cases := []struct {
-		name string
-		span time.Duration
-		rate func(age time.Duration) float64
-		want bool
-	}{
-		{"a ramp of 0.35 req/s a minute", 13 * time.Minute, func(a time.Duration) float64 { return 20 - 0.35*a.Minutes() + rateNoise(a) }, true},
-		{"a step 6 -> 27 req/s five minutes ago", 13 * time.Minute, func(a time.Duration) float64 {
-			if a > 5*time.Minute {
-				return 6 + rateNoise(a)/3
-			}
-			return 27 + rateNoise(a)
-		}, false},
-		{"a plateau", 13 * time.Minute, func(a time.Duration) float64 { return 20 + rateNoise(a) }, false},
-		{"a fall", 13 * time.Minute, func(a time.Duration) float64 { return 10 + 0.35*a.Minutes() + rateNoise(a) }, false},
-		{"a ramp seen for less than the window", 8 * time.Minute, func(a time.Duration) float64 { return 20 - 0.35*a.Minutes() }, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ps, cur := arrivalSeries(tc.span, tc.rate)
-			assert.Equal(t, tc.want, risingSteadily(ps, t0, cur, horizon))
-		})
-	}
 }
 
 // TestFallingIsASlopeNotAStep: a fall through every part of the window is

@@ -32,24 +32,52 @@ const (
 	trendRecent    = 2 * decision.RateWindow
 )
 
-// rising is the forecast growth of the arrival rate over the horizon
-// (req/s, never negative) from the remembered arrivals and the current
-// rate.
-func rising(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration) float64 {
+// trend is what the arrivals' line over the trend's window says.
+type trend struct {
+	// Rising is the forecast growth of the arrival rate over the horizon
+	// (req/s, never negative).
+	Rising float64
+	// Steadily says the arrivals rose along the line over the whole
+	// window: the rates stray from it (root mean square) by no more than
+	// trendStdErrs standard errors of a Poisson rate over a metrics
+	// window. A step strays by about half its height: a burst's onset
+	// forecasts growth for a few cycles after it, which is not a line.
+	Steadily bool
+}
+
+// trendOf fits the line of the remembered arrivals and the current rate
+// over the trend's window.
+func trendOf(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration) trend {
 	window := trendWindow(horizon)
 	xs, ys, span := trendPoints(plans, now, cur, window)
 	if len(xs) < 3 || span < window/2 {
-		return 0
+		return trend{}
 	}
 	line, ok := fit.Linear(xs, ys)
 	if !ok {
-		return 0
+		return trend{}
 	}
 	growth := line.Slope - trendStdErrs*line.SlopeStdErr
 	if recent, ok := recentSlope(xs, ys); ok {
 		growth = min(growth, recent)
 	}
-	return max(0, growth) * horizon.Seconds()
+	t := trend{Rising: max(0, growth) * horizon.Seconds()}
+	t.Steadily = t.Rising > 0 && span >= window-decision.RateWindow && nearLine(xs, ys, line)
+	return t
+}
+
+// nearLine says the points stray from the line (root mean square) by no
+// more than trendStdErrs standard errors of a Poisson rate over a metrics
+// window at their mean.
+func nearLine(xs, ys []float64, line fit.Line) bool {
+	var rss, mean float64
+	for i, x := range xs {
+		d := ys[i] - (line.Intercept + line.Slope*x)
+		rss += d * d
+		mean += ys[i]
+	}
+	mean /= float64(len(ys))
+	return math.Sqrt(rss/float64(len(xs))) <= trendStdErrs*math.Sqrt(mean/decision.RateWindow.Seconds())
 }
 
 // trendPoints are the arrival rates remembered within window (xs their
@@ -97,18 +125,18 @@ func trendWindow(horizon time.Duration) time.Duration {
 func falling(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration) bool {
 	window := max(trendWindow(horizon), fallParts*decision.RateWindow)
 	part := window / fallParts
+	xs, ys, _ := trendPoints(plans, now, cur, window)
 	var sum [fallParts]float64
 	var n [fallParts]int
-	sum[0], n[0] = cur, 1
 	oldest := time.Duration(0)
-	for _, p := range plans {
-		age := now.Sub(p.At)
-		if age < 0 || age >= window || p.Arrivals <= 0 {
+	for i, x := range xs {
+		age := time.Duration(-x * float64(time.Second))
+		if age >= window {
 			continue
 		}
-		i := int(age / part)
-		sum[i] += p.Arrivals
-		n[i]++
+		k := int(age / part)
+		sum[k] += ys[i]
+		n[k]++
 		oldest = max(oldest, age)
 	}
 	if oldest < window-decision.RateWindow {
@@ -130,29 +158,3 @@ func falling(plans []PlanPoint, now time.Time, cur float64, horizon time.Duratio
 // long, so a step smoothed by the collector's rate over one window spans
 // at most two of them.
 const fallParts = 6
-
-// risingSteadily says the arrival rate over the trend's window rose along
-// a line: the least-squares line's slope is positive by trendStdErrs
-// standard errors and the rates stray from it (root mean square) by no
-// more than trendStdErrs standard errors of a Poisson rate over a metrics
-// window. A step strays by about half its height: a burst's onset
-// forecasts growth for a few cycles after it, which is not a line.
-func risingSteadily(plans []PlanPoint, now time.Time, cur float64, horizon time.Duration) bool {
-	window := trendWindow(horizon)
-	xs, ys, span := trendPoints(plans, now, cur, window)
-	if len(xs) < 3 || span < window-decision.RateWindow {
-		return false
-	}
-	line, ok := fit.Linear(xs, ys)
-	if !ok || line.Slope-trendStdErrs*line.SlopeStdErr <= 0 {
-		return false
-	}
-	var rss, mean float64
-	for i, x := range xs {
-		d := ys[i] - (line.Intercept + line.Slope*x)
-		rss += d * d
-		mean += ys[i]
-	}
-	mean /= float64(len(ys))
-	return math.Sqrt(rss/float64(len(xs))) <= trendStdErrs*math.Sqrt(mean/decision.RateWindow.Seconds())
-}
