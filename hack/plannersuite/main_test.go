@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,7 +25,25 @@ func TestReportFilesDistinct(t *testing.T) {
 			seen[f] = w.Name
 		}
 	}
-	assert.Len(t, seen, len(workloads.Benchmark)+len(workloads.HeldOut))
+	assert.Len(t, seen, len(workloads.Benchmark)+len(workloads.HeldOut)+len(seeded()))
+}
+
+// The seeds set draws each shape with seeds the other sets do not use.
+func TestSeededDrawsOtherSeeds(t *testing.T) {
+	used := map[string]bool{"1": true} // the scenario's own, where none is given
+	for _, w := range append(slices.Clone(workloads.Benchmark), workloads.HeldOut...) {
+		if i := slices.Index(w.Args, "--seed"); i >= 0 {
+			used[w.Args[i+1]] = true
+		}
+	}
+	ws := seeded()
+	require.Len(t, ws, 5*seedsPerShape)
+	for _, w := range ws {
+		i := slices.Index(w.Args, "--seed")
+		require.GreaterOrEqual(t, i, 0, w.Name)
+		assert.False(t, used[w.Args[i+1]], "%s draws a seed another set uses", w.Name)
+		assert.False(t, w.Long, w.Name)
+	}
 }
 
 func write(t *testing.T, dir, name string, cost, attainment float64, events int) {
