@@ -203,26 +203,39 @@ func (c *Cluster) RegisterAPIService(ctx context.Context, opts APIServiceOptions
 }
 
 // WaitAPIServiceAvailable waits until APIService name (e.g.
-// "v1beta1.external.metrics.k8s.io") has condition Available=True. On
-// timeout the error carries the last condition message.
+// "v1beta1.external.metrics.k8s.io") has condition Available=True and the
+// aggregator serves its group version. The condition is written by the
+// availability controller; the proxy handler learns of it from the
+// registration controller, a moment later, and answers 503 ("the server
+// is currently unable to handle the request") until then. On timeout the
+// error carries the last condition message or proxy error.
 func (c *Cluster) WaitAPIServiceAvailable(ctx context.Context, name string) error {
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
 	if err != nil {
 		return err
 	}
+	version, group, _ := strings.Cut(name, ".")
+	discovery := c.Clientset().Discovery().RESTClient()
 	last := "not found"
 	for {
 		obj, err := dyn.Resource(APIServiceGVR).Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
+			last = "no Available condition"
 			conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 			for _, ci := range conds {
 				cond, _ := ci.(map[string]any)
-				if cond["type"] == "Available" {
-					if cond["status"] == "True" {
-						return nil
-					}
-					last = fmt.Sprintf("%v: %v", cond["reason"], cond["message"])
+				if cond["type"] != "Available" {
+					continue
 				}
+				last = fmt.Sprintf("%v: %v", cond["reason"], cond["message"])
+				if cond["status"] != "True" {
+					break
+				}
+				_, err := discovery.Get().AbsPath("/apis", group, version).DoRaw(ctx)
+				if err == nil {
+					return nil
+				}
+				last = "Available, but the aggregator's proxy answers: " + err.Error()
 			}
 		} else {
 			last = err.Error()
