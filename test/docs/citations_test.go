@@ -58,19 +58,30 @@ func citations(root string) ([]string, error) {
 // the reader's trail.
 func TestCodeCitationsResolve(t *testing.T) {
 	problems, err := citations(repoRoot(t))
+	reportProblems(t, problems, err)
+}
+
+// reportProblems fails the test on a check's error and reports each
+// problem it found.
+func reportProblems(t *testing.T, problems []string, err error) {
+	t.Helper()
 	require.NoError(t, err)
 	for _, p := range problems {
 		t.Error(p)
 	}
 }
 
+// writeFile writes text at path under root, making its directories.
+func writeFile(t *testing.T, root, path, text string) {
+	t.Helper()
+	full := filepath.Join(root, path)
+	require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+	require.NoError(t, os.WriteFile(full, []byte(text), 0o644))
+}
+
 func TestCitationsCatchBrokenOnes(t *testing.T) {
 	root := t.TempDir()
-	write := func(path, text string) {
-		full := filepath.Join(root, path)
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		require.NoError(t, os.WriteFile(full, []byte(text), 0o644))
-	}
+	write := func(path, text string) { writeFile(t, root, path, text) }
 	write("docs/design.md", "# Design\n\n## Queueing model\n")
 	write("pkg/a/a.go", "// see docs/design.md#queueing-model\n// and docs/design.md#tuner-guards\npackage a\n")
 	write("pkg/a/b.yaml", "# docs/missing.md#x\n")

@@ -73,19 +73,12 @@ func unknownTests(root string) ([]string, error) {
 // renaming or merging a test breaks this test, not the reader's trail.
 func TestDocsNameTestsThatExist(t *testing.T) {
 	problems, err := unknownTests(repoRoot(t))
-	require.NoError(t, err)
-	for _, p := range problems {
-		t.Error(p)
-	}
+	reportProblems(t, problems, err)
 }
 
 func TestUnknownTestsCatchesARenamedOne(t *testing.T) {
 	root := t.TempDir()
-	write := func(path, text string) {
-		full := filepath.Join(root, path)
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		require.NoError(t, os.WriteFile(full, []byte(text), 0o644))
-	}
+	write := func(path, text string) { writeFile(t, root, path, text) }
 	write("pkg/a/a_test.go", "package a\n\nfunc TestKept(t *testing.T) {}\n")
 	write("README.md", "Shown by `TestKept`.\n")
 	write("docs/analyzers.md", "Shown by `TestKept` and `TestRenamed`; `Testing` is a word.\n")
