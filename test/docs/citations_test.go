@@ -20,25 +20,13 @@ var citeRe = regexp.MustCompile(`docs/([\w.-]+\.md)#([\w-]+)`)
 // YAML files under root (but test/docs) whose page or heading does not exist.
 func citations(root string) ([]string, error) {
 	var problems []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			// test/docs holds this check's own fixtures.
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || path == filepath.Join(root, "test", "docs")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if ext := filepath.Ext(path); ext != ".go" && ext != ".yaml" {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for _, m := range citeRe.FindAllStringSubmatch(string(b), -1) {
+	skipDir := func(path string) bool {
+		// test/docs holds this check's own fixtures.
+		return filepath.Base(path) == "testdata" || path == filepath.Join(root, "test", "docs")
+	}
+	keep := func(path string) bool { ext := filepath.Ext(path); return ext == ".go" || ext == ".yaml" }
+	err := eachFile(root, skipDir, keep, func(path, text string) error {
+		for _, m := range citeRe.FindAllStringSubmatch(text, -1) {
 			rel, _ := filepath.Rel(root, path)
 			page, err := os.ReadFile(filepath.Join(root, "docs", m[1]))
 			switch {
@@ -51,6 +39,30 @@ func citations(root string) ([]string, error) {
 		return nil
 	})
 	return problems, err
+}
+
+// eachFile calls visit with the path and text of each file under root that
+// keep accepts, outside hidden directories and those skipDir names.
+func eachFile(root string, skipDir, keep func(path string) bool, visit func(path, text string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || skipDir(path)) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !keep(path) {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return visit(path, string(b))
+	})
 }
 
 // TestCodeCitationsResolve: a comment that cites docs/<page>.md#<section>
