@@ -191,11 +191,17 @@ func MixCost(variants []scenario.VariantSpec, mix []int32) float64 {
 }
 
 // cheapestMix returns the cheapest mix within the variants' bounds that
-// passes (ties: fewer replicas, then the first found). passes must be
-// monotone: adding a replica never makes a passing mix fail. For every
-// count of the other variants it bisects on the first variant's count,
-// only below the best cost found so far. ok is false when no mix passes;
-// the maxima are then returned.
+// passes (ties: fewer replicas, then the first found). For every count of
+// the other variants it searches the first variant's count, only below
+// the best cost found so far: it gallops up from the fewest (lo, lo+1,
+// lo+3, lo+7, ...) to the first count that passes, then bisects the gap
+// below it. passes need not be monotone: a replica of a slower variant
+// can fail a mix that passed (the router sends it long prompts it
+// prefills past the TTFT target: the reasoning half day's first minute
+// at half its rate passes with one L40S and one H100 and fails with 24
+// and 12), so the search never concludes from the most replicas failing
+// that none pass; within the gap it bisects as if passes were monotone.
+// ok is false when no mix passes; the maxima are then returned.
 func cheapestMix(variants []scenario.VariantSpec, passes func(mix []int32) bool) ([]int32, bool) {
 	nv := len(variants)
 	best := make([]int32, nv)
@@ -229,11 +235,20 @@ func cheapestMix(variants []scenario.VariantSpec, passes func(mix []int32) bool)
 		if hi < lo {
 			return
 		}
-		cur[0] = hi
-		if !passes(cur) {
-			return
+		// ...galloping up from the fewest to one that passes...
+		failed, at := lo-1, lo
+		for step := int32(1); ; step *= 2 {
+			cur[0] = at
+			if passes(cur) {
+				break
+			}
+			if at == hi {
+				return
+			}
+			failed, at = at, min(hi, lo+2*step-1)
 		}
-		// ...then the fewest that pass.
+		// ...then the fewest above the last that failed.
+		lo, hi = failed+1, at
 		for lo < hi {
 			mid := lo + (hi-lo)/2
 			cur[0] = mid

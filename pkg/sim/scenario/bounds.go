@@ -24,9 +24,9 @@ const (
 	// MaxReplicas bounds each variant's maxReplicas.
 	MaxReplicas = 1000
 	// MaxMixSearch bounds the fleets the oracle may test per interval: the
-	// mixes of every variant but the first times the bisection steps on the
-	// first (see cheapestMix). The embedded scenario needs 78.
-	MaxMixSearch = 10_000
+	// mixes of every variant but the first times the search steps on the
+	// first (see cheapestMix). The embedded scenario needs 143.
+	MaxMixSearch = 20_000
 	// MaxRate bounds synthetic rates (requests/s); the requests generated
 	// are bounded by trace.MaxRequests as well.
 	MaxRate = 100_000
@@ -126,14 +126,15 @@ var (
 )
 
 // MixSearch is how many fleets cheapestMix may test per interval: every
-// mix of the variants but the first, times the bisection steps on the
-// first (at most bits.Len(range)+1). Saturates rather than overflowing.
+// mix of the variants but the first, times the search steps on the first
+// (a gallop and a bisection: at most 2*bits.Len(range)+1). Saturates
+// rather than overflowing.
 func MixSearch(variants []VariantSpec) float64 {
 	n := 1.0
 	for i, v := range variants {
 		span := float64(v.MaxReplicas) - float64(v.MinReplicas) + 1
 		if i == 0 {
-			span = float64(bits.Len32(uint32(max(v.MaxReplicas-v.MinReplicas, 0))) + 1)
+			span = float64(2*bits.Len32(uint32(max(v.MaxReplicas-v.MinReplicas, 0))) + 1)
 		}
 		n = math.Min(n*span, math.MaxFloat64)
 	}

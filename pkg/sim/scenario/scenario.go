@@ -299,7 +299,7 @@ func (s Scenario) Validate() error {
 	}
 	if n := MixSearch(s.Variants); n > MaxMixSearch {
 		return fmt.Errorf("variants: the oracle would test up to %.3g fleets per interval (every mix of minReplicas..maxReplicas of "+
-			"variants[1:], times the bisection steps on variants[0]): at most %d; narrow the replica ranges or drop variants", n, MaxMixSearch)
+			"variants[1:], times the search steps on variants[0]): at most %d; narrow the replica ranges or drop variants", n, MaxMixSearch)
 	}
 	for _, f := range []struct {
 		name string
