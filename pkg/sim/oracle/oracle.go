@@ -29,9 +29,9 @@ import (
 //     (requests no replica could serve in time do not make the SLO
 //     unreachable, and a sparse interval may still miss one request).
 //  3. The interval's plan is the cheapest passing mix (ties: fewer
-//     replicas), found per count of the other variants by bisection on the
-//     first variant's count, assuming more replicas never serve worse. Its
-//     cost is sum(cost_v * n_v) * length; the oracle's cost is the sum over
+//     replicas), found per count of the other variants by a gallop and a
+//     bisection on the first variant's count (cheapestMix: more of a
+//     slower variant can serve worse). Its cost is sum(cost_v * n_v) * length; the oracle's cost is the sum over
 //     intervals.
 //
 // Why it is a lower bound on cost: it knows the future (no reaction time,
@@ -45,7 +45,9 @@ import (
 // longer. The bound is not exact in one way: a policy may miss the SLO in
 // one interval and make up for it elsewhere, or absorb a one-minute excess
 // in the next minute (the oracle asks every interval to meet it; see
-// TestOracleIsALowerBound).
+// TestOracleIsALowerBound). Nor is the search exhaustive where more
+// replicas serve worse: a run of passing counts shorter than the gallop's
+// step is skipped.
 //
 // The search replays the requests rather than credit each replica with the
 // rate it takes at the SLO edge under evenly spaced arrivals: that rate is
