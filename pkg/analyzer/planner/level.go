@@ -52,3 +52,20 @@ func levelNote(level float64) string {
 	}
 	return fmt.Sprintf(" (as a multiple of the level, now %.3f req/s)", level)
 }
+
+// riseBase is the rate the rise margin is a share of: the load, but the
+// level at a burst, a load over the level that was at or under it within
+// a start-up delay (horizon). A load over the level for longer is the
+// level rising (a day's morning), and its rises are from the load now. An
+// unknown level (0) leaves the load.
+func riseBase(plans []PlanPoint, now time.Time, load, level float64, horizon time.Duration) float64 {
+	if level <= 0 || load <= level {
+		return load
+	}
+	for _, p := range plans {
+		if now.Sub(p.At) <= horizon && p.Arrivals <= level {
+			return level
+		}
+	}
+	return load
+}

@@ -486,7 +486,16 @@ func (c *cycle) demand() {
 	// So is the rate served: requests that last minutes are in flight at
 	// the rate of the minutes they last, not of the last rate window.
 	an.LoadRate = loadRate(c.st.Plans, c.g.Now, an.ArrivalRate, min(span, c.horizon))
-	an.RiseMargin = an.LoadRate * c.next.RiseHistory.margin(c.slo.Attainment)
+	// A rise is a share of the rate it rises from, mostly the level: while
+	// the error budget holds, a burst's peak is not planned with the
+	// history's rises stacked on it again (a burst beyond costs misses the
+	// budget pays); once it is spent, every rise is planned from the rate
+	// now.
+	base := an.LoadRate
+	if !c.st.Budget.spent(c.slo.Attainment) {
+		base = riseBase(c.st.Plans, c.g.Now, an.LoadRate, levelOf(c.st.Plans, c.g.Now, an.ArrivalRate), c.horizon)
+	}
+	an.RiseMargin = base * c.next.RiseHistory.margin(c.slo.Attainment)
 	// heldMargin is the part of the margin the hold keeps with the demand.
 	heldMargin := an.RiseMargin
 	if !c.next.RiseHistory.enough() && c.st.Budget.spent(c.slo.Attainment) && len(c.st.Rises) == 0 {

@@ -103,7 +103,8 @@ func TestRiseMargin(t *testing.T) {
 // usual one at the rate between bursts; the same rate after a smooth
 // history, or after too short a history, plans none.
 func TestRiseMarginPlansForUsualBursts(t *testing.T) {
-	play := func(minutes int, bursty bool) Analysis {
+	// over is the share of requests over the ITL target.
+	playOver := func(minutes int, bursty bool, over float64) Analysis {
 		var st any
 		var an Analysis
 		l4 := int32(2)
@@ -117,12 +118,16 @@ func TestRiseMarginPlansForUsualBursts(t *testing.T) {
 			g := fleet(l4, 0, rate)
 			g.Variants[1].MaxReplicas = 0
 			g.Now = t0.Add(time.Duration(m) * time.Minute)
+			for i := range g.Replicas {
+				g.Replicas[i].TPOT = tpot(g.Replicas[i].ArrivalRate, over)
+			}
 			var sig decision.Signal
 			an, sig, st = run(t, g, st)
 			l4 = sig.PlannedReplicas["l4"]
 		}
 		return an
 	}
+	play := func(minutes int, bursty bool) Analysis { return playOver(minutes, bursty, 0) }
 	// Each ends five minutes into a lull.
 	bursty, smooth, young := play(185, true), play(185, false), play(95, true)
 	assert.Equal(t, 2.0, bursty.ArrivalRate)
@@ -130,6 +135,46 @@ func TestRiseMarginPlansForUsualBursts(t *testing.T) {
 	assert.Zero(t, smooth.RiseMargin)
 	assert.Zero(t, young.RiseMargin)
 	assert.Greater(t, bursty.StaffedArrivals, smooth.StaffedArrivals)
+
+	// In a burst's first minute the usual rise is a share of the level
+	// the bursts rise from, not of the peak: the rises recorded are the
+	// bursts'.
+	peak := play(178, true)
+	assert.Equal(t, 6.0, peak.ArrivalRate)
+	assert.False(t, peak.BudgetSpent)
+	assert.InDelta(t, bursty.RiseMargin, peak.RiseMargin, 2*riseBin+1e-9, "the usual burst's rise over the level (2 req/s)")
+	// Once the error budget is spent (3% of requests over the ITL
+	// target), every rise is planned from the rate now.
+	spent := playOver(178, true, 0.03)
+	require.True(t, spent.BudgetSpent)
+	assert.InDelta(t, 3*bursty.RiseMargin, spent.RiseMargin, 6*riseBin+1e-9, "the usual burst's rise over the peak (6 req/s)")
+}
+
+func TestRiseBase(t *testing.T) {
+	const horizon = 4 * time.Minute
+	now := t0.Add(time.Hour)
+	// minutes of 1m rates, the last a minute before now.
+	series := func(rates ...float64) []PlanPoint {
+		var ps []PlanPoint
+		for m, r := range rates {
+			ps = append(ps, PlanPoint{At: now.Add(-time.Duration(len(rates)-m) * time.Minute), Arrivals: r})
+		}
+		return ps
+	}
+	for _, tc := range []struct {
+		name              string
+		plans             []PlanPoint
+		load, level, want float64
+	}{
+		{"level unknown: the load", series(2, 2, 6, 6), 6, 0, 6},
+		{"at a burst's peak, the level left two minutes ago: the level", series(2, 2, 2, 6, 6), 6, 2, 2},
+		{"over the level for longer than a start-up: the load", series(2, 5, 5, 5, 6, 6), 6, 2, 6},
+		{"in a lull under the level: the load", series(2, 2, 1), 1, 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, riseBase(tc.plans, now, tc.load, tc.level, horizon))
+		})
+	}
 }
 
 func TestRecentRise(t *testing.T) {
