@@ -11,17 +11,20 @@ import (
 	"github.com/wva-project/wva/pkg/decision"
 )
 
+// minutely is one plan point a minute at each of rates' 1m arrival
+// rates, the last a minute before now.
+func minutely(now time.Time, rates ...float64) []PlanPoint {
+	var ps []PlanPoint
+	for i, r := range rates {
+		ps = append(ps, PlanPoint{At: now.Add(-time.Duration(len(rates)-i) * time.Minute), Arrivals: r})
+	}
+	return ps
+}
+
 func TestRiseHistoryRecord(t *testing.T) {
 	const horizon = 4 * time.Minute
 	now := t0.Add(time.Hour)
-	points := func(rates ...float64) []PlanPoint {
-		// One a minute, the last a minute before now.
-		var ps []PlanPoint
-		for i, r := range rates {
-			ps = append(ps, PlanPoint{At: now.Add(-time.Duration(len(rates)-i) * time.Minute), Arrivals: r})
-		}
-		return ps
-	}
+	points := func(rates ...float64) []PlanPoint { return minutely(now, rates...) }
 	noise := func(start float64) float64 { return riseNoiseSigmas * math.Sqrt(start/60) }
 	// Requests lasting three minutes: a rise counts as the mean of three
 	// 1m rates.
@@ -153,14 +156,7 @@ func TestRiseMarginPlansForUsualBursts(t *testing.T) {
 func TestRiseBase(t *testing.T) {
 	const horizon = 4 * time.Minute
 	now := t0.Add(time.Hour)
-	// minutes of 1m rates, the last a minute before now.
-	series := func(rates ...float64) []PlanPoint {
-		var ps []PlanPoint
-		for m, r := range rates {
-			ps = append(ps, PlanPoint{At: now.Add(-time.Duration(len(rates)-m) * time.Minute), Arrivals: r})
-		}
-		return ps
-	}
+	series := func(rates ...float64) []PlanPoint { return minutely(now, rates...) }
 	for _, tc := range []struct {
 		name              string
 		plans             []PlanPoint

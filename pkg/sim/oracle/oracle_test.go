@@ -78,10 +78,8 @@ func TestManyVariants(t *testing.T) {
 
 func TestCheapestMix(t *testing.T) {
 	vs := []scenario.VariantSpec{{Name: "a", Cost: 8, MaxReplicas: 10}, {Name: "b", Cost: 20, MaxReplicas: 4}}
-	calls := 0
 	covers := func(capacity []float64, demand float64) func([]int32) bool {
 		return func(mix []int32) bool {
-			calls++
 			var c float64
 			for v, n := range mix {
 				c += float64(n) * capacity[v]
@@ -103,44 +101,16 @@ func TestCheapestMix(t *testing.T) {
 	mix, _ = cheapestMix(vs, covers([]float64{1, 3}, 0))
 	assert.Equal(t, []int32{1, 0}, mix, "minReplicas hold when idle")
 
-	// Against brute force over every mix: same cost, far fewer tests.
+	// Against brute force over every mix: same cost, within the tests
+	// MixSearch bounds.
 	vs = []scenario.VariantSpec{{Name: "a", Cost: 8, MaxReplicas: 24}, {Name: "b", Cost: 20, MaxReplicas: 12}}
-	for demand := 0.0; demand <= 60; demand += 1.7 {
-		calls = 0
-		mix, ok := cheapestMix(vs, covers([]float64{1, 2.4}, demand))
+	asBruteForce := func(passes func([]int32) bool, demand float64) {
+		calls := 0
+		mix, ok := cheapestMix(vs, func(m []int32) bool { calls++; return passes(m) })
+		assert.LessOrEqual(t, float64(calls), scenario.MixSearch(vs), "demand %v", demand)
 		best := math.Inf(1)
-		for a := range int32(25) {
-			for b := range int32(13) {
-				if covers([]float64{1, 2.4}, demand)([]int32{a, b}) {
-					best = math.Min(best, MixCost(vs, []int32{a, b}))
-				}
-			}
-		}
-		if math.IsInf(best, 1) {
-			assert.False(t, ok, "demand %v", demand)
-			continue
-		}
-		assert.True(t, ok, "demand %v", demand)
-		assert.InDelta(t, best, MixCost(vs, mix), 1e-9, "demand %v: %v", demand, mix)
-	}
-
-	// Too many of the slower variant fail a fleet that fewer pass (long
-	// prompts routed to it miss the TTFT target): the search must not
-	// conclude from the maxima failing that nothing passes. Here a fleet
-	// passes with the fewest of the first variant that cover
-	// the demand and up to twice as many, but not with more.
-	slowWindow := func(demand float64) func([]int32) bool {
-		return func(mix []int32) bool {
-			need := int32(max(0, math.Ceil(demand-2.4*float64(mix[1])-1e-9)))
-			return mix[0] >= need && mix[0] <= 2*need+1
-		}
-	}
-	for demand := 0.0; demand <= 40; demand += 1.3 {
-		passes := slowWindow(demand)
-		mix, ok := cheapestMix(vs, passes)
-		best := math.Inf(1)
-		for a := range int32(25) {
-			for b := range int32(13) {
+		for a := range vs[0].MaxReplicas + 1 {
+			for b := range vs[1].MaxReplicas + 1 {
 				if passes([]int32{a, b}) {
 					best = math.Min(best, MixCost(vs, []int32{a, b}))
 				}
@@ -148,11 +118,29 @@ func TestCheapestMix(t *testing.T) {
 		}
 		if math.IsInf(best, 1) {
 			assert.False(t, ok, "demand %v", demand)
-			continue
+			return
 		}
 		assert.True(t, ok, "demand %v", demand)
 		assert.InDelta(t, best, MixCost(vs, mix), 1e-9, "demand %v: %v", demand, mix)
 		assert.True(t, passes(mix), "demand %v: %v", demand, mix)
+	}
+	for demand := 0.0; demand <= 60; demand += 1.7 {
+		asBruteForce(covers([]float64{1, 2.4}, demand), demand)
+	}
+
+	// Too many of the slower variant fail a fleet that fewer pass (long
+	// prompts routed to it miss the TTFT target): the search must not
+	// conclude from the maxima failing that nothing passes. Here a fleet
+	// passes with the fewest of the first variant that cover the demand
+	// and up to twice as many, but not with more.
+	slowWindow := func(demand float64) func([]int32) bool {
+		return func(mix []int32) bool {
+			need := int32(max(0, math.Ceil(demand-2.4*float64(mix[1])-1e-9)))
+			return mix[0] >= need && mix[0] <= 2*need+1
+		}
+	}
+	for demand := 0.0; demand <= 40; demand += 1.3 {
+		asBruteForce(slowWindow(demand), demand)
 	}
 }
 
