@@ -124,3 +124,36 @@ func holdsTheRest(variants []decision.Variant, an []VariantAnalysis, learned map
 	}
 	return best
 }
+
+// missingTTFT returns the variants (indices into variants) the mix adds
+// no replicas of while the plan keeps kept for the rest: those whose own
+// requests were seen to miss the TTFT target on clearly more than the
+// kept variant's (it misses at most fewerMisses of theirs). More replicas
+// of a variant that prefills long prompts past the target spread the
+// same prompts over more queues and prefill none of them faster, while
+// every replica of the kept one takes its part of the traffic and meets
+// the target more often: on the ServeGen reasoning half day the L40S
+// grew to 3 or 4 replicas alone and missed the TTFT target on 2-5% of
+// their requests where the H100 missed 1-2%. None while the kept
+// variant's own misses are unknown (tried, never run).
+func missingTTFT(variants []decision.Variant, learned map[string]VariantState, kept string) []int {
+	best, ok := learned[kept].TTFTPool.share()
+	if kept == "" || !ok {
+		return nil
+	}
+	var worse []int
+	for i, v := range variants {
+		if share, ok := learned[v.Name].TTFTPool.share(); ok && v.Name != kept && best <= fewerMisses*share {
+			worse = append(worse, i)
+		}
+	}
+	return worse
+}
+
+// addNoneOf bounds a mix search to add no replicas (beyond now, in mv's
+// order) of the variants listed.
+func addNoneOf(mv []mixVariant, now []int32, variants []int) {
+	for _, i := range variants {
+		mv[i].Hi = max(min(mv[i].Hi, now[i]), mv[i].Lo)
+	}
+}

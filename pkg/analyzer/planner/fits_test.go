@@ -99,3 +99,64 @@ func TestTTFTMissesCountWholeBuckets(t *testing.T) {
 	requests, misses = ttftMisses("l40s", reps, 2500)
 	assert.InDelta(t, 0.1*requests, misses, 1e-9, "a target on a bound counts from it")
 }
+
+// The variants the mix adds none of: those whose requests miss the TTFT
+// target clearly more than the kept variant's own, none while its own are
+// unknown.
+func TestMissingTTFT(t *testing.T) {
+	pool := func(share float64) VariantState {
+		return VariantState{TTFTPool: Pool{Requests: 1000, Over: 1000 * share}}
+	}
+	variants := []decision.Variant{{Name: "h100"}, {Name: "l40s"}, {Name: "l4"}}
+	cases := []struct {
+		name    string
+		learned map[string]VariantState
+		kept    string
+		want    []int
+	}{
+		{name: "both miss clearly more", learned: map[string]VariantState{"h100": pool(0.02), "l40s": pool(0.043), "l4": pool(0.05)}, kept: "h100", want: []int{1, 2}},
+		{name: "one misses about as many", learned: map[string]VariantState{"h100": pool(0.02), "l40s": pool(0.025), "l4": pool(0.05)}, kept: "h100", want: []int{2}},
+		{name: "one never read", learned: map[string]VariantState{"h100": pool(0.02), "l40s": pool(0.043)}, kept: "h100", want: []int{1}},
+		{name: "the kept variant never run", learned: map[string]VariantState{"l40s": pool(0.043), "l4": pool(0.05)}, kept: "h100", want: nil},
+		{name: "nothing kept", learned: map[string]VariantState{"h100": pool(0.02), "l40s": pool(0.043)}, kept: "", want: nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, missingTTFT(variants, tc.learned, tc.kept))
+		})
+	}
+}
+
+// A short fleet whose L4s miss the TTFT target on 5% of their requests
+// and whose H100 misses 1% orders H100s, not the L4s the cheapest mix
+// would add; once the H100s are at their maximum, L4s serve the rest.
+func TestPlanAddsNoneOfAVariantMissingTTFT(t *testing.T) {
+	st := func(l4, h100 float64) State {
+		return State{Analyzer: Name, Variants: map[string]VariantState{
+			"l4":   {TTFTPool: Pool{Requests: 1000, Over: 1000 * l4}},
+			"h100": {TTFTPool: Pool{Requests: 1000, Over: 1000 * h100}},
+		}}
+	}
+	cases := []struct {
+		name           string
+		l4, h100       float64 // shares of their requests over the TTFT target
+		h100Max        int32
+		wantL4, wantH1 func(int32) bool
+	}{
+		{name: "neither misses: the cheapest mix adds L4s", l4: 0, h100: 0, h100Max: 8,
+			wantL4: func(n int32) bool { return n > 2 }, wantH1: func(n int32) bool { return n >= 1 }},
+		{name: "the L4s miss: only H100s are added", l4: 0.05, h100: 0.01, h100Max: 8,
+			wantL4: func(n int32) bool { return n == 2 }, wantH1: func(n int32) bool { return n > 1 }},
+		{name: "the H100s at their maximum: L4s serve the rest", l4: 0.05, h100: 0.01, h100Max: 1,
+			wantL4: func(n int32) bool { return n > 2 }, wantH1: func(n int32) bool { return n == 1 }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := fleet(2, 1, 30)
+			g.Variants[1].MaxReplicas = tc.h100Max
+			an, sig, _ := run(t, g, st(tc.l4, tc.h100))
+			assert.True(t, tc.wantL4(sig.PlannedReplicas["l4"]), "l4 %d: %s %v", sig.PlannedReplicas["l4"], sig.Reason, an.MissingTTFT)
+			assert.True(t, tc.wantH1(sig.PlannedReplicas["h100"]), "h100 %d: %s", sig.PlannedReplicas["h100"], sig.Reason)
+		})
+	}
+}

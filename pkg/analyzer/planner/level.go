@@ -62,8 +62,8 @@ func riseBase(plans []PlanPoint, now time.Time, load, level float64, horizon tim
 	if level <= 0 || load <= level {
 		return load
 	}
-	for _, p := range plans {
-		if now.Sub(p.At) <= horizon && p.Arrivals <= level {
+	for i := len(plans) - 1; i >= 0 && now.Sub(plans[i].At) <= horizon; i-- {
+		if plans[i].Arrivals <= level {
 			return level
 		}
 	}

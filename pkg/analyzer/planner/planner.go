@@ -251,6 +251,10 @@ type Analysis struct {
 	// mix gave back first and added none of: their requests miss the ITL
 	// target while another variant's meet it (shiftFromMissingITL).
 	MissingITL []string `json:"missingITL,omitempty"`
+	// MissingTTFT are the variants the mix adds none of while the plan
+	// keeps HoldsTheRest: their requests miss the TTFT target clearly
+	// more than its (missingTTFT).
+	MissingTTFT []string `json:"missingTTFT,omitempty"`
 	// BacklogLeft is the backlog projected to when a replica ordered now
 	// serves: what the replicas already starting leave (projectedBacklog).
 	BacklogLeft float64 `json:"backlogLeft,omitempty"`
@@ -311,6 +315,9 @@ func (a Analysis) Summary() []string {
 	}
 	if a.HoldsTheRest != "" {
 		lines = append(lines, fmt.Sprintf("  keeping a replica of %s at least: the running variants miss the TTFT target on more requests than its part of the error budget, and it misses fewer", a.HoldsTheRest))
+		if len(a.MissingTTFT) > 0 {
+			lines = append(lines, fmt.Sprintf("  adding no replicas of %s: their requests miss the TTFT target clearly more than %s's", strings.Join(a.MissingTTFT, ", "), a.HoldsTheRest))
+		}
 	}
 	return lines
 }
@@ -382,6 +389,9 @@ type cycle struct {
 	hold time.Duration
 	// trend is the arrivals' line over the trend's window.
 	trend trend
+	// missingTTFT are the variants the mix adds none of: their requests
+	// miss the TTFT target clearly more than HoldsTheRest's (fits.go).
+	missingTTFT []int
 }
 
 // plan sizes the group: what a replica of each variant serves, the demand
@@ -400,6 +410,10 @@ func plan(g decision.Group, slo params.SLO, scaling params.Scaling, st State, ne
 		v := &c.variants[i]
 		v.MinReplicas = min(max(v.MinReplicas, 1), v.MaxReplicas)
 		c.an.HoldsTheRest, next.HoldsTheRest = v.Name, v.Name
+		c.missingTTFT = missingTTFT(c.variants, c.next.Variants, v.Name)
+		for _, j := range c.missingTTFT {
+			c.an.MissingTTFT = append(c.an.MissingTTFT, c.variants[j].Name)
+		}
 	}
 	c.demand()
 	c.holdPeak()
@@ -491,14 +505,16 @@ func (c *cycle) demand() {
 	// history's rises stacked on it again (a burst beyond costs misses the
 	// budget pays); once it is spent, every rise is planned from the rate
 	// now.
+	an.Level = levelOf(c.st.Plans, c.g.Now, an.ArrivalRate)
+	spent := c.st.Budget.spent(c.slo.Attainment)
 	base := an.LoadRate
-	if !c.st.Budget.spent(c.slo.Attainment) {
-		base = riseBase(c.st.Plans, c.g.Now, an.LoadRate, levelOf(c.st.Plans, c.g.Now, an.ArrivalRate), c.horizon)
+	if !spent {
+		base = riseBase(c.st.Plans, c.g.Now, an.LoadRate, an.Level, c.horizon)
 	}
 	an.RiseMargin = base * c.next.RiseHistory.margin(c.slo.Attainment)
 	// heldMargin is the part of the margin the hold keeps with the demand.
 	heldMargin := an.RiseMargin
-	if !c.next.RiseHistory.enough() && c.st.Budget.spent(c.slo.Attainment) && len(c.st.Rises) == 0 {
+	if !c.next.RiseHistory.enough() && spent && len(c.st.Rises) == 0 {
 		// Too young for the histogram but missing the SLO: the delays
 		// it remembers are evidence enough to plan on, not to hold a
 		// fleet through the lull after a peak on (a one-hour trace's
@@ -681,7 +697,6 @@ func (c *cycle) adaptHold(unit time.Duration) {
 func (c *cycle) remember() {
 	an, next := &c.an, c.next
 	an.Held = an.Staffed
-	an.Level = levelOf(c.st.Plans, c.g.Now, an.ArrivalRate)
 	// Plans are remembered for the longer of the hold and the trend's
 	// window: a short hold must not starve the trend of history.
 	keep := max(c.hold, trendWindow(c.horizon), levelWindow)
@@ -755,7 +770,18 @@ func (c *cycle) mix() []int32 {
 // req/s).
 func (c *cycle) order(mv []mixVariant) []int32 {
 	an := &c.an
-	counts, ok := orderMix(untriedAtDiscount(mv, an.Variants), an.Staffed)
+	now := make([]int32, len(c.variants))
+	for i, v := range c.variants {
+		now[i] = v.CurrentReplicas
+	}
+	fitting := append([]mixVariant(nil), mv...)
+	addNoneOf(fitting, now, c.missingTTFT)
+	counts, ok := orderMix(untriedAtDiscount(fitting, an.Variants), an.Staffed)
+	if !ok {
+		// The variants that fit cannot cover the plan alone: the others
+		// serve the rest, missing the TTFT target on some of it.
+		counts, ok = orderMix(untriedAtDiscount(mv, an.Variants), an.Staffed)
+	}
 	for i, v := range c.variants {
 		if untried(an.Variants[i]) && counts[i] > v.CurrentReplicas {
 			an.Trying = append(an.Trying, v.Name)
@@ -837,11 +863,12 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 	for _, i := range shiftFromMissingITL(mv, counts, shares, c.slo.Attainment) {
 		an.MissingITL = append(an.MissingITL, fmt.Sprintf("%s (%.1f%% of its requests over the ITL target)", c.variants[i].Name, 100*shares[i]))
 	}
+	addNoneOf(mv, counts, c.missingTTFT)
 	keep := counts
 	if m, ok := cheapestMixWhere(mv, an.Held, keepsBusiestWithinTarget(mv, counts, an.Staffed)); ok && mixCost(mv, m) < mixCost(mv, counts)-1e-9 {
 		keep = m
 	}
-	swap, swapping := swapMix(c.variants, an.Variants, mv, keep, an.Held, c.hold, young, shares, c.slo, next, c.g.Now)
+	swap, swapping := swapMix(c.variants, an.Variants, mv, keep, an.Held, c.hold, young, shares, c.missingTTFT, c.slo, next, c.g.Now)
 	switch {
 	case swapping:
 		an.Why = WhySwap

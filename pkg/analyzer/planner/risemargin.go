@@ -10,25 +10,25 @@ import (
 
 // A replica ordered now serves one start-up delay later, so demand that
 // rises faster than that lands on the fleet of before the rise. The trend
-// (trend.go) sees a rise only once it is under way; the rise margin is
-// what the group's own history says demand can add within a start-up
-// delay before the trend shows it. Each cycle records how far the
-// arrivals rose over the start-up delay that just ended (the highest rate
-// of the delay against its first, each averaged over a request's
-// duration, less the Poisson noise of that average), as a share of the
-// rate it started from, in a histogram that forgets with a half-life of
-// riseHalfLife and is persisted with the planner's state. The margin is
-// the rise that all but riseBudget error budgets of the delays stayed
-// within, times the arrival rate now: where bursts come within a start-up
-// the plan carries their usual size, and a smooth day carries little. The
-// margin is held like the demand it is planned with: a burst that came
-// back within the hold is still covered. A group with less than
-// minRiseHistory of history has too few delays for the histogram (an
-// hour holds a burst or two) and plans as without, unless it is missing
-// its SLO (its error budget spent, budget.go): then it reads the rises of
-// the delays it remembers that started near its rate now (recentRise),
-// since a burst's rise from the lull before it says nothing of what
-// follows its peak.
+// (trend.go) sees a rise only once it is under way; the rise margin is what
+// the group's own history says demand can add within a start-up delay
+// before the trend shows it. Each cycle records how far the arrivals rose
+// over the start-up delay that just ended (the highest rate of the delay
+// against its first, each averaged over a request's duration, less the
+// Poisson noise of that average), as a share of the rate it started from,
+// in a histogram that forgets with a half-life of riseHalfLife and is
+// persisted with the planner's state. The margin is the rise that all but
+// riseBudget error budgets of the delays stayed within, times the rate it
+// rises from (riseBase: the load, or the level at a burst while the error
+// budget holds): where bursts come within a start-up the plan carries their
+// usual size, and a smooth day carries little. The margin is held like the
+// demand it is planned with: a burst that came back within the hold is
+// still covered. A group with less than minRiseHistory of history has too
+// few delays for the histogram (an hour holds a burst or two) and plans as
+// without, unless it is missing its SLO (its error budget spent,
+// budget.go): then it reads the rises of the delays it remembers that
+// started near its rate now (recentRise), since a burst's rise from the
+// lull before it says nothing of what follows its peak.
 const (
 	// riseBin is the histogram's bin width, in shares of the rate;
 	// riseBins of them reach a rise of 4x.

@@ -31,10 +31,11 @@ const (
 // the saving over the hold repays swapPayback times the cost of the
 // replicas that run twice during their start-up; never toward a variant
 // whose requests miss the ITL target while another's meet it (shares,
-// shiftFromMissingITL). base is the plan's mixVariant per variant (its Lo
-// and Hi are set here).
+// shiftFromMissingITL) or miss the TTFT target clearly more than the
+// variant kept for them (missingTTFT). base is the plan's mixVariant per
+// variant (its Lo and Hi are set here).
 func swapMix(variants []decision.Variant, an []VariantAnalysis, base []mixVariant,
-	keep []int32, need float64, hold time.Duration, young bool, shares []float64, slo params.SLO, next *State, now time.Time) ([]int32, bool) {
+	keep []int32, need float64, hold time.Duration, young bool, shares []float64, missingTTFT []int, slo params.SLO, next *State, now time.Time) ([]int32, bool) {
 	if !next.SwapAt.IsZero() && now.Sub(next.SwapAt) < hold {
 		return nil, false
 	}
@@ -49,6 +50,7 @@ func swapMix(variants []decision.Variant, an []VariantAnalysis, base []mixVarian
 		mv[i].Lo = min(mv[i].Min, mv[i].Hi)
 	}
 	shiftFromMissingITL(mv, keep, shares, slo.Attainment)
+	addNoneOf(mv, keep, missingTTFT)
 	if young {
 		// The fleet as found keeps its capacity for a hold; a swap may
 		// change its mix but covers at least the capacity found.

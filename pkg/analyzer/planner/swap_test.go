@@ -75,7 +75,7 @@ func TestSwapMix(t *testing.T) {
 				an[i].Capacity = caps[v.Name]
 				base[i] = mixVariant{Name: v.Name, Cost: v.Cost, Rate: caps[v.Name].Rate, Min: v.MinReplicas, Max: v.MaxReplicas}
 			}
-			got, ok := swapMix(variants, an, base, tc.keep, tc.need, tc.hold, tc.young, tc.shares, params.DefaultSLO(), next, now)
+			got, ok := swapMix(variants, an, base, tc.keep, tc.need, tc.hold, tc.young, tc.shares, nil, params.DefaultSLO(), next, now)
 			if tc.want == nil {
 				assert.False(t, ok, "no swap, got %v", got)
 				return

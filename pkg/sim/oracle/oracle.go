@@ -31,8 +31,8 @@ import (
 //  3. The interval's plan is the cheapest passing mix (ties: fewer
 //     replicas), found per count of the other variants by a gallop and a
 //     bisection on the first variant's count (cheapestMix: more of a
-//     slower variant can serve worse). Its cost is sum(cost_v * n_v) * length; the oracle's cost is the sum over
-//     intervals.
+//     slower variant can serve worse). Its cost is sum(cost_v * n_v) *
+//     length; the oracle's cost is the sum over intervals.
 //
 // Why it is a lower bound on cost: it knows the future (no reaction time,
 // no forecasting error), pays nothing for start-up (a replica serves the
