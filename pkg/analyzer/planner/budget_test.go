@@ -20,8 +20,14 @@ func tpot(rate, share float64) decision.Histogram {
 
 func TestBudget(t *testing.T) {
 	const att = 0.99
-	reps := func(rate, share float64) []decision.ReplicaMetrics {
-		return []decision.ReplicaMetrics{{Pod: "a", TPOT: tpot(rate/2, share)}, {Pod: "b", TPOT: tpot(rate/2, share)}}
+	reps := func(rate, share, ttftShare float64) []decision.ReplicaMetrics {
+		var ttft decision.Histogram
+		if ttftShare > 0 {
+			// vLLM's buckets: a 2 s target counts from 2.5 s on.
+			ttft = decision.Histogram{Bounds: []float64{1, 2.5, math.Inf(1)},
+				Counts: []float64{rate / 2 * (1 - ttftShare), rate / 2 * (1 - ttftShare), rate / 2}}
+		}
+		return []decision.ReplicaMetrics{{Pod: "a", TPOT: tpot(rate/2, share), TTFT: ttft}, {Pod: "b", TPOT: tpot(rate/2, share), TTFT: ttft}}
 	}
 	cases := []struct {
 		name      string
@@ -29,6 +35,8 @@ func TestBudget(t *testing.T) {
 		since     time.Duration // since prev.At
 		rate      float64       // requests per second finished
 		share     float64       // of them over the ITL target
+		ttft      float64       // of them over the TTFT target
+		waiting   bool          // requests wait: TTFT misses count
 		wantReqs  float64
 		wantOver  float64
 		wantSpent bool
@@ -41,6 +49,9 @@ func TestBudget(t *testing.T) {
 		{name: "clean requests repay the budget", prev: Budget{Requests: 1000, Over: 50}, since: time.Hour, rate: 100, share: 0,
 			wantReqs: 1000*math.Exp(-1.0/60) + 6000, wantOver: 50 * math.Exp(-1.0/60)},
 		{name: "a gap counts one rate window, not the gap", prev: Budget{Requests: 0}, since: 10 * time.Minute, rate: 10, share: 0, wantReqs: 600},
+		{name: "TTFT misses while requests wait count with the ITL's", rate: 10, share: 0.005, ttft: 0.01, waiting: true, wantReqs: 600, wantOver: 9, wantSpent: true},
+		{name: "TTFT misses with nothing waiting are the prompts'", rate: 10, share: 0.005, ttft: 0.01, wantReqs: 600, wantOver: 3},
+		{name: "misses never exceed the requests", rate: 10, share: 0.6, ttft: 0.6, waiting: true, wantReqs: 600, wantOver: 600, wantSpent: true},
 	}
 	now := t0.Add(time.Hour)
 	for _, tc := range cases {
@@ -49,7 +60,11 @@ func TestBudget(t *testing.T) {
 			if tc.since > 0 {
 				prev.At = now.Add(-tc.since)
 			}
-			b := prev.record(now, reps(tc.rate, tc.share), 100)
+			backlog := 0.0
+			if tc.waiting {
+				backlog = 3
+			}
+			b := prev.record(now, reps(tc.rate, tc.share, tc.ttft), 100, queuedTTFT(backlog, 2000))
 			assert.InDelta(t, tc.wantReqs, b.Requests, 1e-6)
 			assert.InDelta(t, tc.wantOver, b.Over, 1e-6)
 			assert.Equal(t, now, b.At)

@@ -49,14 +49,19 @@ func ttftMisses(v string, reps []decision.ReplicaMetrics, targetTTFTms float64) 
 	if requests <= 0 || targetTTFTms <= 0 {
 		return 0, 0
 	}
-	over := targetTTFTms / 1000
-	for _, b := range ttft.Bounds {
-		if b >= over {
-			over = b
+	return requests, wholeBucketsAbove(ttft, targetTTFTms/1000) * requests
+}
+
+// wholeBucketsAbove is the share of a histogram's requests from its first
+// bound at or above target on (ttftMisses).
+func wholeBucketsAbove(h decision.Histogram, target float64) float64 {
+	for _, b := range h.Bounds {
+		if b >= target {
+			target = b
 			break
 		}
 	}
-	return requests, ttft.Above(over) * requests
+	return h.Above(target)
 }
 
 // pool adds a cycle's requests to a decayed pool; a cycle with none

@@ -653,7 +653,7 @@ func (c *cycle) holdPeak() {
 	c.adaptHold(unit)
 	c.hold = time.Duration(c.next.HoldFactor * float64(unit))
 	c.next.Rises = rises(c.st.Rises, c.st.Plans, c.g.Now, an.StaffedArrivals, c.ref.Rate, c.horizon, c.hold)
-	c.next.Budget = c.st.Budget.record(c.g.Now, c.g.Replicas, c.slo.TargetITLms)
+	c.next.Budget = c.st.Budget.record(c.g.Now, c.g.Replicas, c.slo.TargetITLms, queuedTTFT(an.Backlog, c.slo.TargetTTFTms))
 	an.BudgetSpent = c.next.Budget.spent(c.slo.Attainment)
 	if !burstCameBack(c.next.Rises, c.hold) && !an.BudgetSpent {
 		// No burst has come back within the hold: nothing says the
