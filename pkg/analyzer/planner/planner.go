@@ -392,6 +392,8 @@ type cycle struct {
 	// missingTTFT are the variants the mix adds none of: their requests
 	// miss the TTFT target clearly more than HoldsTheRest's (fits.go).
 	missingTTFT []int
+	// current is each variant's replicas now (in variants' order).
+	current []int32
 }
 
 // plan sizes the group: what a replica of each variant serves, the demand
@@ -643,11 +645,11 @@ func missesITL(share, attainment float64) bool { return share > overSLOBudgets*(
 func (c *cycle) holdPeak() {
 	an := &c.an
 	unit := lullUnit(c.horizon)
-	current := make([]int32, len(c.variants))
+	c.current = make([]int32, len(c.variants))
 	for i, v := range c.variants {
-		current[i] = v.CurrentReplicas
+		c.current[i] = v.CurrentReplicas
 	}
-	an.Supply = c.supplyOf(current)
+	an.Supply = c.supplyOf(c.current)
 	c.short = an.Supply+1e-9 < an.Staffed
 	c.next.Short = c.short
 	c.adaptHold(unit)
@@ -770,12 +772,8 @@ func (c *cycle) mix() []int32 {
 // req/s).
 func (c *cycle) order(mv []mixVariant) []int32 {
 	an := &c.an
-	now := make([]int32, len(c.variants))
-	for i, v := range c.variants {
-		now[i] = v.CurrentReplicas
-	}
 	fitting := append([]mixVariant(nil), mv...)
-	addNoneOf(fitting, now, c.missingTTFT)
+	addNoneOf(fitting, c.current, c.missingTTFT)
 	counts, ok := orderMix(untriedAtDiscount(fitting, an.Variants), an.Staffed)
 	if !ok {
 		// The variants that fit cannot cover the plan alone: the others
@@ -914,11 +912,9 @@ func shiftFromMissingITL(mv []mixVariant, now []int32, shares []float64, attainm
 	if !running || !meeting {
 		return nil
 	}
+	addNoneOf(mv, now, missing)
 	for i, s := range shares {
-		switch {
-		case missesITL(s, attainment):
-			mv[i].Hi = max(min(mv[i].Hi, now[i]), mv[i].Lo)
-		case s >= 0 && s <= budget:
+		if s >= 0 && s <= budget {
 			mv[i].Lo = max(mv[i].Lo, min(now[i], mv[i].Hi))
 		}
 	}
