@@ -185,6 +185,10 @@ type VariantState struct {
 	// last rate window that counted minOverSLORequests, at ITLOverAt.
 	ITLOver   float64   `json:"itlOver,omitempty"`
 	ITLOverAt time.Time `json:"itlOverAt,omitzero"`
+	// TrialFrom is when the variant's replicas began serving without
+	// having proven their rate (onTrial); zero once proven or at zero
+	// ready replicas.
+	TrialFrom time.Time `json:"trialFrom,omitzero"`
 }
 
 // settleCycles is how many cycles a variant's observations are skipped
@@ -230,6 +234,9 @@ type VariantAnalysis struct {
 	// Load is its load factor under the gateway's split (share.go): 1
 	// while no weight is learned.
 	Load float64 `json:"gatewayLoad,omitempty"`
+	// OnTrial says its replicas serve an unproven rate, for under
+	// trialLength: a scale-down keeps one of them.
+	OnTrial bool `json:"onTrial,omitempty"`
 }
 
 // Analysis is the planner's intermediate quantities for a group.
@@ -293,6 +300,9 @@ type Analysis struct {
 	// replicas of (untriedPriceShare).
 	Trying   []string          `json:"trying,omitempty"`
 	Variants []VariantAnalysis `json:"variants"`
+	// Trial are the variants a scale-down keeps a replica of while it
+	// proves its rate (onTrial).
+	Trial []string `json:"trial,omitempty"`
 	// BudgetSpent says the requests over the ITL target lately exceed
 	// the SLO's error budget (budget.go): every rise is held for the
 	// full hold.
@@ -312,6 +322,9 @@ func (a Analysis) Summary() []string {
 	}
 	if len(a.MissingITL) > 0 {
 		lines = append(lines, fmt.Sprintf("  giving back %s first and adding none: another variant's requests meet the target", strings.Join(a.MissingITL, ", ")))
+	}
+	if len(a.Trial) > 0 {
+		lines = append(lines, fmt.Sprintf("  keeping a replica of %s on trial: not yet seen serving half the rate credited to it", strings.Join(a.Trial, ", ")))
 	}
 	if a.HoldsTheRest != "" {
 		lines = append(lines, fmt.Sprintf("  keeping a replica of %s at least: the running variants miss the TTFT target on more requests than its part of the error budget, and it misses fewer", a.HoldsTheRest))
@@ -851,6 +864,10 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 		if young {
 			mv[i].Lo = min(max(mv[i].Lo, next.Found[v.Name]), mv[i].Hi)
 		}
+		if va := an.Variants[i]; onTrial(va) && mv[i].Lo < 1 {
+			mv[i].Lo = min(1, mv[i].Hi)
+			an.Trial = append(an.Trial, v.Name)
+		}
 	}
 	// The fitted lines are trusted only as far as the replicas were seen
 	// serving within the target (withinShown).
@@ -1037,6 +1054,24 @@ const untriedPriceShare = 2.0 / 3
 // untried says whether a variant has no replica and has never been seen
 // serving.
 func untried(va VariantAnalysis) bool { return va.Observations == 0 && va.Current == 0 }
+
+// A variant tried (untriedAtDiscount) is credited the fair price until
+// one of its replicas serves half its fitted rate (proven), and at the
+// fair price it ties with the proven variant: the cheapest release then
+// drops it whenever one replica of it costs more than the other's, and
+// the plan never learns what it serves. On the ramp the H100 tried
+// during the warm-up served 4 minutes beside four L40S before it went;
+// the plan ran on L40S at 5 req/s each where an H100 serves 10, and
+// ordered H100s again 19 minutes later. So a scale-down keeps one
+// replica of a variant on trial for trialLength from when it began
+// serving; once proven, its own line decides.
+const trialLength = 20 * time.Minute
+
+// onTrial says a variant runs, has not yet proven its rate and began
+// serving within trialLength.
+func onTrial(va VariantAnalysis) bool {
+	return va.OnTrial && va.Current > 0 && va.Observations > 0 && !proven(va)
+}
 
 // untriedAtDiscount returns the variants an order searches: the untried
 // ones at untriedPriceShare of their cost.
@@ -1377,6 +1412,13 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	}
 	va.Headroom = h
 	va.PeakLoad = vs.PeakLoad
+	switch {
+	case va.Ready == 0 || proven(va):
+		vs.TrialFrom = time.Time{}
+	case vs.TrialFrom.IsZero():
+		vs.TrialFrom = now
+	}
+	va.OnTrial = !vs.TrialFrom.IsZero() && now.Sub(vs.TrialFrom) < trialLength
 	if !short && loadPerReplica(v.Name, reps) <= va.Capacity.Rate {
 		// Misses while the group is short of supply or replicas start,
 		// or the variant loaded past its rate, are queues the plan
