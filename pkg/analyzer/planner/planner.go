@@ -1060,7 +1060,7 @@ func untried(va VariantAnalysis) bool { return va.Observations == 0 && va.Curren
 // fair price it ties with the proven variant: the cheapest release then
 // drops it whenever one replica of it costs more than the other's, and
 // the plan never learns what it serves. On the ramp the H100 tried
-// during the warm-up served 4 minutes beside four L40S before it went;
+// during the warm-up served 4.5 minutes beside four L40S before it went;
 // the plan ran on L40S at 5 req/s each where an H100 serves 10, and
 // ordered H100s again 19 minutes later. So a scale-down keeps one
 // replica of a variant on trial for trialLength from when it began
