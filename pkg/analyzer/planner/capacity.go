@@ -215,6 +215,21 @@ func prior(targetITL, in, out float64, lim Limits) Curve {
 	return Curve{P: p, C1: drop / 2 / (r * (in + out) / scale1), C2: drop / 2 / (r * out * (in + out/2) / scale2)}
 }
 
+// promptPrior is the curve a replica's prompts alone give, through the
+// intercept p the observations fitted: with chunked prefill a step carries
+// the prompt tokens admitted beside the decodes, and prompts computed at
+// promptRate tokens per second take r*in/promptRate of the engine's time,
+// so a step that lasts 1/p at idle lasts 1/(p*(1 - r*in/promptRate)).
+// The engine-limit prior (prior) puts the ITL target's headroom where the
+// KV cache is full, which for answers as long as their prompts is four
+// times the ITL there: an H100 holding 63 requests of 3,400 prompt and
+// 3,300 output tokens runs 24 ms (wva simulate replica), where a line
+// fitted near idle under that prior said 33.6 ms, and credited it 0.565
+// req/s where it serves 0.78.
+func promptPrior(p, in, out, promptRate float64) Curve {
+	return Curve{P: p, C1: p * in / promptRate / ((in + out) / scale1)}
+}
+
 // ReplicaCapacity is one replica's rate at the SLO and what bounds it.
 type ReplicaCapacity struct {
 	Rate        float64 `json:"ratePerReplica"`
@@ -235,15 +250,19 @@ type ReplicaCapacity struct {
 // The KV cache and --max-num-seqs bound the requests in flight, and a
 // request stays as long as its tokens take at the ITL of the rate planned:
 // the bound's rate is where rate x request time reaches it. That ITL is
-// the curve's, at most itlHeadroom of the target (a line fitted from few
-// points must not stretch a request past what the plan allows): a
-// reasoning model's 3,000-token answers decoding at 35 ms hold a slot for
-// 105 s, not the 270 s the target would allow.
-func capacityAt(c Curve, lim Limits, headroom, targetITL, targetTTFT, in, out float64) ReplicaCapacity {
+// the shorter of the curve's and timing's (the same observations fitted
+// under the prompts' prior, promptPrior), at most itlHeadroom of the
+// target (a line fitted from few points must not stretch a request past
+// what the plan allows): a reasoning model's 3,000-token answers decoding
+// at 35 ms hold a slot for 105 s, not the 270 s the target would allow.
+func capacityAt(c, timing Curve, lim Limits, headroom, targetITL, targetTTFT, in, out float64) ReplicaCapacity {
 	rate := headroom * c.Rate(targetITL, in, out)
 	maxITL := itlHeadroom * targetITL
+	itl := func(r float64) float64 {
+		return min(c.ITLms(r, in, out), timing.ITLms(r, in, out), maxITL)
+	}
 	seconds := func(r float64) float64 {
-		return out*min(c.ITLms(r, in, out), maxITL)/1000 + ttftShare*targetTTFT/1000
+		return out*itl(r)/1000 + ttftShare*targetTTFT/1000
 	}
 	k, kBound := lim.MaxNumSeqs, "max-num-seqs"
 	if lim.KVConcurrency > 0 && lim.KVConcurrency < k {
@@ -275,5 +294,5 @@ func capacityAt(c Curve, lim Limits, headroom, targetITL, targetTTFT, in, out fl
 		}
 	}
 	secs := seconds(lo)
-	return ReplicaCapacity{Rate: lo, Concurrency: lo * secs, ITLms: min(c.ITLms(lo, in, out), maxITL), Bound: kBound, RequestSeconds: secs}
+	return ReplicaCapacity{Rate: lo, Concurrency: lo * secs, ITLms: itl(lo), Bound: kBound, RequestSeconds: secs}
 }

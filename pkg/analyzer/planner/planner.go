@@ -149,6 +149,9 @@ type State struct {
 type VariantState struct {
 	Fit      Fit     `json:"fit"`
 	KVTokens float64 `json:"kvTokens,omitempty"`
+	// PromptRate is the fastest its replicas were seen computing prompts
+	// (promptRate), in tokens per second: the prompts' prior.
+	PromptRate float64 `json:"promptRate,omitempty"`
 	// LastReady and Settle skip observations for settleCycles after the
 	// variant gained ready replicas: a new pod's 1m rates under-read its
 	// load for its first window, which would bend the line up.
@@ -1068,7 +1071,11 @@ func untried(va VariantAnalysis) bool { return va.Observations == 0 && va.Curren
 const trialLength = 20 * time.Minute
 
 // onTrial says a variant runs, has not yet proven its rate and began
-// serving within trialLength.
+// serving within trialLength. proven is read again here, not only where
+// learn set TrialFrom: fairPrice has since credited a variant the gateway
+// loaded past its fair price with its seen load (twice its peak). At that
+// rate it reads as proven and costs less per request than the proven
+// variant: the cheapest release keeps it without a trial.
 func onTrial(va VariantAnalysis) bool {
 	return va.OnTrial && va.Current > 0 && va.Observations > 0 && !proven(va)
 }
@@ -1361,6 +1368,9 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 		if vs.Settle > 0 {
 			continue
 		}
+		if pr, ok := promptRate(r); ok {
+			vs.PromptRate = max(vs.PromptRate, pr)
+		}
 		if r.ArrivalRate > 0 && decision.Finite(r.ArrivalRate) && r.AvgITLms > 0 && decision.Finite(r.AvgITLms) {
 			// The replica's own request shape where it reports one.
 			pin, pout := in, out
@@ -1384,7 +1394,14 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	va.Observations = fit.Obs
 	va.Limits = lim
 	h := headroomOf(vs.Headroom)
-	va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
+	// The KV bound times a request with the shorter of the two fits'
+	// ITLs (capacityAt): where they differ, the observations left the
+	// slope to the priors.
+	timing := va.Curve
+	if vs.PromptRate > 0 && in > 0 && va.Curve.P > 0 {
+		timing = fit.solve(promptPrior(va.Curve.P, in, out, vs.PromptRate))
+	}
+	va.Capacity = capacityAt(va.Curve, timing, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
 	if vs.Settle == 0 {
 		att := observeAttainment(v.Name, reps, slo.TargetITLms, slo.TargetTTFTms)
 		va.TPOTOverTarget = att.Over
@@ -1406,7 +1423,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 			vs.VerdictAt = now
 		}
 		if h != prev {
-			va.Capacity = capacityAt(va.Curve, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
+			va.Capacity = capacityAt(va.Curve, timing, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
 		}
 		vs.Headroom = h
 	}
@@ -1479,6 +1496,20 @@ func lasting(now time.Time, st State, next *State, supply, need float64) bool {
 	}
 	next.ShortSince = since
 	return false
+}
+
+// promptRate is the rate a replica computes prompts at, read from its
+// mean TTFT while nothing waits in its queue: the prompt tokens not served
+// from the prefix cache over the time to their first token (which then
+// also holds at most one step of the requests already running, so it
+// reads a little low). ok is false while requests queue or a figure is
+// missing.
+func promptRate(r decision.ReplicaMetrics) (float64, bool) {
+	if r.QueueLength != 0 || r.AvgTTFTms <= 0 || !decision.Finite(r.AvgTTFTms) || r.AvgInputTokens <= 0 || !decision.Finite(r.AvgInputTokens) {
+		return 0, false
+	}
+	computed := r.AvgInputTokens * (1 - min(max(r.PrefixCacheHitRate, 0), 1))
+	return computed / (r.AvgTTFTms / 1000), computed > 0
 }
 
 // withinShown bounds a replica's rate for a scale-down by how far its

@@ -72,6 +72,75 @@ func TestFitLeavesUnusedLoadAtZero(t *testing.T) {
 	assert.InDelta(t, 2, got.Rate(100, 2000, 3000), 0.6)
 }
 
+// A replica whose steps lengthen only with the prompts it computes (a
+// decode step of 18.5 ms at idle, prompts at 10,800 tokens per second: an
+// H100 pair in the simulator's server model) serving answers as long as
+// their prompts. The line the planner fitted for it near idle on the
+// reasoning half day at half rate (at 06:29:30) times requests at the KV
+// cache's bound far too long; timed by the prompts' prior the bound comes
+// where the replica reaches it.
+func TestKVBoundTimedByPrompts(t *testing.T) {
+	const (
+		idleMs     = 18.5
+		promptRate = 10800.0
+		in, out    = 3400.0, 3300.0
+	)
+	itl := func(r float64) float64 { return idleMs / (1 - r*in/promptRate) }
+	lim := Limits{MaxNumSeqs: 256, KVConcurrency: 63}
+	fitted := Curve{P: 65.13, C1: 93.28}
+	timing := Fit{}.solve(promptPrior(1000/idleMs, in, out, promptRate))
+	// The rate where the replica holds 63 requests, each for its answer
+	// at the ITL of that rate plus its share of the TTFT target.
+	lo, hi := 0.0, 2.0
+	for range 60 {
+		mid := (lo + hi) / 2
+		if mid*(out*itl(mid)/1000+ttftShare*2) > lim.KVConcurrency {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	truth := lo
+
+	c := capacityAt(fitted, timing, lim, startHeadroom, 100, 2000, in, out)
+	assert.Equal(t, "kv-cache", c.Bound)
+	assert.InEpsilon(t, truth, c.Rate, 0.01, "timed by the prompts: %.3f req/s where the replica reaches the bound at %.3f", c.Rate, truth)
+	assert.InEpsilon(t, itl(truth), c.ITLms, 0.01)
+
+	alone := capacityAt(fitted, fitted, lim, startHeadroom, 100, 2000, in, out)
+	assert.Equal(t, "kv-cache", alone.Bound)
+	assert.Less(t, alone.Rate, 0.75*truth, "the fitted line alone credits %.3f req/s", alone.Rate)
+
+	// The shorter of the two times the bound: a slower second line
+	// changes nothing.
+	slower := Curve{P: fitted.P, C1: 2 * fitted.C1}
+	assert.Equal(t, alone, capacityAt(fitted, slower, lim, startHeadroom, 100, 2000, in, out))
+}
+
+func TestPromptRate(t *testing.T) {
+	cases := []struct {
+		name string
+		r    decision.ReplicaMetrics
+		want float64
+		ok   bool
+	}{
+		{"empty queue", decision.ReplicaMetrics{AvgInputTokens: 3400, AvgTTFTms: 320}, 3400 / 0.32, true},
+		{"prefix cache hits are not computed", decision.ReplicaMetrics{AvgInputTokens: 3400, AvgTTFTms: 320, PrefixCacheHitRate: 0.5}, 1700 / 0.32, true},
+		{"queued requests wait before their prompt", decision.ReplicaMetrics{AvgInputTokens: 3400, AvgTTFTms: 900, QueueLength: 3}, 0, false},
+		{"no TTFT", decision.ReplicaMetrics{AvgInputTokens: 3400}, 0, false},
+		{"TTFT not a number", decision.ReplicaMetrics{AvgInputTokens: 3400, AvgTTFTms: math.NaN()}, 0, false},
+		{"no prompts", decision.ReplicaMetrics{AvgTTFTms: 320}, 0, false},
+		{"every prompt cached", decision.ReplicaMetrics{AvgInputTokens: 3400, AvgTTFTms: 320, PrefixCacheHitRate: 1}, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := promptRate(tc.r)
+			assert.Equal(t, tc.ok, ok)
+			assert.InDelta(t, tc.want, got, 1e-9)
+		})
+	}
+}
+
 func TestCapacityBounds(t *testing.T) {
 	const in, out = 800.0, 200.0
 	// 1/ITL = 50 - 0.005 * tokens/s: the ITL target (100 ms) is reached
@@ -98,7 +167,7 @@ func TestCapacityBounds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := capacityAt(tc.curve, tc.lim, startHeadroom, 100, 2000, in, out)
+			c := capacityAt(tc.curve, tc.curve, tc.lim, startHeadroom, 100, 2000, in, out)
 			assert.Equal(t, tc.bound, c.Bound)
 			if tc.rate > 0 {
 				assert.InDelta(t, tc.rate, c.Rate, 1e-6)
@@ -230,10 +299,12 @@ func fleet(l4, h100 int32, rate float64) decision.Group {
 			{Name: "l4", Cost: 5, MinReplicas: 1, MaxReplicas: 20, CurrentReplicas: l4, MaxNumSeqs: 64, StartupDelay: 2 * time.Minute},
 			{Name: "h100", Cost: 15, MinReplicas: 0, MaxReplicas: 8, CurrentReplicas: h100, MaxNumSeqs: 256, StartupDelay: 3 * time.Minute},
 		}}
+	// No TTFT: the L4s' line is the fixture's whole server model (a TTFT
+	// read with nothing queued would add the prompts' prior, promptPrior).
 	for i := range l4 {
 		g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: "l4-" + string(rune('a'+i)), Variant: "l4",
 			NumGPUBlocks: 2048, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
-			ArrivalRate: rate / float64(l4+h100), AvgITLms: fixtureITLms(rate / float64(l4+h100)), AvgTTFTms: 300})
+			ArrivalRate: rate / float64(l4+h100), AvgITLms: fixtureITLms(rate / float64(l4+h100))})
 	}
 	return g
 }
