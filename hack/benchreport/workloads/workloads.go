@@ -45,6 +45,13 @@ var DayArgs = []string{"--shape", "day", "--duration", "24h", "--base-rate", "1.
 // that each day has at its own times (the same requests as the day's).
 var WorkdaysArgs = []string{"--shape", "workday", "--duration", "48h", "--base-rate", "0.8", "--peak-rate", "4.8", "--input-tokens", "2000", "--output-tokens", "400"}
 
+// WeekArgs is nine days from a Monday: five workdays, a weekend at the
+// night's rate, and the next week's Monday and Tuesday, whose 09:00 rises
+// only the same weekday a week before shows (the weekend before has
+// none). Long answers make a few requests a second a fleet of several
+// replicas within the simulator's bound on the requests of a trace.
+var WeekArgs = []string{"--shape", "week", "--duration", "216h", "--base-rate", "0.25", "--peak-rate", "1.5", "--input-tokens", "3000", "--output-tokens", "1500"}
+
 // Benchmark are the policy table's workloads, in its order.
 var Benchmark = []Workload{
 	{Name: "default (bursty)"},
@@ -56,6 +63,7 @@ var Benchmark = []Workload{
 	{Name: "Azure conv x4.5", Args: Azure(Conv, 1.5*AzureScale)},
 	{Name: "day (24 h, bursts)", Args: DayArgs, Long: true},
 	{Name: "workdays (2 x 24 h, 09:00 rise, bursts)", Args: WorkdaysArgs, Long: true},
+	{Name: "week (9 days, workdays and a quiet weekend)", Args: WeekArgs, Long: true},
 	{Name: "ServeGen chat (m-mid, 00-12 h)", Args: []string{"--trace", ServegenChat}, Long: true},
 	{Name: "ServeGen reasoning (deepseek-r1, 00-12 h)", Args: []string{"--trace", ServegenReason}, Long: true},
 }

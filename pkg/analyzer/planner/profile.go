@@ -8,8 +8,11 @@ import (
 // Users run for weeks, and most of their traffic keeps the hours of the
 // people behind it. The profile is the group's arrivals by time of day
 // (UTC), learned from its own history and persisted with the planner's
-// state: for each profileSlot of each of the last profileDays days, the
-// highest 1m arrival rate seen in it. A rise that the past days held for
+// state: for each profileSlot of each of the last profileWeeks weeks'
+// days, the highest 1m arrival rate seen in it. The days that tell today's
+// rises are the same weekday of the past weeks where any is known (a
+// Monday's rise after a quiet weekend, no Saturday rise after a week of
+// them), else the last profileDays days. A rise that those days held for
 // profileSustain (a level, not a burst) and that begins within the next
 // start-up delay is ordered now, so the replicas for it are Ready when it
 // comes; the trend sees it only once it is under way. The rise is the
@@ -20,9 +23,12 @@ import (
 // profile no longer says it is ahead. A group with no whole day of
 // history plans as without.
 const (
-	profileSlot    = 10 * time.Minute
-	profileSlots   = int(24 * time.Hour / profileSlot)
-	profileDays    = 2
+	profileSlot  = 10 * time.Minute
+	profileSlots = int(24 * time.Hour / profileSlot)
+	profileDays  = 2
+	profileWeeks = 2
+	// profileHistory is the days kept: every weekday of profileWeeks.
+	profileHistory = 7 * profileWeeks
 	profileSustain = 30 * time.Minute
 	// unseen marks a slot with no cycle in it (the adapter was down).
 	unseen = -1
@@ -60,15 +66,12 @@ func (p Profile) record(now time.Time, rate float64) Profile {
 	day, slot := dayAndSlot(now)
 	next := Profile{Day: day}
 	for _, d := range p.Past {
-		if day-d.Day <= profileDays {
+		if day-d.Day <= profileHistory {
 			next.Past = append(next.Past, d)
 		}
 	}
-	if p.Today != nil && p.Day < day && day-p.Day <= profileDays {
+	if p.Today != nil && p.Day < day && day-p.Day <= profileHistory {
 		next.Past = append(next.Past, ProfileDay{Day: p.Day, Peaks: p.Today})
-		if len(next.Past) > profileDays {
-			next.Past = next.Past[len(next.Past)-profileDays:]
-		}
 	}
 	next.Today = make([]float64, profileSlots)
 	if p.Today != nil && p.Day == day && len(p.Today) == profileSlots {
@@ -103,10 +106,31 @@ func slotsAhead(now time.Time, span time.Duration) []int {
 	return out
 }
 
+// daysLikeToday are the past days that tell today's rises: the same
+// weekday of the past weeks where any is known, else the last profileDays
+// days. Weekly evidence takes over whole, not mixed with the days before:
+// "the lowest of them" over a Sunday and the Monday before would never
+// order a Monday's rise.
+func (p Profile) daysLikeToday() []ProfileDay {
+	var weekly, recent []ProfileDay
+	for _, d := range p.Past {
+		switch ago := p.Day - d.Day; {
+		case ago > 0 && ago%7 == 0:
+			weekly = append(weekly, d)
+		case ago > 0 && ago <= profileDays:
+			recent = append(recent, d)
+		}
+	}
+	if len(weekly) > 0 {
+		return weekly
+	}
+	return recent
+}
+
 // rise is the rise the profile says begins within horizon (0 when it says
 // none, or has no day to say it from).
 func (p Profile) rise(now time.Time, horizon time.Duration) float64 {
-	days := p.Past
+	days := p.daysLikeToday()
 	if len(days) == 0 || len(p.Today) != profileSlots {
 		return 0
 	}

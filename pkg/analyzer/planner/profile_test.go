@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// midnight is a day's start, UTC.
+// midnight is a day's start, UTC (a Monday).
 var midnight = time.Date(2026, time.March, 2, 0, 0, 0, 0, time.UTC)
 
 // workdayRate is 1 req/s at night and 5 from 09:00 to 17:00, with a
@@ -27,24 +27,40 @@ func workdayRate(t time.Time, burst bool) float64 {
 // learnDays records days of workdayRate, a cycle a minute, from midnight,
 // and the next day's first minute: the days are past.
 func learnDays(days int, burst bool) Profile {
+	return learnProfile(days, func(t time.Time) float64 { return workdayRate(t, burst) })
+}
+
+// weekRate is workdayRate from Monday to Friday and the night's rate all
+// weekend.
+func weekRate(t time.Time) float64 {
+	if d := t.Weekday(); d == time.Saturday || d == time.Sunday {
+		return 1
+	}
+	return workdayRate(t, false)
+}
+
+// learnProfile records days of rate, a cycle a minute, from midnight, and the
+// next day's first minute.
+func learnProfile(days int, rate func(time.Time) float64) Profile {
 	var p Profile
 	for t := midnight; !t.After(midnight.Add(time.Duration(days) * 24 * time.Hour)); t = t.Add(time.Minute) {
-		p = p.record(t, workdayRate(t, burst))
+		p = p.record(t, rate(t))
 	}
 	return p
 }
 
 func TestProfileRecord(t *testing.T) {
-	p := learnDays(9, false)
-	require.Len(t, p.Past, profileDays, "at most profileDays past days")
-	assert.Equal(t, midnight.Add(9*24*time.Hour).Unix()/86400, p.Day)
+	p := learnDays(20, false)
+	require.Len(t, p.Past, profileHistory, "at most profileHistory past days")
+	assert.Equal(t, midnight.Add(20*24*time.Hour).Unix()/86400, p.Day)
+	assert.Equal(t, p.Day-profileHistory, p.Past[0].Day, "the oldest is the same weekday two weeks ago")
 	assert.Equal(t, p.Day-1, p.Past[len(p.Past)-1].Day, "yesterday is the newest past day")
 	at := func(h float64) int { return int(h * 6) }
 	assert.Equal(t, 1.0, p.Past[0].Peaks[at(3)])
 	assert.Equal(t, 5.0, p.Past[0].Peaks[at(10)])
 
 	// A new day starts unseen but for the slot of its first cycle.
-	next := p.record(midnight.Add(10*24*time.Hour+30*time.Minute), 2)
+	next := p.record(midnight.Add(21*24*time.Hour+30*time.Minute), 2)
 	assert.Equal(t, float64(unseen), next.Today[0])
 	assert.Equal(t, 2.0, next.Today[3])
 	assert.Equal(t, 1.0, next.Past[len(next.Past)-1].Peaks[0], "the day before, as far as it was seen")
@@ -54,11 +70,11 @@ func TestProfileRecord(t *testing.T) {
 
 	// A later cycle in the slot keeps the higher rate, rounded to three
 	// significant digits.
-	assert.Equal(t, 2.35, next.record(midnight.Add(10*24*time.Hour+31*time.Minute), 2.3456).Today[3])
-	assert.Equal(t, 2.0, next.record(midnight.Add(10*24*time.Hour+32*time.Minute), 1.5).Today[3])
+	assert.Equal(t, 2.35, next.record(midnight.Add(21*24*time.Hour+31*time.Minute), 2.3456).Today[3])
+	assert.Equal(t, 2.0, next.record(midnight.Add(21*24*time.Hour+32*time.Minute), 1.5).Today[3])
 
-	// After more than profileDays away, no past day is kept.
-	gone := p.record(midnight.Add(30*24*time.Hour), 1)
+	// After more than profileHistory away, no past day is kept.
+	gone := p.record(midnight.Add(40*24*time.Hour), 1)
 	assert.Empty(t, gone.Past)
 }
 
@@ -99,6 +115,48 @@ func TestProfileRise(t *testing.T) {
 			assert.InDelta(t, tt.wantRise, p.rise(now, horizon), 1e-9)
 		})
 	}
+}
+
+// TestProfileRiseByWeekday: with a week of history the same weekday tells
+// today's rises. The Monday after a weekend orders its 09:00 rise, which
+// the weekend before it does not have; a Saturday after five workdays does
+// not, once a Saturday is known.
+func TestProfileRiseByWeekday(t *testing.T) {
+	horizon := 7 * time.Minute
+	tests := map[string]struct {
+		days     int // learned before today (today is midnight + days)
+		wantRise float64
+	}{
+		"Tuesday, from Monday and the Sunday before":   {8, 4},
+		"Monday after the first weekend, a week known": {7, 4},
+		"Monday after two weeks":                       {14, 4},
+		"Saturday before a week is known: Thu and Fri": {5, 4},
+		"Saturday, a Saturday known":                   {12, 0},
+		"Sunday before a week is known: Fri and Sat":   {6, 0},
+		"Wednesday in the second week: last Wednesday": {9, 4},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := learnProfile(tt.days, weekRate)
+			today := midnight.Add(time.Duration(tt.days) * 24 * time.Hour)
+			now := today.Add(8*time.Hour + 55*time.Minute)
+			for at := today.Add(time.Minute); at.Before(now); at = at.Add(time.Minute) {
+				p = p.record(at, weekRate(at))
+			}
+			assert.InDelta(t, tt.wantRise, p.rise(now, horizon), 1e-9)
+		})
+	}
+
+	// A Monday whose week-old Monday is gone (trimmed to persist) plans
+	// from the days before it: the weekend, no rise.
+	p := learnProfile(7, weekRate)
+	p, ok := p.trimOldestDay()
+	require.True(t, ok)
+	now := midnight.Add(7*24*time.Hour + 8*time.Hour + 55*time.Minute)
+	for at := midnight.Add(7*24*time.Hour + time.Minute); at.Before(now); at = at.Add(time.Minute) {
+		p = p.record(at, weekRate(at))
+	}
+	assert.Zero(t, p.rise(now, horizon))
 }
 
 // TestProfileRiseOfNoise: a flat day's 1m rates scatter about its mean;

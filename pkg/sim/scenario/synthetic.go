@@ -20,10 +20,11 @@ const (
 	ShapeBursty  = "bursty"
 	ShapeDay     = "day"
 	ShapeWorkday = "workday"
+	ShapeWeek    = "week"
 )
 
 // Shapes lists the synthetic shapes.
-var Shapes = []string{ShapeSteady, ShapeRamp, ShapeSpike, ShapeDiurnal, ShapeBursty, ShapeDay, ShapeWorkday}
+var Shapes = []string{ShapeSteady, ShapeRamp, ShapeSpike, ShapeDiurnal, ShapeBursty, ShapeDay, ShapeWorkday, ShapeWeek}
 
 // Synthetic describes a generated trace: Poisson arrivals whose rate follows
 // the shape, lognormal prompt and output lengths.
@@ -38,7 +39,9 @@ type Synthetic struct {
 	// that raise the rate of the hour by 30-100%), workday (days from
 	// midnight at BaseRate, rising to PeakRate between 09:00 and 09:15,
 	// 70% of it over lunch, 12:00-13:00, back to BaseRate between 17:00
-	// and 19:00, with a day's bursts; every day alike).
+	// and 19:00, with a day's bursts; every day alike), week (weeks from
+	// Monday midnight: a workday from Monday to Friday, BaseRate with a
+	// day's bursts on Saturday and Sunday).
 	Shape    string          `json:"shape"`
 	Duration params.Duration `json:"duration"`
 	// Rates in requests per second.
@@ -120,14 +123,23 @@ func (s Synthetic) Validate() error {
 // except for a day, whose bursts (at most dayBurstMax) lift the mean of
 // its curve, (base + peak) / 2.
 func (s Synthetic) drawn() float64 {
-	if s.dayLike() {
+	switch {
+	case s.Shape == ShapeWeek:
+		// Five workdays in seven at their mean level.
+		return dayBurstMax * (s.BaseRate + (s.PeakRate-s.BaseRate)*workdayMean*5/7)
+	case s.dayLike():
 		return dayBurstMax * (s.BaseRate + s.PeakRate) / 2
 	}
 	return s.peak()
 }
 
-// dayLike says the shape is a day of hours with random bursts.
-func (s Synthetic) dayLike() bool { return s.Shape == ShapeDay || s.Shape == ShapeWorkday }
+// dayLike says the shape is days of hours with random bursts.
+func (s Synthetic) dayLike() bool {
+	return s.Shape == ShapeDay || s.Shape == ShapeWorkday || s.Shape == ShapeWeek
+}
+
+// workdayMean bounds workdayLevel's mean over a day (8.575 of 24 hours).
+const workdayMean = 0.36
 
 // dayBurstMax is the most a day's burst multiplies the rate by.
 const dayBurstMax = 2.0
@@ -195,7 +207,7 @@ func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 		bursts = drawBursts(rng, d, 10*time.Minute, func(u float64) float64 {
 			return s.BaseRate + (s.PeakRate-s.BaseRate)*(0.5+0.5*u)
 		})
-	case ShapeDay, ShapeWorkday:
+	case ShapeDay, ShapeWorkday, ShapeWeek:
 		// Bursts start about every 40 minutes and multiply the hour's
 		// rate; rate holds the factor.
 		bursts = drawBursts(rng, d, 40*time.Minute, func(u float64) float64 {
@@ -222,12 +234,15 @@ func (s Synthetic) Generate(seed uint64) (trace.Trace, error) {
 				}
 			}
 			return r
-		case ShapeDay, ShapeWorkday:
+		case ShapeDay, ShapeWorkday, ShapeWeek:
 			// The hour of the day, whatever the duration: 24h is one day.
 			h := math.Mod(t.Hours(), 24)
 			r := s.BaseRate + (s.PeakRate-s.BaseRate)*(1-math.Cos(2*math.Pi*(h-4)/24))/2
-			if s.Shape == ShapeWorkday {
+			switch weekday := int(t.Hours()/24) % 7; {
+			case s.Shape == ShapeWorkday, s.Shape == ShapeWeek && weekday < 5:
 				r = s.BaseRate + (s.PeakRate-s.BaseRate)*workdayLevel(h)
+			case s.Shape == ShapeWeek:
+				r = s.BaseRate
 			}
 			f := 1.0
 			for _, b := range bursts {

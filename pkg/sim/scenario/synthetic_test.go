@@ -83,6 +83,29 @@ func TestSyntheticShapes(t *testing.T) {
 		assert.Less(t, q(19.5), 2.2*900, "day %d, 19:30", day)
 	}
 
+	// A week: Monday to Friday rise at 09:00, Saturday and Sunday hold
+	// the night's rate, and the next Monday rises again.
+	week := Synthetic{Shape: ShapeWeek, Duration: params.Duration(8 * 24 * time.Hour), BaseRate: 0.2, PeakRate: 1, InputTokens: 500, OutputTokens: 100}
+	tr, err = week.Generate(3)
+	require.NoError(t, err)
+	perHour := make([]float64, 8*24)
+	for _, r := range tr.Requests {
+		perHour[int(r.Arrival/time.Hour)]++
+	}
+	for day := range 8 {
+		h := func(hour int) float64 { return perHour[day*24+hour] }
+		if day == 5 || day == 6 {
+			assert.Less(t, h(10), 2.2*720, "day %d (weekend), 10:00: the night's rate with its bursts", day)
+			continue
+		}
+		assert.Greater(t, h(10), 2*h(7), "day %d (workday), 10:00 against 07:00", day)
+	}
+	// Its bound on the requests drawn counts the workdays' hours and the
+	// quiet weekend: nine days at 0.25-1.5 req/s are within it, where the
+	// workday's bound (the mean of base and peak) refuses them.
+	require.NoError(t, Synthetic{Shape: ShapeWeek, Duration: params.Duration(9 * 24 * time.Hour), BaseRate: 0.25, PeakRate: 1.5, InputTokens: 500, OutputTokens: 100}.Validate())
+	assert.Error(t, Synthetic{Shape: ShapeWorkday, Duration: params.Duration(9 * 24 * time.Hour), BaseRate: 0.25, PeakRate: 1.5, InputTokens: 500, OutputTokens: 100}.Validate())
+
 	_, err = Synthetic{Shape: "square", Duration: params.Duration(time.Minute), InputTokens: 1, OutputTokens: 1}.Generate(1)
 	assert.ErrorContains(t, err, `traffic.synthetic.shape "square"`)
 	_, err = Synthetic{Shape: ShapeRamp, Duration: params.Duration(time.Minute), BaseRate: 2, PeakRate: 1, InputTokens: 1, OutputTokens: 1}.Generate(1)
