@@ -33,3 +33,6 @@ const (
 // Finite reports whether x is neither NaN nor ±Inf: a metric value the
 // analyzers may compute with.
 func Finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// Clamp01 bounds a share (a hit rate, a fraction of requests) to [0, 1].
+func Clamp01(x float64) float64 { return math.Min(1, math.Max(0, x)) }

@@ -34,7 +34,7 @@ func (h Histogram) Above(x float64) float64 {
 		// Above the last finite bound: only what the +Inf bucket adds
 		// beyond it is known to be above.
 		if i > 0 {
-			return clamp01(1 - h.Counts[i-1]/total)
+			return Clamp01(1 - h.Counts[i-1]/total)
 		}
 		return 0
 	}
@@ -46,7 +46,7 @@ func (h Histogram) Above(x float64) float64 {
 	if w := h.Bounds[i] - lo; w > 0 {
 		at += (h.Counts[i] - below) * (x - lo) / w
 	}
-	return clamp01(1 - at/total)
+	return Clamp01(1 - at/total)
 }
 
 // Merge adds o's rates to h bucket by bucket. Histograms with different
@@ -68,5 +68,3 @@ func (h Histogram) Merge(o Histogram) Histogram {
 	}
 	return out
 }
-
-func clamp01(x float64) float64 { return math.Min(1, math.Max(0, x)) }

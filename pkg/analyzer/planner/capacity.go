@@ -221,8 +221,8 @@ func prior(targetITL, in, out float64, lim Limits) Curve {
 // promptRate tokens per second take r*in/promptRate of the engine's time,
 // so a step that lasts 1/p at idle lasts 1/(p*(1 - r*in/promptRate)).
 // The engine-limit prior (prior) puts the ITL target's headroom where the
-// KV cache is full, which for answers as long as their prompts is four
-// times the ITL there: an H100 holding 63 requests of 3,400 prompt and
+// KV cache is full, which for answers as long as their prompts is nearly
+// four times the ITL there: an H100 holding 63 requests of 3,400 prompt and
 // 3,300 output tokens runs 24 ms (wva simulate replica), where a line
 // fitted near idle under that prior said 33.6 ms, and credited it 0.565
 // req/s where it serves 0.78.

@@ -150,7 +150,8 @@ type VariantState struct {
 	Fit      Fit     `json:"fit"`
 	KVTokens float64 `json:"kvTokens,omitempty"`
 	// PromptRate is the fastest its replicas were seen computing prompts
-	// (promptRate), in tokens per second: the prompts' prior.
+	// lately (promptRate; each reading fades by forget), in tokens per
+	// second: the prompts' prior.
 	PromptRate float64 `json:"promptRate,omitempty"`
 	// LastReady and Settle skip observations for settleCycles after the
 	// variant gained ready replicas: a new pod's 1m rates under-read its
@@ -1369,7 +1370,10 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 			continue
 		}
 		if pr, ok := promptRate(r); ok {
-			vs.PromptRate = max(vs.PromptRate, pr)
+			// The fastest reading lately, fading as the fit does: one
+			// reading of a minute's TTFT against five minutes' mean
+			// prompt can read fast, and must not stay the answer.
+			vs.PromptRate = max(pr, vs.PromptRate*forget)
 		}
 		if r.ArrivalRate > 0 && decision.Finite(r.ArrivalRate) && r.AvgITLms > 0 && decision.Finite(r.AvgITLms) {
 			// The replica's own request shape where it reports one.
@@ -1508,7 +1512,7 @@ func promptRate(r decision.ReplicaMetrics) (float64, bool) {
 	if r.QueueLength != 0 || r.AvgTTFTms <= 0 || !decision.Finite(r.AvgTTFTms) || r.AvgInputTokens <= 0 || !decision.Finite(r.AvgInputTokens) {
 		return 0, false
 	}
-	computed := r.AvgInputTokens * (1 - min(max(r.PrefixCacheHitRate, 0), 1))
+	computed := r.AvgInputTokens * (1 - decision.Clamp01(r.PrefixCacheHitRate))
 	return computed / (r.AvgTTFTms / 1000), computed > 0
 }
 

@@ -306,7 +306,7 @@ func SchedulerQueueDemand(size, bytes, avgIn, avgOut, hitRate float64) (in, out 
 	if size <= 0 && bytes <= 0 {
 		return 0, 0
 	}
-	in = math.Max(bytes/BytesPerToken, size*avgIn) * (1 - clamp01(hitRate))
+	in = math.Max(bytes/BytesPerToken, size*avgIn) * (1 - decision.Clamp01(hitRate))
 	out = size * avgOut
 	return in, out
 }
@@ -330,7 +330,7 @@ func BacklogWeight(drainSeconds, avgOut, avgITLms float64) float64 {
 // need no prefill), as the EPP queue's demand is discounted; a decode (or
 // whole-request) replica also holds the queued requests' output.
 func ReplicaDemand(tokensInUse, queue, avgIn, avgOut, hitRate float64, role decision.Role) float64 {
-	in := avgIn * (1 - clamp01(hitRate))
+	in := avgIn * (1 - decision.Clamp01(hitRate))
 	if role.Normalized() == decision.RolePrefill {
 		return tokensInUse + queue*in
 	}
@@ -394,7 +394,7 @@ func (a *Analysis) averageWorkload(replicas []decision.ReplicaMetrics, byName ma
 		if _, ok := byName[r.Variant]; ok && (r.AvgInputTokens > 0 || r.AvgOutputTokens > 0) {
 			a.AvgInputTokens += r.AvgInputTokens
 			a.AvgOutputTokens += r.AvgOutputTokens
-			a.PrefixCacheHitRate += clamp01(r.PrefixCacheHitRate)
+			a.PrefixCacheHitRate += decision.Clamp01(r.PrefixCacheHitRate)
 			n++
 		}
 	}
@@ -814,5 +814,3 @@ func mean(xs []float64) float64 {
 	}
 	return sum / float64(len(xs))
 }
-
-func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
