@@ -11,8 +11,10 @@ import (
 const (
 	// MaxGroupStateBytes bounds one group's persisted analyzer state; a
 	// larger one sheds its oldest history (analyzer.Trimmer) or is left out.
-	// The planner's 1,024 plans are about 70 KiB, its hold needs far fewer.
-	MaxGroupStateBytes = 32 << 10
+	// The planner's 1,024 plans are about 115 KiB, its hold needs far
+	// fewer; the 256 it keeps before its profile's days (about 29 KiB)
+	// and two weeks of profile (about 11 KiB) fit.
+	MaxGroupStateBytes = 48 << 10
 	// MaxStateBytes bounds all groups' persisted state together, well under
 	// the 1 MiB a ConfigMap may hold; groups beyond it are left out (they
 	// start afresh on a new leader).

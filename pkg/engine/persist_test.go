@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,38 @@ func TestEncodeStateBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEncodeStateKeepsTwoWeeksOfProfile: a planner holding as many plans
+// as it keeps before shedding its profile (each with a rate, arrivals and
+// a level at full precision) persists every day of a two-week profile, so
+// a new leader orders the rises of the same weekday.
+func TestEncodeStateKeepsTwoWeeksOfProfile(t *testing.T) {
+	st := planner.State{Analyzer: planner.Name, HoldFactor: 12}
+	for i := range 256 {
+		x := float64(i)
+		st.Plans = append(st.Plans, planner.PlanPoint{At: t0.Add(time.Duration(i) * 30 * time.Second),
+			Rate: 12.3 + math.Sin(x)/7, Arrivals: 9.1 + math.Cos(x)/3, Level: 1 + math.Sin(x/5)/11})
+	}
+	day := t0.Unix() / 86400
+	peaks := func(d int64) []float64 {
+		out := make([]float64, 144)
+		for i := range out {
+			out[i] = math.Round((2.05+math.Sin(float64(i)/7)+float64(d%3))*100) / 100
+		}
+		return out
+	}
+	st.Profile = planner.Profile{Day: day, Today: peaks(day)}
+	for d := day - 14; d < day; d++ {
+		st.Profile.Past = append(st.Profile.Past, planner.ProfileDay{Day: d, Peaks: peaks(d)})
+	}
+	key := decide.GroupKey{Namespace: "prod", ModelID: "m"}
+	data, dropped := EncodeState(map[decide.GroupKey]any{key: st})
+	require.Zero(t, dropped)
+	got, ok := analyzer.DecodeState[planner.State](DecodeState(data)[key])
+	require.True(t, ok)
+	assert.Equal(t, st.Profile, got.Profile)
+	assert.Len(t, got.Plans, len(st.Plans))
 }
 
 func TestStateDataKeyDistinct(t *testing.T) {
