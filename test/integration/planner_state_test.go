@@ -45,6 +45,15 @@ func workdayRate(d time.Duration) float64 {
 	return 1
 }
 
+// weekRate is workdayRate on workdays and the night's rate on weekends;
+// the rig's day 0 (2026-01-01) is a Thursday.
+func weekRate(d time.Duration) float64 {
+	if wd := (time.Thursday + time.Weekday(int(d.Hours()/24))) % 7; wd == time.Saturday || wd == time.Sunday {
+		return 1
+	}
+	return workdayRate(d)
+}
+
 func (b *scheduledGateway) Collect(context.Context, collector.Request) (collector.Result, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -174,4 +183,39 @@ func TestPlannerProfileSurvivesLeaderChange(t *testing.T) {
 	fromCold, desiredCold, _ := r.plan(cold)
 	assert.Zero(t, fromCold.ProfileRise, "a cold engine has no day behind it")
 	assert.Greater(t, desiredB, desiredCold, "the rise ordered is replicas ordered")
+}
+
+// TestPlannerWeeklyProfileSurvivesLeaderChange: after a week, the Monday
+// after a weekend orders the rise the Monday before had. The weekend's
+// days have none, so the new leader orders it only from the profile it
+// loads, not from the days just before.
+func TestPlannerWeeklyProfileSurvivesLeaderChange(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r := newPlannerRig(ctx, t, weekRate, 10*time.Minute)
+
+	a, pa := r.newEngine()
+	require.NoError(t, pa.Load(ctx))
+	// From Thursday 2026-01-01 to 08:50 on Monday 2026-01-12: a Monday, a
+	// weekend and a Monday again.
+	monday := 11 * 24 * time.Hour
+	for r.clk.Since(r.start) < monday+8*time.Hour+50*time.Minute {
+		r.plan(a)
+		r.clk.Step(10 * time.Minute)
+	}
+	require.Equal(t, time.Monday, r.clk.Now().Weekday())
+	require.NoError(t, pa.Persist(ctx))
+	r.clk.Step(5 * time.Minute)
+
+	b, pb := r.newEngine()
+	require.NoError(t, pb.Load(ctx))
+	fromB, desiredB, reasonB := r.plan(b)
+	assert.Equal(t, 1.0, fromB.ArrivalRate, "still the night's rate")
+	assert.InDelta(t, 4.0, fromB.ProfileRise, 1e-9, "B orders the rise of the Monday a week before")
+	assert.Contains(t, reasonB, "the past days rose by 4.00 req/s")
+
+	fromA, desiredA, _ := r.plan(a)
+	assert.InDelta(t, fromB.ProfileRise, fromA.ProfileRise, 1e-9, "as A does from its own memory")
+	assert.Equal(t, desiredA, desiredB)
 }
