@@ -157,27 +157,9 @@ func TestPlannerProfileSurvivesLeaderChange(t *testing.T) {
 	defer cancel()
 	r := newPlannerRig(ctx, t, workdayRate, 10*time.Minute)
 
-	a, pa := r.newEngine()
-	require.NoError(t, pa.Load(ctx))
 	// From midnight to 08:50 the next day; the new leader takes over at
 	// 08:55, one start-up delay (5 min by default) before the rise.
-	for r.clk.Since(r.start) < 32*time.Hour+50*time.Minute {
-		r.plan(a)
-		r.clk.Step(10 * time.Minute)
-	}
-	require.NoError(t, pa.Persist(ctx))
-	r.clk.Step(5 * time.Minute)
-
-	b, pb := r.newEngine()
-	require.NoError(t, pb.Load(ctx))
-	fromB, desiredB, reasonB := r.plan(b)
-	assert.Equal(t, 1.0, fromB.ArrivalRate, "still the night's rate")
-	assert.InDelta(t, 4.0, fromB.ProfileRise, 1e-9, "B orders the 09:00 rise A learned")
-	assert.Contains(t, reasonB, "the past days rose by 4.00 req/s")
-
-	fromA, desiredA, _ := r.plan(a)
-	assert.InDelta(t, fromB.ProfileRise, fromA.ProfileRise, 1e-9, "as A does from its own memory")
-	assert.Equal(t, desiredA, desiredB)
+	desiredB := r.handOverBeforeRise(32*time.Hour+50*time.Minute, "the 09:00 rise A learned")
 
 	cold, _ := r.newEngine()
 	fromCold, desiredCold, _ := r.plan(cold)
@@ -195,27 +177,38 @@ func TestPlannerWeeklyProfileSurvivesLeaderChange(t *testing.T) {
 	defer cancel()
 	r := newPlannerRig(ctx, t, weekRate, 10*time.Minute)
 
-	a, pa := r.newEngine()
-	require.NoError(t, pa.Load(ctx))
 	// From Thursday 2026-01-01 to 08:50 on Monday 2026-01-12: a Monday, a
 	// weekend and a Monday again.
 	monday := 11 * 24 * time.Hour
-	for r.clk.Since(r.start) < monday+8*time.Hour+50*time.Minute {
+	require.Equal(t, time.Monday, r.start.Add(monday).Weekday())
+	r.handOverBeforeRise(monday+8*time.Hour+50*time.Minute, "the rise of the Monday a week before")
+}
+
+// handOverBeforeRise runs leader A in 10 minute cycles until `until` into
+// the rig's days, persists its state, and 5 minutes later (one start-up
+// before a 09:00 rise of 1 -> 5 req/s) has leader B load it and plan. B
+// must order the rise (what says where from) as A does from its own
+// memory; it returns B's desired replicas.
+func (r plannerRig) handOverBeforeRise(until time.Duration, what string) int32 {
+	t := r.t
+	a, pa := r.newEngine()
+	require.NoError(t, pa.Load(r.ctx))
+	for r.clk.Since(r.start) < until {
 		r.plan(a)
 		r.clk.Step(10 * time.Minute)
 	}
-	require.Equal(t, time.Monday, r.clk.Now().Weekday())
-	require.NoError(t, pa.Persist(ctx))
+	require.NoError(t, pa.Persist(r.ctx))
 	r.clk.Step(5 * time.Minute)
 
 	b, pb := r.newEngine()
-	require.NoError(t, pb.Load(ctx))
+	require.NoError(t, pb.Load(r.ctx))
 	fromB, desiredB, reasonB := r.plan(b)
 	assert.Equal(t, 1.0, fromB.ArrivalRate, "still the night's rate")
-	assert.InDelta(t, 4.0, fromB.ProfileRise, 1e-9, "B orders the rise of the Monday a week before")
+	assert.InDelta(t, 4.0, fromB.ProfileRise, 1e-9, "B orders %s", what)
 	assert.Contains(t, reasonB, "the past days rose by 4.00 req/s")
 
 	fromA, desiredA, _ := r.plan(a)
 	assert.InDelta(t, fromB.ProfileRise, fromA.ProfileRise, 1e-9, "as A does from its own memory")
 	assert.Equal(t, desiredA, desiredB)
+	return desiredB
 }
