@@ -127,13 +127,13 @@ func TestProfileRiseByWeekday(t *testing.T) {
 		days     int // learned before today (today is midnight + days)
 		wantRise float64
 	}{
-		"Tuesday, from Monday and the Sunday before":   {8, 4},
-		"Monday after the first weekend, a week known": {7, 4},
-		"Monday after two weeks":                       {14, 4},
-		"Saturday before a week is known: Thu and Fri": {5, 4},
-		"Saturday, a Saturday known":                   {12, 0},
-		"Sunday before a week is known: Fri and Sat":   {6, 0},
-		"Wednesday in the second week: last Wednesday": {9, 4},
+		"Tuesday after the first weekend, a week known": {8, 4},
+		"Monday after the first weekend, a week known":  {7, 4},
+		"Monday after two weeks":                        {14, 4},
+		"Saturday before a week is known: Thu and Fri":  {5, 4},
+		"Saturday, a Saturday known":                    {12, 0},
+		"Sunday before a week is known: Fri and Sat":    {6, 0},
+		"Wednesday in the second week: last Wednesday":  {9, 4},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
