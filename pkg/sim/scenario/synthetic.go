@@ -120,12 +120,12 @@ func (s Synthetic) Validate() error {
 }
 
 // drawn bounds the mean rate of the requests Generate keeps: the peak,
-// except for a day, whose bursts (at most dayBurstMax) lift the mean of
-// its curve, (base + peak) / 2.
+// except for days, whose bursts (at most dayBurstMax) lift the mean of
+// their curve: (base + peak) / 2 for a day or a workday, and for a week
+// five workdays in seven at their mean level, the weekend at the base.
 func (s Synthetic) drawn() float64 {
 	switch {
 	case s.Shape == ShapeWeek:
-		// Five workdays in seven at their mean level.
 		return dayBurstMax * (s.BaseRate + (s.PeakRate-s.BaseRate)*workdayMean*5/7)
 	case s.dayLike():
 		return dayBurstMax * (s.BaseRate + s.PeakRate) / 2
