@@ -37,13 +37,16 @@ func decideBlocks(docs map[string]string) []decideBlock {
 	for _, page := range pages {
 		lines := strings.Split(docs[page], "\n")
 		for i := 0; i < len(lines); i++ {
-			indent, ok := strings.CutSuffix(lines[i], "```")
-			if !ok || strings.TrimSpace(indent) != "" {
+			// A fence opens with ``` (and maybe a language) and closes
+			// with a bare ``` at any indentation.
+			trimmed := strings.TrimLeft(lines[i], " ")
+			if !strings.HasPrefix(trimmed, "```") {
 				continue
 			}
+			indent := lines[i][:len(lines[i])-len(trimmed)]
 			var body []string
 			j := i + 1
-			for ; j < len(lines) && lines[j] != indent+"```"; j++ {
+			for ; j < len(lines) && strings.TrimSpace(lines[j]) != "```"; j++ {
 				body = append(body, strings.TrimPrefix(lines[j], indent))
 			}
 			if len(body) > 0 && strings.HasPrefix(body[0], decidePrompt) {
@@ -146,8 +149,8 @@ func TestDecideOutputsCatchAStaleOne(t *testing.T) {
 }
 
 // TestDecideBlocksInListItems: a block indented inside a list item is
-// read without its indentation, and blocks without the prompt are not
-// commands to check.
+// read without its indentation, blocks without the prompt are not
+// commands to check, and a fence with a language closes like any other.
 func TestDecideBlocksInListItems(t *testing.T) {
 	docs := map[string]string{"docs/a.md": strings.Join([]string{
 		"- item:",
@@ -160,6 +163,13 @@ func TestDecideBlocksInListItems(t *testing.T) {
 		"",
 		"```",
 		"go run ./cmd/wva decide -f y.yaml   # not a prompt",
+		"```",
+		"",
+		"```yaml",
+		"key: value",
+		"```",
+		"$ go run ./cmd/wva decide -f outside-any-block.yaml",
+		"```",
 		"```",
 	}, "\n")}
 	blocks := decideBlocks(docs)
