@@ -14,8 +14,12 @@ import (
 )
 
 // decidePrompt opens a docs block that shows `wva decide`'s output: the
-// rest of the block is what the command prints.
-const decidePrompt = "$ go run ./cmd/wva decide"
+// rest of the block is what the command prints, with the arguments after
+// wvaPrompt.
+const (
+	wvaPrompt    = "$ go run ./cmd/wva "
+	decidePrompt = wvaPrompt + "decide"
+)
 
 // decideBlock is a fenced block of a page that opens with decidePrompt.
 type decideBlock struct {
@@ -50,7 +54,7 @@ func decideBlocks(docs map[string]string) []decideBlock {
 				body = append(body, strings.TrimPrefix(lines[j], indent))
 			}
 			if len(body) > 0 && strings.HasPrefix(body[0], decidePrompt) {
-				args := strings.Fields(strings.TrimPrefix(body[0], "$ go run ./cmd/wva "))
+				args := strings.Fields(strings.TrimPrefix(body[0], wvaPrompt))
 				out = append(out, decideBlock{page: page, line: i + 2, args: args, want: strings.Join(body[1:], "\n") + "\n"})
 			}
 			i = j
