@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim"
 	"github.com/wva-project/wva/pkg/sim/policies"
@@ -368,7 +369,7 @@ func (b *progressBar) update(x float64) {
 }
 
 func (b *progressBar) draw(x float64) {
-	pct := int(min(max(x, 0), 1) * 100)
+	pct := int(decision.Clamp01(x) * 100)
 	if pct == b.last {
 		return
 	}

@@ -284,8 +284,11 @@ type Analysis struct {
 	// remembers of this cycle.
 	StaffedArrivals float64 `json:"staffedArrivals"`
 	// Saturated is how many replicas set the saturation floor (0 when
-	// the rates set the demand).
-	Saturated int `json:"saturatedReplicas,omitempty"`
+	// the rates set the demand), Slow how many of them are over the ITL
+	// target, and Floor the demand they prove (req/s, before the margin).
+	Saturated int     `json:"saturatedReplicas,omitempty"`
+	Slow      int     `json:"slowReplicas,omitempty"`
+	Floor     float64 `json:"saturationFloor,omitempty"`
 	// SlowFloor is the staffed floor when most replicas are over the ITL
 	// target (held for a short hold), 0 otherwise.
 	SlowFloor float64 `json:"slowFloor,omitempty"`
@@ -316,8 +319,8 @@ type Analysis struct {
 // Summary implements analyzer.Summarizer.
 func (a Analysis) Summary() []string {
 	lines := []string{
-		fmt.Sprintf("demand %.3f req/s (%s; %.3f over a request's duration) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f (growing %.3f req/s; %.0f left when what is ordered now serves) over %s = %.3f req/s; with margin %.3f; held %.3f over %s%s",
-			a.ArrivalRate, a.ArrivalSource, a.LoadRate, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.BacklogGrowth, a.BacklogLeft, a.Horizon, a.LoadRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, a.Staffed, a.Held, a.Hold, levelNote(a.Level)+budgetNote(a.BudgetSpent)),
+		fmt.Sprintf("demand %.3f req/s (%s; %.3f over a request's duration) + rising %.3f (history's rise margin %.3f, daily profile's rise %.3f) + backlog %.0f (growing %.3f req/s; %.0f left when what is ordered now serves) over %s = %.3f req/s%s; with margin %.3f; held %.3f over %s%s",
+			a.ArrivalRate, a.ArrivalSource, a.LoadRate, a.Rising, a.RiseMargin, a.ProfileRise, a.Backlog, a.BacklogGrowth, a.BacklogLeft, a.Horizon, a.LoadRate+max(a.Rising, a.RiseMargin, a.ProfileRise)+a.BacklogRate, floorNote(a), a.Staffed, a.Held, a.Hold, levelNote(a.Level)+budgetNote(a.BudgetSpent)),
 		fmt.Sprintf("supply %.3f req/s -> planned %.3f req/s (%s); request I %.0f O %.0f tokens", a.Supply, a.PlanSupply, a.Why, a.Input, a.Output),
 	}
 	for _, v := range a.Variants {
@@ -337,6 +340,19 @@ func (a Analysis) Summary() []string {
 		}
 	}
 	return lines
+}
+
+// floorNote says what the saturation floor set, when it set the plan in
+// place of the rates: the staffed figure that follows is the floor's.
+func floorNote(a Analysis) string {
+	if a.Saturated == 0 {
+		return ""
+	}
+	held := "not held"
+	if a.SlowFloor > 0 {
+		held = "held for a short hold"
+	}
+	return fmt.Sprintf(", under the saturation floor %.3f req/s (%d of %d reporting replicas saturated, %d over the ITL target; %s)", a.Floor, a.Saturated, a.Reporting, a.Slow, held)
 }
 
 // Analyzer is the slo-planner.
@@ -558,7 +574,7 @@ func (c *cycle) demand() {
 		// backlog, the floor orders now and is not held: saturation
 		// while a backlog drains is not demand that comes back.
 		c.saturated = true
-		an.Saturated, an.Reporting = n, len(c.g.Replicas)
+		an.Saturated, an.Slow, an.Reporting, an.Floor = n, slow, len(c.g.Replicas), floor
 		an.Staffed = staffed(floor, c.ref, c.slo)
 		if slow*2 > len(c.g.Replicas) {
 			// Most replicas are over the ITL target, not just queued:

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -1064,6 +1065,10 @@ func TestSlowReplicasOrderAndHold(t *testing.T) {
 	}
 	an, ordered := cycle(20*time.Minute, true)
 	assert.Positive(t, an.SlowFloor)
+	require.Positive(t, an.Reporting)
+	assert.Equal(t, an.Reporting, an.Slow, "every replica is over the ITL target")
+	assert.Greater(t, an.SlowFloor, an.Floor, "the floor is staffed with the margin")
+	assert.Contains(t, an.Summary()[0], fmt.Sprintf("under the saturation floor %.3f req/s (%d of %[2]d reporting replicas saturated, %[2]d over the ITL target; held for a short hold)", an.Floor, an.Reporting))
 	assert.Greater(t, ordered, calm, "half the requests over the target order replicas at once: %s", an.Why)
 	an, kept := cycle(21*time.Minute, false)
 	assert.Zero(t, an.SlowFloor)
