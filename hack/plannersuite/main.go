@@ -16,7 +16,9 @@
 // minutes for the three sets on 2 cores); the comparison prints each workload's
 // cost and attainment in both, their ratio and difference (attainment
 // capped at 99%, as the benchmark judges it), and per set the geometric
-// mean cost ratio and the mean attainment difference.
+// mean cost ratio and the mean attainment difference. -sim-args adds flags
+// to every run, such as `--warmup-mode mirror` (a warm-up continuous with
+// the measured hour).
 package main
 
 import (
@@ -86,6 +88,7 @@ func main() {
 	out := flag.String("out", "", "directory for the run's reports (with -bin)")
 	compare := flag.String("compare", "", "BASE,NEW: two run directories to compare")
 	only := flag.String("only", "", "run only the workloads whose name matches this regular expression")
+	simArgs := flag.String("sim-args", "", "flags added to every workload's `wva simulate` (e.g. \"--warmup-mode mirror\" to judge a change on the mirrored warm-up)")
 	flag.Parse()
 	var err error
 	switch {
@@ -97,7 +100,7 @@ func main() {
 		}
 		err = compareRuns(os.Stdout, base, next)
 	case *bin != "" && *out != "":
-		err = run(*bin, *out, *only)
+		err = run(*bin, *out, *only, strings.Fields(*simArgs))
 	default:
 		err = errors.New("give -bin and -out to run, or -compare BASE,NEW")
 	}
@@ -115,7 +118,7 @@ func file(dir, name string) string {
 	return filepath.Join(dir, strings.Trim(unsafeInName.ReplaceAllString(strings.ToLower(name), "-"), "-")+".json")
 }
 
-func run(bin, dir, only string) error {
+func run(bin, dir, only string, simArgs []string) error {
 	match, err := regexp.Compile(only)
 	if err != nil {
 		return fmt.Errorf("-only: %w", err)
@@ -128,7 +131,7 @@ func run(bin, dir, only string) error {
 			if !match.MatchString(w.Name) {
 				continue
 			}
-			args := append([]string{"simulate", "--progress", "never", "--policies", policies.PolicyWVA, "--json"}, w.Args...)
+			args := append(append([]string{"simulate", "--progress", "never", "--policies", policies.PolicyWVA, "--json"}, w.Args...), simArgs...)
 			var stdout, stderr bytes.Buffer
 			cmd := exec.Command(bin, args...)
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -309,7 +309,7 @@ func rowFleet(sc *scenario.Scenario, trace *trace.Trace, r reportRow, ctls map[s
 		f.SetControlStart(0)
 		return f
 	}
-	warmTrace, w := fleet.WithWarmup(trace, sc.Control.Warmup.D())
+	warmTrace, w := fleet.WithWarmup(trace, sc.Control.Warmup.D(), sc.Control.WarmupMode == scenario.WarmupMirror)
 	f := fleet.NewWarm(&scn, warmTrace, ctl, initial, w)
 	f.SetControlStart(sc.Control.MetricsWindow.D())
 	return f

@@ -90,6 +90,7 @@ func TestSimulateErrors(t *testing.T) {
 		// restating the old target is a second, conflicting SLO.
 		{[]string{"--slo-ttft", "1s", "--wva-config", restated}, `targetTTFT 2000 conflicts with slo.ttft 1s`},
 		{[]string{"--engine-interval", "1ns"}, "--engine-interval: control.engineInterval: 1ns is outside [1s, 1h0m0s]"},
+		{[]string{"--warmup-mode", "backwards"}, `--warmup-mode: control.warmupMode: "backwards": want "replay" or "mirror"`},
 		{[]string{"--startup-delay", "100000h"}, "--startup-delay: variants[0].startupDelay: 100000h0m0s is outside [0s, 24h0m0s]"},
 		{[]string{"--base-rate", "1e9"}, "--base-rate: traffic.synthetic.baseRate: 1000000000 req/s is outside [0 req/s, 100000 req/s]"},
 		{[]string{"--input-tokens", "0"}, "--input-tokens: traffic.synthetic.inputTokens: 0 is outside"},

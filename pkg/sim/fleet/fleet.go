@@ -143,8 +143,11 @@ type Warmup struct {
 }
 
 // WithWarmup prepends the first d of the trace to it (the measured part
-// then starts at d) and returns the longer trace and the warm-up.
-func WithWarmup(tr *trace.Trace, d time.Duration) (*trace.Trace, Warmup) {
+// then starts at d) and returns the longer trace and the warm-up. mirrored
+// plays that part backwards (a request d-t before the measured start where
+// the trace has it at t), so the warm-up ends at the rate the measured part
+// starts with instead of the rate at d.
+func WithWarmup(tr *trace.Trace, d time.Duration, mirrored bool) (*trace.Trace, Warmup) {
 	if d <= 0 {
 		return tr, Warmup{}
 	}
@@ -153,7 +156,13 @@ func WithWarmup(tr *trace.Trace, d time.Duration) (*trace.Trace, Warmup) {
 		if r.Arrival >= d {
 			break
 		}
+		if mirrored {
+			r.Arrival = d - r.Arrival
+		}
 		out.Requests = append(out.Requests, r)
+	}
+	if mirrored {
+		slices.Reverse(out.Requests)
 	}
 	w := Warmup{Origin: d, Skip: len(out.Requests)}
 	for _, r := range tr.Requests {

@@ -99,6 +99,12 @@ type Control struct {
 	// measured run (not counted), so every policy starts the measured part
 	// in its own steady state. Default 10m; negative disables it.
 	Warmup params.Duration `json:"warmup,omitempty"`
+	// WarmupMode is how the pre-roll plays the trace's first Warmup:
+	// "replay" (default) forward, so it ends at the rate of the Warmup's
+	// end and the measured run starts again at the trace's start; "mirror"
+	// backwards, so it ends at the trace's start and the measured run
+	// continues from it without a step.
+	WarmupMode string `json:"warmupMode,omitempty"`
 	// FlowControl makes the endpoint picker hold requests in its own
 	// queue while every ready pod is saturated (llm-d flow control with the
 	// saturation detector's defaults: 5 waiting requests or 80% KV cache),
@@ -110,6 +116,12 @@ type Control struct {
 const (
 	InitialFleetWarm     = "warm"
 	InitialFleetScenario = "scenario"
+)
+
+// Warm-up modes.
+const (
+	WarmupReplay = "replay"
+	WarmupMirror = "mirror"
 )
 
 // Traffic is a CSV trace (Azure LLM inference format) or a synthetic shape,
@@ -241,6 +253,9 @@ func (s *Scenario) ApplyDefaults() {
 	if c.InitialFleet == "" {
 		c.InitialFleet = InitialFleetWarm
 	}
+	if c.WarmupMode == "" {
+		c.WarmupMode = WarmupReplay
+	}
 	if s.Traffic.TimeScale == 0 {
 		s.Traffic.TimeScale = 1
 	}
@@ -337,6 +352,9 @@ func (s Scenario) Validate() error {
 	}
 	if c := s.Control.InitialFleet; c != InitialFleetWarm && c != InitialFleetScenario {
 		return fmt.Errorf("control.initialFleet %q: want %q or %q", c, InitialFleetWarm, InitialFleetScenario)
+	}
+	if m := s.Control.WarmupMode; m != WarmupReplay && m != WarmupMirror {
+		return &FieldError{Field: "control.warmupMode", Err: fmt.Errorf("%q: want %q or %q", m, WarmupReplay, WarmupMirror)}
 	}
 	t := s.Traffic
 	switch {
