@@ -17,8 +17,8 @@
 // cost and attainment in both, their ratio and difference (attainment
 // capped at 99%, as the benchmark judges it), and per set the geometric
 // mean cost ratio and the mean attainment difference. -sim-args adds flags
-// to every run, such as `--warmup-mode mirror` (a warm-up continuous with
-// the measured hour).
+// to every run, such as `--warmup-mode replay` (the warm-up that ends at the
+// trace's minute 10, not where the measured hour starts).
 package main
 
 import (
@@ -88,7 +88,7 @@ func main() {
 	out := flag.String("out", "", "directory for the run's reports (with -bin)")
 	compare := flag.String("compare", "", "BASE,NEW: two run directories to compare")
 	only := flag.String("only", "", "run only the workloads whose name matches this regular expression")
-	simArgs := flag.String("sim-args", "", "flags added to every workload's `wva simulate` (e.g. \"--warmup-mode mirror\" to judge a change on the mirrored warm-up)")
+	simArgs := flag.String("sim-args", "", "flags added to every workload's `wva simulate` (e.g. \"--warmup-mode replay\" to judge a change on the replayed warm-up)")
 	flag.Parse()
 	var err error
 	switch {

@@ -92,7 +92,7 @@ Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,Genera
 	f.DurationVar(&o.engineInterval, "engine-interval", 0, "wva engine interval (default: the scenario's, 30s)")
 	f.Uint64Var(&o.seed, "seed", 0, "random seed for synthetic traffic and rate scaling (default: the scenario's)")
 	f.BoolVar(&o.flowControl, "flow-control", false, "endpoint picker holds requests while every pod is saturated (default: the scenario's)")
-	f.StringVar(&o.warmupMode, "warmup-mode", "", "how the unmeasured warm-up plays the trace's first minutes: replay (forward, then the run starts again at the trace's start) or mirror (backwards, ending where the run starts) (default: the scenario's, replay)")
+	f.StringVar(&o.warmupMode, "warmup-mode", "", "how the unmeasured warm-up plays the trace's first minutes: replay (forward, then the run starts again at the trace's start) or mirror (backwards, ending where the run starts) (default: the scenario's, mirror)")
 	f.StringVar(&o.wvaConfig, "wva-config", "", "YAML of wva's ConfigMaps for the wva policy: {<ConfigMap name>: {<key>: <entry>}}")
 	f.BoolVar(&o.jsonOut, "json", false, "print a machine-readable summary (one object per policy) instead of the table")
 	f.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report with charts to this file")

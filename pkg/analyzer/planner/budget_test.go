@@ -87,7 +87,7 @@ func TestSpentBudgetHoldsTheFirstBurst(t *testing.T) {
 		{"budget spent: the full hold", 0.2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &minuteFleet{t: t, startup: startup, reportTPOT: true, l4: 1}
+			f := &minuteFleet{t: t, startup: startup, reportTPOT: true, l4: 1, st: seasoned()}
 			for range 10 {
 				f.cycle(1, 0)
 			}

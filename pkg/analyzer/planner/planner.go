@@ -17,9 +17,9 @@
 //     burst has come back within that time (a lull shorter than that costs
 //     less to ride out than the start-up the next burst would need; a
 //     drained backlog does not come back, so it is not held) and of
-//     shortHoldFactor before while the SLO's error budget holds (a one-off
-//     rise, such as a spike, is not paid for through the rest of the hour;
-//     budget.go). A shortfall orders the exact
+//     shortHoldFactor before while the SLO's error budget holds and the
+//     group has minRiseHistory of rises (a one-off rise, such as a spike,
+//     is not paid for through the rest of the hour; budget.go). A shortfall orders the exact
 //     cheapest integer mix of variants that covers the present plan, and a
 //     scale-down the one that keeps the held plan covered. A shortfall
 //     within smallShortfall of the supply orders only once it has lasted a
@@ -205,11 +205,13 @@ type PlanPoint struct {
 	Rate float64   `json:"rate"`
 	// Arrivals is the arrival rate seen then, for the trend.
 	Arrivals float64 `json:"arrivals,omitempty"`
-	// Forecast is the plan with the trend's growth over a start-up, when
-	// arrivals rose along a line then (0 otherwise), held for one start-up.
+	// Forecast is the plan with the trend's growth over two start-ups,
+	// when arrivals rose along a line then (0 otherwise), held for one
+	// start-up.
 	Forecast float64 `json:"forecast,omitempty"`
 	// SlowFloor is the saturation floor set by replicas over the ITL
-	// target then (0 when none), held for a short hold.
+	// target then, when the rates did not explain it (0 otherwise), held
+	// for a short hold.
 	SlowFloor float64 `json:"slowFloor,omitempty"`
 	// Level is the group's level then (levelOf): the plan is held as a
 	// multiple of it.
@@ -290,7 +292,8 @@ type Analysis struct {
 	Slow      int     `json:"slowReplicas,omitempty"`
 	Floor     float64 `json:"saturationFloor,omitempty"`
 	// SlowFloor is the staffed floor when most replicas are over the ITL
-	// target (held for a short hold), 0 otherwise.
+	// target and the rates do not explain it (held for a short hold), 0
+	// otherwise.
 	SlowFloor float64 `json:"slowFloor,omitempty"`
 	Reporting int     `json:"reportingReplicas,omitempty"`
 	// Held is the highest staffed rate over the hold, each scaled to
@@ -575,13 +578,18 @@ func (c *cycle) demand() {
 		// while a backlog drains is not demand that comes back.
 		c.saturated = true
 		an.Saturated, an.Slow, an.Reporting, an.Floor = n, slow, len(c.g.Replicas), floor
+		byRates := an.Staffed
 		an.Staffed = staffed(floor, c.ref, c.slo)
-		if slow*2 > len(c.g.Replicas) {
-			// Most replicas are over the ITL target, not just queued:
-			// their capacity was fitted too high, and what the floor
-			// orders is held for a short hold (while the attainment
-			// feedback lowers the capacity), not given back the next
-			// cycle to be ordered again.
+		if slow*2 > len(c.g.Replicas) && byRates < floor-c.ref.Rate {
+			// Most replicas are over the ITL target, not just queued,
+			// and the rates do not explain it (they ask for less than
+			// the floor by more than a replica): their capacity was
+			// fitted too high, and what the floor orders is held for a
+			// short hold (while the attainment feedback lowers the
+			// capacity), not given back the next cycle to be ordered
+			// again. Saturation the rates explain (a fleet short of
+			// the demand it sees, the replicas it ordered starting) is
+			// met by the plan and gone once they serve.
 			an.SlowFloor = an.Staffed
 		}
 	}
@@ -690,11 +698,16 @@ func (c *cycle) holdPeak() {
 	c.next.Rises = rises(c.st.Rises, c.st.Plans, c.g.Now, an.StaffedArrivals, c.ref.Rate, c.horizon, c.hold)
 	c.next.Budget = c.st.Budget.record(c.g.Now, c.g.Replicas, c.slo.TargetITLms, queuedTTFT(an.Backlog, c.slo.TargetTTFTms))
 	an.BudgetSpent = c.next.Budget.spent(c.slo.Attainment)
-	if !burstCameBack(c.next.Rises, c.hold) && !an.BudgetSpent {
+	if c.next.RiseHistory.enough() && !burstCameBack(c.next.Rises, c.hold) && !an.BudgetSpent {
 		// No burst has come back within the hold: nothing says the
 		// capacity a rise needed will be needed again soon, and a one-off
 		// spike's fleet is not kept for the rest of the hour, while the
-		// error budget can pay for the next onset if one comes.
+		// error budget can pay for the next onset if one comes. A group
+		// with less than minRiseHistory of rises has not shown whether
+		// its bursts come back: a burst's return onto a fleet given back
+		// costs more than the whole budget (the bursty hour's second
+		// burst misses a tenth of its requests), so its first lull keeps
+		// the full hold.
 		c.hold = min(c.hold, time.Duration(shortHoldFactor*float64(unit)))
 	}
 	if len(c.next.Rises) == 0 && falling(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon) {
@@ -756,9 +769,13 @@ func (c *cycle) remember() {
 	// once, and the rate that drained it is not needed again.
 	// The trend's forecast is held for a start-up only on a line: after a
 	// burst's step it is a transient the burst's own plan already holds.
+	// On a line, what is given back now must also cover the line two
+	// start-ups ahead (the start-up until it is needed again plus the one
+	// to get it back), so the held plan keeps that forecast too.
 	var forecast float64
 	if c.trend.Steadily {
-		forecast = staffed(an.LoadRate+an.Rising, c.ref, c.slo)
+		forecast = staffed(an.LoadRate+2*an.Rising, c.ref, c.slo)
+		an.Held = max(an.Held, forecast)
 	}
 	next.Plans = append(next.Plans, PlanPoint{At: c.g.Now, Rate: an.StaffedArrivals, Arrivals: an.ArrivalRate, Forecast: forecast, SlowFloor: an.SlowFloor, Level: an.Level})
 	if len(next.Plans) > maxHistory {

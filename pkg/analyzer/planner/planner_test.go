@@ -422,8 +422,9 @@ func TestPendingNotReordered(t *testing.T) {
 
 // A lull keeps a burst's replicas for the hold: three start-up delays
 // after a first burst (nothing says it comes back), twelve once a burst
-// has come back within the hold; past it they are released. A start-up
-// shorter than the 1-minute metrics window counts as the window.
+// has come back within the hold or while the group is too young to have
+// shown whether its bursts come back; past it they are released. A
+// start-up shorter than the 1-minute metrics window counts as the window.
 func TestHoldThroughShortLulls(t *testing.T) {
 	type segment struct {
 		minutes int
@@ -433,20 +434,27 @@ func TestHoldThroughShortLulls(t *testing.T) {
 	cases := []struct {
 		name     string
 		startup  time.Duration
+		young    bool
 		segments []segment
 		// held is how long after the last burst minute the burst's
 		// replicas are kept at least, released how long at most.
 		held, released time.Duration
 	}{
-		{"a first burst: three start-ups", startup, []segment{{10, 1}, {5, 12}}, 3 * startup, 3*startup + 2*time.Minute},
+		{"a first burst: three start-ups", startup, false, []segment{{10, 1}, {5, 12}}, 3 * startup, 3*startup + 2*time.Minute},
 		// The burst comes back within the hold: the second one's
 		// replicas are kept for the full hold.
-		{"a burst that came back: twelve start-ups or more", startup, []segment{{10, 1}, {5, 12}, {5, 1}, {5, 12}}, 12 * startup, 24*startup + 2*time.Minute},
-		{"a 30 s start-up: three metrics windows", 30 * time.Second, []segment{{10, 1}, {5, 12}}, 3 * time.Minute, 5 * time.Minute},
+		{"a burst that came back: twelve start-ups or more", startup, false, []segment{{10, 1}, {5, 12}, {5, 1}, {5, 12}}, 12 * startup, 24*startup + 2*time.Minute},
+		{"a 30 s start-up: three metrics windows", 30 * time.Second, false, []segment{{10, 1}, {5, 12}}, 3 * time.Minute, 5 * time.Minute},
+		// Less than minRiseHistory of rises: the first burst's lull
+		// keeps the full hold.
+		{"a young group's first burst: twelve start-ups", startup, true, []segment{{10, 1}, {5, 12}}, 12 * startup, 12*startup + 2*time.Minute},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &minuteFleet{t: t, startup: tc.startup, l4: 2}
+			if !tc.young {
+				f.st = seasoned()
+			}
 			for _, s := range tc.segments {
 				for range s.minutes {
 					f.cycle(s.rate, 0)
@@ -519,10 +527,36 @@ func TestRampForecastHeldOneStartup(t *testing.T) {
 	}
 }
 
+// On a line, the held plan keeps the forecast two start-ups ahead (the
+// start-up until what is given back is needed again plus the one to get it
+// back), more than the plan, which looks one start-up ahead.
+func TestSteadyRiseHoldsTwoStartupsAhead(t *testing.T) {
+	var st any
+	var a Analysis
+	for i := range 20 {
+		g := fleet(8, 0, 2+0.02*float64(i*30))
+		g.Variants[1].MaxReplicas = 0
+		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+		a, _, st = run(t, g, st)
+	}
+	require.Positive(t, a.Rising, "the ramp is forecast")
+	var next State
+	require.NoError(t, json.Unmarshal(st.(json.RawMessage), &next))
+	forecast := next.Plans[len(next.Plans)-1].Forecast
+	assert.Greater(t, forecast, a.Staffed, "the forecast looks further ahead than the plan")
+	assert.GreaterOrEqual(t, a.Held, forecast, "the held plan keeps it")
+}
+
 // minuteFleet runs the planner on an l4-only group one cycle a minute,
 // starting what each cycle plans before the next. The replicas' ITL
 // follows one curve (20 ms idle, 100 ms at 8 req/s), so what is learned
 // in a lull does not move the capacity the hold is counted in.
+// seasoned is a group's memory with minRiseHistory of rises recorded (none
+// of them large): old enough for a short hold after a first burst.
+func seasoned() State {
+	return State{Analyzer: Name, RiseHistory: RiseHistory{Since: t0.Add(-minRiseHistory)}}
+}
+
 type minuteFleet struct {
 	t       *testing.T
 	startup time.Duration
@@ -947,7 +981,7 @@ func TestBurstCameBack(t *testing.T) {
 // a steady ramp is forecast.
 func TestShortStartupKeepsTrendHistory(t *testing.T) {
 	const startup = 30 * time.Second
-	var st any
+	var st any = seasoned()
 	var a Analysis
 	for i := range 20 {
 		g := fleet(8, 0, 2+0.02*float64(i*30))
@@ -1078,6 +1112,48 @@ func TestSlowReplicasOrderAndHold(t *testing.T) {
 		_, released = cycle(time.Duration(m)*time.Minute, false)
 	}
 	assert.Less(t, released, ordered, "given back after the short hold")
+}
+
+// Slow replicas the rates explain (arrivals within a replica of what the
+// saturated fleet serves: a fleet short of its demand) are met by the
+// floor's order, which is not held: the capacity was not fitted too high,
+// and the plan covers the demand once the replicas ordered serve. Slow
+// replicas at a rate far under their supply are held for a short hold.
+func TestSlowFloorHeldOnlyWhenRatesDoNotExplainIt(t *testing.T) {
+	slow := decision.Histogram{Bounds: []float64{0.05, 0.1, 0.15, math.Inf(1)}, Counts: []float64{1, 1, 2, 2}}
+	for _, tc := range []struct {
+		name string
+		rate float64
+		held bool
+	}{
+		{"rates far under the floor: held", 3, true},
+		{"rates within a replica of the floor: not held", 12, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st any
+			var an Analysis
+			for m := range 21 {
+				g := fleet(3, 0, tc.rate)
+				g.Variants[1].MaxReplicas = 0
+				g.Now = t0.Add(time.Duration(m) * time.Minute)
+				if m == 20 {
+					for i := range g.Replicas {
+						g.Replicas[i].TPOT = slow
+					}
+				}
+				an, _, st = run(t, g, st)
+			}
+			require.Positive(t, an.Saturated, "the slow replicas set the floor")
+			assert.Equal(t, an.Reporting, an.Slow)
+			if !tc.held {
+				assert.Zero(t, an.SlowFloor)
+				assert.Contains(t, an.Summary()[0], "not held)")
+				return
+			}
+			assert.InDelta(t, an.Staffed, an.SlowFloor, 1e-9)
+			assert.Contains(t, an.Summary()[0], "held for a short hold)")
+		})
+	}
 }
 
 // Replicas that just took a drained backlog run full and slow for a rate
@@ -1369,7 +1445,7 @@ func TestReleaseKeepsTheVariantMeetingITL(t *testing.T) {
 		return g
 	}
 	released := func(l4Over float64) (Analysis, decision.Signal, any) {
-		var st any
+		var st any = seasoned()
 		var an Analysis
 		var sig decision.Signal
 		// Past the found fleet's hold at a steady low rate: a release.
@@ -1413,7 +1489,7 @@ func TestReleaseKeepsTheVariantMeetingITL(t *testing.T) {
 // the fair price the two are tied, and releasing it first would leave the
 // plan never learning what it serves.
 func TestReleaseKeepsAVariantOnTrial(t *testing.T) {
-	var st any
+	var st any = seasoned()
 	plannedH100, plannedL4 := map[time.Duration]int32{}, map[time.Duration]int32{}
 	for i := range 2*int(trialLength/time.Minute) + 2 {
 		g := fleet(6, 1, 6)

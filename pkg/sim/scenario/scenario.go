@@ -100,10 +100,10 @@ type Control struct {
 	// in its own steady state. Default 10m; negative disables it.
 	Warmup params.Duration `json:"warmup,omitempty"`
 	// WarmupMode is how the pre-roll plays the trace's first Warmup:
-	// "replay" (default) forward, so it ends at the rate of the Warmup's
-	// end and the measured run starts again at the trace's start; "mirror"
-	// backwards, so it ends at the trace's start and the measured run
-	// continues from it without a step.
+	// "mirror" (default) backwards, so it ends at the trace's start and the
+	// measured run continues from it without a step; "replay" forward, so
+	// it ends at the rate of the Warmup's end and the measured run starts
+	// again at the trace's start.
 	WarmupMode string `json:"warmupMode,omitempty"`
 	// FlowControl makes the endpoint picker hold requests in its own
 	// queue while every ready pod is saturated (llm-d flow control with the
@@ -254,7 +254,7 @@ func (s *Scenario) ApplyDefaults() {
 		c.InitialFleet = InitialFleetWarm
 	}
 	if c.WarmupMode == "" {
-		c.WarmupMode = WarmupReplay
+		c.WarmupMode = WarmupMirror
 	}
 	if s.Traffic.TimeScale == 0 {
 		s.Traffic.TimeScale = 1
