@@ -552,12 +552,14 @@ func (c *cycle) demand() {
 	an.RiseMargin = base * c.next.RiseHistory.margin(c.slo.Attainment)
 	// heldMargin is the part of the margin the hold keeps with the demand.
 	heldMargin := an.RiseMargin
-	if !c.next.RiseHistory.enough() && spent && len(c.st.Rises) == 0 {
-		// Too young for the histogram but missing the SLO: the delays
-		// it remembers are evidence enough to plan on, not to hold a
-		// fleet through the lull after a peak on (a one-hour trace's
-		// fall then costs the peak's fleet). A burst's onset (rises) is
-		// the hold's to keep, not a margin to read from one sample.
+	if !c.next.RiseHistory.enough() && len(c.st.Rises) == 0 {
+		// Too young for the histogram: the delays it remembers are the
+		// only evidence of how fast it rises, enough to plan on (waiting
+		// for the budget to be spent would pay for the evidence with
+		// misses first), not to hold a fleet through the lull after a
+		// peak on (a one-hour trace's fall then costs the peak's fleet).
+		// A burst's onset (rises) is the hold's to keep, not a margin to
+		// read from one sample.
 		an.RiseMargin = an.LoadRate * recentRise(c.st.Plans, c.g.Now, an.ArrivalRate, an.LoadRate, c.horizon, span, c.slo.Attainment)
 		heldMargin = 0
 	}
