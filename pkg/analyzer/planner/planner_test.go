@@ -531,14 +531,7 @@ func TestRampForecastHeldOneStartup(t *testing.T) {
 // start-up until what is given back is needed again plus the one to get it
 // back), more than the plan, which looks one start-up ahead.
 func TestSteadyRiseHoldsTwoStartupsAhead(t *testing.T) {
-	var st any
-	var a Analysis
-	for i := range 20 {
-		g := fleet(8, 0, 2+0.02*float64(i*30))
-		g.Variants[1].MaxReplicas = 0
-		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
-		a, _, st = run(t, g, st)
-	}
+	a, st := playRamp(t, nil, 0)
 	require.Positive(t, a.Rising, "the ramp is forecast")
 	var next State
 	require.NoError(t, json.Unmarshal(st.(json.RawMessage), &next))
@@ -547,16 +540,38 @@ func TestSteadyRiseHoldsTwoStartupsAhead(t *testing.T) {
 	assert.GreaterOrEqual(t, a.Held, forecast, "the held plan keeps it")
 }
 
-// minuteFleet runs the planner on an l4-only group one cycle a minute,
-// starting what each cycle plans before the next. The replicas' ITL
-// follows one curve (20 ms idle, 100 ms at 8 req/s), so what is learned
-// in a lull does not move the capacity the hold is counted in.
+// playRamp runs the planner every 30 s for ten minutes on an l4-only group
+// whose arrivals rise from 2 req/s by 0.02 req/s each second, from st;
+// startup, when set, is the L4's start-up delay.
+func playRamp(t *testing.T, st any, startup time.Duration) (Analysis, any) {
+	t.Helper()
+	var a Analysis
+	for i := range 20 {
+		g := fleet(8, 0, 2+0.02*float64(i*30))
+		g.Variants[1].MaxReplicas = 0
+		if startup > 0 {
+			g.Variants[0].StartupDelay = startup
+		}
+		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+		a, _, st = run(t, g, st)
+	}
+	return a, st
+}
+
+// slow is a replica's TPOT histogram with half its requests over the
+// 100 ms ITL target: saturation evidence.
+var slow = decision.Histogram{Bounds: []float64{0.05, 0.1, 0.15, math.Inf(1)}, Counts: []float64{1, 1, 2, 2}}
+
 // seasoned is a group's memory with minRiseHistory of rises recorded (none
 // of them large): old enough for a short hold after a first burst.
 func seasoned() State {
 	return State{Analyzer: Name, RiseHistory: RiseHistory{Since: t0.Add(-minRiseHistory)}}
 }
 
+// minuteFleet runs the planner on an l4-only group one cycle a minute,
+// starting what each cycle plans before the next. The replicas' ITL
+// follows one curve (20 ms idle, 100 ms at 8 req/s), so what is learned
+// in a lull does not move the capacity the hold is counted in.
 type minuteFleet struct {
 	t       *testing.T
 	startup time.Duration
@@ -980,16 +995,7 @@ func TestBurstCameBack(t *testing.T) {
 // the trend's window, the planner still keeps the history the trend needs:
 // a steady ramp is forecast.
 func TestShortStartupKeepsTrendHistory(t *testing.T) {
-	const startup = 30 * time.Second
-	var st any = seasoned()
-	var a Analysis
-	for i := range 20 {
-		g := fleet(8, 0, 2+0.02*float64(i*30))
-		g.Variants[1].MaxReplicas = 0
-		g.Variants[0].StartupDelay = startup
-		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
-		a, _, st = run(t, g, st)
-	}
+	a, _ := playRamp(t, seasoned(), 30*time.Second)
 	assert.Equal(t, (3 * decision.RateWindow).String(), a.Hold, "a first rise is held three start-ups, a 30 s one counting as the metrics window")
 	// 0.02 req/s per second over a 30 s horizon.
 	assert.InDelta(t, 0.6, a.Rising, 0.05, "the ramp is forecast over the start-up")
@@ -1076,7 +1082,6 @@ func TestSaturationFloor(t *testing.T) {
 // the floor they set orders at once and is held for a short hold, so the
 // next calm cycle does not give the replicas back to order them again.
 func TestSlowReplicasOrderAndHold(t *testing.T) {
-	slow := decision.Histogram{Bounds: []float64{0.05, 0.1, 0.15, math.Inf(1)}, Counts: []float64{1, 1, 2, 2}}
 	var st any
 	l4 := int32(3)
 	cycle := func(at time.Duration, over bool) (Analysis, int32) {
@@ -1120,7 +1125,6 @@ func TestSlowReplicasOrderAndHold(t *testing.T) {
 // and the plan covers the demand once the replicas ordered serve. Slow
 // replicas at a rate far under their supply are held for a short hold.
 func TestSlowFloorHeldOnlyWhenRatesDoNotExplainIt(t *testing.T) {
-	slow := decision.Histogram{Bounds: []float64{0.05, 0.1, 0.15, math.Inf(1)}, Counts: []float64{1, 1, 2, 2}}
 	for _, tc := range []struct {
 		name string
 		rate float64
@@ -1163,7 +1167,6 @@ func TestSlowFloorHeldOnlyWhenRatesDoNotExplainIt(t *testing.T) {
 // windows after it, or with a start-up within the two windows) still are
 // saturation evidence.
 func TestDrainedBacklogIsNotSaturation(t *testing.T) {
-	slow := decision.Histogram{Bounds: []float64{0.05, 0.1, 0.15, math.Inf(1)}, Counts: []float64{1, 1, 2, 2}}
 	startup := 4 * time.Minute
 	cycle := func(st any, at time.Duration, backlog float64, over bool) (Analysis, decision.Signal, any) {
 		g := fleet(4, 0, 4)
