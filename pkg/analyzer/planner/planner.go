@@ -13,15 +13,17 @@
 //     one start-up delay before it comes (profile.go).
 //   - The plan covers that demand with a square-root safety margin for the
 //     SLO's attainment, holds the highest arrival plan of the last
-//     holdFactor start-up delays (each at least a metrics window) once a
+//     holdFactor start-up delays (each at least a metrics window; longer
+//     once demand came back over capacity given back within it) once a
 //     burst has come back within that time (a lull shorter than that costs
 //     less to ride out than the start-up the next burst would need; a
 //     drained backlog does not come back, so it is not held) and of
 //     shortHoldFactor before while the SLO's error budget holds and the
 //     group has minRiseHistory of rises (a one-off rise, such as a spike,
-//     is not paid for through the rest of the hour; budget.go). A shortfall orders the exact
-//     cheapest integer mix of variants that covers the present plan, and a
-//     scale-down the one that keeps the held plan covered. A shortfall
+//     is not paid for through the rest of the hour; budget.go). A
+//     shortfall orders the exact cheapest integer mix of variants that
+//     covers the present plan, and a scale-down the one that keeps the
+//     held plan covered. A shortfall
 //     within smallShortfall of the supply orders only once it has lasted a
 //     metrics window: one window's noise in the arrivals or the request
 //     shape passes before the replica it would order starts.
@@ -700,7 +702,11 @@ func (c *cycle) holdPeak() {
 	c.next.Rises = rises(c.st.Rises, c.st.Plans, c.g.Now, an.StaffedArrivals, c.ref.Rate, c.horizon, c.hold)
 	c.next.Budget = c.st.Budget.record(c.g.Now, c.g.Replicas, c.slo.TargetITLms, queuedTTFT(an.Backlog, c.slo.TargetTTFTms))
 	an.BudgetSpent = c.next.Budget.spent(c.slo.Attainment)
-	if c.next.RiseHistory.enough() && !burstCameBack(c.next.Rises, c.hold) && !an.BudgetSpent {
+	// Whether bursts come back is judged within the first hold, not the
+	// learned one: the learned hold grows each time demand comes back
+	// within it, and judged against itself every burst of a busy day
+	// (40 minutes apart on average, all within 2h8m) would have come back.
+	if c.next.RiseHistory.enough() && !burstCameBack(c.next.Rises, min(c.hold, time.Duration(holdFactor*float64(unit)))) && !an.BudgetSpent {
 		// No burst has come back within the hold: nothing says the
 		// capacity a rise needed will be needed again soon, and a one-off
 		// spike's fleet is not kept for the rest of the hour, while the
@@ -708,8 +714,8 @@ func (c *cycle) holdPeak() {
 		// with less than minRiseHistory of rises has not shown whether
 		// its bursts come back: a burst's return onto a fleet given back
 		// costs more than the whole budget (the bursty hour's second
-		// burst misses a tenth of its requests), so its first lull keeps
-		// the full hold.
+		// burst misses a tenth of the hour's requests), so its first lull
+		// keeps the full hold.
 		c.hold = min(c.hold, time.Duration(shortHoldFactor*float64(unit)))
 	}
 	if len(c.next.Rises) == 0 && falling(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon) {

@@ -421,10 +421,11 @@ func TestPendingNotReordered(t *testing.T) {
 }
 
 // A lull keeps a burst's replicas for the hold: three start-up delays
-// after a first burst (nothing says it comes back), twelve once a burst
-// has come back within the hold or while the group is too young to have
-// shown whether its bursts come back; past it they are released. A
-// start-up shorter than the 1-minute metrics window counts as the window.
+// after a first burst (nothing says it comes back), twelve or the learned
+// hold once a burst has come back within twelve, or while the group is
+// too young to have shown whether its bursts come back; past it they are
+// released. A start-up shorter than the 1-minute metrics window counts as
+// the window.
 func TestHoldThroughShortLulls(t *testing.T) {
 	type segment struct {
 		minutes int
@@ -435,25 +436,32 @@ func TestHoldThroughShortLulls(t *testing.T) {
 		name     string
 		startup  time.Duration
 		young    bool
+		// learned is the hold factor the group starts with (0: the first).
+		learned  float64
 		segments []segment
 		// held is how long after the last burst minute the burst's
 		// replicas are kept at least, released how long at most.
 		held, released time.Duration
 	}{
-		{"a first burst: three start-ups", startup, false, []segment{{10, 1}, {5, 12}}, 3 * startup, 3*startup + 2*time.Minute},
+		{"a first burst: three start-ups", startup, false, 0, []segment{{10, 1}, {5, 12}}, 3 * startup, 3*startup + 2*time.Minute},
 		// The burst comes back within the hold: the second one's
 		// replicas are kept for the full hold.
-		{"a burst that came back: twelve start-ups or more", startup, false, []segment{{10, 1}, {5, 12}, {5, 1}, {5, 12}}, 12 * startup, 24*startup + 2*time.Minute},
-		{"a 30 s start-up: three metrics windows", 30 * time.Second, false, []segment{{10, 1}, {5, 12}}, 3 * time.Minute, 5 * time.Minute},
+		{"a burst that came back: twelve start-ups or more", startup, false, 0, []segment{{10, 1}, {5, 12}, {5, 1}, {5, 12}}, 12 * startup, 24*startup + 2*time.Minute},
+		// Bursts 50 minutes apart came back within the learned hold (32
+		// start-ups, 96 minutes) but not within the first (36 minutes).
+		{"bursts past the first hold apart: three start-ups", startup, false, maxHoldFactor, []segment{{10, 1}, {5, 12}, {45, 1}, {5, 12}}, 3 * startup, 3*startup + 2*time.Minute},
+		{"a 30 s start-up: three metrics windows", 30 * time.Second, false, 0, []segment{{10, 1}, {5, 12}}, 3 * time.Minute, 5 * time.Minute},
 		// Less than minRiseHistory of rises: the first burst's lull
 		// keeps the full hold.
-		{"a young group's first burst: twelve start-ups", startup, true, []segment{{10, 1}, {5, 12}}, 12 * startup, 12*startup + 2*time.Minute},
+		{"a young group's first burst: twelve start-ups", startup, true, 0, []segment{{10, 1}, {5, 12}}, 12 * startup, 12*startup + 2*time.Minute},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &minuteFleet{t: t, startup: tc.startup, l4: 2}
 			if !tc.young {
-				f.st = seasoned()
+				st := seasoned()
+				st.HoldFactor = tc.learned
+				f.st = st
 			}
 			for _, s := range tc.segments {
 				for range s.minutes {
