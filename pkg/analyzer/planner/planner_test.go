@@ -433,9 +433,9 @@ func TestHoldThroughShortLulls(t *testing.T) {
 	}
 	const startup = 3 * time.Minute
 	cases := []struct {
-		name     string
-		startup  time.Duration
-		young    bool
+		name    string
+		startup time.Duration
+		young   bool
 		// learned is the hold factor the group starts with (0: the first).
 		learned  float64
 		segments []segment
