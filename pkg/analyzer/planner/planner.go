@@ -23,10 +23,10 @@
 //     is not paid for through the rest of the hour; budget.go). A
 //     shortfall orders the exact cheapest integer mix of variants that
 //     covers the present plan, and a scale-down the one that keeps the
-//     held plan covered. A shortfall
-//     within smallShortfall of the supply orders only once it has lasted a
-//     metrics window: one window's noise in the arrivals or the request
-//     shape passes before the replica it would order starts.
+//     held plan covered. A shortfall within smallShortfall of the supply
+//     orders only once it has lasted a metrics window: one window's noise
+//     in the arrivals or the request shape passes before the replica it
+//     would order starts.
 //   - A steady fleet moves to a cheaper mix that covers the held plan,
 //     make-before-break, when the saving repays the start-up (swap.go).
 //
@@ -702,11 +702,12 @@ func (c *cycle) holdPeak() {
 	c.next.Rises = rises(c.st.Rises, c.st.Plans, c.g.Now, an.StaffedArrivals, c.ref.Rate, c.horizon, c.hold)
 	c.next.Budget = c.st.Budget.record(c.g.Now, c.g.Replicas, c.slo.TargetITLms, queuedTTFT(an.Backlog, c.slo.TargetTTFTms))
 	an.BudgetSpent = c.next.Budget.spent(c.slo.Attainment)
-	// Whether bursts come back is judged within the first hold, not the
+	// Whether bursts come back is judged within the first hold
+	// (holdFactor, which the learned hold never falls below), not the
 	// learned one: the learned hold grows each time demand comes back
 	// within it, and judged against itself every burst of a busy day
 	// (40 minutes apart on average, all within 2h8m) would have come back.
-	if c.next.RiseHistory.enough() && !burstCameBack(c.next.Rises, min(c.hold, time.Duration(holdFactor*float64(unit)))) && !an.BudgetSpent {
+	if c.next.RiseHistory.enough() && !burstCameBack(c.next.Rises, time.Duration(holdFactor*float64(unit))) && !an.BudgetSpent {
 		// No burst has come back within the hold: nothing says the
 		// capacity a rise needed will be needed again soon, and a one-off
 		// spike's fleet is not kept for the rest of the hour, while the
