@@ -698,7 +698,7 @@ func (c *cycle) holdPeak() {
 	c.short = an.Supply+1e-9 < an.Staffed
 	c.next.Short = c.short
 	c.adaptHold(unit)
-	c.hold = time.Duration(c.next.HoldFactor * float64(unit))
+	c.hold = lulls(c.next.HoldFactor, unit)
 	c.next.Rises = rises(c.st.Rises, c.st.Plans, c.g.Now, an.StaffedArrivals, c.ref.Rate, c.horizon, c.hold)
 	c.next.Budget = c.st.Budget.record(c.g.Now, c.g.Replicas, c.slo.TargetITLms, queuedTTFT(an.Backlog, c.slo.TargetTTFTms))
 	an.BudgetSpent = c.next.Budget.spent(c.slo.Attainment)
@@ -707,7 +707,7 @@ func (c *cycle) holdPeak() {
 	// learned one: the learned hold grows each time demand comes back
 	// within it, and judged against itself every burst of a busy day
 	// (40 minutes apart on average, all within 2h8m) would have come back.
-	if c.next.RiseHistory.enough() && !burstCameBack(c.next.Rises, time.Duration(holdFactor*float64(unit))) && !an.BudgetSpent {
+	if c.next.RiseHistory.enough() && !burstCameBack(c.next.Rises, lulls(holdFactor, unit)) && !an.BudgetSpent {
 		// No burst has come back within the hold: nothing says the
 		// capacity a rise needed will be needed again soon, and a one-off
 		// spike's fleet is not kept for the rest of the hour, while the
@@ -717,7 +717,7 @@ func (c *cycle) holdPeak() {
 		// costs more than the whole budget (the bursty hour's second
 		// burst misses a tenth of the hour's requests), so its first lull
 		// keeps the full hold.
-		c.hold = min(c.hold, time.Duration(shortHoldFactor*float64(unit)))
+		c.hold = min(c.hold, lulls(shortHoldFactor, unit))
 	}
 	if len(c.next.Rises) == 0 && falling(c.st.Plans, c.g.Now, an.ArrivalRate, c.horizon) {
 		// A steady fall with no burst in memory is a curve going down (a
@@ -738,11 +738,11 @@ func (c *cycle) adaptHold(unit time.Duration) {
 		next.HoldFactor = holdFactor
 	}
 	switch {
-	case c.short && !last.IsZero() && c.g.Now.Sub(last) < time.Duration(next.HoldFactor*float64(unit)):
+	case c.short && !last.IsZero() && c.g.Now.Sub(last) < lulls(next.HoldFactor, unit):
 		// Demand came back over capacity given back within the hold.
 		next.HoldFactor = min(next.HoldFactor*2, maxHoldFactor)
 		next.LastRelease = time.Time{}
-	case !last.IsZero() && c.g.Now.Sub(last) >= time.Duration(next.HoldFactor*float64(unit)):
+	case !last.IsZero() && c.g.Now.Sub(last) >= lulls(next.HoldFactor, unit):
 		// A release that held for a whole hold was right.
 		next.HoldFactor = max(next.HoldFactor*0.75, minHoldFactor)
 		next.LastRelease = time.Time{}
@@ -765,7 +765,7 @@ func (c *cycle) remember() {
 		if age < c.hold {
 			an.Held = max(an.Held, p.Rate*levelRatio(p.Level, an.Level))
 		}
-		if age < min(c.hold, time.Duration(shortHoldFactor*float64(lullUnit(c.horizon)))) {
+		if age < min(c.hold, lulls(shortHoldFactor, lullUnit(c.horizon))) {
 			an.Held = max(an.Held, p.SlowFloor)
 		}
 		if age < lullUnit(c.horizon) {
@@ -1324,6 +1324,12 @@ func startupOf(v decision.Variant, vs VariantState, slo params.SLO) time.Duratio
 // fleet in every lull, and each burst's onset would then cost more misses
 // than the SLO allows.
 func lullUnit(horizon time.Duration) time.Duration { return max(horizon, decision.RateWindow) }
+
+// lulls is factor lull units: the holds and the bounds on them are
+// counted in them.
+func lulls(factor float64, unit time.Duration) time.Duration {
+	return time.Duration(factor * float64(unit))
+}
 
 // referenceCapacity is the capacity of the variant with the lowest cost
 // per unit of rate: the one the margin is mostly made of.
