@@ -11,8 +11,10 @@
 //     (learn.go). A variant never seen serving is tried at a discount
 //     and credited a fair price until its replicas prove their rate
 //     (trial.go).
-//   - Replicas that report saturation set a floor under the plan, whatever
-//     the rate series say (floor.go).
+//   - When more than half of the replicas reporting metrics are saturated
+//     (KV cache, queue, or requests over the ITL target), the demand they
+//     prove is a floor under the plan, whatever the rate series say
+//     (floor.go).
 //   - Demand rising steadily is forecast over the start-up delay: a
 //     replica ordered now serves at the end of it (trend.go).
 //   - A rise the group's past days held at this time of day is ordered
