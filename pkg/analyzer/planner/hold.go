@@ -79,6 +79,8 @@ func (c *cycle) remember() {
 	// Plans are remembered for the longer of the hold and the trend's
 	// window: a short hold must not starve the trend of history.
 	keep := max(c.hold, trendWindow(c.horizon), levelWindow)
+	unit := lullUnit(c.horizon)
+	slowHold := min(c.hold, lulls(shortHoldFactor, unit))
 	for _, p := range c.st.Plans {
 		age := c.g.Now.Sub(p.At)
 		if age < keep {
@@ -87,10 +89,10 @@ func (c *cycle) remember() {
 		if age < c.hold {
 			an.Held = max(an.Held, p.Rate*levelRatio(p.Level, an.Level))
 		}
-		if age < min(c.hold, lulls(shortHoldFactor, lullUnit(c.horizon))) {
+		if age < slowHold {
 			an.Held = max(an.Held, p.SlowFloor)
 		}
-		if age < lullUnit(c.horizon) {
+		if age < unit {
 			// Capacity given back must not be needed within a start-up:
 			// on a ramp, the forecast of a cycle ago with its noise.
 			an.Held = max(an.Held, p.Forecast)
