@@ -190,8 +190,12 @@ func run(check bool) error {
 		return err
 	}
 
-	// The replica table first: it takes seconds, the others minutes.
+	// The replica tables first: they take seconds, the others minutes.
 	replica, err := replicaTable(wva)
+	if err != nil {
+		return err
+	}
+	capacity, err := capacityTable(wva)
 	if err != nil {
 		return err
 	}
@@ -231,7 +235,7 @@ func run(check bool) error {
 			"setting":  setting,
 			"default":  fence(full),
 		},
-		"docs/simulator.md": {"replica": replica},
+		"docs/simulator.md": {"replica": replica, "capacity": capacity},
 	}
 	var stale []string
 	for file, bs := range blocks {

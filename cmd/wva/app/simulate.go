@@ -101,6 +101,7 @@ Traces are CSV in the Azure LLM inference format (TIMESTAMP,ContextTokens,Genera
 	f.BoolVar(&o.frontier, "frontier", false, "also sweep each policy's one knob (wva: sloAttainment; wva-v1, wva-throughput: kvCacheThreshold; queue-threshold, kpa: their targets) and report its cost to reach 95% and 99% attainment (with --html, also a chart of cost against attainment)")
 	f.StringVar(&o.progress, "progress", "auto", "progress bar on standard error: auto (when a terminal), always, never")
 	cmd.AddCommand(newSimulateReplicaCommand())
+	cmd.AddCommand(newSimulateCapacityCommand())
 	cmd.AddCommand(newSimulateCalibrateCommand())
 	cmd.AddCommand(newSimulateServegenCommand())
 	return cmd
