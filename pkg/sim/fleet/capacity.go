@@ -91,51 +91,34 @@ func BenchReplicaSLO(spec scenario.ServerSpec, mix Mix, slo scenario.SLO, rate f
 		reqs[i] = &seq{req: int32(i), arrival: time.Duration(at * float64(time.Second)), input: in, output: out, prompt: in, firstToken: -1}
 	}
 	ttftTarget, itlTarget := slo.TTFT.D().Seconds()+1e-9, slo.ITL.D().Seconds()+1e-9
-	var now time.Duration
-	next, seen := 0, 0
 	var ttftSum, itlSum float64
 	var overTTFT, overITL, met int
 	tpot := make([]float64, 0, capacityRequests)
-	var done []*seq
-	for seen < capacityRequests {
-		for next < n && reqs[next].arrival <= now {
-			s.enqueue(reqs[next])
-			next++
+	_, err := driveOpen(s, reqs, capacityWarmRequests, capacityRequests, func(q *seq, now time.Duration) {
+		if int(q.req) < capacityWarmRequests {
+			return
 		}
-		d, ok := s.schedule(now)
-		if !ok {
-			if next < n {
-				now = reqs[next].arrival
-				continue
-			}
-			return SLOPoint{}, fmt.Errorf("the engine stalled with %d requests waiting", s.numWaiting())
+		ttft := (q.firstToken - q.arrival).Seconds()
+		var itl float64
+		if q.output > 1 {
+			itl = (now - q.firstToken).Seconds() / float64(q.output-1)
 		}
-		now += d
-		done = s.complete(now, done[:0])
-		for _, q := range done {
-			if int(q.req) < capacityWarmRequests {
-				continue
-			}
-			seen++
-			ttft := (q.firstToken - q.arrival).Seconds()
-			var itl float64
-			if q.output > 1 {
-				itl = (now - q.firstToken).Seconds() / float64(q.output-1)
-			}
-			ttftSum += ttft
-			itlSum += itl
-			tpot = append(tpot, itl)
-			slowFirst, slowDecode := ttft > ttftTarget, itl > itlTarget
-			if slowFirst {
-				overTTFT++
-			}
-			if slowDecode {
-				overITL++
-			}
-			if !slowFirst && !slowDecode {
-				met++
-			}
+		ttftSum += ttft
+		itlSum += itl
+		tpot = append(tpot, itl)
+		slowFirst, slowDecode := ttft > ttftTarget, itl > itlTarget
+		if slowFirst {
+			overTTFT++
 		}
+		if slowDecode {
+			overITL++
+		}
+		if !slowFirst && !slowDecode {
+			met++
+		}
+	})
+	if err != nil {
+		return SLOPoint{}, err
 	}
 	slices.Sort(tpot)
 	quantile := func(q float64) float64 { return tpot[int(q*float64(len(tpot)-1))] }

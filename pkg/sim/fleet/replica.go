@@ -168,42 +168,25 @@ func BenchReplicaRate(spec scenario.ServerSpec, in, out int32, rate float64) (Re
 	measured := replicaRequests(int(math.Ceil(rate * aloneMs(s.spec, in, out) / 1000)))
 	warm := measured
 	rng := rand.New(rand.NewPCG(math.Float64bits(rate), uint64(in)<<32|uint64(out)))
-	arrivals := make([]time.Duration, warm+measured)
+	reqs := make([]*seq, warm+measured)
 	var at float64
-	for i := range arrivals {
+	for i := range reqs {
 		at += rng.ExpFloat64() / rate
-		arrivals[i] = time.Duration(at * float64(time.Second))
+		reqs[i] = &seq{req: int32(i), arrival: time.Duration(at * float64(time.Second)), input: in, output: out, prompt: in, firstToken: -1}
 	}
-
-	var now time.Duration
-	next, seen, finished := 0, 0, 0
+	finished := 0
 	var ttft, itl time.Duration
-	var done []*seq
-	for seen < measured {
-		for next < len(arrivals) && arrivals[next] <= now {
-			s.enqueue(&seq{req: int32(next), arrival: arrivals[next], input: in, output: out, prompt: in, firstToken: -1})
-			next++
-		}
-		d, ok := s.schedule(now)
-		if !ok {
-			if next < len(arrivals) {
-				now = arrivals[next]
-				continue
-			}
-			return ReplicaPoint{}, fmt.Errorf("the engine stalled with %d requests waiting", s.numWaiting())
-		}
-		now += d
-		done = s.complete(now, done[:0])
-		finished += len(done)
-		for _, q := range done {
-			if int(q.req) >= warm {
-				seen++
-				ttft += q.firstToken - q.arrival
-				if out > 1 {
-					itl += (now - q.firstToken) / time.Duration(out-1)
-				}
+	now, err := driveOpen(s, reqs, warm, measured, func(q *seq, now time.Duration) {
+		finished++
+		if int(q.req) >= warm {
+			ttft += q.firstToken - q.arrival
+			if out > 1 {
+				itl += (now - q.firstToken) / time.Duration(out-1)
 			}
 		}
+	})
+	if err != nil {
+		return ReplicaPoint{}, err
 	}
 	n := float64(measured)
 	return ReplicaPoint{
@@ -212,6 +195,40 @@ func BenchReplicaRate(spec scenario.ServerSpec, in, out int32, rate float64) (Re
 		ITLMs:                 millis(itl) / n,
 		OutputTokensPerSecond: float64(finished) * float64(out) / now.Seconds(),
 	}, nil
+}
+
+// driveOpen runs s on reqs, in arrival order, each enqueued at its
+// arrival (an open loop: arrivals wait for nothing), until measured of the
+// requests from index warm on have finished. finish sees every request
+// that finishes, warm-up ones too, and the time it finished; driveOpen
+// returns the time the last measured one did.
+func driveOpen(s *server, reqs []*seq, warm, measured int, finish func(q *seq, now time.Duration)) (time.Duration, error) {
+	var now time.Duration
+	next, seen := 0, 0
+	var done []*seq
+	for seen < measured {
+		for next < len(reqs) && reqs[next].arrival <= now {
+			s.enqueue(reqs[next])
+			next++
+		}
+		d, ok := s.schedule(now)
+		if !ok {
+			if next < len(reqs) {
+				now = reqs[next].arrival
+				continue
+			}
+			return now, fmt.Errorf("the engine stalled with %d requests waiting", s.numWaiting())
+		}
+		now += d
+		done = s.complete(now, done[:0])
+		for _, q := range done {
+			if int(q.req) >= warm {
+				seen++
+			}
+			finish(q, now)
+		}
+	}
+	return now, nil
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
