@@ -46,6 +46,25 @@ type SpareReporter interface {
 	Spare() (kv, queue float64)
 }
 
+// RateReporter is implemented by analysis details that size the group by
+// request rate. The engine exports the figures as gauges, for the
+// dashboard and to set beside what a replica serves within the SLO on the
+// group's traffic (`wva simulate capacity`, or a load test).
+type RateReporter interface {
+	Rates() Rates
+}
+
+// Rates are a group's figures in requests per second: the arrivals the
+// analyzer read, the rate it sized the group for, what the current
+// replicas supply by its model, and the rate it credits one replica of
+// each variant, by variant name.
+type Rates struct {
+	Arrivals   float64
+	Required   float64
+	Supply     float64
+	PerReplica map[string]float64
+}
+
 // StuckReporter is implemented by analysis details that find variants in
 // transition for longer than their bound; the engine shows them on the
 // VAs (condition TransitionStuck, one Event at onset). The message says

@@ -340,16 +340,21 @@ func (e *Engine) publishGroups(ctx context.Context, c *Cycle, views []decide.Vie
 	var groups []GroupSample
 	for i, p := range plans {
 		res := c.Results[i]
-		groups = append(groups, groupSample(p, res))
+		g := groupSample(p, res)
+		groups = append(groups, g)
 		for j, va := range p.VAs {
 			t := res.Targets[j]
 			tgt := targets[va.Namespace+"/"+va.Name]
 			c.Variants++
 			logDecision(p, va, t, res)
-			samples = append(samples, VariantSample{
+			sample := VariantSample{
 				Labels:  [4]string{va.Name, va.Namespace, p.Key.ModelID, va.Spec.AcceleratorName},
 				Desired: t.Replicas, Current: tgt.SpecReplicas, Cost: decide.VariantCost(va), Target: t,
-			})
+			}
+			if g.Rates != nil {
+				sample.ReplicaRate, sample.HasReplicaRate = g.Rates.PerReplica[va.Name]
+			}
+			samples = append(samples, sample)
 			if !e.publishVariant(ctx, c, p, va, res, t, tgt, now) {
 				samples = keepLastWritten(samples, va)
 			}
@@ -541,6 +546,10 @@ func groupSample(p decide.Plan, res decide.GroupResult) GroupSample {
 	if a, ok := res.Analysis.(analyzer.SpareReporter); ok {
 		g.HasAnalysis = true
 		g.AvgSpareKv, g.AvgSpareQueue = a.Spare()
+	}
+	if a, ok := res.Analysis.(analyzer.RateReporter); ok {
+		r := a.Rates()
+		g.Rates = &r
 	}
 	return g
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wva-project/wva/pkg/analyzer"
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/decision"
@@ -37,6 +38,14 @@ type Metrics struct {
 	// Unbudgeted is 1 for each variant no GPU budget covers, by reason (the
 	// GPUBudgeted condition's).
 	Unbudgeted *prometheus.GaugeVec
+	// PlanArrivals, PlanRequired and PlanSupply are a group's figures in
+	// requests per second, PlanReplicaRate a variant's credited rate per
+	// replica, from an analyzer that sizes by request rate
+	// (analyzer.RateReporter).
+	PlanArrivals    *prometheus.GaugeVec
+	PlanRequired    *prometheus.GaugeVec
+	PlanSupply      *prometheus.GaugeVec
+	PlanReplicaRate *prometheus.GaugeVec
 
 	unbudgetedLabels map[[3]string]bool
 	variantLabels    map[[4]string]bool
@@ -46,6 +55,10 @@ type Metrics struct {
 	groupLabels  map[[2]string]bool
 	// metricsLabels are the groups with a MetricsOK series.
 	metricsLabels map[[2]string]bool
+	// rateGroups and rateVariants are the groups and variants with plan
+	// rate series.
+	rateGroups   map[[2]string]bool
+	rateVariants map[[4]string]bool
 }
 
 var variantLabelNames = []string{llmdv1alpha1.MetricLabelVariantName, "namespace", "model_id", "accelerator"}
@@ -93,6 +106,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Unbudgeted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_variant_unbudgeted",
 			Help: "1 for each variant whose scale-ups no GPU budget pool fully checks, by reason (NoPool, UnknownPool, NoGPUMemoryPerReplica; the GPUBudgeted condition's reason); only with a budget source."},
 			[]string{"namespace", llmdv1alpha1.MetricLabelVariantName, "reason"}),
+		PlanArrivals: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_plan_arrival_requests_per_second",
+			Help: "Requests per second arriving for the model, as its analyzer read them (analyzers that plan by request rate: slo-planner)."}, []string{"namespace", "model_id"}),
+		PlanRequired: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_plan_required_requests_per_second",
+			Help: "Request rate the analyzer sized the model's fleet for: demand, backlog, margins and the held peak (slo-planner)."}, []string{"namespace", "model_id"}),
+		PlanSupply: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_plan_supply_requests_per_second",
+			Help: "Request rate the model's current replicas serve within the SLO by the analyzer's model (slo-planner)."}, []string{"namespace", "model_id"}),
+		PlanReplicaRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wva_plan_replica_requests_per_second",
+			Help: "Request rate the analyzer credits one replica of the variant within the SLO (slo-planner); compare with wva simulate capacity or a load test."}, variantLabelNames),
+		rateGroups:       map[[2]string]bool{},
+		rateVariants:     map[[4]string]bool{},
 		unbudgetedLabels: map[[3]string]bool{},
 		variantLabels:    map[[4]string]bool{},
 		lastDecision:     map[[4]string][2]string{},
@@ -110,7 +133,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.DeletionCostPatches.WithLabelValues("error")
 	reg.MustRegister(m.DesiredReplicas, m.CurrentReplicas, m.DesiredRatio, m.VariantCost, m.DecisionInfo, m.AvgSpareKv, m.AvgSpareQueue, m.MetricsOK, m.Decisions,
 		m.CycleDuration, m.QueryErrors, m.DroppedSamples, m.QueriesPerCycle, m.LastSuccess, m.StatusWriteErrs, m.SharedTargetVariants,
-		m.DeletionCostPatches, m.Unbudgeted)
+		m.DeletionCostPatches, m.Unbudgeted, m.PlanArrivals, m.PlanRequired, m.PlanSupply, m.PlanReplicaRate)
 	return m
 }
 
@@ -141,6 +164,10 @@ type VariantSample struct {
 	// Cost is the cost of one replica (spec.variantCost).
 	Cost   float64
 	Target decision.Target
+	// ReplicaRate is the rate the analyzer credits one replica (req/s)
+	// when HasReplicaRate (analyzer.RateReporter).
+	ReplicaRate    float64
+	HasReplicaRate bool
 }
 
 // GroupSample is one group's analysis figures.
@@ -151,6 +178,9 @@ type GroupSample struct {
 	HasAnalysis   bool
 	// MetricsAvailable is the group's MetricsAvailable condition status.
 	MetricsAvailable bool
+	// Rates are the analyzer's figures in requests per second; nil when
+	// it does not plan by request rate.
+	Rates *analyzer.Rates
 }
 
 // Publish sets the per-variant and per-group gauges of a cycle and deletes
@@ -189,6 +219,20 @@ func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
 	}
 	m.variantLabels = seenV
 
+	rated := map[[4]string]bool{}
+	for _, v := range variants {
+		if v.HasReplicaRate {
+			rated[v.Labels] = true
+			m.PlanReplicaRate.WithLabelValues(v.Labels[:]...).Set(v.ReplicaRate)
+		}
+	}
+	for l := range m.rateVariants {
+		if !rated[l] {
+			m.PlanReplicaRate.DeleteLabelValues(l[:]...)
+		}
+	}
+	m.rateVariants = rated
+
 	seenM := map[[2]string]bool{}
 	for _, g := range groups {
 		seenM[g.Labels] = true
@@ -212,6 +256,19 @@ func (m *Metrics) Publish(variants []VariantSample, groups []GroupSample) {
 	}
 	dropStaleGroups(m.groupLabels, seenG, m.AvgSpareKv, m.AvgSpareQueue)
 	m.groupLabels = seenG
+
+	seenR := map[[2]string]bool{}
+	for _, g := range groups {
+		if g.Rates == nil {
+			continue
+		}
+		seenR[g.Labels] = true
+		m.PlanArrivals.WithLabelValues(g.Labels[:]...).Set(g.Rates.Arrivals)
+		m.PlanRequired.WithLabelValues(g.Labels[:]...).Set(g.Rates.Required)
+		m.PlanSupply.WithLabelValues(g.Labels[:]...).Set(g.Rates.Supply)
+	}
+	dropStaleGroups(m.rateGroups, seenR, m.PlanArrivals, m.PlanRequired, m.PlanSupply)
+	m.rateGroups = seenR
 }
 
 // dropStaleGroups deletes the series of the groups that had one last cycle

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/collector"
 	"github.com/wva-project/wva/pkg/decision"
 	"github.com/wva-project/wva/pkg/deletioncost"
@@ -75,4 +76,42 @@ func TestMetricsQueryErrorsStartAtZero(t *testing.T) {
 	for name := range names {
 		require.Zero(t, testutil.ToFloat64(m.QueryErrors.WithLabelValues(name)), name)
 	}
+}
+
+// A group planned by request rate exports its arrivals, the rate it was
+// sized for and its supply, and each variant's credited rate per replica;
+// the series go when the group or its rates do.
+func TestMetricsPlanRates(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	l4 := VariantSample{Labels: [4]string{"l4", "prod", "m", "L4"}, Desired: 3, Current: 2, ReplicaRate: 2.5, HasReplicaRate: true}
+	h100 := VariantSample{Labels: [4]string{"h100", "prod", "m", "H100"}, Desired: 1, Current: 1, ReplicaRate: 6.25, HasReplicaRate: true}
+	group := GroupSample{Labels: [2]string{"prod", "m"}, Rates: &analyzer.Rates{Arrivals: 9.5, Required: 12, Supply: 11.25}}
+	m.Publish([]VariantSample{l4, h100}, []GroupSample{group})
+
+	want := `
+# HELP wva_plan_arrival_requests_per_second Requests per second arriving for the model, as its analyzer read them (analyzers that plan by request rate: slo-planner).
+# TYPE wva_plan_arrival_requests_per_second gauge
+wva_plan_arrival_requests_per_second{model_id="m",namespace="prod"} 9.5
+# HELP wva_plan_replica_requests_per_second Request rate the analyzer credits one replica of the variant within the SLO (slo-planner); compare with wva simulate capacity or a load test.
+# TYPE wva_plan_replica_requests_per_second gauge
+wva_plan_replica_requests_per_second{accelerator="H100",model_id="m",namespace="prod",variant_name="h100"} 6.25
+wva_plan_replica_requests_per_second{accelerator="L4",model_id="m",namespace="prod",variant_name="l4"} 2.5
+# HELP wva_plan_required_requests_per_second Request rate the analyzer sized the model's fleet for: demand, backlog, margins and the held peak (slo-planner).
+# TYPE wva_plan_required_requests_per_second gauge
+wva_plan_required_requests_per_second{model_id="m",namespace="prod"} 12
+# HELP wva_plan_supply_requests_per_second Request rate the model's current replicas serve within the SLO by the analyzer's model (slo-planner).
+# TYPE wva_plan_supply_requests_per_second gauge
+wva_plan_supply_requests_per_second{model_id="m",namespace="prod"} 11.25
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "wva_plan_arrival_requests_per_second",
+		"wva_plan_required_requests_per_second", "wva_plan_supply_requests_per_second", "wva_plan_replica_requests_per_second"))
+
+	// The group now runs an analyzer that does not plan by rate.
+	l4.HasReplicaRate, h100.HasReplicaRate = false, false
+	m.Publish([]VariantSample{l4, h100}, []GroupSample{{Labels: group.Labels, HasAnalysis: true}})
+	for _, vec := range []*prometheus.GaugeVec{m.PlanArrivals, m.PlanRequired, m.PlanSupply, m.PlanReplicaRate} {
+		require.Equal(t, 0, testutil.CollectAndCount(vec), "series of rates no longer reported must go")
+	}
+	require.Equal(t, 2, testutil.CollectAndCount(m.DesiredReplicas))
 }

@@ -318,6 +318,16 @@ type Analysis struct {
 	BudgetSpent bool `json:"budgetSpent,omitempty"`
 }
 
+// Rates implements analyzer.RateReporter: the required rate is the held
+// plan (demand, backlog, margins and the hold's peak).
+func (a Analysis) Rates() analyzer.Rates {
+	r := analyzer.Rates{Arrivals: a.ArrivalRate, Required: a.Held, Supply: a.Supply, PerReplica: make(map[string]float64, len(a.Variants))}
+	for _, v := range a.Variants {
+		r.PerReplica[v.Name] = v.Capacity.Rate
+	}
+	return r
+}
+
 // Summary implements analyzer.Summarizer.
 func (a Analysis) Summary() []string {
 	lines := []string{

@@ -159,3 +159,25 @@ func BenchmarkPlanner1000Groups(b *testing.B) {
 		}
 	}
 }
+
+// The rates the engine exports are the plan's: in a lull the required
+// rate is the held peak, not the lull's own demand.
+func TestRatesReportThePlan(t *testing.T) {
+	st := learnedFleet(t, 4, 6)
+	g := fleet(4, 0, 1)
+	g.Now = t0.Add(10 * time.Minute)
+	an, _, _ := run(t, g, st)
+	require.Greater(t, an.Held, an.Staffed+1, "the hold keeps the peak's plan through the lull")
+
+	r := an.Rates()
+	assert.Equal(t, an.ArrivalRate, r.Arrivals)
+	assert.InDelta(t, 1, r.Arrivals, 1e-9)
+	assert.Equal(t, an.Held, r.Required)
+	assert.Equal(t, an.Supply, r.Supply)
+	require.Len(t, r.PerReplica, 2)
+	for _, v := range an.Variants {
+		assert.Equal(t, v.Capacity.Rate, r.PerReplica[v.Name], v.Name)
+		assert.Positive(t, r.PerReplica[v.Name], v.Name)
+	}
+	assert.InDelta(t, 4*r.PerReplica["l4"], r.Supply, 1e-9, "four L4s supply four replicas' rate")
+}
