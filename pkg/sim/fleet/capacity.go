@@ -17,12 +17,14 @@ import (
 // within their target.
 type SLOPoint struct {
 	RequestRate float64 `json:"requestRate"`
-	// TTFTMs and ITLMs are means over the measured requests (ITL as
-	// AIPerf averages it: each request's time per output token).
+	// TTFTMs is the mean over the measured requests, ITLMs over those of
+	// more than one output token (as AIPerf averages it: each request's
+	// time per output token).
 	TTFTMs float64 `json:"ttftMs"`
 	ITLMs  float64 `json:"itlMs"`
-	// TPOTP50Ms and TPOTP99Ms are quantiles of the requests' own time per
-	// output token, the figure the ITL target is judged on.
+	// TPOTP50Ms and TPOTP99Ms are quantiles of those requests' own time
+	// per output token, the figure the ITL target is judged on (a request
+	// of one token has none, and meets it).
 	TPOTP50Ms float64 `json:"tpotP50Ms"`
 	TPOTP99Ms float64 `json:"tpotP99Ms"`
 	// OverTTFT and OverITL are the shares of the measured requests over
@@ -102,10 +104,10 @@ func BenchReplicaSLO(spec scenario.ServerSpec, mix Mix, slo scenario.SLO, rate f
 		var itl float64
 		if q.output > 1 {
 			itl = (now - q.firstToken).Seconds() / float64(q.output-1)
+			itlSum += itl
+			tpot = append(tpot, itl)
 		}
 		ttftSum += ttft
-		itlSum += itl
-		tpot = append(tpot, itl)
 		slowFirst, slowDecode := ttft > ttftTarget, itl > itlTarget
 		if slowFirst {
 			overTTFT++
@@ -120,19 +122,20 @@ func BenchReplicaSLO(spec scenario.ServerSpec, mix Mix, slo scenario.SLO, rate f
 	if err != nil {
 		return SLOPoint{}, err
 	}
-	slices.Sort(tpot)
-	quantile := func(q float64) float64 { return tpot[int(q*float64(len(tpot)-1))] }
 	m := float64(capacityRequests)
-	return SLOPoint{
+	p := SLOPoint{
 		RequestRate: rate,
 		TTFTMs:      1000 * ttftSum / m,
-		ITLMs:       1000 * itlSum / m,
-		TPOTP50Ms:   1000 * quantile(0.5),
-		TPOTP99Ms:   1000 * quantile(0.99),
 		OverTTFT:    float64(overTTFT) / m,
 		OverITL:     float64(overITL) / m,
 		SLOMet:      float64(met) / m,
-	}, nil
+	}
+	if len(tpot) > 0 {
+		slices.Sort(tpot)
+		quantile := func(q float64) float64 { return tpot[int(q*float64(len(tpot)-1))] }
+		p.ITLMs, p.TPOTP50Ms, p.TPOTP99Ms = 1000*itlSum/float64(len(tpot)), 1000*quantile(0.5), 1000*quantile(0.99)
+	}
+	return p, nil
 }
 
 // RateAtSLO is the highest rate (req/s) at which one replica of spec meets

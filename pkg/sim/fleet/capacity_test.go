@@ -133,3 +133,19 @@ func TestCapacityScenarioLeavesOutWhatDoesNotFit(t *testing.T) {
 	assert.GreaterOrEqual(t, v.AtSLO.SLOMet, sc.SLO.Attainment)
 	assert.Greater(t, v.AtSLO.RequestRate, 2.0)
 }
+
+// A request of one output token has no time per output token: it meets
+// the ITL target and stays out of the ITL figures.
+func TestBenchReplicaSLOOneTokenAnswers(t *testing.T) {
+	h100 := scenario.DefaultScenario().Variants[1].Server
+	one, err := BenchReplicaSLO(h100, Mix{{Input: 500, Output: 1}}, capacitySLO, 1, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, one.SLOMet)
+	assert.Zero(t, one.ITLMs)
+	assert.Zero(t, one.TPOTP99Ms)
+	half, err := BenchReplicaSLO(h100, Mix{{Input: 500, Output: 1}, {Input: 500, Output: 100}}, capacitySLO, 1, 1)
+	require.NoError(t, err)
+	alone, err := BenchReplicaSLO(h100, Mix{{Input: 500, Output: 100}}, capacitySLO, 0.5, 1)
+	require.NoError(t, err)
+	assert.InEpsilon(t, alone.ITLMs, half.ITLMs, 0.2, "the mean ITL is the longer answers' alone, not halved by the one-token ones")
+}
