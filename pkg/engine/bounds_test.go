@@ -43,6 +43,29 @@ func promSample(v float64, labels ...string) *model.Sample {
 	return &model.Sample{Metric: m, Value: model.SampleValue(v)}
 }
 
+// twoPodFleet is Prometheus's answers for model llama's two pods p1 and p2
+// in namespace prod: 6 req/s each of 800 prompt and 200 output tokens at
+// 40 ms ITL, KV half full, nothing waiting, and 12 req/s at the gateway.
+func twoPodFleet() promAnswers {
+	pod := func(v float64, name string) *model.Sample { return promSample(v, "namespace", "prod", "pod", name) }
+	both := func(v float64) model.Vector { return model.Vector{pod(v, "p1"), pod(v, "p2")} }
+	return promAnswers{
+		"kv_cache_usage_perc":  both(0.5),
+		"num_requests_waiting": both(0),
+		"cache_config_info": {
+			promSample(1, "namespace", "prod", "pod", "p1", "num_gpu_blocks", "2048", "block_size", "16"),
+			promSample(1, "namespace", "prod", "pod", "p2", "num_gpu_blocks", "2048", "block_size", "16"),
+		},
+		"request_prompt_tokens":               both(800),
+		"request_generation_tokens":           both(200),
+		"rate(vllm:request_success_total":     both(6),
+		"time_to_first_token_seconds":         both(0.3),
+		"inter_token_latency_seconds":         both(0.04),
+		"inference_objective_request_total":   {promSample(12, "namespace", "prod", "target_model_name", "llama")},
+		"increase(vllm:request_success_total": {promSample(7200, "namespace", "prod", "model_name", "llama")},
+	}
+}
+
 // One absurd but finite series (1.7e308) can turn the slo-planner's plan
 // into NaN and keep at two a group that needs more than two replicas.
 // Through the real collector, BuildPlans and the default pipeline, the
@@ -50,24 +73,6 @@ func promSample(v float64, labels ...string) *model.Sample {
 func TestAbsurdSeriesStillScalesUp(t *testing.T) {
 	const huge = 1.7e308
 	pod := func(v float64, name string) *model.Sample { return promSample(v, "namespace", "prod", "pod", name) }
-	fleet := func() promAnswers {
-		both := func(v float64) model.Vector { return model.Vector{pod(v, "p1"), pod(v, "p2")} }
-		return promAnswers{
-			"kv_cache_usage_perc":  both(0.5),
-			"num_requests_waiting": both(0),
-			"cache_config_info": {
-				promSample(1, "namespace", "prod", "pod", "p1", "num_gpu_blocks", "2048", "block_size", "16"),
-				promSample(1, "namespace", "prod", "pod", "p2", "num_gpu_blocks", "2048", "block_size", "16"),
-			},
-			"request_prompt_tokens":               both(800),
-			"request_generation_tokens":           both(200),
-			"rate(vllm:request_success_total":     both(6),
-			"time_to_first_token_seconds":         both(0.3),
-			"inter_token_latency_seconds":         both(0.04),
-			"inference_objective_request_total":   {promSample(12, "namespace", "prod", "target_model_name", "llama")},
-			"increase(vllm:request_success_total": {promSample(7200, "namespace", "prod", "model_name", "llama")},
-		}
-	}
 	tests := []struct {
 		name   string
 		metric string
@@ -85,7 +90,7 @@ func TestAbsurdSeriesStillScalesUp(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			prom := fleet()
+			prom := twoPodFleet()
 			switch {
 			case tt.absurd == nil:
 			case tt.metric == "inference_objective_request_total" || tt.metric == "flow_control_queue_size":
@@ -114,23 +119,7 @@ func TestAbsurdSeriesStillScalesUp(t *testing.T) {
 // what it planned by: the gateway's 12 req/s, a required rate with its
 // margin above them, and the rate it credits an L4 replica.
 func TestRunOncePublishesPlanRates(t *testing.T) {
-	pod := func(v float64, name string) *model.Sample { return promSample(v, "namespace", "prod", "pod", name) }
-	both := func(v float64) model.Vector { return model.Vector{pod(v, "p1"), pod(v, "p2")} }
-	prom := promAnswers{
-		"kv_cache_usage_perc":  both(0.5),
-		"num_requests_waiting": both(0),
-		"cache_config_info": {
-			promSample(1, "namespace", "prod", "pod", "p1", "num_gpu_blocks", "2048", "block_size", "16"),
-			promSample(1, "namespace", "prod", "pod", "p2", "num_gpu_blocks", "2048", "block_size", "16"),
-		},
-		"request_prompt_tokens":               both(800),
-		"request_generation_tokens":           both(200),
-		"rate(vllm:request_success_total":     both(6),
-		"time_to_first_token_seconds":         both(0.3),
-		"inter_token_latency_seconds":         both(0.04),
-		"inference_objective_request_total":   {promSample(12, "namespace", "prod", "target_model_name", "llama")},
-		"increase(vllm:request_success_total": {promSample(7200, "namespace", "prod", "model_name", "llama")},
-	}
+	prom := twoPodFleet()
 	target := resolved(2, "p1", "p2")
 	target.MaxNumSeqs, target.StartupDelay = 64, 2*time.Minute
 	reg := prometheus.NewRegistry()
