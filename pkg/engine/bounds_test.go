@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
 	clocktesting "k8s.io/utils/clock/testing"
 
 	llmdv1alpha1 "github.com/wva-project/wva/pkg/apis/llmd/v1alpha1"

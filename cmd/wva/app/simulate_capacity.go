@@ -53,7 +53,7 @@ cannot hold (over its KV cache) are left out and counted.`,
 	f.Uint64Var(&o.sim.seed, "seed", 0, "random seed for the arrivals and the draws from the mix (default: the scenario's)")
 	f.StringVar(&o.variant, "variant", "", "benchmark only this variant (default: every variant)")
 	f.StringVar(&o.rates, "rates", "", "comma-separated request rates (req/s) to print the figures at, beside the rate at the SLO")
-	f.BoolVar(&o.sim.jsonOut, "json", false, `print {"slo","mixRequests","variants":[{"name","hardware","atSLO","points":[...]}]} instead of the table`)
+	f.BoolVar(&o.sim.jsonOut, "json", false, `print {"slo","mixRequests","meanInputTokens","meanOutputTokens","variants":[{"name","hardware","refused","atSLO","points":[...]}]} instead of the table`)
 	return cmd
 }
 
