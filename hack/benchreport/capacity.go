@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -27,13 +26,8 @@ var capacityMixes = []capacityMix{
 func capacityTable(wva func(...string) ([]byte, error)) (string, error) {
 	reports := make([]fleet.CapacityReport, len(capacityMixes))
 	for i, m := range capacityMixes {
-		args := append([]string{"simulate", "capacity", "--json"}, m.args...)
-		out, err := wva(args...)
-		if err != nil {
+		if err := wvaJSON(wva, &reports[i], append([]string{"simulate", "capacity", "--json"}, m.args...)...); err != nil {
 			return "", err
-		}
-		if err := json.Unmarshal(out, &reports[i]); err != nil {
-			return "", fmt.Errorf("wva %s: %w", strings.Join(args, " "), err)
 		}
 	}
 	return renderCapacityTable(capacityMixes, reports), nil

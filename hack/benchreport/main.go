@@ -657,13 +657,9 @@ func replicaTable(wva func(...string) ([]byte, error)) (string, error) {
 		}
 		args := []string{"simulate", "replica", "--variant", replicaVariant, "--input-tokens", strconv.Itoa(int(s.in)),
 			"--output-tokens", strconv.Itoa(int(s.out)), "--concurrency", strings.Join(list, ","), "--json"}
-		out, err := wva(args...)
-		if err != nil {
-			return "", err
-		}
 		var rep fleet.ReplicaReport
-		if err := json.Unmarshal(out, &rep); err != nil {
-			return "", fmt.Errorf("wva %s: %w", strings.Join(args, " "), err)
+		if err := wvaJSON(wva, &rep, args...); err != nil {
+			return "", err
 		}
 		if len(rep.Variants) != 1 {
 			return "", fmt.Errorf("wva %s: %d variants in the answer, want 1", strings.Join(args, " "), len(rep.Variants))
@@ -722,6 +718,18 @@ func header(first string, cols []workload) string {
 // reports holds the reports run so far by their arguments: a day costs
 // minutes, and the README's headline reuses the policy table's.
 var reports = map[string]sim.Report{}
+
+// wvaJSON runs wva with args and decodes its JSON answer into v.
+func wvaJSON(wva func(...string) ([]byte, error), v any, args ...string) error {
+	out, err := wva(args...)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		return fmt.Errorf("wva %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
 
 func report(simulate func(...string) ([]byte, error), args ...string) (sim.Report, error) {
 	key := strings.Join(args, "\x00")

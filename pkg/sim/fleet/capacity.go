@@ -220,11 +220,8 @@ type CapacityVariant struct {
 // variants (or of the one named) on mix: its rate at the scenario's SLO
 // and its figures at each of rates.
 func CapacityScenario(sc scenario.Scenario, variant string, mix Mix, rates []float64) (CapacityReport, error) {
-	rep := CapacityReport{SLO: sc.SLO, Requests: len(mix)}
-	for _, r := range mix {
-		rep.MeanInput += float64(r.Input) / float64(len(mix))
-		rep.MeanOutput += float64(r.Output) / float64(len(mix))
-	}
+	stats := trace.Trace{Requests: mix}.Stats()
+	rep := CapacityReport{SLO: sc.SLO, Requests: len(mix), MeanInput: stats.MeanInputTokens, MeanOutput: stats.MeanOutputTokens}
 	for _, v := range sc.Variants {
 		if variant != "" && v.Name != variant {
 			continue
