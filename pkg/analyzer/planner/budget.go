@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // The SLO's error budget is the share of requests allowed over target (1%
@@ -64,6 +65,33 @@ func (b Budget) record(now time.Time, reps []decision.ReplicaMetrics, targetITLm
 // the attainment target.
 func (b Budget) spent(attainment float64) bool {
 	return b.Requests >= minBudgetRequests && b.Over > (1-attainment)*b.Requests
+}
+
+// covers says whether the budget holds with ahead more requests, share of
+// them over target.
+func (b Budget) covers(attainment, ahead, share float64) bool {
+	return b.Requests >= minBudgetRequests && !b.spent(attainment) &&
+		b.Over+share*ahead <= (1-attainment)*(b.Requests+ahead)
+}
+
+// windowMisses is the requests the replicas finished over the last rate
+// window and the share of them over the ITL target or, counted from whole
+// buckets, the TTFT target: whatever made them miss. No requests without
+// an ITL target (the TPOT histograms count them).
+func windowMisses(reps []decision.ReplicaMetrics, slo params.SLO) (requests, share float64) {
+	if slo.TargetITLms <= 0 {
+		return 0, 0
+	}
+	var tpot, ttft decision.Histogram
+	for _, r := range reps {
+		tpot = tpot.Merge(r.TPOT)
+		ttft = ttft.Merge(r.TTFT)
+	}
+	requests, share = overTarget(tpot, slo.TargetITLms)
+	if slo.TargetTTFTms > 0 && ttft.Total() > 0 {
+		share += wholeBucketsAbove(ttft, slo.TargetTTFTms/1000)
+	}
+	return requests, min(share, 1)
 }
 
 func budgetNote(spent bool) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // tpot is a TPOT histogram of rate requests per second, share of them over
@@ -138,4 +139,37 @@ func TestGrowingBacklogOrderedOnce(t *testing.T) {
 	b, _, _ := run(t, g, st)
 	assert.Zero(t, b.BacklogGrowth)
 	assert.InDelta(t, 200/120.0, b.BacklogRate, 1e-9)
+}
+
+func TestBudgetCovers(t *testing.T) {
+	const att = 0.99
+	cases := []struct {
+		name  string
+		b     Budget
+		ahead float64 // requests until an order would serve
+		share float64 // of them over target
+		want  bool
+	}{
+		{"room for the misses ahead", Budget{Requests: 10000, Over: 20}, 2000, 0.02, true},
+		{"the misses ahead spend it", Budget{Requests: 10000, Over: 80}, 2000, 0.05, false},
+		{"already spent", Budget{Requests: 10000, Over: 150}, 2000, 0, false},
+		{"too few requests to judge", Budget{Requests: 50}, 2000, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.b.covers(att, tc.ahead, tc.share))
+		})
+	}
+}
+
+func TestWindowMisses(t *testing.T) {
+	ttft := decision.Histogram{Bounds: []float64{1, 2.5, math.Inf(1)}, Counts: []float64{4, 4.5, 5}}
+	reps := []decision.ReplicaMetrics{{TPOT: tpot(3, 0.02), TTFT: ttft}, {TPOT: tpot(2, 0.02)}}
+	slo := params.SLO{TargetITLms: 100, TargetTTFTms: 2000, Attainment: 0.99}
+	n, share := windowMisses(reps, slo)
+	assert.InDelta(t, 300, n, 1e-9, "five requests a second over the rate window")
+	assert.InDelta(t, 0.02+0.1, share, 1e-9, "over the ITL target, and over 2.5 s (the bucket at or above 2 s)")
+	slo.TargetITLms = 0
+	n, _ = windowMisses(reps, slo)
+	assert.Zero(t, n, "no ITL target: no judgement")
 }

@@ -28,8 +28,14 @@ func (c *cycle) mix() []int32 {
 	if !c.short {
 		carryShortfall(c.g.Now, c.st, c.next)
 	}
+	ordering := c.short && (c.saturated || lasting(c.g.Now, c.st, c.next, c.an.Supply, c.an.Staffed))
+	if ordering && c.budgetCoversShortfall() {
+		c.next.ShortSince = c.st.ShortSince
+		c.an.Why = WhyBudget
+		return counts
+	}
 	switch {
-	case c.short && (c.saturated || lasting(c.g.Now, c.st, c.next, c.an.Supply, c.an.Staffed)):
+	case ordering:
 		return c.order(mv)
 	case c.short:
 		// A small shortfall not yet a metrics window old: hold.
@@ -266,6 +272,22 @@ func lasting(now time.Time, st State, next *State, supply, need float64) bool {
 	}
 	next.ShortSince = since
 	return false
+}
+
+// budgetCoversShortfall says whether a small shortfall that lasted waits
+// on the error budget instead of ordering: the plan is a fit, the SLO is
+// what the requests meet. Only under a plan the group held within the
+// hold (a level the fleet rode before, not a new high), with no growth
+// forecast and no saturation, and while the last rate window's share of
+// requests over target, for one start-up more (until a replica ordered
+// now would serve), leaves the budget unspent.
+func (c *cycle) budgetCoversShortfall() bool {
+	if c.saturated || c.an.Rising > 0 || c.an.Staffed >= c.an.Held || c.an.Staffed > c.an.Supply*(1+smallShortfall) {
+		return false
+	}
+	n, share := windowMisses(c.g.Replicas, c.slo)
+	ahead := n * c.horizon.Seconds() / decision.RateWindow.Seconds()
+	return n >= minBudgetRequests && c.next.Budget.covers(c.slo.Attainment, ahead, share)
 }
 
 // carryShortfall keeps, in a cycle at the plan, when the last small

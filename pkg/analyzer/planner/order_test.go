@@ -58,7 +58,7 @@ func TestLasting(t *testing.T) {
 // Through the analyzer: a plan short by a few percent keeps the fleet for
 // one metrics window, then orders.
 func TestSmallShortfallWaitsOneWindow(t *testing.T) {
-	cycle, rate := fewPercentShort(t)
+	cycle, rate := fewPercentShort(t, learnedFleet(t, 4, 24))
 	wait := cycle(30*time.Second, rate)
 	assert.Equal(t, int32(4), total(wait), wait.Reason)
 	assert.Contains(t, wait.Reason, "waiting one metrics window")
@@ -69,7 +69,7 @@ func TestSmallShortfallWaitsOneWindow(t *testing.T) {
 // A small shortfall that comes back the cycle after one at the plan has
 // lasted: the cycle between is noise, not its end.
 func TestSmallShortfallThatComesBackOrders(t *testing.T) {
-	cycle, rate := fewPercentShort(t)
+	cycle, rate := fewPercentShort(t, learnedFleet(t, 4, 24))
 	wait := cycle(30*time.Second, rate)
 	require.Contains(t, wait.Reason, "waiting one metrics window")
 	between := cycle(60*time.Second, rate*0.8)
@@ -78,32 +78,84 @@ func TestSmallShortfallThatComesBackOrders(t *testing.T) {
 	assert.Greater(t, total(order), int32(4), order.Reason)
 }
 
-// fewPercentShort finds the rate that leaves four L4s, their line learned,
-// a few percent short of the plan (under smallShortfall), and returns a
-// cycle of that fleet at a time after the search and a rate, and the rate.
-func fewPercentShort(t *testing.T) (func(at time.Duration, rate float64) decision.Signal, float64) {
+// fewPercentShort finds the lowest rate that leaves four L4s, their line
+// learned (the state learned), a few percent short of the plan (under
+// smallShortfall) and whose analysis passes every one of also, and returns
+// a cycle of that fleet at a time after the search and a rate, changed by
+// with, and the rate.
+func fewPercentShort(t *testing.T, learned any, also ...func(Analysis) bool) (func(at time.Duration, rate float64, with ...func(*decision.Group)) decision.Signal, float64) {
 	t.Helper()
-	// The L4s' line learned first, so that one more cycle moves it little.
-	learned := learnedFleet(t, 4, 24)
 	var rate float64
 	var st any
 	for r := 1.0; r < 40; r += 0.05 {
 		g := fleet(4, 0, r)
 		g.Now = t0.Add(10 * time.Minute)
 		an, _, s := run(t, g, learned)
-		if an.Staffed > an.Supply*1.01 && an.Staffed < an.Supply*(1+smallShortfall) {
+		ok := an.Staffed > an.Supply*1.01 && an.Staffed < an.Supply*(1+smallShortfall)
+		for _, f := range also {
+			ok = ok && f(an)
+		}
+		if ok {
 			rate, st = r, s
 			break
 		}
 	}
 	require.NotZero(t, rate, "some rate leaves four L4s a few percent short")
-	return func(at time.Duration, rate float64) decision.Signal {
+	return func(at time.Duration, rate float64, with ...func(*decision.Group)) decision.Signal {
 		g := fleet(4, 0, rate)
 		g.Now = t0.Add(10*time.Minute + at)
+		for _, f := range with {
+			f(&g)
+		}
 		var sig decision.Signal
 		_, sig, st = run(t, g, st)
 		return sig
 	}, rate
+}
+
+// A small shortfall that lasted, under a plan the fleet was held for
+// within the hold and not rising, does not order while the requests show
+// it costs less than the error budget has until a replica ordered now
+// would serve; it orders once they miss more. A new high orders.
+func TestSmallShortfallWithinTheBudgetWaits(t *testing.T) {
+	// Twenty minutes at a steady load, ten minutes before the cycles under
+	// test: no rises to plan a margin for, and no trend.
+	steadyAt := func(rate float64) any {
+		var st any
+		for i := range 40 {
+			g := fleet(4, 0, rate)
+			g.Now = t0.Add(time.Duration(i-40) * 30 * time.Second)
+			_, _, st = run(t, g, st)
+		}
+		return st
+	}
+	missing := func(share float64) func(*decision.Group) {
+		return func(g *decision.Group) {
+			for i := range g.Replicas {
+				g.Replicas[i].TPOT = tpot(g.Replicas[i].ArrivalRate, share)
+			}
+		}
+	}
+
+	cycle, rate := fewPercentShort(t, steadyAt(13.5))
+	wait := cycle(30*time.Second, rate, missing(0.002))
+	require.Equal(t, int32(4), total(wait), wait.Reason)
+	require.Contains(t, wait.Reason, "waiting one metrics window")
+	within := cycle(90*time.Second, rate, missing(0.002))
+	assert.Equal(t, int32(4), total(within), within.Reason)
+	assert.Contains(t, within.Reason, "which the error budget covers")
+	still := cycle(2*time.Minute, rate, missing(0.002))
+	assert.Equal(t, int32(4), total(still), "the shortfall is still covered: %s", still.Reason)
+	// 5% of the requests over the ITL target for a start-up more spend it.
+	order := cycle(150*time.Second, rate, missing(0.05))
+	assert.Greater(t, total(order), int32(4), order.Reason)
+
+	newHigh := func(an Analysis) bool { return an.Staffed >= an.Held }
+	cycle, rate = fewPercentShort(t, steadyAt(13.5), newHigh)
+	wait = cycle(30*time.Second, rate, missing(0.002))
+	require.Equal(t, int32(4), total(wait), wait.Reason)
+	high := cycle(90*time.Second, rate, missing(0.002))
+	assert.Greater(t, total(high), int32(4), "a plan over any the fleet was held for: %s", high.Reason)
 }
 
 // A shortfall orders what covers the present plan, not a held peak the

@@ -82,6 +82,7 @@ const (
 	WhyTrend   = "trend"
 	WhyProfile = "daily-profile"
 	WhyPersist = "short-wait"
+	WhyBudget  = "short-within-budget"
 	WhySwap    = "cheaper-mix"
 	WhySat     = "saturated"
 	WhyCancel  = "cancel"
@@ -540,6 +541,8 @@ func reason(an Analysis, variants []decision.Variant, counts []int32) string {
 		why = fmt.Sprintf("the saturation or backlog replicas were ordered for is gone: giving back those still starting beyond the held plan (%.2f req/s)", an.Held)
 	case WhyPersist:
 		why = fmt.Sprintf("short by less than %.0f%% for under %s; waiting one metrics window", smallShortfall*100, persistFor)
+	case WhyBudget:
+		why = fmt.Sprintf("short by less than %.0f%%, which the error budget covers at the last %s's misses until a replica ordered now would serve", smallShortfall*100, decision.RateWindow)
 	default:
 		why = "sized for demand"
 	}

@@ -24,7 +24,10 @@ import (
 // is a bound on it. A burst's step followed by its plateau tilts the
 // window's line for minutes after arrivals stopped rising (9 req/s
 // forecast four minutes after a 6 -> 26 req/s step), where the last two
-// rate windows are flat; a ramp rises through them too.
+// rate windows are flat; a ramp rises through them too. After a step (the
+// arrivals off the window's line) their slope counts only beyond
+// trendStdErrs standard errors of the rates' Poisson noise: a plateau's
+// last two minutes rise or fall by chance.
 const (
 	trendHorizons  = 3
 	trendStdErrs   = 2
@@ -58,11 +61,15 @@ func trendOf(plans []PlanPoint, now time.Time, cur float64, horizon time.Duratio
 		return trend{}
 	}
 	growth := line.Slope - trendStdErrs*line.SlopeStdErr
-	if recent, ok := recentSlope(xs, ys); ok {
+	steady := nearLine(xs, ys, line)
+	if recent, se, ok := recentSlope(xs, ys); ok {
+		if !steady {
+			recent -= trendStdErrs * se
+		}
 		growth = min(growth, recent)
 	}
 	t := trend{Rising: max(0, growth) * horizon.Seconds()}
-	t.Steadily = t.Rising > 0 && span >= window-decision.RateWindow && nearLine(xs, ys, line)
+	t.Steadily = t.Rising > 0 && span >= window-decision.RateWindow && steady
 	return t
 }
 
@@ -95,8 +102,9 @@ func trendPoints(plans []PlanPoint, now time.Time, cur float64, window time.Dura
 }
 
 // recentSlope is the slope of the points of the last trendRecent (xs are
-// negative ages in seconds).
-func recentSlope(xs, ys []float64) (float64, bool) {
+// negative ages in seconds) and its standard error were the rates only
+// the Poisson noise of a metrics window at their mean.
+func recentSlope(xs, ys []float64) (slope, stdErr float64, ok bool) {
 	var rx, ry []float64
 	for i, x := range xs {
 		if -x <= trendRecent.Seconds() {
@@ -104,10 +112,21 @@ func recentSlope(xs, ys []float64) (float64, bool) {
 		}
 	}
 	if len(rx) < 3 {
-		return 0, false
+		return 0, 0, false
 	}
 	line, ok := fit.Linear(rx, ry)
-	return line.Slope, ok
+	if !ok {
+		return 0, 0, false
+	}
+	var mx, my, sxx float64
+	for i, x := range rx {
+		mx += x / float64(len(rx))
+		my += ry[i] / float64(len(rx))
+	}
+	for _, x := range rx {
+		sxx += (x - mx) * (x - mx)
+	}
+	return line.Slope, math.Sqrt(my / decision.RateWindow.Seconds() / sxx), true
 }
 
 // trendWindow is how far back rising looks for a horizon.

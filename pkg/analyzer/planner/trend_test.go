@@ -43,6 +43,14 @@ func TestTrendOf(t *testing.T) {
 			}
 			return 26 + rateNoise(a)
 		}, 0, 0.5, false}, // the window's line alone: 8.6
+		{"step 6 -> 25 three minutes ago, its plateau's last two minutes up by noise", 13 * time.Minute, func(a time.Duration) float64 {
+			// The bursty hour's minutes 50-53 (`wva simulate --explain`).
+			plateau := map[time.Duration]float64{0: 25.72, 30 * time.Second: 25.35, time.Minute: 25.33, 90 * time.Second: 25.72, 2 * time.Minute: 24.65, 150 * time.Second: 24.07, 3 * time.Minute: 15.97}
+			if r, ok := plateau[a]; ok {
+				return r
+			}
+			return 6 + rateNoise(a)/3
+		}, 0, 0, false}, // the last two minutes' line alone: 1.4
 		{"ramp that levelled off two minutes ago", 12 * time.Minute, func(a time.Duration) float64 {
 			return 9 - 0.01*max(a-2*time.Minute, 0).Seconds() + rateNoise(a)/3
 		}, 0, 0.5, true}, // the little left is still along the line
