@@ -276,13 +276,13 @@ func lasting(now time.Time, st State, next *State, supply, need float64) bool {
 
 // budgetCoversShortfall says whether a small shortfall that lasted waits
 // on the error budget instead of ordering: the plan is a fit, the SLO is
-// what the requests meet. Only under a plan the group held within the
-// hold (a level the fleet rode before, not a new high), with no growth
-// forecast and no saturation, and while the last rate window's share of
-// requests over target, for one start-up more (until a replica ordered
-// now would serve), leaves the budget unspent.
+// what the requests meet. Only for the demand now (no trend, rise margin
+// or daily profile's rise in the plan: the requests cannot show a rise
+// still to come) and no saturation, and while the last rate window's
+// share of requests over target, for one start-up more (until a replica
+// ordered now would serve), leaves the budget unspent.
 func (c *cycle) budgetCoversShortfall() bool {
-	if c.saturated || c.an.Rising > 0 || c.an.Staffed >= c.an.Held || c.an.Staffed > c.an.Supply*(1+smallShortfall) {
+	if c.saturated || max(c.an.Rising, c.an.RiseMargin, c.an.ProfileRise) > 0 || c.an.Staffed > c.an.Supply*(1+smallShortfall) {
 		return false
 	}
 	n, share := windowMisses(c.g.Replicas, c.slo)

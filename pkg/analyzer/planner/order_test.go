@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // Replicas already ordered (pending) are supply: a cycle that sees them
@@ -78,12 +79,11 @@ func TestSmallShortfallThatComesBackOrders(t *testing.T) {
 	assert.Greater(t, total(order), int32(4), order.Reason)
 }
 
-// fewPercentShort finds the lowest rate that leaves four L4s, their line
-// learned (the state learned), a few percent short of the plan (under
-// smallShortfall) and whose analysis passes every one of also, and returns
-// a cycle of that fleet at a time after the search and a rate, changed by
-// with, and the rate.
-func fewPercentShort(t *testing.T, learned any, also ...func(Analysis) bool) (func(at time.Duration, rate float64, with ...func(*decision.Group)) decision.Signal, float64) {
+// fewPercentShort finds the rate that leaves four L4s, their line learned
+// (the state learned), a few percent short of the plan (under
+// smallShortfall), and returns a cycle of that fleet at a time after the
+// search and a rate, changed by with, and the rate.
+func fewPercentShort(t *testing.T, learned any) (func(at time.Duration, rate float64, with ...func(*decision.Group)) decision.Signal, float64) {
 	t.Helper()
 	var rate float64
 	var st any
@@ -91,11 +91,7 @@ func fewPercentShort(t *testing.T, learned any, also ...func(Analysis) bool) (fu
 		g := fleet(4, 0, r)
 		g.Now = t0.Add(10 * time.Minute)
 		an, _, s := run(t, g, learned)
-		ok := an.Staffed > an.Supply*1.01 && an.Staffed < an.Supply*(1+smallShortfall)
-		for _, f := range also {
-			ok = ok && f(an)
-		}
-		if ok {
+		if an.Staffed > an.Supply*1.01 && an.Staffed < an.Supply*(1+smallShortfall) {
 			rate, st = r, s
 			break
 		}
@@ -113,21 +109,17 @@ func fewPercentShort(t *testing.T, learned any, also ...func(Analysis) bool) (fu
 	}, rate
 }
 
-// A small shortfall that lasted, under a plan the fleet was held for
-// within the hold and not rising, does not order while the requests show
-// it costs less than the error budget has until a replica ordered now
-// would serve; it orders once they miss more. A new high orders.
+// A small shortfall that lasted does not order while the requests show it
+// costs less than the error budget has until a replica ordered now would
+// serve; it orders once they miss more.
 func TestSmallShortfallWithinTheBudgetWaits(t *testing.T) {
 	// Twenty minutes at a steady load, ten minutes before the cycles under
 	// test: no rises to plan a margin for, and no trend.
-	steadyAt := func(rate float64) any {
-		var st any
-		for i := range 40 {
-			g := fleet(4, 0, rate)
-			g.Now = t0.Add(time.Duration(i-40) * 30 * time.Second)
-			_, _, st = run(t, g, st)
-		}
-		return st
+	var steady any
+	for i := range 40 {
+		g := fleet(4, 0, 13.5)
+		g.Now = t0.Add(time.Duration(i-40) * 30 * time.Second)
+		_, _, steady = run(t, g, steady)
 	}
 	missing := func(share float64) func(*decision.Group) {
 		return func(g *decision.Group) {
@@ -136,8 +128,7 @@ func TestSmallShortfallWithinTheBudgetWaits(t *testing.T) {
 			}
 		}
 	}
-
-	cycle, rate := fewPercentShort(t, steadyAt(13.5))
+	cycle, rate := fewPercentShort(t, steady)
 	wait := cycle(30*time.Second, rate, missing(0.002))
 	require.Equal(t, int32(4), total(wait), wait.Reason)
 	require.Contains(t, wait.Reason, "waiting one metrics window")
@@ -149,13 +140,43 @@ func TestSmallShortfallWithinTheBudgetWaits(t *testing.T) {
 	// 5% of the requests over the ITL target for a start-up more spend it.
 	order := cycle(150*time.Second, rate, missing(0.05))
 	assert.Greater(t, total(order), int32(4), order.Reason)
+}
 
-	newHigh := func(an Analysis) bool { return an.Staffed >= an.Held }
-	cycle, rate = fewPercentShort(t, steadyAt(13.5), newHigh)
-	wait = cycle(30*time.Second, rate, missing(0.002))
-	require.Equal(t, int32(4), total(wait), wait.Reason)
-	high := cycle(90*time.Second, rate, missing(0.002))
-	assert.Greater(t, total(high), int32(4), "a plan over any the fleet was held for: %s", high.Reason)
+// Which small shortfalls wait on the budget: only for the demand now, not
+// saturated, and while the last window's misses for a start-up leave the
+// budget unspent.
+func TestBudgetCoversShortfall(t *testing.T) {
+	slo := params.SLO{TargetITLms: 100, TargetTTFTms: 2000, Attainment: 0.99}
+	// Two replicas finishing 5 req/s each: 600 requests a rate window.
+	reps := func(share float64) []decision.ReplicaMetrics {
+		return []decision.ReplicaMetrics{{TPOT: tpot(5, share)}, {TPOT: tpot(5, share)}}
+	}
+	roomy := Budget{Requests: 20000, Over: 40}
+	cases := []struct {
+		name   string
+		an     Analysis
+		share  float64 // of the window's requests over the ITL target
+		budget Budget
+		sat    bool
+		want   bool
+	}{
+		{"covered", Analysis{Staffed: 10.5, Supply: 10}, 0.01, roomy, false, true},
+		{"a trend forecast", Analysis{Staffed: 10.5, Supply: 10, Rising: 0.5}, 0.01, roomy, false, false},
+		{"a rise margin", Analysis{Staffed: 10.5, Supply: 10, RiseMargin: 0.5}, 0.01, roomy, false, false},
+		{"the daily profile's rise", Analysis{Staffed: 10.5, Supply: 10, ProfileRise: 0.5}, 0.01, roomy, false, false},
+		{"saturated", Analysis{Staffed: 10.5, Supply: 10}, 0.01, roomy, true, false},
+		{"short by more than smallShortfall", Analysis{Staffed: 11.5, Supply: 10}, 0.01, roomy, false, false},
+		// 40 + 0.2 x 2,400 > 1% of 22,400.
+		{"the window's misses spend it within a start-up", Analysis{Staffed: 10.5, Supply: 10}, 0.2, roomy, false, false},
+		{"already spent", Analysis{Staffed: 10.5, Supply: 10}, 0, Budget{Requests: 20000, Over: 300}, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &cycle{g: decision.Group{Replicas: reps(tc.share)}, slo: slo, an: tc.an, saturated: tc.sat,
+				horizon: 4 * time.Minute, next: &State{Budget: tc.budget}}
+			assert.Equal(t, tc.want, c.budgetCoversShortfall())
+		})
+	}
 }
 
 // A shortfall orders what covers the present plan, not a held peak the
