@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // The SLO's error budget is the share of requests allowed over target (1%
@@ -36,25 +35,14 @@ const (
 // On the day, counting the onsets' TTFT misses took it from 97.87% to
 // 98.17% for 1% more.
 func (b Budget) record(now time.Time, reps []decision.ReplicaMetrics, targetITLms, targetTTFTms float64) Budget {
-	var h, ttft decision.Histogram
-	for _, r := range reps {
-		h = h.Merge(r.TPOT)
-		ttft = ttft.Merge(r.TTFT)
-	}
 	dt := decision.RateWindow
 	if !b.At.IsZero() {
 		dt = min(max(now.Sub(b.At), 0), decision.RateWindow)
 	}
 	decay := math.Exp(-dt.Seconds() / budgetMemory.Seconds())
-	window, share := overTarget(h, targetITLms)
+	window, share := windowMisses(reps, targetITLms, targetTTFTms)
 	n := window * dt.Seconds() / decision.RateWindow.Seconds()
-	over := 0.0
-	if n > 0 && targetITLms > 0 {
-		over = n * share
-	}
-	if n > 0 && targetTTFTms > 0 && ttft.Total() > 0 {
-		over = min(n, over+n*wholeBucketsAbove(ttft, targetTTFTms/1000))
-	}
+	over := n * share
 	if !decision.Finite(n) || !decision.Finite(over) {
 		return b
 	}
@@ -75,21 +63,21 @@ func (b Budget) covers(attainment, ahead, share float64) bool {
 }
 
 // windowMisses is the requests the replicas finished over the last rate
-// window and the share of them over the ITL target or, counted from whole
-// buckets, the TTFT target: whatever made them miss. No requests without
-// an ITL target (the TPOT histograms count them).
-func windowMisses(reps []decision.ReplicaMetrics, slo params.SLO) (requests, share float64) {
-	if slo.TargetITLms <= 0 {
-		return 0, 0
-	}
+// window (their TPOT histograms) and the share of them over the ITL target
+// or, counted from whole buckets, the TTFT target (a request over both may
+// count twice, up to all of them); a target of 0 counts none.
+func windowMisses(reps []decision.ReplicaMetrics, targetITLms, targetTTFTms float64) (requests, share float64) {
 	var tpot, ttft decision.Histogram
 	for _, r := range reps {
 		tpot = tpot.Merge(r.TPOT)
 		ttft = ttft.Merge(r.TTFT)
 	}
-	requests, share = overTarget(tpot, slo.TargetITLms)
-	if slo.TargetTTFTms > 0 && ttft.Total() > 0 {
-		share += wholeBucketsAbove(ttft, slo.TargetTTFTms/1000)
+	requests, itl := overTarget(tpot, targetITLms)
+	if targetITLms > 0 {
+		share = itl
+	}
+	if targetTTFTms > 0 && ttft.Total() > 0 {
+		share += wholeBucketsAbove(ttft, targetTTFTms/1000)
 	}
 	return requests, min(share, 1)
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wva-project/wva/pkg/decision"
-	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 // tpot is a TPOT histogram of rate requests per second, share of them over
@@ -165,11 +164,12 @@ func TestBudgetCovers(t *testing.T) {
 func TestWindowMisses(t *testing.T) {
 	ttft := decision.Histogram{Bounds: []float64{1, 2.5, math.Inf(1)}, Counts: []float64{4, 4.5, 5}}
 	reps := []decision.ReplicaMetrics{{TPOT: tpot(3, 0.02), TTFT: ttft}, {TPOT: tpot(2, 0.02)}}
-	slo := params.SLO{TargetITLms: 100, TargetTTFTms: 2000, Attainment: 0.99}
-	n, share := windowMisses(reps, slo)
+	n, share := windowMisses(reps, 100, 2000)
 	assert.InDelta(t, 300, n, 1e-9, "five requests a second over the rate window")
 	assert.InDelta(t, 0.02+0.1, share, 1e-9, "over the ITL target, and over 2.5 s (the bucket at or above 2 s)")
-	slo.TargetITLms = 0
-	n, _ = windowMisses(reps, slo)
-	assert.Zero(t, n, "no ITL target: no judgement")
+	n, share = windowMisses(reps, 0, 2000)
+	assert.InDelta(t, 300, n, 1e-9)
+	assert.InDelta(t, 0.1, share, 1e-9, "no ITL target: only the TTFT's misses")
+	_, share = windowMisses([]decision.ReplicaMetrics{{TPOT: tpot(5, 0.95), TTFT: ttft}}, 100, 2000)
+	assert.Equal(t, 1.0, share, "never more than all of them")
 }

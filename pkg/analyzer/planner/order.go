@@ -285,7 +285,7 @@ func (c *cycle) budgetCoversShortfall() bool {
 	if c.saturated || max(c.an.Rising, c.an.RiseMargin, c.an.ProfileRise) > 0 || c.an.Staffed > c.an.Supply*(1+smallShortfall) {
 		return false
 	}
-	n, share := windowMisses(c.g.Replicas, c.slo)
+	n, share := windowMisses(c.g.Replicas, c.slo.TargetITLms, c.slo.TargetTTFTms)
 	ahead := n * c.horizon.Seconds() / decision.RateWindow.Seconds()
 	return n >= minBudgetRequests && c.next.Budget.covers(c.slo.Attainment, ahead, share)
 }
