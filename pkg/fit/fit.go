@@ -6,8 +6,11 @@ import "math"
 
 // Line is y = Slope*x + Intercept, with the standard error of the slope
 // (+Inf when fewer than three points leave no residual degrees of freedom).
+// MeanY and Sxx (the sum of the xs' squared deviations from their mean)
+// let a caller judge the slope against a noise model of its own.
 type Line struct {
 	Slope, Intercept, SlopeStdErr float64
+	MeanY, Sxx                    float64
 }
 
 // Linear fits ys on xs (same length) by ordinary least squares, on
@@ -34,6 +37,7 @@ func Linear(xs, ys []float64) (l Line, ok bool) {
 	}
 	l.Slope = sxy / sxx
 	l.Intercept = my - l.Slope*mx
+	l.MeanY, l.Sxx = my, sxx
 	if n <= 2 {
 		l.SlopeStdErr = math.Inf(1)
 		return l, true

@@ -15,13 +15,13 @@ func TestLinear(t *testing.T) {
 		wantOK bool
 	}{
 		{name: "exact line: no error", xs: []float64{0, 1, 2, 3}, ys: []float64{1, 3, 5, 7},
-			want: Line{Slope: 2, Intercept: 1, SlopeStdErr: 0}, wantOK: true},
+			want: Line{Slope: 2, Intercept: 1, SlopeStdErr: 0, MeanY: 4, Sxx: 5}, wantOK: true},
 		{name: "two points: slope known, error unknown", xs: []float64{1, 3}, ys: []float64{2, 6},
-			want: Line{Slope: 2, Intercept: 0, SlopeStdErr: math.Inf(1)}, wantOK: true},
+			want: Line{Slope: 2, Intercept: 0, SlopeStdErr: math.Inf(1), MeanY: 4, Sxx: 2}, wantOK: true},
 		// Residuals -1/3, 2/3, -1/3 around y = x + 1/3: rss = 2/3, sxx = 2,
 		// stderr = sqrt(rss / (n-2) / sxx) = sqrt(1/3).
 		{name: "noisy points", xs: []float64{0, 1, 2}, ys: []float64{0, 2, 2},
-			want: Line{Slope: 1, Intercept: 1.0 / 3, SlopeStdErr: math.Sqrt(1.0 / 3)}, wantOK: true},
+			want: Line{Slope: 1, Intercept: 1.0 / 3, SlopeStdErr: math.Sqrt(1.0 / 3), MeanY: 4.0 / 3, Sxx: 2}, wantOK: true},
 		{name: "flat x: no slope", xs: []float64{2, 2, 2}, ys: []float64{1, 2, 3}},
 		{name: "no points", xs: nil, ys: nil},
 	}
@@ -31,6 +31,8 @@ func TestLinear(t *testing.T) {
 			assert.Equal(t, tt.wantOK, ok)
 			assert.InDelta(t, tt.want.Slope, got.Slope, 1e-12)
 			assert.InDelta(t, tt.want.Intercept, got.Intercept, 1e-12)
+			assert.InDelta(t, tt.want.MeanY, got.MeanY, 1e-12)
+			assert.InDelta(t, tt.want.Sxx, got.Sxx, 1e-12)
 			if math.IsInf(tt.want.SlopeStdErr, 1) {
 				assert.True(t, math.IsInf(got.SlopeStdErr, 1), "%v", got.SlopeStdErr)
 			} else {

@@ -64,7 +64,7 @@ func TestBudget(t *testing.T) {
 			if tc.waiting {
 				backlog = 3
 			}
-			b := prev.record(now, reps(tc.rate, tc.share, tc.ttft), 100, queuedTTFT(backlog, 2000))
+			b := prev.record(now, mergeWindow(reps(tc.rate, tc.share, tc.ttft)), 100, queuedTTFT(backlog, 2000))
 			assert.InDelta(t, tc.wantReqs, b.Requests, 1e-6)
 			assert.InDelta(t, tc.wantOver, b.Over, 1e-6)
 			assert.Equal(t, now, b.At)
@@ -164,12 +164,12 @@ func TestBudgetCovers(t *testing.T) {
 func TestWindowMisses(t *testing.T) {
 	ttft := decision.Histogram{Bounds: []float64{1, 2.5, math.Inf(1)}, Counts: []float64{4, 4.5, 5}}
 	reps := []decision.ReplicaMetrics{{TPOT: tpot(3, 0.02), TTFT: ttft}, {TPOT: tpot(2, 0.02)}}
-	n, share := windowMisses(reps, 100, 2000)
+	n, share := mergeWindow(reps).misses(100, 2000)
 	assert.InDelta(t, 300, n, 1e-9, "five requests a second over the rate window")
 	assert.InDelta(t, 0.02+0.1, share, 1e-9, "over the ITL target, and over 2.5 s (the bucket at or above 2 s)")
-	n, share = windowMisses(reps, 0, 2000)
+	n, share = mergeWindow(reps).misses(0, 2000)
 	assert.InDelta(t, 300, n, 1e-9)
 	assert.InDelta(t, 0.1, share, 1e-9, "no ITL target: only the TTFT's misses")
-	_, share = windowMisses([]decision.ReplicaMetrics{{TPOT: tpot(5, 0.95), TTFT: ttft}}, 100, 2000)
+	_, share = mergeWindow([]decision.ReplicaMetrics{{TPOT: tpot(5, 0.95), TTFT: ttft}}).misses(100, 2000)
 	assert.Equal(t, 1.0, share, "never more than all of them")
 }

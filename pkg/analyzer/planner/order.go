@@ -28,8 +28,12 @@ func (c *cycle) mix() []int32 {
 	if !c.short {
 		carryShortfall(c.g.Now, c.st, c.next)
 	}
-	ordering := c.short && (c.saturated || lasting(c.g.Now, c.st, c.next, c.an.Supply, c.an.Staffed))
-	if ordering && c.budgetCoversShortfall() {
+	kind := shortfallNone
+	if c.short && !c.saturated {
+		kind = lasting(c.g.Now, c.st, c.next, c.an.Supply, c.an.Staffed)
+	}
+	ordering := c.short && (c.saturated || kind == shortfallLasted || kind == shortfallLarge)
+	if kind == shortfallLasted && c.budgetCoversShortfall() {
 		c.next.ShortSince = c.st.ShortSince
 		c.an.Why = WhyBudget
 		return counts
@@ -256,36 +260,52 @@ func (c *cycle) itlShares() []float64 {
 	return shares
 }
 
-// lasting says whether a shortfall should order now: at once when it
-// exceeds smallShortfall of the supply, else once it has lasted
-// persistFor. It records when a small shortfall began in next.
-func lasting(now time.Time, st State, next *State, supply, need float64) bool {
+// shortfall is how a shortfall of the supply stands against the time it
+// has lasted.
+type shortfall int
+
+const (
+	shortfallNone shortfall = iota
+	// shortfallYoung is within smallShortfall of the supply and not yet
+	// persistFor old: it waits.
+	shortfallYoung
+	// shortfallLasted is within smallShortfall and has lasted persistFor:
+	// it orders, unless the error budget covers it.
+	shortfallLasted
+	// shortfallLarge exceeds smallShortfall: it orders at once.
+	shortfallLarge
+)
+
+// lasting classifies a shortfall (need over supply) and records when a
+// small one began in next.
+func lasting(now time.Time, st State, next *State, supply, need float64) shortfall {
 	if need > supply*(1+smallShortfall) {
-		return true
+		return shortfallLarge
 	}
 	since := st.ShortSince
 	if since.IsZero() {
 		since = now
 	}
 	if now.Sub(since) >= persistFor {
-		return true
+		return shortfallLasted
 	}
 	next.ShortSince = since
-	return false
+	return shortfallYoung
 }
 
-// budgetCoversShortfall says whether a small shortfall that lasted waits
-// on the error budget instead of ordering: the plan is a fit, the SLO is
-// what the requests meet. Only for the demand now (no trend, rise margin
-// or daily profile's rise in the plan: the requests cannot show a rise
-// still to come) and no saturation, and while the last rate window's
-// share of requests over target, for one start-up more (until a replica
-// ordered now would serve), leaves the budget unspent.
+// budgetCoversShortfall says whether a small shortfall that lasted
+// (shortfallLasted) waits on the error budget instead of ordering: the
+// plan is a fit, the SLO is what the requests meet. Only for the demand
+// now (no trend, rise margin or daily profile's rise in the plan: the
+// requests cannot show a rise still to come) and no saturation, and while
+// the last rate window's share of requests over target, for one start-up
+// more (until a replica ordered now would serve), leaves the budget
+// unspent.
 func (c *cycle) budgetCoversShortfall() bool {
-	if c.saturated || max(c.an.Rising, c.an.RiseMargin, c.an.ProfileRise) > 0 || c.an.Staffed > c.an.Supply*(1+smallShortfall) {
+	if c.saturated || max(c.an.Rising, c.an.RiseMargin, c.an.ProfileRise) > 0 {
 		return false
 	}
-	n, share := windowMisses(c.g.Replicas, c.slo.TargetITLms, c.slo.TargetTTFTms)
+	n, share := c.window.misses(c.slo.TargetITLms, c.slo.TargetTTFTms)
 	ahead := n * c.horizon.Seconds() / decision.RateWindow.Seconds()
 	return n >= minBudgetRequests && c.next.Budget.covers(c.slo.Attainment, ahead, share)
 }

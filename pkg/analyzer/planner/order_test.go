@@ -36,13 +36,14 @@ func TestLasting(t *testing.T) {
 		name       string
 		since      time.Duration // before now; 0: no shortfall seen
 		need       float64
-		want       bool
+		want       shortfall
 		wantMarked bool
 	}{
-		{"large shortfall orders at once", 0, 12, true, false},
-		{"small shortfall first seen waits", 0, 10.5, false, true},
-		{"small shortfall for 30s waits", 30 * time.Second, 10.5, false, true},
-		{"small shortfall for a window orders", time.Minute, 10.5, true, false},
+		{"large shortfall orders at once", 0, 12, shortfallLarge, false},
+		{"small shortfall first seen waits", 0, 10.5, shortfallYoung, true},
+		{"small shortfall for 30s waits", 30 * time.Second, 10.5, shortfallYoung, true},
+		{"small shortfall for a window lasted", time.Minute, 10.5, shortfallLasted, false},
+		{"large shortfall after a window is still large", time.Minute, 12, shortfallLarge, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,14 +166,13 @@ func TestBudgetCoversShortfall(t *testing.T) {
 		{"a rise margin", Analysis{Staffed: 10.5, Supply: 10, RiseMargin: 0.5}, 0.01, roomy, false, false},
 		{"the daily profile's rise", Analysis{Staffed: 10.5, Supply: 10, ProfileRise: 0.5}, 0.01, roomy, false, false},
 		{"saturated", Analysis{Staffed: 10.5, Supply: 10}, 0.01, roomy, true, false},
-		{"short by more than smallShortfall", Analysis{Staffed: 11.5, Supply: 10}, 0.01, roomy, false, false},
 		// 40 + 0.2 x 2,400 > 1% of 22,400.
 		{"the window's misses spend it within a start-up", Analysis{Staffed: 10.5, Supply: 10}, 0.2, roomy, false, false},
 		{"already spent", Analysis{Staffed: 10.5, Supply: 10}, 0, Budget{Requests: 20000, Over: 300}, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &cycle{g: decision.Group{Replicas: reps(tc.share)}, slo: slo, an: tc.an, saturated: tc.sat,
+			c := &cycle{window: mergeWindow(reps(tc.share)), slo: slo, an: tc.an, saturated: tc.sat,
 				horizon: 4 * time.Minute, next: &State{Budget: tc.budget}}
 			assert.Equal(t, tc.want, c.budgetCoversShortfall())
 		})

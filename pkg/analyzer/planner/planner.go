@@ -431,6 +431,9 @@ type cycle struct {
 	// saturated says most reporting replicas are saturated (demand set
 	// by the saturation floor): the shortfall is evidence, not noise.
 	saturated bool
+	// window is the replicas' histograms over the rate window, merged
+	// once for the error budget's counts (holdPeak).
+	window window
 	// hold is how long the plan keeps its peak.
 	hold time.Duration
 	// trend is the arrivals' line over the trend's window.

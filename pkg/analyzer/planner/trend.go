@@ -77,14 +77,12 @@ func trendOf(plans []PlanPoint, now time.Time, cur float64, horizon time.Duratio
 // more than trendStdErrs standard errors of a Poisson rate over a metrics
 // window at their mean.
 func nearLine(xs, ys []float64, line fit.Line) bool {
-	var rss, mean float64
+	var rss float64
 	for i, x := range xs {
 		d := ys[i] - (line.Intercept + line.Slope*x)
 		rss += d * d
-		mean += ys[i]
 	}
-	mean /= float64(len(ys))
-	return math.Sqrt(rss/float64(len(xs))) <= trendStdErrs*math.Sqrt(mean/decision.RateWindow.Seconds())
+	return math.Sqrt(rss/float64(len(xs))) <= trendStdErrs*math.Sqrt(line.MeanY/decision.RateWindow.Seconds())
 }
 
 // trendPoints are the arrival rates remembered within window (xs their
@@ -118,15 +116,7 @@ func recentSlope(xs, ys []float64) (slope, stdErr float64, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	var mx, my, sxx float64
-	for i, x := range rx {
-		mx += x / float64(len(rx))
-		my += ry[i] / float64(len(rx))
-	}
-	for _, x := range rx {
-		sxx += (x - mx) * (x - mx)
-	}
-	return line.Slope, math.Sqrt(my / decision.RateWindow.Seconds() / sxx), true
+	return line.Slope, math.Sqrt(line.MeanY / decision.RateWindow.Seconds() / line.Sxx), true
 }
 
 // trendWindow is how far back rising looks for a horizon.
