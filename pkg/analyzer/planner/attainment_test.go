@@ -27,17 +27,21 @@ func TestAdaptHeadroom(t *testing.T) {
 	}{
 		{"never adapted starts at the default", 0, Pool{}, attainment{}, startHeadroom, Pool{}, false},
 		{"no requests: nothing learned", 0.8, Pool{Requests: 5}, attainment{Load: 3}, 0.8, Pool{Requests: 5}, false},
-		{"light load says little", 0.8, Pool{}, attainment{Over: 0, Requests: 100, Load: 1}, 0.8, Pool{}, false},
-		{"overload while short is the plan's to order for", 0.8, Pool{}, attainment{Over: 0.5, Requests: 100, Load: 4}, 0.8, Pool{}, false},
-		{"too few requests for a verdict: pooled", 0.8, Pool{Requests: 10, Over: 1}, attainment{Over: 0.05, Requests: 100, Load: 3},
-			0.8, Pool{Requests: 110, Over: 6}, false},
+		{"light load says little, but its requests are seen", 0.8, Pool{}, attainment{Over: 0, Requests: 100, Load: 1}, 0.8, Pool{Seen: 100}, false},
+		{"overload while short is the plan's to order for", 0.8, Pool{}, attainment{Over: 0.5, Requests: 100, Load: 4}, 0.8, Pool{Seen: 100}, false},
+		{"too few requests for a verdict: pooled", 0.8, Pool{Requests: 10, Over: 1, Seen: 10}, attainment{Over: 0.05, Requests: 100, Load: 3},
+			0.8, Pool{Requests: 110, Over: 6, Seen: 110}, false},
 		{"ten misses within noise of the expected: pooled", 0.8, Pool{}, attainment{Over: 12.0 / 1500, Requests: 1500, Load: 3},
-			0.8, Pool{Requests: 1500, Over: 12}, false},
+			0.8, Pool{Requests: 1500, Over: 12, Seen: 1500}, false},
 		{"clearly over before a full pool: lower", 0.8, Pool{Requests: 10, Over: 1}, attainment{Over: 0.1, Requests: 100, Load: 3},
 			0.8 * headroomDown, Pool{}, true},
 		{"over budget: lower", 0.8, Pool{}, attainment{Over: 2 * budget, Requests: verdict, Load: 3}, 0.8 * headroomDown, Pool{}, true},
 		{"well within: raise", 0.8, Pool{}, attainment{Over: budget / 4, Requests: verdict, Load: 3}, 0.8 + headroomUp, Pool{}, true},
 		{"within but near the budget: keep, start over", 0.8, Pool{}, attainment{Over: 0.75 * budget, Requests: verdict, Load: 3}, 0.8, Pool{}, true},
+		// 1.5 budgets over in the pool, as many requests again seen
+		// unpooled: the share of all of them is within the budget.
+		{"within the budget of every request seen: keep", 0.8, Pool{Seen: verdict}, attainment{Over: 1.5 * budget, Requests: verdict, Load: 3}, 0.8, Pool{}, true},
+		{"well within it: raise", 0.8, Pool{Seen: 3 * verdict}, attainment{Over: 1.5 * budget, Requests: verdict, Load: 3}, 0.8 + headroomUp, Pool{}, true},
 		{"never below the floor", minHeadroom, Pool{}, attainment{Over: 1, Requests: verdict, Load: 3}, minHeadroom, Pool{}, true},
 		{"never above the ceiling", maxHeadroom, Pool{}, attainment{Requests: verdict, Load: 3}, maxHeadroom, Pool{}, true},
 	}
@@ -49,6 +53,7 @@ func TestAdaptHeadroom(t *testing.T) {
 			assert.InDelta(t, tc.wantH, h, 1e-12)
 			assert.InDelta(t, tc.wantPool.Requests, pool.Requests, 1e-9)
 			assert.InDelta(t, tc.wantPool.Over, pool.Over, 1e-9)
+			assert.InDelta(t, tc.wantPool.Seen, pool.Seen, 1e-9)
 		})
 	}
 	// With supply covering demand, a variant loaded over its rate is loaded
