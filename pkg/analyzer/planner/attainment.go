@@ -2,6 +2,7 @@ package planner
 
 import (
 	"math"
+	"time"
 
 	"github.com/wva-project/wva/pkg/decision"
 )
@@ -19,13 +20,10 @@ import (
 // and raised when it stays well within it. That part is a share of every
 // request the variant finished since the last verdict, not only of those
 // pooled: the requests of the lighter cycles between seldom miss, and the
-// SLO counts them too, so the pooled ones may spend their part as well
-// (on conv x4.5, 139.8 at 97.26% where judging the pool alone cost 147.0
-// at 97.28%).
-// The pool starts again one
-// rate window later (the histograms then hold only requests the verdict
-// did not count: read every 30 s cycle, one minute of misses would lower
-// the headroom twice). Misses at a load above the plan's rate while the
+// SLO counts them too, so the pooled ones may spend their part as well.
+// The pool starts again one rate window later (the histograms then hold
+// only requests the verdict did not count: read every 30 s cycle, one
+// minute of misses would lower the headroom twice). Misses at a load above the plan's rate while the
 // group is short or any of its replicas start (an onset: the ready
 // replicas carry the load of those starting) say nothing of the
 // headroom: the plan already orders for them; a load well under it says
@@ -117,8 +115,21 @@ type Pool struct {
 	Requests float64 `json:"requests,omitempty"`
 	Over     float64 `json:"over,omitempty"`
 	// Seen is every request the variant finished since the last verdict,
-	// pooled or not: the error budget is theirs.
-	Seen float64 `json:"seen,omitempty"`
+	// pooled or not: the error budget is theirs. Like the group's Budget
+	// it forgets over budgetMemory (SeenAt is its last update): a night's
+	// light load is not a budget for the morning's bursts.
+	Seen   float64   `json:"seen,omitempty"`
+	SeenAt time.Time `json:"seenAt,omitzero"`
+}
+
+// see decays the requests seen to now and adds n.
+func (p Pool) see(now time.Time, n float64) Pool {
+	if !p.SeenAt.IsZero() && now.After(p.SeenAt) {
+		p.Seen *= math.Exp(-now.Sub(p.SeenAt).Seconds() / budgetMemory.Seconds())
+	}
+	p.Seen += n
+	p.SeenAt = now
+	return p
 }
 
 // headroomOf is a variant's headroom, startHeadroom until it is first
@@ -136,10 +147,10 @@ func headroomOf(h float64) float64 {
 // also while replicas start), counts every request it is shown, and
 // returns the headroom and pool for the next cycle, and whether it judged
 // the pool.
-func adaptHeadroom(h float64, pool Pool, a attainment, planned, target float64, short bool) (float64, Pool, bool) {
+func adaptHeadroom(now time.Time, h float64, pool Pool, a attainment, planned, target float64, short bool) (float64, Pool, bool) {
 	h = headroomOf(h)
 	if a.Requests > 0 {
-		pool.Seen += a.Requests
+		pool = pool.see(now, a.Requests)
 	}
 	if a.Requests <= 0 || planned <= 0 || a.Load < loadedShare*planned || (short && a.Load > planned*(1+smallShortfall)) {
 		return h, pool, false

@@ -48,7 +48,7 @@ func TestAdaptHeadroom(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			// The plan's rate per replica is 3.2 req/s: loads 2-3.5 are near it.
-			h, pool, judged := adaptHeadroom(tc.h, tc.pool, tc.a, 3.2, target, true)
+			h, pool, judged := adaptHeadroom(t0, tc.h, tc.pool, tc.a, 3.2, target, true)
 			assert.Equal(t, tc.judged, judged, "judged")
 			assert.InDelta(t, tc.wantH, h, 1e-12)
 			assert.InDelta(t, tc.wantPool.Requests, pool.Requests, 1e-9)
@@ -59,10 +59,10 @@ func TestAdaptHeadroom(t *testing.T) {
 	// With supply covering demand, a variant loaded over its rate is loaded
 	// so by the gateway's split: its misses are pooled.
 	over := attainment{Over: 2 * budget, Requests: verdict, Load: 4}
-	h, pool, _ := adaptHeadroom(0.8, Pool{}, over, 3.2, target, false)
+	h, pool, _ := adaptHeadroom(t0, 0.8, Pool{}, over, 3.2, target, false)
 	assert.InDelta(t, 0.8*headroomDown, h, 1e-12, "split overload lowers the headroom")
 	assert.Zero(t, pool.Requests)
-	h, _, _ = adaptHeadroom(0.8, Pool{}, over, 3.2, target, true)
+	h, _, _ = adaptHeadroom(t0, 0.8, Pool{}, over, 3.2, target, true)
 	assert.InDelta(t, 0.8, h, 1e-12, "an onset's overload does not")
 }
 
@@ -289,4 +289,20 @@ func TestReleaseTrustsTheLineAsFarAsShown(t *testing.T) {
 	require.NotEmpty(t, steps, "the fleet is released")
 	assert.GreaterOrEqual(t, steps[0], int32(6), "the first release at most doubles the load per replica: %v", steps)
 	assert.Less(t, n, steps[0], "later releases go further: %v", steps)
+}
+
+// The requests seen forget over the budget's memory: a night's light load
+// is not a budget for the morning's bursts.
+func TestPoolSeenForgets(t *testing.T) {
+	p := Pool{Seen: 1000, SeenAt: t0}.see(t0.Add(budgetMemory), 100)
+	assert.InDelta(t, 1000/math.E+100, p.Seen, 1e-9)
+	assert.Equal(t, t0.Add(budgetMemory), p.SeenAt)
+	assert.InDelta(t, 100, Pool{}.see(t0, 100).Seen, 1e-9, "nothing to forget at first")
+	// After eight hours of light load, a verdict judges against the last
+	// hour's requests, not the night's.
+	night := Pool{}
+	for i := range 960 { // 30 s cycles of 45 requests
+		night = night.see(t0.Add(time.Duration(i)*30*time.Second), 45)
+	}
+	assert.Less(t, night.Seen, 45.0*2*60*1.01, "about an hour of requests (1/(1-e^-1/120) cycles)")
 }

@@ -93,7 +93,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 		}
 		prev := h
 		var judged bool
-		h, vs.TPOTPool, judged = adaptHeadroom(h, vs.TPOTPool, att, va.Capacity.Rate, slo.Attainment, short)
+		h, vs.TPOTPool, judged = adaptHeadroom(now, h, vs.TPOTPool, att, va.Capacity.Rate, slo.Attainment, short)
 		if judged {
 			vs.VerdictAt = now
 		}
