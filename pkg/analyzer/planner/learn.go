@@ -104,13 +104,6 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	}
 	va.Headroom = h
 	va.PeakLoad = vs.PeakLoad
-	switch {
-	case va.Ready == 0 || proven(va):
-		vs.TrialFrom = time.Time{}
-	case vs.TrialFrom.IsZero():
-		vs.TrialFrom = now
-	}
-	va.OnTrial = !vs.TrialFrom.IsZero() && now.Sub(vs.TrialFrom) < trialLength
 	if !short && loadPerReplica(v.Name, reps) <= va.Capacity.Rate {
 		// Misses while the group is short of supply or replicas start,
 		// or the variant loaded past its rate, are queues the plan

@@ -144,10 +144,6 @@ func (c *cycle) release(mv []mixVariant, counts []int32) []int32 {
 		if young {
 			mv[i].Lo = min(max(mv[i].Lo, next.Found[v.Name]), mv[i].Hi)
 		}
-		if va := an.Variants[i]; onTrial(va) && mv[i].Lo < 1 {
-			mv[i].Lo = min(1, mv[i].Hi)
-			an.Trial = append(an.Trial, v.Name)
-		}
 	}
 	// The fitted lines are trusted only as far as the replicas were seen
 	// serving within the target (withinShown).

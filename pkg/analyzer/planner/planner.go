@@ -189,10 +189,6 @@ type VariantState struct {
 	// last rate window that counted minOverSLORequests, at ITLOverAt.
 	ITLOver   float64   `json:"itlOver,omitempty"`
 	ITLOverAt time.Time `json:"itlOverAt,omitzero"`
-	// TrialFrom is when the variant's replicas began serving without
-	// having proven their rate (onTrial); zero once proven or at zero
-	// ready replicas.
-	TrialFrom time.Time `json:"trialFrom,omitzero"`
 }
 
 // settleCycles is how many cycles a variant's observations are skipped
@@ -240,9 +236,6 @@ type VariantAnalysis struct {
 	// Load is its load factor under the gateway's split (share.go): 1
 	// while no weight is learned.
 	Load float64 `json:"gatewayLoad,omitempty"`
-	// OnTrial says its replicas serve an unproven rate, for under
-	// trialLength: a scale-down keeps one of them.
-	OnTrial bool `json:"onTrial,omitempty"`
 }
 
 // Analysis is the planner's intermediate quantities for a group.
@@ -310,9 +303,6 @@ type Analysis struct {
 	// replicas of (untriedPriceShare).
 	Trying   []string          `json:"trying,omitempty"`
 	Variants []VariantAnalysis `json:"variants"`
-	// Trial are the variants a scale-down keeps a replica of while it
-	// proves its rate (onTrial).
-	Trial []string `json:"trial,omitempty"`
 	// BudgetSpent says the requests over the ITL target lately exceed
 	// the SLO's error budget (budget.go): every rise is held for the
 	// full hold.
@@ -342,9 +332,6 @@ func (a Analysis) Summary() []string {
 	}
 	if len(a.MissingITL) > 0 {
 		lines = append(lines, fmt.Sprintf("  giving back %s first and adding none: another variant's requests meet the target", strings.Join(a.MissingITL, ", ")))
-	}
-	if len(a.Trial) > 0 {
-		lines = append(lines, fmt.Sprintf("  keeping a replica of %s on trial: not yet seen serving half the rate credited to it", strings.Join(a.Trial, ", ")))
 	}
 	if a.HoldsTheRest != "" {
 		lines = append(lines, fmt.Sprintf("  keeping a replica of %s at least: the running variants miss the TTFT target on more requests than its part of the error budget, and it misses fewer", a.HoldsTheRest))

@@ -1,10 +1,6 @@
 package planner
 
-import (
-	"time"
-
-	"github.com/wva-project/wva/pkg/decision"
-)
+import "github.com/wva-project/wva/pkg/decision"
 
 // untriedPriceShare of its cost is what an order prices a replica of a
 // variant never seen running at. Its rate is only the fair-price guess
@@ -22,28 +18,6 @@ const untriedPriceShare = 2.0 / 3
 // untried says whether a variant has no replica and has never been seen
 // serving.
 func untried(va VariantAnalysis) bool { return va.Observations == 0 && va.Current == 0 }
-
-// A variant tried (untriedAtDiscount) is credited the fair price until
-// one of its replicas serves half its fitted rate (proven), and at the
-// fair price it ties with the proven variant: the cheapest release then
-// drops it whenever one replica of it costs more than the other's, and
-// the plan never learns what it serves. On the ramp the H100 tried
-// during the warm-up served 4.5 minutes beside four L40S before it went;
-// the plan ran on L40S at 5 req/s each where an H100 serves 10, and
-// ordered H100s again 19 minutes later. So a scale-down keeps one
-// replica of a variant on trial for trialLength from when it began
-// serving; once proven, its own line decides.
-const trialLength = 20 * time.Minute
-
-// onTrial says a variant runs, has not yet proven its rate and began
-// serving within trialLength. proven is read again here, not only where
-// learn set TrialFrom: fairPrice has since credited a variant the gateway
-// loaded past its fair price with its seen load (twice its peak). At that
-// rate it reads as proven and costs less per request than the proven
-// variant: the cheapest release keeps it without a trial.
-func onTrial(va VariantAnalysis) bool {
-	return va.OnTrial && va.Current > 0 && va.Observations > 0 && !proven(va)
-}
 
 // untriedAtDiscount returns the variants an order searches: the untried
 // ones at untriedPriceShare of their cost.

@@ -117,30 +117,3 @@ func maxSupply(variants []decision.Variant, an Analysis) float64 {
 	}
 	return supply
 }
-
-// A scale-down keeps the one replica of a variant whose rate is not yet
-// proven (an H100 the gateway loads near idle beside six L4s, credited
-// only the L4's price per request) for trialLength, then lets it go: at
-// the fair price the two are tied, and releasing it first would leave the
-// plan never learning what it serves.
-func TestReleaseKeepsAVariantOnTrial(t *testing.T) {
-	var st any = seasoned()
-	plannedH100, plannedL4 := map[time.Duration]int32{}, map[time.Duration]int32{}
-	for i := range 2*int(trialLength/time.Minute) + 2 {
-		g := fleet(6, 1, 6)
-		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
-		g.Replicas = append(g.Replicas, decision.ReplicaMetrics{Pod: "h100-a", Variant: "h100",
-			NumGPUBlocks: 32768, BlockSize: 16, AvgInputTokens: 800, AvgOutputTokens: 200,
-			ArrivalRate: 0.2, AvgITLms: 20.2, AvgTTFTms: 200})
-		var an Analysis
-		var sig decision.Signal
-		an, sig, st = run(t, g, st)
-		require.Equal(t, "fair-price-prior", an.Variants[0].Capacity.Bound)
-		plannedH100[g.Now.Sub(t0)] = sig.PlannedReplicas["h100"]
-		plannedL4[g.Now.Sub(t0)] = sig.PlannedReplicas["l4"]
-	}
-	before, after := trialLength-time.Minute, trialLength+time.Minute
-	assert.Less(t, plannedL4[before], int32(6), "the plan releases L4s")
-	assert.Equal(t, int32(1), plannedH100[before], "kept while on trial")
-	assert.Equal(t, int32(0), plannedH100[after], "released after its trial")
-}
