@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/decision"
 )
 
@@ -305,4 +306,23 @@ func TestPoolSeenForgets(t *testing.T) {
 		night = night.see(t0.Add(time.Duration(i)*30*time.Second), 45)
 	}
 	assert.Less(t, night.Seen, 45.0*2*60*1.01, "about an hour of requests (1/(1-e^-1/120) cycles)")
+}
+
+// A state persisted before the requests seen decayed and the trial keep
+// went (a pool's seen without seenAt, a variant's trialFrom) decodes with
+// what the variant learned; its seen starts decaying at its next update.
+func TestStatePersistedBeforeSeenDecayDecodes(t *testing.T) {
+	old := `{"analyzer":"slo-planner","variants":{"h100":{"fit":{},"lastReady":2,` +
+		`"itlHeadroom":0.8,"tpotPool":{"requests":500,"over":2,"seen":3000},` +
+		`"trialFrom":"2026-01-01T00:00:00Z"}}}`
+	st, ok := analyzer.DecodeState[State](old)
+	require.True(t, ok)
+	vs := st.Variants["h100"]
+	assert.InDelta(t, 0.8, vs.Headroom, 1e-12)
+	assert.Equal(t, int32(2), vs.LastReady)
+	assert.Equal(t, Pool{Requests: 500, Over: 2, Seen: 3000}, vs.TPOTPool)
+	p := vs.TPOTPool.see(t0, 10)
+	assert.InDelta(t, 3010, p.Seen, 1e-9, "no time to decay from")
+	p = p.see(t0.Add(budgetMemory), 0)
+	assert.InDelta(t, 3010/math.E, p.Seen, 1e-9, "then it decays")
 }
