@@ -23,15 +23,16 @@ import (
 // SLO counts them too, so the pooled ones may spend their part as well.
 // The pool starts again one rate window later (the histograms then hold
 // only requests the verdict did not count: read every 30 s cycle, one
-// minute of misses would lower the headroom twice). Misses at a load above the plan's rate while the
-// group is short or any of its replicas start (an onset: the ready
-// replicas carry the load of those starting) say nothing of the
-// headroom: the plan already orders for them; a load well under it says
-// little either. But while the group's supply covers its demand with
-// every replica ready, the plan orders nothing, and a variant loaded
-// above its rate is loaded so by the gateway's split (llm-d's scorers
-// balance KV cache usage, not capacity): its misses then say how much of
-// its rate the variant can be credited in this fleet, and are pooled.
+// minute of misses would lower the headroom twice). Misses at a load
+// above the plan's rate while the group is short or any of its replicas
+// start (an onset: the ready replicas carry the load of those starting)
+// say nothing of the headroom: the plan already orders for them; a load
+// well under it says little either. But while the group's supply covers
+// its demand with every replica ready, the plan orders nothing, and a
+// variant loaded above its rate is loaded so by the gateway's split
+// (llm-d's scorers balance KV cache usage, not capacity): its misses then
+// say how much of its rate the variant can be credited in this fleet, and
+// are pooled.
 const (
 	// minHeadroom and maxHeadroom bound the learned headroom.
 	minHeadroom = 0.5
