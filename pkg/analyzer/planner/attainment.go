@@ -126,7 +126,7 @@ type Pool struct {
 // see decays the requests seen to now and adds n.
 func (p Pool) see(now time.Time, n float64) Pool {
 	if !p.SeenAt.IsZero() && now.After(p.SeenAt) {
-		p.Seen *= math.Exp(-now.Sub(p.SeenAt).Seconds() / budgetMemory.Seconds())
+		p.Seen *= forgetting(now.Sub(p.SeenAt))
 	}
 	p.Seen += n
 	p.SeenAt = now

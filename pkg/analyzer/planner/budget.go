@@ -39,7 +39,7 @@ func (b Budget) record(now time.Time, w window, targetITLms, targetTTFTms float6
 	if !b.At.IsZero() {
 		dt = min(max(now.Sub(b.At), 0), decision.RateWindow)
 	}
-	decay := math.Exp(-dt.Seconds() / budgetMemory.Seconds())
+	decay := forgetting(dt)
 	finished, share := w.misses(targetITLms, targetTTFTms)
 	n := finished * dt.Seconds() / decision.RateWindow.Seconds()
 	over := n * share
@@ -47,6 +47,13 @@ func (b Budget) record(now time.Time, w window, targetITLms, targetTTFTms float6
 		return b
 	}
 	return Budget{Requests: b.Requests*decay + n, Over: b.Over*decay + over, At: now}
+}
+
+// forgetting is the weight the budget's memory leaves after dt on what
+// was counted before it (Budget, and the requests a headroom verdict is
+// judged against, Pool.Seen).
+func forgetting(dt time.Duration) float64 {
+	return math.Exp(-dt.Seconds() / budgetMemory.Seconds())
 }
 
 // spent says whether the requests over target exceed the error budget of

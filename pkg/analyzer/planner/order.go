@@ -32,7 +32,7 @@ func (c *cycle) mix() []int32 {
 	if c.short && !c.saturated {
 		kind = lasting(c.g.Now, c.st, c.next, c.an.Supply, c.an.Staffed)
 	}
-	ordering := c.short && (c.saturated || kind == shortfallLasted || kind == shortfallLarge)
+	ordering := (c.short && c.saturated) || kind == shortfallLasted || kind == shortfallLarge
 	if kind == shortfallLasted && c.budgetCoversShortfall() {
 		c.next.ShortSince = c.st.ShortSince
 		c.an.Why = WhyBudget
