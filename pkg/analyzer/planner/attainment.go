@@ -67,14 +67,28 @@ type attainment struct {
 // observeAttainment merges the TPOT histograms of the variant's replicas
 // over the rate window.
 func observeAttainment(v string, reps []decision.ReplicaMetrics, targetITLms, targetTTFTms float64) attainment {
+	a := attainmentOf(reps, func(r decision.ReplicaMetrics) bool { return r.Variant == v }, targetITLms, targetTTFTms)
+	a.Load = loadPerReplica(v, reps)
+	return a
+}
+
+// groupOver is the share of all the group's requests over target in the
+// rate window, as observeAttainment counts a variant's.
+func groupOver(reps []decision.ReplicaMetrics, targetITLms, targetTTFTms float64) float64 {
+	return attainmentOf(reps, func(decision.ReplicaMetrics) bool { return true }, targetITLms, targetTTFTms).Over
+}
+
+// attainmentOf merges the TPOT histograms of the replicas keep selects:
+// the requests they finished and the share of them over target.
+func attainmentOf(reps []decision.ReplicaMetrics, keep func(decision.ReplicaMetrics) bool, targetITLms, targetTTFTms float64) attainment {
 	var h, q decision.Histogram
 	for _, r := range reps {
-		if r.Variant == v {
+		if keep(r) {
 			h = h.Merge(r.TPOT)
 			q = q.Merge(r.QueueTime)
 		}
 	}
-	a := attainment{Load: loadPerReplica(v, reps)}
+	var a attainment
 	a.Requests, a.Over = overTarget(h, targetITLms)
 	if queued := q.Total(); queued > 0 && targetTTFTms > 0 && a.Requests > 0 {
 		// Requests that waited past the TTFT target less their own

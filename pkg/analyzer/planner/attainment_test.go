@@ -2,6 +2,7 @@ package planner
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/wva-project/wva/pkg/analyzer"
 	"github.com/wva-project/wva/pkg/decision"
+	"github.com/wva-project/wva/pkg/decision/params"
 )
 
 func TestAdaptHeadroom(t *testing.T) {
@@ -325,4 +327,51 @@ func TestStatePersistedBeforeSeenDecayDecodes(t *testing.T) {
 	assert.InDelta(t, 3010, p.Seen, 1e-9, "no time to decay from")
 	p = p.see(t0.Add(budgetMemory), 0)
 	assert.InDelta(t, 3010/math.E, p.Seen, 1e-9, "then it decays")
+}
+
+// A variant the gateway loads past its rate while the group's supply
+// covers its demand is judged by the group's misses: beside H100s that
+// carry most of the requests within target, an L4 missing 3% of its own
+// keeps its headroom; on its own, the same misses keep lowering it. (The
+// first cycle, before any line is learned, judges the L4 by its own
+// misses in both: its prior's rate is not past its load.)
+func TestSplitOverloadJudgedByTheGroup(t *testing.T) {
+	slo := params.SLO{TargetITLms: 100, Attainment: 0.99}
+	l4 := decision.Variant{Name: "l4", CurrentReplicas: 2}
+	const load = 8.0 // req/s per L4
+	histogram := func(load, over float64) decision.Histogram {
+		return decision.Histogram{Bounds: []float64{0.05, 0.1, math.Inf(1)}, Counts: []float64{0.5 * load, (1 - over) * load, load}}
+	}
+	headrooms := map[string]float64{}
+	for _, h100s := range []int{0, 4} {
+		var reps []decision.ReplicaMetrics
+		for i := range 2 {
+			reps = append(reps, decision.ReplicaMetrics{Pod: fmt.Sprintf("l4-%d", i), Variant: "l4", AvgInputTokens: 800, AvgOutputTokens: 200,
+				ArrivalRate: load, AvgITLms: fixtureITLms(load), TPOT: histogram(load, 0.03)})
+		}
+		for i := range h100s {
+			reps = append(reps, decision.ReplicaMetrics{Pod: fmt.Sprintf("h100-%d", i), Variant: "h100", AvgInputTokens: 800, AvgOutputTokens: 200,
+				ArrivalRate: 30, AvgITLms: 50, TPOT: histogram(30, 0)})
+		}
+		var vs VariantState
+		var va VariantAnalysis
+		var at10 float64
+		for i := range 20 {
+			va, vs = learn(l4, reps, vs, slo, 800, 200, false, t0.Add(time.Duration(i)*30*time.Second))
+			if i == 10 {
+				at10 = vs.Headroom
+			}
+		}
+		require.Greater(t, load, va.Capacity.Rate*(1+smallShortfall), "the L4s are loaded past their rate")
+		assert.InDelta(t, 0.03, va.TPOTOverTarget, 1e-9, "the variant's own share is what it reports")
+		if h100s == 0 {
+			assert.Less(t, vs.Headroom, at10, "alone, its misses are the group's and over budget")
+		} else {
+			// 3% of the L4s' 16 req/s among 136 req/s: 0.35%, within
+			// the ITL's half of the 1% budget.
+			assert.Equal(t, at10, vs.Headroom, "beside H100s within target")
+		}
+		headrooms[fmt.Sprint(h100s)] = vs.Headroom
+	}
+	assert.Greater(t, headrooms["4"], headrooms["0"])
 }
