@@ -30,9 +30,11 @@ import (
 // well under it says little either. But while the group's supply covers
 // its demand with every replica ready, the plan orders nothing, and a
 // variant loaded above its rate is loaded so by the gateway's split
-// (llm-d's scorers balance KV cache usage, not capacity): its misses then
-// say how much of its rate the variant can be credited in this fleet, and
-// are pooled.
+// (llm-d's scorers balance KV cache usage, not capacity): such cycles are
+// pooled. Within a tenth of its rate its own misses say how much of it
+// the variant can be credited; further past it, the mix's supply counts
+// on it carrying its share past its line (mixSupply), and the group's
+// misses (groupOver) say whether that costs the SLO.
 const (
 	// minHeadroom and maxHeadroom bound the learned headroom.
 	minHeadroom = 0.5

@@ -95,7 +95,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 			// SLO is the group's misses, not its own. Judged by its
 			// own, an L40S beside H100s ratchets down to the lowest
 			// headroom while the group meets its target, and the
-			// fleet pays for the H100s' idle capacity twice.
+			// plan pays again for capacity the H100s leave idle.
 			att.Over = groupOver(reps, slo.TargetITLms, slo.TargetTTFTms)
 		}
 		if now.Sub(vs.VerdictAt) < decision.RateWindow {
