@@ -34,7 +34,7 @@ import (
 // pooled. Within a tenth of its rate its own misses say how much of it
 // the variant can be credited; further past it, the mix's supply counts
 // on it carrying its share past its line (mixSupply), and the group's
-// misses (groupOver) say whether that costs the SLO.
+// misses (GroupOver) say whether that costs the SLO.
 const (
 	// minHeadroom and maxHeadroom bound the learned headroom.
 	minHeadroom = 0.5
@@ -62,22 +62,20 @@ type attainment struct {
 	// rate window.
 	Over     float64
 	Requests float64
+	// GroupOver is the share of all the group's requests over target,
+	// counted as Over is.
+	GroupOver float64
 	// Load is the mean arrival rate per reporting replica.
 	Load float64
 }
 
 // observeAttainment merges the TPOT histograms of the variant's replicas
-// over the rate window.
+// over the rate window, and those of all the group's (GroupOver).
 func observeAttainment(v string, reps []decision.ReplicaMetrics, targetITLms, targetTTFTms float64) attainment {
 	a := attainmentOf(reps, func(r decision.ReplicaMetrics) bool { return r.Variant == v }, targetITLms, targetTTFTms)
+	a.GroupOver = attainmentOf(reps, func(decision.ReplicaMetrics) bool { return true }, targetITLms, targetTTFTms).Over
 	a.Load = loadPerReplica(v, reps)
 	return a
-}
-
-// groupOver is the share of all the group's requests over target in the
-// rate window, as observeAttainment counts a variant's.
-func groupOver(reps []decision.ReplicaMetrics, targetITLms, targetTTFTms float64) float64 {
-	return attainmentOf(reps, func(decision.ReplicaMetrics) bool { return true }, targetITLms, targetTTFTms).Over
 }
 
 // attainmentOf merges the TPOT histograms of the replicas keep selects:
@@ -169,8 +167,23 @@ func adaptHeadroom(now time.Time, h float64, pool Pool, a attainment, planned, t
 	if a.Requests > 0 {
 		pool = pool.see(now, a.Requests)
 	}
-	if a.Requests <= 0 || planned <= 0 || a.Load < loadedShare*planned || (short && a.Load > planned*(1+smallShortfall)) {
+	if a.Requests <= 0 || planned <= 0 || a.Load < loadedShare*planned {
 		return h, pool, false
+	}
+	if a.Load > planned*(1+smallShortfall) {
+		if short {
+			return h, pool, false
+		}
+		// Loaded well past its rate with the group's supply covering
+		// its demand and nothing starting, the variant is loaded so by
+		// the gateway's split, and the mix's supply (mixSupply) counts
+		// on it carrying its share past its line while the others
+		// idle: whether that costs the SLO is the group's misses, not
+		// its own. Judged by its own, an L40S beside H100s ratchets
+		// down to the lowest headroom while the group meets its
+		// target, and the plan pays again for capacity the H100s leave
+		// idle.
+		a.Over = a.GroupOver
 	}
 	pool.Requests += a.Requests
 	pool.Over += a.Over * a.Requests

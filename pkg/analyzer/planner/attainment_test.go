@@ -59,14 +59,18 @@ func TestAdaptHeadroom(t *testing.T) {
 			assert.InDelta(t, tc.wantPool.Seen, pool.Seen, 1e-9)
 		})
 	}
-	// With supply covering demand, a variant loaded over its rate is loaded
-	// so by the gateway's split: its misses are pooled.
-	over := attainment{Over: 2 * budget, Requests: verdict, Load: 4}
+	// With supply covering demand, a variant loaded well over its rate is
+	// loaded so by the gateway's split: the group's misses are pooled.
+	over := attainment{Over: 2 * budget, GroupOver: 2 * budget, Requests: verdict, Load: 4}
 	h, pool, _ := adaptHeadroom(t0, 0.8, Pool{}, over, 3.2, target, false)
 	assert.InDelta(t, 0.8*headroomDown, h, 1e-12, "split overload lowers the headroom")
 	assert.Zero(t, pool.Requests)
 	h, _, _ = adaptHeadroom(t0, 0.8, Pool{}, over, 3.2, target, true)
 	assert.InDelta(t, 0.8, h, 1e-12, "an onset's overload does not")
+	affordable := over
+	affordable.GroupOver = budget / 4
+	h, _, _ = adaptHeadroom(t0, 0.8, Pool{}, affordable, 3.2, target, false)
+	assert.InDelta(t, 0.8+headroomUp, h, 1e-12, "nor its own misses while the group's are well within the budget")
 }
 
 // Requests over the ITL target at the plan's load lower the variant's

@@ -86,18 +86,6 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 				vs.ShownLoad = max(vs.ShownLoad, att.Load*(in+out))
 			}
 		}
-		if !short && att.Load > va.Capacity.Rate*(1+smallShortfall) {
-			// Loaded well past its rate with the group's supply
-			// covering its demand and nothing starting, the variant
-			// is loaded so by the gateway's split, and the mix's
-			// supply (mixSupply) counts on it carrying its share past
-			// its line while the others idle: whether that costs the
-			// SLO is the group's misses, not its own. Judged by its
-			// own, an L40S beside H100s ratchets down to the lowest
-			// headroom while the group meets its target, and the
-			// plan pays again for capacity the H100s leave idle.
-			att.Over = groupOver(reps, slo.TargetITLms, slo.TargetTTFTms)
-		}
 		if now.Sub(vs.VerdictAt) < decision.RateWindow {
 			// The window still holds requests the last verdict
 			// counted: report them, pool nothing.
