@@ -22,7 +22,6 @@ func (c *cycle) holdPeak() {
 	c.adaptHold(unit)
 	c.hold = lulls(c.next.HoldFactor, unit)
 	c.next.Rises = rises(c.st.Rises, c.st.Plans, c.g.Now, an.StaffedArrivals, c.ref.Rate, c.horizon, c.hold)
-	c.window = mergeWindow(c.g.Replicas)
 	c.next.Budget = c.st.Budget.record(c.g.Now, c.window, c.slo.TargetITLms, queuedTTFT(an.Backlog, c.slo.TargetTTFTms))
 	an.BudgetSpent = c.next.Budget.spent(c.slo.Attainment)
 	// Whether bursts come back is judged within the first hold

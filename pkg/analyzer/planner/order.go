@@ -290,15 +290,16 @@ func lasting(now time.Time, st State, next *State, supply, need float64) shortfa
 }
 
 // budgetCoversShortfall says whether a small shortfall that lasted
-// (shortfallLasted) waits on the error budget instead of ordering: the
-// plan is a fit, the SLO is what the requests meet. Only for the demand
-// now (no trend, rise margin or daily profile's rise in the plan: the
-// requests cannot show a rise still to come) and no saturation, and while
-// the last rate window's share of requests over target, for one start-up
-// more (until a replica ordered now would serve), leaves the budget
-// unspent.
+// (shortfallLasted, which mix judges only while the replicas are not
+// saturated: saturation is evidence, not a fit's error) waits on the
+// error budget instead of ordering: the plan is a fit, the SLO is what
+// the requests meet. Only for the demand now (no trend, rise margin or
+// daily profile's rise in the plan: the requests cannot show a rise still
+// to come), and while the last rate window's share of requests over
+// target, for one start-up more (until a replica ordered now would
+// serve), leaves the budget unspent.
 func (c *cycle) budgetCoversShortfall() bool {
-	if c.saturated || max(c.an.Rising, c.an.RiseMargin, c.an.ProfileRise) > 0 {
+	if max(c.an.Rising, c.an.RiseMargin, c.an.ProfileRise) > 0 {
 		return false
 	}
 	n, share := c.window.misses(c.slo.TargetITLms, c.slo.TargetTTFTms)

@@ -143,9 +143,9 @@ func TestSmallShortfallWithinTheBudgetWaits(t *testing.T) {
 	assert.Greater(t, total(order), int32(4), order.Reason)
 }
 
-// Which small shortfalls wait on the budget: only for the demand now, not
-// saturated, and while the last window's misses for a start-up leave the
-// budget unspent.
+// Which small shortfalls wait on the budget: only for the demand now, and
+// while the last window's misses for a start-up leave the budget unspent.
+// (A saturated group's shortfall is never asked: mix orders for it.)
 func TestBudgetCoversShortfall(t *testing.T) {
 	slo := params.SLO{TargetITLms: 100, TargetTTFTms: 2000, Attainment: 0.99}
 	// Two replicas finishing 5 req/s each: 600 requests a rate window.
@@ -158,21 +158,19 @@ func TestBudgetCoversShortfall(t *testing.T) {
 		an     Analysis
 		share  float64 // of the window's requests over the ITL target
 		budget Budget
-		sat    bool
 		want   bool
 	}{
-		{"covered", Analysis{Staffed: 10.5, Supply: 10}, 0.01, roomy, false, true},
-		{"a trend forecast", Analysis{Staffed: 10.5, Supply: 10, Rising: 0.5}, 0.01, roomy, false, false},
-		{"a rise margin", Analysis{Staffed: 10.5, Supply: 10, RiseMargin: 0.5}, 0.01, roomy, false, false},
-		{"the daily profile's rise", Analysis{Staffed: 10.5, Supply: 10, ProfileRise: 0.5}, 0.01, roomy, false, false},
-		{"saturated", Analysis{Staffed: 10.5, Supply: 10}, 0.01, roomy, true, false},
+		{"covered", Analysis{Staffed: 10.5, Supply: 10}, 0.01, roomy, true},
+		{"a trend forecast", Analysis{Staffed: 10.5, Supply: 10, Rising: 0.5}, 0.01, roomy, false},
+		{"a rise margin", Analysis{Staffed: 10.5, Supply: 10, RiseMargin: 0.5}, 0.01, roomy, false},
+		{"the daily profile's rise", Analysis{Staffed: 10.5, Supply: 10, ProfileRise: 0.5}, 0.01, roomy, false},
 		// 40 + 0.2 x 2,400 > 1% of 22,400.
-		{"the window's misses spend it within a start-up", Analysis{Staffed: 10.5, Supply: 10}, 0.2, roomy, false, false},
-		{"already spent", Analysis{Staffed: 10.5, Supply: 10}, 0, Budget{Requests: 20000, Over: 300}, false, false},
+		{"the window's misses spend it within a start-up", Analysis{Staffed: 10.5, Supply: 10}, 0.2, roomy, false},
+		{"already spent", Analysis{Staffed: 10.5, Supply: 10}, 0, Budget{Requests: 20000, Over: 300}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &cycle{window: mergeWindow(reps(tc.share)), slo: slo, an: tc.an, saturated: tc.sat,
+			c := &cycle{window: mergeWindow(reps(tc.share)), slo: slo, an: tc.an,
 				horizon: 4 * time.Minute, next: &State{Budget: tc.budget}}
 			assert.Equal(t, tc.want, c.budgetCoversShortfall())
 		})

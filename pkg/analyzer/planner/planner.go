@@ -419,7 +419,8 @@ type cycle struct {
 	// by the saturation floor): the shortfall is evidence, not noise.
 	saturated bool
 	// window is the replicas' histograms over the rate window, merged
-	// once for the error budget's counts (holdPeak).
+	// once per cycle for every count of their misses (the error budget
+	// in holdPeak, budgetCoversShortfall in mix).
 	window window
 	// hold is how long the plan keeps its peak.
 	hold time.Duration
@@ -435,7 +436,7 @@ type cycle struct {
 // plan sizes the group: what a replica of each variant serves, the demand
 // to serve, the peak to hold through lulls, and the cheapest mix for them.
 func plan(g decision.Group, slo params.SLO, scaling params.Scaling, st State, next *State) (Analysis, decision.Signal) {
-	c := &cycle{g: g, slo: slo, scaling: scaling, st: st, next: next}
+	c := &cycle{g: g, slo: slo, scaling: scaling, st: st, next: next, window: mergeWindow(g.Replicas)}
 	c.an.Input, c.an.Output = requestShape(g, st)
 	next.Input, next.Output = c.an.Input, c.an.Output
 	c.variants = append([]decision.Variant(nil), g.Variants...)
