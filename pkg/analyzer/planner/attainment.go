@@ -70,24 +70,31 @@ type attainment struct {
 }
 
 // observeAttainment merges the TPOT histograms of the variant's replicas
-// over the rate window, and those of all the group's (GroupOver).
-func observeAttainment(v string, reps []decision.ReplicaMetrics, targetITLms, targetTTFTms float64) attainment {
-	a := attainmentOf(reps, func(r decision.ReplicaMetrics) bool { return r.Variant == v }, targetITLms, targetTTFTms)
-	a.GroupOver = attainmentOf(reps, func(decision.ReplicaMetrics) bool { return true }, targetITLms, targetTTFTms).Over
-	a.Load = loadPerReplica(v, reps)
-	return a
-}
-
-// attainmentOf merges the TPOT histograms of the replicas keep selects:
-// the requests they finished and the share of them over target.
-func attainmentOf(reps []decision.ReplicaMetrics, keep func(decision.ReplicaMetrics) bool, targetITLms, targetTTFTms float64) attainment {
+// over the rate window; groupOver is the group's share over target
+// (window.over), merged once a cycle for all its variants.
+func observeAttainment(v string, reps []decision.ReplicaMetrics, groupOver, targetITLms, targetTTFTms float64) attainment {
 	var h, q decision.Histogram
 	for _, r := range reps {
-		if keep(r) {
+		if r.Variant == v {
 			h = h.Merge(r.TPOT)
 			q = q.Merge(r.QueueTime)
 		}
 	}
+	a := attainmentOf(h, q, targetITLms, targetTTFTms)
+	a.GroupOver = groupOver
+	a.Load = loadPerReplica(v, reps)
+	return a
+}
+
+// over is the share of the group's requests over target, counted as a
+// variant's own are (attainmentOf).
+func (w window) over(targetITLms, targetTTFTms float64) float64 {
+	return attainmentOf(w.tpot, w.queue, targetITLms, targetTTFTms).Over
+}
+
+// attainmentOf reads merged TPOT (h) and queue-time (q) histograms: the
+// requests they count and the share of them over target.
+func attainmentOf(h, q decision.Histogram, targetITLms, targetTTFTms float64) attainment {
 	var a attainment
 	a.Requests, a.Over = overTarget(h, targetITLms)
 	if queued := q.Total(); queued > 0 && targetTTFTms > 0 && a.Requests > 0 {

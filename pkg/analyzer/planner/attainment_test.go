@@ -225,16 +225,22 @@ func TestQueueTimeCountsOverTarget(t *testing.T) {
 		reps       []decision.ReplicaMetrics
 		targetTTFT float64
 		over       float64
+		// groupOver counts every variant's replicas: the share of the
+		// queued requests over target adds to the TPOT's.
+		groupOver float64
 	}{
-		{"no queue histogram: TPOT alone", []decision.ReplicaMetrics{rep("l4", decision.Histogram{})}, 2000, 0.01},
-		{"queued past the target", []decision.ReplicaMetrics{rep("l4", queue(2, 0.1)), rep("l4", queue(2, 0.1))}, 2000, 0.11},
-		{"another variant's queue", []decision.ReplicaMetrics{rep("l4", decision.Histogram{}), rep("h100", queue(2, 0.5))}, 2000, 0.01},
-		{"no TTFT target", []decision.ReplicaMetrics{rep("l4", queue(2, 0.1))}, 0, 0.01},
+		{"no queue histogram: TPOT alone", []decision.ReplicaMetrics{rep("l4", decision.Histogram{})}, 2000, 0.01, 0.01},
+		{"queued past the target", []decision.ReplicaMetrics{rep("l4", queue(2, 0.1)), rep("l4", queue(2, 0.1))}, 2000, 0.11, 0.11},
+		{"another variant's queue", []decision.ReplicaMetrics{rep("l4", decision.Histogram{}), rep("h100", queue(2, 0.5))}, 2000, 0.01, 0.51},
+		{"no TTFT target", []decision.ReplicaMetrics{rep("l4", queue(2, 0.1))}, 0, 0.01, 0.01},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a := observeAttainment("l4", tc.reps, 100, tc.targetTTFT)
+			groupOver := mergeWindow(tc.reps).over(100, tc.targetTTFT)
+			assert.InDelta(t, tc.groupOver, groupOver, 1e-9)
+			a := observeAttainment("l4", tc.reps, groupOver, 100, tc.targetTTFT)
 			assert.InDelta(t, tc.over, a.Over, 1e-9)
+			assert.InDelta(t, tc.groupOver, a.GroupOver, 1e-9, "the group's share is passed through")
 		})
 	}
 }
@@ -360,8 +366,9 @@ func TestSplitOverloadJudgedByTheGroup(t *testing.T) {
 		}
 		var vs VariantState
 		var va VariantAnalysis
+		groupOver := mergeWindow(reps).over(slo.TargetITLms, slo.TargetTTFTms)
 		for i := range 20 {
-			va, vs = learn(l4, reps, vs, slo, 800, 200, false, t0.Add(time.Duration(i)*30*time.Second))
+			va, vs = learn(l4, reps, vs, slo, 800, 200, groupOver, false, t0.Add(time.Duration(i)*30*time.Second))
 			if i == 10 {
 				at10 = vs.Headroom
 			}

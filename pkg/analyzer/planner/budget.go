@@ -69,10 +69,10 @@ func (b Budget) covers(attainment, ahead, share float64) bool {
 		b.Over+share*ahead <= (1-attainment)*(b.Requests+ahead)
 }
 
-// window is the replicas' TPOT and TTFT histograms merged over the rate
-// window, once per cycle for every count of its misses.
+// window is the replicas' TPOT, TTFT and queue-time histograms merged
+// over the rate window, once per cycle for every count of its misses.
 type window struct {
-	tpot, ttft decision.Histogram
+	tpot, ttft, queue decision.Histogram
 }
 
 // mergeWindow merges the replicas' histograms.
@@ -81,6 +81,7 @@ func mergeWindow(reps []decision.ReplicaMetrics) window {
 	for _, r := range reps {
 		w.tpot = w.tpot.Merge(r.TPOT)
 		w.ttft = w.ttft.Merge(r.TTFT)
+		w.queue = w.queue.Merge(r.QueueTime)
 	}
 	return w
 }

@@ -8,12 +8,13 @@ import (
 )
 
 // learn updates a variant's ITL line from its replicas and derives its
-// capacity at the SLO.
+// capacity at the SLO. groupOver is the share of the group's requests over
+// target this cycle (window.over).
 //
 // A variant never seen running has an optimistic prior (its KV cache size
 // is unknown until a pod reports it): the plan tries it when it looks
 // cheapest, and what its replicas then show corrects the line.
-func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, slo params.SLO, in, out float64, short bool, now time.Time) (VariantAnalysis, VariantState) {
+func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, slo params.SLO, in, out, groupOver float64, short bool, now time.Time) (VariantAnalysis, VariantState) {
 	if v.StartupDelay > 0 {
 		vs.StartupDelay = v.StartupDelay
 	}
@@ -78,7 +79,7 @@ func learn(v decision.Variant, reps []decision.ReplicaMetrics, vs VariantState, 
 	}
 	va.Capacity = capacityAt(va.Curve, timing, lim, h, slo.TargetITLms, slo.TargetTTFTms, in, out)
 	if vs.Settle == 0 {
-		att := observeAttainment(v.Name, reps, slo.TargetITLms, slo.TargetTTFTms)
+		att := observeAttainment(v.Name, reps, groupOver, slo.TargetITLms, slo.TargetTTFTms)
 		va.TPOTOverTarget = att.Over
 		if att.Requests >= minOverSLORequests {
 			vs.ITLOver, vs.ITLOverAt = att.Over, now

@@ -46,20 +46,20 @@ func TestPromptRateFades(t *testing.T) {
 	now := time.Date(2026, time.March, 2, 0, 0, 0, 0, time.UTC)
 	vs := VariantState{PromptRate: 4 * 3400 / 0.32}
 	for range 10 {
-		_, vs = learn(v, []decision.ReplicaMetrics{rep}, vs, slo, 3400, 3300, false, now)
+		_, vs = learn(v, []decision.ReplicaMetrics{rep}, vs, slo, 3400, 3300, 0, false, now)
 		now = now.Add(30 * time.Second)
 	}
 	assert.InEpsilon(t, 4*3400/0.32*math.Pow(forget, 10), vs.PromptRate, 1e-9, "ten readings later")
 	for range 40 {
-		_, vs = learn(v, []decision.ReplicaMetrics{rep}, vs, slo, 3400, 3300, false, now)
+		_, vs = learn(v, []decision.ReplicaMetrics{rep}, vs, slo, 3400, 3300, 0, false, now)
 		now = now.Add(30 * time.Second)
 	}
 	assert.InEpsilon(t, 3400/0.32, vs.PromptRate, 1e-9, "the readings' own rate once the outlier has faded")
 
 	// A faster reading is taken at once, and no reading (requests queue)
 	// leaves what was learned.
-	_, vs = learn(v, []decision.ReplicaMetrics{{Variant: "h100", AvgInputTokens: 3400, AvgTTFTms: 160}}, vs, slo, 3400, 3300, false, now)
+	_, vs = learn(v, []decision.ReplicaMetrics{{Variant: "h100", AvgInputTokens: 3400, AvgTTFTms: 160}}, vs, slo, 3400, 3300, 0, false, now)
 	assert.InEpsilon(t, 3400/0.16, vs.PromptRate, 1e-9)
-	_, vs = learn(v, []decision.ReplicaMetrics{{Variant: "h100", AvgInputTokens: 3400, AvgTTFTms: 900, QueueLength: 4}}, vs, slo, 3400, 3300, false, now.Add(30*time.Second))
+	_, vs = learn(v, []decision.ReplicaMetrics{{Variant: "h100", AvgInputTokens: 3400, AvgTTFTms: 900, QueueLength: 4}}, vs, slo, 3400, 3300, 0, false, now.Add(30*time.Second))
 	assert.InEpsilon(t, 3400/0.16, vs.PromptRate, 1e-9)
 }

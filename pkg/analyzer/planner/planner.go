@@ -464,13 +464,14 @@ func plan(g decision.Group, slo params.SLO, scaling params.Scaling, st State, ne
 func (c *cycle) capacities() {
 	c.caps = make(map[string]ReplicaCapacity, len(c.variants))
 	starting := c.replicasStarting()
+	groupOver := c.window.over(c.slo.TargetITLms, c.slo.TargetTTFTms)
 	for _, v := range c.variants {
 		vs := c.st.Variants[v.Name]
 		// While replicas start, the ready ones also carry the load
 		// planned for them: the group counts as short for what they
 		// show. Pods stuck Pending are not starting: they would keep
 		// the feedback off for as long as they are stuck.
-		va, nvs := learn(v, c.g.Replicas, vs, c.slo, c.an.Input, c.an.Output, c.st.Short || starting, c.g.Now)
+		va, nvs := learn(v, c.g.Replicas, vs, c.slo, c.an.Input, c.an.Output, groupOver, c.st.Short || starting, c.g.Now)
 		if v.Role.Normalized() == decision.RolePrefill {
 			va.Capacity = prefillCapacity(v, c.g.Replicas, c.slo, c.an.Input)
 		}
