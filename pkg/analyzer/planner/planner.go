@@ -419,8 +419,9 @@ type cycle struct {
 	// by the saturation floor): the shortfall is evidence, not noise.
 	saturated bool
 	// window is the replicas' histograms over the rate window, merged
-	// once per cycle for every count of their misses (the error budget
-	// in holdPeak, budgetCoversShortfall in mix).
+	// once per cycle for every count of their misses (the group's share
+	// over target in capacities, the error budget in holdPeak,
+	// budgetCoversShortfall in mix).
 	window window
 	// hold is how long the plan keeps its peak.
 	hold time.Duration
