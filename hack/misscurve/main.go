@@ -50,6 +50,11 @@ func main() {
 	render(os.Stdout, curves, *width)
 }
 
+// variantColumns are the per-variant columns read, each a prefix of the
+// variant's name: requests sent, ready replicas, finished, over the ITL
+// target, over the TTFT target.
+var variantColumns = [...]string{"dispatched_", "ready_", "finished_", "missed_itl_", "missed_ttft_"}
+
 // bin is what the scrapes at one load per replica counted.
 type bin struct {
 	Samples, Finished, OverITL, OverTTFT float64
@@ -87,6 +92,11 @@ func read(r io.Reader, policy string, width float64) ([]curve, error) {
 	}
 	curves := make([]curve, len(variants))
 	for i, v := range variants {
+		for _, c := range variantColumns {
+			if _, ok := col[c+v]; !ok {
+				return nil, fmt.Errorf("no %q column beside dispatched_%s", c+v, v)
+			}
+		}
 		curves[i] = curve{Variant: v, Bins: map[int]*bin{}}
 	}
 	prev := math.NaN()
@@ -114,8 +124,8 @@ func read(r io.Reader, policy string, width float64) ([]curve, error) {
 			continue
 		}
 		for i, v := range variants {
-			var x [5]float64
-			for j, name := range []string{"dispatched_", "ready_", "finished_", "missed_itl_", "missed_ttft_"} {
+			var x [len(variantColumns)]float64
+			for j, name := range variantColumns {
 				if x[j], err = num(name + v); err != nil {
 					return nil, err
 				}

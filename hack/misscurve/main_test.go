@@ -52,16 +52,17 @@ func TestReadBinsByLoadPerReplica(t *testing.T) {
 }
 
 func TestReadRejects(t *testing.T) {
-	cases := []struct{ name, csv, policy string }{
-		{"no policy rows", timeline, "kpa"},
-		{"not a timeline", "a,b\n1,2\n", "wva"},
-		{"empty", "", "wva"},
-		{"a number that is not", strings.Replace(timeline, "wva,15,2,2,2,30,60", "wva,15,2,2,2,30,x", 1), "wva"},
+	cases := []struct{ name, csv, policy, says string }{
+		{"no policy rows", timeline, "kpa", `no rows of policy "kpa"`},
+		{"not a timeline", "a,b\n1,2\n", "wva", `no "policy" column`},
+		{"empty", "", "wva", "empty timeline"},
+		{"a variant's column missing", strings.Replace(timeline, "ready_l40s", "up_l40s", 1), "wva", `no "ready_l40s" column`},
+		{"a number that is not", strings.Replace(timeline, "wva,15,2,2,2,30,60", "wva,15,2,2,2,30,x", 1), "wva", "row 3, dispatched_l40s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := read(strings.NewReader(tc.csv), tc.policy, 0.5)
-			assert.Error(t, err)
+			assert.ErrorContains(t, err, tc.says)
 		})
 	}
 }
