@@ -75,9 +75,10 @@ type Plan struct {
 	// Peak is the plan of the costliest interval: static-peak's fleet.
 	Peak []int32 `json:"peak"`
 	// Warm is the fleet the autoscaling policies start with (initialFleet
-	// "warm"): the costliest plan among the intervals before a first
-	// scale-up could serve (start-up delay + engine interval + metrics
-	// window), as if the fleet had been running and sized for the load.
+	// "warm"): the costliest plan among the intervals the run plays before
+	// a first scale-up could serve (start-up delay + engine interval +
+	// metrics window, warmWindow), as if the fleet had been running and
+	// sized for the load.
 	Warm []int32 `json:"warm"`
 
 	// Bound is the per-interval plan (each interval tested from an empty
@@ -95,6 +96,25 @@ type Plan struct {
 	// infeasibleAt marks the intervals Infeasible counts, each once however
 	// many searches fail on it.
 	infeasibleAt []bool
+}
+
+// warmWindow is the part of a trace of length end that a run plays
+// first, for lead: with a mirrored warm-up of d, the trace's lead before d
+// backwards (then, if lead is longer, the measured run's start); without
+// one, or replayed forwards, the trace's start. A fleet sized for the
+// trace's start would meet a mirrored warm-up's first minutes, played
+// from d, with a queue the size of the difference: the diurnal hour's
+// starts at 6-7 req/s and its 10th minute at 10-11, and a bursty hour's
+// 10th minute may be in a burst.
+func warmWindow(c scenario.Control, lead, end time.Duration) (from, to time.Duration) {
+	d := min(c.Warmup.D(), end)
+	if c.WarmupMode != scenario.WarmupMirror || d <= 0 {
+		return 0, lead
+	}
+	if d >= lead {
+		return d - lead, d
+	}
+	return 0, max(d, lead-d)
 }
 
 // NewPlan computes the oracle's plan for a trace.
@@ -125,6 +145,7 @@ func NewPlan(sc *scenario.Scenario, tr *trace.Trace) Plan {
 	}
 	lead += sc.Control.EngineInterval.D() + sc.Control.MetricsWindow.D()
 	peakCost, warmCost := -1.0, -1.0
+	warmFrom, warmTo := warmWindow(sc.Control, lead, end)
 	shortest := sc.Variants[0].StartupDelay.D()
 	for _, v := range sc.Variants {
 		shortest = min(shortest, v.StartupDelay.D())
@@ -145,7 +166,7 @@ func NewPlan(sc *scenario.Scenario, tr *trace.Trace) Plan {
 		if c > peakCost {
 			peakCost, plan.Peak = c, plan.Replicas[i]
 		}
-		if time.Duration(i)*interval < lead && c > warmCost {
+		if at := time.Duration(i) * interval; at < warmTo && at+interval > warmFrom && c > warmCost {
 			warmCost, plan.Warm = c, plan.Replicas[i]
 		}
 	}

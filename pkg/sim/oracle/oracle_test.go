@@ -9,10 +9,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wva-project/wva/pkg/decision/params"
 	"github.com/wva-project/wva/pkg/sim/fleet"
 	"github.com/wva-project/wva/pkg/sim/policies"
 	"github.com/wva-project/wva/pkg/sim/scenario"
 	"github.com/wva-project/wva/pkg/sim/simtest"
+	"github.com/wva-project/wva/pkg/sim/trace"
 )
 
 // A load the maxima cannot serve makes intervals infeasible: each counts
@@ -204,4 +206,50 @@ func TestSpikeOutrunsStartup(t *testing.T) {
 	t.Logf("to stay within 1%%, hold %v before the spike (%.0f per hour against %.0f for the minute before)",
 		held, MixCost(sc.Variants, held), MixCost(sc.Variants, before))
 	assert.Greater(t, MixCost(sc.Variants, held), MixCost(sc.Variants, before))
+}
+
+func TestWarmWindow(t *testing.T) {
+	const lead, end = 2 * time.Minute, time.Hour
+	for _, tt := range []struct {
+		name     string
+		warmup   time.Duration
+		mode     string
+		from, to time.Duration
+	}{
+		{"mirrored: the lead before the warm-up's end, played first", 10 * time.Minute, scenario.WarmupMirror, 8 * time.Minute, 10 * time.Minute},
+		{"replayed: the trace's start", 10 * time.Minute, scenario.WarmupReplay, 0, lead},
+		{"no warm-up: the trace's start", -1, scenario.WarmupMirror, 0, lead},
+		{"mirrored, shorter than the lead: the warm-up and the run's start", time.Minute, scenario.WarmupMirror, 0, time.Minute},
+		{"mirrored, longer than the trace: its last lead", 2 * time.Hour, scenario.WarmupMirror, end - lead, end},
+	} {
+		c := scenario.Control{Warmup: params.Duration(tt.warmup), WarmupMode: tt.mode}
+		from, to := warmWindow(c, lead, end)
+		assert.Equal(t, tt.from, from, tt.name)
+		assert.Equal(t, tt.to, to, tt.name)
+	}
+}
+
+// The policies start from the fleet the minutes they play first need: a
+// mirrored warm-up starts at the trace's 10th minute, which here is four
+// times as busy as its first, and a fleet sized for the first would meet
+// it with a queue (and every policy with a memory of misses the measured
+// run then inherits).
+func TestWarmFleetMeetsTheMinutesPlayedFirst(t *testing.T) {
+	sc := scenario.DefaultScenario()
+	var tr trace.Trace
+	for at := time.Duration(0); at < 12*time.Minute; {
+		rate := 4.0 // req/s
+		if at >= 7*time.Minute {
+			rate = 16
+		}
+		tr.Requests = append(tr.Requests, trace.Request{Arrival: at, Input: 1000, Output: 200})
+		at += time.Duration(float64(time.Second) / rate)
+	}
+	warm := func(mode string) float64 {
+		sc.Control.WarmupMode = mode
+		plan := NewPlan(&sc, &tr)
+		return MixCost(sc.Variants, plan.Warm)
+	}
+	first, tenth := warm(scenario.WarmupReplay), warm(scenario.WarmupMirror)
+	assert.Greater(t, tenth, first, "mirrored: sized for the 10th minute, not the first")
 }

@@ -90,9 +90,10 @@ type Control struct {
 	// OracleInterval is the oracle's planning interval.
 	OracleInterval params.Duration `json:"oracleInterval"`
 	// InitialFleet is what the autoscaling policies start with: "warm"
-	// (default) is the cheapest mix for the highest load of the first
-	// minutes, before any scale-up could land (see OraclePlan.Warm), as if
-	// the fleet had been running; "scenario" is each variant's
+	// (default) is the cheapest mix for the highest load of the minutes
+	// the run plays first, before any scale-up could land (the mirrored
+	// warm-up's from the trace's 10th minute back; see oracle.Plan.Warm),
+	// as if the fleet had been running; "scenario" is each variant's
 	// initialReplicas.
 	InitialFleet string `json:"initialFleet,omitempty"`
 	// Warmup is a pre-roll: the trace's first Warmup is played before the
