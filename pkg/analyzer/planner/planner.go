@@ -444,7 +444,7 @@ func plan(g decision.Group, slo params.SLO, scaling params.Scaling, st State, ne
 	sort.Slice(c.variants, func(i, j int) bool { return c.variants[i].Name < c.variants[j].Name })
 
 	c.capacities()
-	if i := holdsTheRest(c.variants, c.an.Variants, c.next.Variants, slo, st.HoldsTheRest); i >= 0 {
+	if i := holdsTheRest(c.variants, c.next.Variants, slo, st.HoldsTheRest); i >= 0 {
 		// The requests the running variants cannot hold within the TTFT
 		// target need a replica of one that can (fits.go).
 		v := &c.variants[i]
