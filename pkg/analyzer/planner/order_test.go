@@ -30,20 +30,23 @@ func TestPendingNotReordered(t *testing.T) {
 }
 
 // A shortfall orders at once when it exceeds smallShortfall of the
-// supply, else only once it has lasted persistFor.
+// supply or comes on a steady rise, else only once it has lasted
+// persistFor.
 func TestLasting(t *testing.T) {
 	cases := []struct {
 		name       string
 		since      time.Duration // before now; 0: no shortfall seen
 		need       float64
+		rising     bool
 		want       shortfall
 		wantMarked bool
 	}{
-		{"large shortfall orders at once", 0, 12, shortfallLarge, false},
-		{"small shortfall first seen waits", 0, 10.5, shortfallYoung, true},
-		{"small shortfall for 30s waits", 30 * time.Second, 10.5, shortfallYoung, true},
-		{"small shortfall for a window lasted", time.Minute, 10.5, shortfallLasted, false},
-		{"large shortfall after a window is still large", time.Minute, 12, shortfallLarge, false},
+		{"large shortfall orders at once", 0, 12, false, shortfallLarge, false},
+		{"small shortfall first seen waits", 0, 10.5, false, shortfallYoung, true},
+		{"small shortfall for 30s waits", 30 * time.Second, 10.5, false, shortfallYoung, true},
+		{"small shortfall for a window lasted", time.Minute, 10.5, false, shortfallLasted, false},
+		{"large shortfall after a window is still large", time.Minute, 12, false, shortfallLarge, false},
+		{"small shortfall on a steady rise orders at once", 0, 10.5, true, shortfallLarge, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +54,7 @@ func TestLasting(t *testing.T) {
 			if tc.since > 0 {
 				st.ShortSince = t0.Add(-tc.since)
 			}
-			assert.Equal(t, tc.want, lasting(t0, st, &next, 10, tc.need))
+			assert.Equal(t, tc.want, lasting(t0, st, &next, 10, tc.need, tc.rising))
 			assert.Equal(t, tc.wantMarked, !next.ShortSince.IsZero())
 		})
 	}
@@ -108,6 +111,27 @@ func fewPercentShort(t *testing.T, learned any) (func(at time.Duration, rate flo
 		_, sig, st = run(t, g, st)
 		return sig
 	}, rate
+}
+
+// On a steady rise a small shortfall orders at once: it only grows.
+func TestSmallShortfallOnASteadyRiseOrdersAtOnce(t *testing.T) {
+	var st any
+	for i := range 240 {
+		// Twenty minutes at 8 req/s, then 0.05 req/s more every cycle.
+		g := fleet(4, 0, 8+0.05*float64(max(i-40, 0)))
+		g.Now = t0.Add(time.Duration(i) * 30 * time.Second)
+		an, sig, next := run(t, g, st)
+		st = next
+		if an.Staffed <= an.Supply || i < 40 {
+			continue
+		}
+		require.Less(t, an.Staffed, an.Supply*(1+smallShortfall), "the first shortfall of a slow rise is small")
+		require.Positive(t, an.Rising, "the rise is forecast")
+		assert.Greater(t, total(sig), int32(4), sig.Reason)
+		assert.NotContains(t, sig.Reason, "waiting one metrics window")
+		return
+	}
+	t.Fatal("the rise never outgrew four L4s")
 }
 
 // A small shortfall that lasted does not order while the requests show it
