@@ -103,9 +103,9 @@ type Plan struct {
 // backwards (then, if lead is longer, the measured run's start); without
 // one, or replayed forwards, the trace's start. A fleet sized for the
 // trace's start would meet a mirrored warm-up's first minutes, played
-// from d, with a queue the size of the difference: the diurnal hour's
-// starts at 6-7 req/s and its 10th minute at 10-11, and a bursty hour's
-// 10th minute may be in a burst.
+// from d, with a queue the size of the difference: the diurnal hour
+// starts at 6-7 req/s and runs 10-11 in its 10th minute, and a bursty
+// hour's 10th minute may be in a burst.
 func warmWindow(c scenario.Control, lead, end time.Duration) (from, to time.Duration) {
 	d := min(c.Warmup.D(), end)
 	if c.WarmupMode != scenario.WarmupMirror || d <= 0 {
