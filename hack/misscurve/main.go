@@ -20,9 +20,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -155,12 +156,7 @@ func read(r io.Reader, policy string, width float64) ([]curve, error) {
 func render(w io.Writer, curves []curve, width float64) {
 	for _, c := range curves {
 		fmt.Fprintf(w, "%s\n\n| load per replica (req/s) | scrapes | finished | over ITL | over TTFT |\n| --- | --- | --- | --- | --- |\n", c.Variant)
-		keys := make([]int, 0, len(c.Bins))
-		for k := range c.Bins {
-			keys = append(keys, k)
-		}
-		sort.Ints(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(c.Bins)) {
 			b := c.Bins[k]
 			fmt.Fprintf(w, "| %.2f-%.2f | %.0f | %.0f | %s | %s |\n", float64(k)*width, float64(k+1)*width, b.Samples, b.Finished, share(b.OverITL, b.Finished), share(b.OverTTFT, b.Finished))
 		}
