@@ -26,6 +26,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/wva-project/wva/pkg/sim/report"
 )
 
 func main() {
@@ -51,10 +53,10 @@ func main() {
 	render(os.Stdout, curves, *width)
 }
 
-// variantColumns are the per-variant columns read, each a prefix of the
-// variant's name: requests sent, ready replicas, finished, over the ITL
-// target, over the TTFT target.
-var variantColumns = [...]string{"dispatched_", "ready_", "finished_", "missed_itl_", "missed_ttft_"}
+// variantColumns are the per-variant columns read (report.VariantColumn):
+// requests sent, ready replicas, finished, over the ITL target, over the
+// TTFT target.
+var variantColumns = [...]string{report.ColumnDispatched, report.ColumnReady, report.ColumnFinished, report.ColumnMissedITL, report.ColumnMissedTTFT}
 
 // bin is what the scrapes at one load per replica counted.
 type bin struct {
@@ -87,15 +89,15 @@ func read(r io.Reader, policy string, width float64) ([]curve, error) {
 	}
 	var variants []string
 	for _, name := range rows[0] {
-		if v, ok := strings.CutPrefix(name, "dispatched_"); ok {
+		if v, ok := strings.CutPrefix(name, report.VariantColumn(report.ColumnDispatched, "")); ok {
 			variants = append(variants, v)
 		}
 	}
 	curves := make([]curve, len(variants))
 	for i, v := range variants {
 		for _, c := range variantColumns {
-			if _, ok := col[c+v]; !ok {
-				return nil, fmt.Errorf("no %q column beside dispatched_%s", c+v, v)
+			if _, ok := col[report.VariantColumn(c, v)]; !ok {
+				return nil, fmt.Errorf("no %q column beside %s", report.VariantColumn(c, v), report.VariantColumn(report.ColumnDispatched, v))
 			}
 		}
 		curves[i] = curve{Variant: v, Bins: map[int]*bin{}}
@@ -127,7 +129,7 @@ func read(r io.Reader, policy string, width float64) ([]curve, error) {
 		for i, v := range variants {
 			var x [len(variantColumns)]float64
 			for j, name := range variantColumns {
-				if x[j], err = num(name + v); err != nil {
+				if x[j], err = num(report.VariantColumn(name, v)); err != nil {
 					return nil, err
 				}
 			}

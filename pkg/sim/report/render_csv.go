@@ -20,15 +20,15 @@ func RenderTimelineCSV(w io.Writer, rep sim.Report) error {
 	cw := csv.NewWriter(w)
 	head := []string{"policy", "seconds", "arrival_rate"}
 	for _, v := range rep.Variants {
-		head = append(head, "replicas_"+v.Name)
+		head = append(head, VariantColumn(ColumnReplicas, v.Name))
 	}
 	for _, v := range rep.Variants {
-		head = append(head, "ready_"+v.Name)
+		head = append(head, VariantColumn(ColumnReady, v.Name))
 	}
 	head = append(head, "waiting", "running", "kv_usage", "ttft_p50_seconds", "ttft_p99_seconds", "finished", "missed_ttft", "missed_itl")
 	for _, v := range rep.Variants {
 		for _, c := range variantColumns {
-			head = append(head, c+"_"+v.Name)
+			head = append(head, VariantColumn(c, v.Name))
 		}
 	}
 	if err := cw.Write(head); err != nil {
@@ -67,8 +67,24 @@ func RenderTimelineCSV(w io.Writer, rep sim.Report) error {
 	return cw.Error()
 }
 
-// variantColumns are the per-variant columns, in VariantPoint's order.
-var variantColumns = []string{"dispatched", "running", "finished", "missed_ttft", "missed_itl"}
+// The per-variant columns of the timeline CSV, each named by
+// VariantColumn: replicas and ready replicas, then the requests sent to
+// the variant's pods, running, finished and over each target.
+const (
+	ColumnReplicas   = "replicas"
+	ColumnReady      = "ready"
+	ColumnDispatched = "dispatched"
+	ColumnRunning    = "running"
+	ColumnFinished   = "finished"
+	ColumnMissedTTFT = "missed_ttft"
+	ColumnMissedITL  = "missed_itl"
+)
+
+// VariantColumn names a variant's column of the timeline CSV.
+func VariantColumn(column, variant string) string { return column + "_" + variant }
+
+// variantColumns are the columns written from a VariantPoint, in its order.
+var variantColumns = []string{ColumnDispatched, ColumnRunning, ColumnFinished, ColumnMissedTTFT, ColumnMissedITL}
 
 func at(xs []int32, i int) int32 {
 	if i < len(xs) {
