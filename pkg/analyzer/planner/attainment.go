@@ -70,8 +70,8 @@ type attainment struct {
 }
 
 // observeAttainment merges the TPOT and queue-time histograms of the
-// variant's replicas over the rate window; groupOver is the group's share over target
-// (window.over), merged once a cycle for all its variants.
+// variant's replicas over the rate window; groupOver is the group's share
+// over target (window.over), merged once a cycle for all its variants.
 func observeAttainment(v string, reps []decision.ReplicaMetrics, groupOver, targetITLms, targetTTFTms float64) attainment {
 	var h, q decision.Histogram
 	for _, r := range reps {
