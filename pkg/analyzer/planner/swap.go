@@ -27,9 +27,10 @@ const (
 // the others once the new ones serve, which then completes the swap.
 //
 // It moves only toward variants whose capacity has been proven by their
-// own replicas (never toward a prior), at most once per hold, and when
-// the saving over the hold repays swapPayback times the cost of the
-// replicas that run twice during their start-up; never toward a variant
+// own replicas (never toward a prior), at most once per hold, never away
+// from replicas still settling (settleCycles), and when the saving over
+// the hold repays swapPayback times the cost of the replicas that run
+// twice during their start-up; never toward a variant
 // whose requests miss the ITL target while another's meet it (shares,
 // shiftFromMissingITL) or miss the TTFT target clearly more than the
 // variant kept for them (missingTTFT). base is the plan's mixVariant per
@@ -63,6 +64,15 @@ func swapMix(variants []decision.Variant, an []VariantAnalysis, base []mixVarian
 	target, ok := cheapestMix(mv, need)
 	if !ok {
 		return nil, false
+	}
+	for i, v := range variants {
+		if target[i] < keep[i] && next.Variants[v.Name].Settle > 0 {
+			// Replicas that just became ready have not shown their
+			// requests' share over the ITL target yet: a move that
+			// gives them back undoes the scale-up that chose them
+			// before they were measured (the workdays' 09:50 rise).
+			return nil, false
+		}
 	}
 	saving := mixCost(mv, keep) - mixCost(mv, target)
 	if saving < minSwapSaving*mixCost(mv, keep) {

@@ -35,6 +35,7 @@ func TestSwapMix(t *testing.T) {
 		target map[string]int32
 		l4Cost float64   // 0: 5
 		shares []float64 // h100, l4: share of requests over the ITL target; nil: none known
+		settle string    // a variant whose replicas just became ready
 	}{
 		{name: "dear variant replaced by the cheap one", an: provenBoth, keep: []int32{2, 1}, need: 9, hold: hold,
 			want: []int32{2, 5}, target: map[string]int32{"h100": 0, "l4": 5}},
@@ -47,6 +48,9 @@ func TestSwapMix(t *testing.T) {
 		{name: "saving within the hold does not repay the start-up twice", an: provenBoth, keep: []int32{2, 1}, need: 9, hold: 6 * time.Minute},
 		{name: "once per hold", an: provenBoth, keep: []int32{2, 1}, need: 9, hold: hold, swapAt: 20 * time.Minute},
 		{name: "a hold after the last swap", an: provenBoth, keep: []int32{2, 1}, need: 9, hold: hold, swapAt: 40 * time.Minute,
+			want: []int32{2, 5}, target: map[string]int32{"h100": 0, "l4": 5}},
+		{name: "not away from replicas that settle", an: provenBoth, keep: []int32{2, 1}, need: 9, hold: hold, settle: "h100"},
+		{name: "while the variant it adds settles", an: provenBoth, keep: []int32{2, 1}, need: 9, hold: hold, settle: "l4",
 			want: []int32{2, 5}, target: map[string]int32{"h100": 0, "l4": 5}},
 		{name: "young fleet: the new mix covers the capacity found", an: provenBoth, keep: []int32{2, 1}, need: 3, hold: hold,
 			young: true, found: map[string]int32{"h100": 2, "l4": 1},
@@ -62,6 +66,9 @@ func TestSwapMix(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			next := &State{Variants: map[string]VariantState{}, Found: tc.found}
+			if tc.settle != "" {
+				next.Variants[tc.settle] = VariantState{Settle: settleCycles}
+			}
 			if tc.swapAt > 0 {
 				next.SwapAt = now.Add(-tc.swapAt)
 			}
